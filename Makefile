@@ -1,0 +1,43 @@
+# Berth's two commands: `make run` and `make test`.
+GO        ?= go
+BIN       := bin/berth
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -s -w -X github.com/berth-hq/berth/internal/cli.Version=$(VERSION)
+LISTEN    ?= 127.0.0.1:3000
+
+export CGO_ENABLED = 0
+
+.PHONY: build run test test-deps vet fuzz bench clean
+
+build:
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/berth
+
+## run: build and start the server with its embedded defaults (SQLite + a local agent).
+run: build
+	$(BIN) server --listen $(LISTEN)
+
+## test: install what the tests need, then run them all.
+test: test-deps vet
+	$(GO) test -race -count=1 -timeout 12m ./...
+
+test-deps:
+	@command -v bash >/dev/null || (apt-get update && apt-get install -y bash)
+
+vet:
+	@test -z "$$(gofmt -l cmd internal)" || (echo "gofmt needed:"; gofmt -l cmd internal; exit 1)
+	$(GO) vet ./...
+
+## fuzz: run each fuzz target for a while (not part of make test).
+FUZZTIME ?= 30s
+fuzz:
+	$(GO) test ./internal/spec -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/spec -run '^$$' -fuzz '^FuzzGPU$$' -fuzztime $(FUZZTIME)
+
+## bench: the performance figures quoted in docs/performance.md.
+bench: build
+	$(BIN) bench submit
+	$(BIN) bench latency
+	$(BIN) bench drain
+
+clean:
+	rm -rf bin

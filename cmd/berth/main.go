@@ -1,0 +1,13 @@
+// Command berth is Berth's one binary: server, agent and client. Named as a
+// Slurm command through a symlink it will act as that command.
+package main
+
+import (
+	"os"
+
+	"github.com/berth-hq/berth/internal/cli"
+)
+
+func main() {
+	os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}

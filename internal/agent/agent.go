@@ -1,0 +1,607 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/client"
+)
+
+// Config says where an agent's server is and what its host offers.
+type Config struct {
+	Server  string
+	Token   string
+	Name    string
+	DataDir string
+	// Addr is the address other nodes reach this one at; empty: the local
+	// address of the route to the server.
+	Addr string
+	// CPUs, Memory and GPUs declare resources instead of detecting them
+	// (0 / nil: detect).
+	CPUs         int
+	Memory       int64
+	GPUs         []api.GPU
+	DeclaredGPUs bool
+	// ShimCommand starts a job's supervisor; the job directory is appended.
+	ShimCommand []string
+	// LogTick is how often output of running jobs is shipped (default 100ms).
+	LogTick time.Duration
+	Logger  *slog.Logger
+	Version string
+}
+
+// Agent runs the jobs the server assigns to its node and reports on them.
+type Agent struct {
+	cfg  Config
+	c    *client.Client
+	log  *slog.Logger
+	info api.NodeInfo
+
+	mu   sync.Mutex
+	jobs map[int64]*localJob
+	kick chan struct{}
+}
+
+// localJob is what the agent knows of one job on this node.
+type localJob struct {
+	id          int64
+	dir         string
+	asg         api.Assignment
+	out         *os.File
+	acked       int64 // bytes of output.log the server holds
+	synced      bool  // acked came from the server
+	started     time.Time
+	startedSent bool
+	exit        *shimExit // set once the shim has exited
+	exitSent    bool
+	stopSent    int
+	shimPid     int
+	orphan      bool // the server no longer knows it: stop it, report nothing
+}
+
+// New prepares an agent; Run starts it.
+func New(cfg Config) (*Agent, error) {
+	if cfg.Name == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return nil, fmt.Errorf("agent: name: %w", err)
+		}
+		cfg.Name = h
+	}
+	if cfg.DataDir == "" {
+		return nil, errors.New("agent: a data directory is required")
+	}
+	if len(cfg.ShimCommand) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("agent: own executable: %w", err)
+		}
+		cfg.ShimCommand = []string{exe, "shim"}
+	}
+	if cfg.LogTick == 0 {
+		cfg.LogTick = 100 * time.Millisecond
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Agent{
+		cfg:  cfg,
+		c:    client.New(cfg.Server, cfg.Token),
+		log:  cfg.Logger.With("node", cfg.Name),
+		jobs: map[int64]*localJob{},
+		kick: make(chan struct{}, 1),
+	}, nil
+}
+
+// Run joins the cluster and serves it until ctx is done. Jobs keep running
+// when Run returns; a later Run with the same data directory finds them again.
+func (a *Agent) Run(ctx context.Context) error {
+	if err := a.detect(ctx); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(a.cfg.DataDir, "jobs"), 0o700); err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	if err := a.restore(); err != nil {
+		return err
+	}
+	a.log.Info("agent starting", "server", a.cfg.Server, "cpus", a.info.CPUs, "memory", a.info.Memory,
+		"gpus", len(a.info.GPUs), "jobs_found", len(a.jobs))
+	go a.sender(ctx)
+	backoff := 50 * time.Millisecond
+	for ctx.Err() == nil {
+		err := a.connect(ctx)
+		if ctx.Err() != nil {
+			break
+		}
+		a.log.Warn("stream to server lost; reconnecting", "err", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 2*time.Second)
+	}
+	a.mu.Lock()
+	for _, j := range a.jobs {
+		if j.out != nil {
+			j.out.Close()
+			j.out = nil
+		}
+	}
+	a.mu.Unlock()
+	return nil
+}
+
+func (a *Agent) detect(ctx context.Context) error {
+	cpus, mem, gpus, err := Detect(ctx)
+	if err != nil {
+		return err
+	}
+	declared := false
+	if a.cfg.CPUs > 0 {
+		cpus, declared = a.cfg.CPUs, true
+	}
+	if a.cfg.Memory > 0 {
+		mem, declared = a.cfg.Memory, true
+	}
+	if a.cfg.DeclaredGPUs {
+		gpus, declared = a.cfg.GPUs, true
+	}
+	addr := a.cfg.Addr
+	if addr == "" {
+		addr = routeAddr(a.cfg.Server)
+	}
+	a.info = api.NodeInfo{Name: a.cfg.Name, Addr: addr, CPUs: cpus, Memory: mem, GPUs: gpus, Declared: declared,
+		Cgroups: "not used (process groups only)", Version: a.cfg.Version}
+	return nil
+}
+
+// routeAddr is the local address this host uses to reach the server.
+func routeAddr(server string) string {
+	u, err := url.Parse(server)
+	if err != nil {
+		return "127.0.0.1"
+	}
+	host := u.Hostname()
+	port := u.Port()
+	if port == "" {
+		port = "80"
+	}
+	c, err := net.Dial("udp", net.JoinHostPort(host, port))
+	if err != nil {
+		return "127.0.0.1"
+	}
+	defer c.Close()
+	return c.LocalAddr().(*net.UDPAddr).IP.String()
+}
+
+// connect registers and serves one stream until it breaks.
+func (a *Agent) connect(ctx context.Context) error {
+	if err := a.c.Register(ctx, a.info); err != nil {
+		return err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// The server pings every few seconds; silence means a dead connection.
+	alive := make(chan struct{}, 1)
+	go func() {
+		t := time.NewTimer(45 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-sctx.Done():
+				return
+			case <-alive:
+				t.Reset(45 * time.Second)
+			case <-t.C:
+				cancel()
+				return
+			}
+		}
+	}()
+	return a.c.AgentStream(sctx, a.cfg.Name, func(m api.AgentMessage) error {
+		select {
+		case alive <- struct{}{}:
+		default:
+		}
+		switch m.Type {
+		case "sync":
+			a.sync(m.Jobs)
+		case "assign":
+			for _, j := range m.Jobs {
+				a.assign(j)
+			}
+		case "stop":
+			if m.Stop != nil {
+				a.stop(m.Stop.JobID, m.Stop.Abort)
+			}
+		}
+		return nil
+	})
+}
+
+func (a *Agent) poke() {
+	select {
+	case a.kick <- struct{}{}:
+	default:
+	}
+}
+
+// sync reconciles the jobs on this node with the server's list of them.
+func (a *Agent) sync(list []api.Assignment) {
+	a.mu.Lock()
+	seen := map[int64]bool{}
+	for _, asg := range list {
+		seen[asg.JobID] = true
+		j, ok := a.jobs[asg.JobID]
+		switch {
+		case ok:
+			j.acked, j.synced = asg.LogSize, true
+			if asg.Stop > 0 {
+				a.signalLocked(j, asg.Stop == 2)
+			}
+		case asg.Status == api.StatusProvisioning && asg.Stop == 0:
+			a.startLocked(asg)
+		default:
+			// The server believes it runs here, but this node has no trace of it.
+			j := &localJob{id: asg.JobID, asg: asg, acked: asg.LogSize, synced: true, startedSent: true,
+				exit: &shimExit{ExitCode: -1, Reason: api.ReasonLostByAgent, Message: "the node has no record of this job", FinishedAt: time.Now().UTC()}}
+			a.jobs[asg.JobID] = j
+		}
+	}
+	for id, j := range a.jobs {
+		if seen[id] {
+			continue
+		}
+		if j.exit != nil {
+			a.removeLocked(j)
+			continue
+		}
+		a.log.Warn("stopping a job the server does not know", "job_id", id)
+		j.orphan = true
+		a.signalLocked(j, true)
+	}
+	a.mu.Unlock()
+	a.poke()
+}
+
+func (a *Agent) assign(asg api.Assignment) {
+	a.mu.Lock()
+	if _, ok := a.jobs[asg.JobID]; !ok {
+		a.startLocked(asg)
+	}
+	a.mu.Unlock()
+	a.poke()
+}
+
+func (a *Agent) stop(id int64, abort bool) {
+	a.mu.Lock()
+	if j, ok := a.jobs[id]; ok {
+		a.signalLocked(j, abort)
+	}
+	a.mu.Unlock()
+}
+
+func (a *Agent) signalLocked(j *localJob, abort bool) {
+	level := 1
+	sig := sigStop
+	if abort {
+		level, sig = 2, sigAbort
+	}
+	if j.exit != nil || j.shimPid == 0 || j.stopSent >= level {
+		return
+	}
+	j.stopSent = level
+	if err := unix.Kill(j.shimPid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
+		a.log.Error("signal shim", "job_id", j.id, "err", err)
+	}
+}
+
+// startLocked writes the job's directory and starts its shim.
+func (a *Agent) startLocked(asg api.Assignment) {
+	dir := filepath.Join(a.cfg.DataDir, "jobs", strconv.FormatInt(asg.JobID, 10))
+	j := &localJob{id: asg.JobID, dir: dir, asg: asg, acked: asg.LogSize, synced: true, started: time.Now().UTC()}
+	a.jobs[asg.JobID] = j
+	fail := func(err error) {
+		a.log.Error("cannot start job", "job_id", asg.JobID, "err", err)
+		j.exit = &shimExit{ExitCode: 127, Reason: exitStartFailed, Message: err.Error(), StartedAt: j.started, FinishedAt: time.Now().UTC()}
+	}
+	workDir := asg.WorkingDir
+	if workDir == "" {
+		workDir = filepath.Join(dir, "work")
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "work"), 0o700); err != nil {
+		fail(err)
+		return
+	}
+	if err := writeJSONAtomic(filepath.Join(dir, fileAssign), asg); err != nil {
+		fail(err)
+		return
+	}
+	sp := shimSpec{Script: script(asg.Commands), Env: jobEnv(asg), Dir: workDir, MaxDuration: asg.MaxDuration, Grace: asg.Grace}
+	if err := writeJSONAtomic(filepath.Join(dir, fileSpec), sp); err != nil {
+		fail(err)
+		return
+	}
+	shimLog, err := os.OpenFile(filepath.Join(dir, "shim.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		fail(err)
+		return
+	}
+	defer shimLog.Close()
+	cmd := exec.Command(a.cfg.ShimCommand[0], append(a.cfg.ShimCommand[1:], dir)...)
+	cmd.Stdout, cmd.Stderr = shimLog, shimLog
+	// A session of its own: the shim outlives the agent and gets none of its signals.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		fail(err)
+		return
+	}
+	j.shimPid = cmd.Process.Pid
+	go func() {
+		_ = cmd.Wait()
+		a.finished(j)
+	}()
+}
+
+// finished records the shim's end, once.
+func (a *Agent) finished(j *localJob) {
+	var ex shimExit
+	err := readJSON(filepath.Join(j.dir, fileExit), &ex)
+	a.mu.Lock()
+	if j.exit == nil {
+		if err != nil {
+			ex = shimExit{ExitCode: -1, Reason: api.ReasonLostByAgent, Message: "the job's supervisor ended without a status: " + err.Error(), FinishedAt: time.Now().UTC()}
+		}
+		j.exit = &ex
+	}
+	orphan := j.orphan
+	if orphan {
+		a.removeLocked(j)
+	}
+	a.mu.Unlock()
+	a.poke()
+}
+
+func (a *Agent) removeLocked(j *localJob) {
+	if j.out != nil {
+		j.out.Close()
+	}
+	delete(a.jobs, j.id)
+	if j.dir != "" {
+		if err := os.RemoveAll(j.dir); err != nil {
+			a.log.Warn("remove job directory", "job_id", j.id, "err", err)
+		}
+	}
+}
+
+// restore finds the jobs an earlier agent left in the data directory.
+func (a *Agent) restore() error {
+	root := filepath.Join(a.cfg.DataDir, "jobs")
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	for _, e := range ents {
+		id, err := strconv.ParseInt(e.Name(), 10, 64)
+		if err != nil || !e.IsDir() {
+			continue
+		}
+		dir := filepath.Join(root, e.Name())
+		var asg api.Assignment
+		if err := readJSON(filepath.Join(dir, fileAssign), &asg); err != nil {
+			a.log.Warn("dropping unreadable job directory", "dir", dir, "err", err)
+			_ = os.RemoveAll(dir)
+			continue
+		}
+		j := &localJob{id: id, dir: dir, asg: asg, startedSent: false}
+		a.jobs[id] = j
+		var ex shimExit
+		if err := readJSON(filepath.Join(dir, fileExit), &ex); err == nil {
+			j.exit, j.started = &ex, ex.StartedAt
+			continue
+		}
+		pid, err := readPid(filepath.Join(dir, fileShimID))
+		if err == nil && shimAlive(pid, dir) {
+			j.shimPid = pid
+			j.started = time.Now().UTC()
+			if err := a.watch(j); err == nil {
+				continue
+			}
+		}
+		// The shim is gone without leaving a status: check once more for a
+		// status written meanwhile, else the job is lost.
+		if err := readJSON(filepath.Join(dir, fileExit), &ex); err == nil {
+			j.exit, j.started = &ex, ex.StartedAt
+			continue
+		}
+		j.exit = &shimExit{ExitCode: -1, Reason: api.ReasonLostByAgent, Message: "the job's supervisor is gone", FinishedAt: time.Now().UTC()}
+	}
+	return nil
+}
+
+// watch waits for a shim that is not the agent's child, through a pidfd.
+func (a *Agent) watch(j *localJob) error {
+	fd, err := unix.PidfdOpen(j.shimPid, 0)
+	if err != nil {
+		return err
+	}
+	go func() {
+		defer unix.Close(fd)
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		for {
+			_, err := unix.Poll(fds, -1)
+			if err == nil || !errors.Is(err, unix.EINTR) {
+				break
+			}
+		}
+		a.finished(j)
+	}()
+	return nil
+}
+
+func readPid(path string) (int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(string(b)))
+}
+
+// shimAlive tells whether pid is still the shim of dir (and not a reused pid).
+func shimAlive(pid int, dir string) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return false
+	}
+	args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+	return len(args) > 0 && args[len(args)-1] == dir
+}
+
+// sender ships job events and output to the server, in order, one batch at a
+// time; what the server acknowledged is never sent again, and what it did not
+// is re-read from the job's files, so a lost batch or a restart loses nothing.
+func (a *Agent) sender(ctx context.Context) {
+	tick := time.NewTicker(a.cfg.LogTick)
+	defer tick.Stop()
+	backoff := 50 * time.Millisecond
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.kick:
+		case <-tick.C:
+		}
+		for ctx.Err() == nil {
+			evs, more := a.collect()
+			if len(evs) == 0 {
+				break
+			}
+			ack, err := a.c.AgentEvents(ctx, api.AgentEvents{Node: a.cfg.Name, Events: evs})
+			if err != nil {
+				if ctx.Err() == nil {
+					a.log.Warn("report to server failed; retrying", "err", err, "in", backoff)
+					select {
+					case <-ctx.Done():
+					case <-time.After(backoff):
+					}
+					backoff = min(backoff*2, 2*time.Second)
+				}
+				continue
+			}
+			backoff = 50 * time.Millisecond
+			a.acked(evs, ack)
+			if !more {
+				break
+			}
+		}
+	}
+}
+
+const batchBytes = 1 << 20
+
+// collect gathers what the server has not acknowledged yet; more says a
+// budget cut it short.
+func (a *Agent) collect() (evs []api.AgentEvent, more bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ids := make([]int64, 0, len(a.jobs))
+	for id, j := range a.jobs {
+		if j.synced && !j.orphan {
+			ids = append(ids, id)
+		}
+	}
+	sort.Slice(ids, func(i, k int) bool { return ids[i] < ids[k] })
+	budget := batchBytes
+	for _, id := range ids {
+		j := a.jobs[id]
+		if !j.startedSent && !j.started.IsZero() && j.exit == nil {
+			evs = append(evs, api.AgentEvent{JobID: id, Type: "started", Time: j.started})
+		}
+		complete := true
+		if j.dir != "" {
+			if j.out == nil {
+				f, err := os.Open(filepath.Join(j.dir, fileOutput))
+				if err == nil {
+					j.out = f
+				}
+			}
+			if j.out != nil {
+				frames, next, err := ReadFrames(j.out, j.acked, budget)
+				if err != nil {
+					a.log.Error("read job output", "job_id", id, "err", err)
+				}
+				for _, f := range frames {
+					evs = append(evs, api.AgentEvent{JobID: id, Type: "log", Time: f.Time, Offset: f.Offset, Size: f.Size(), Stream: f.Stream, Data: f.Data})
+					budget -= len(f.Data)
+				}
+				if fi, err := j.out.Stat(); err == nil && next < fi.Size() {
+					complete = false
+				}
+			}
+		}
+		if budget <= 0 {
+			more = true
+		}
+		if j.exit != nil && complete && !j.exitSent {
+			evs = append(evs, api.AgentEvent{JobID: id, Type: "exited", Time: j.exit.FinishedAt, ExitCode: j.exit.ExitCode,
+				Signal: j.exit.Signal, Reason: j.exit.Reason, Message: j.exit.Message})
+		}
+		if budget <= 0 {
+			break
+		}
+	}
+	return evs, more
+}
+
+func (a *Agent) acked(evs []api.AgentEvent, ack *api.AgentAck) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, e := range evs {
+		j, ok := a.jobs[e.JobID]
+		if !ok {
+			continue
+		}
+		switch e.Type {
+		case "started":
+			j.startedSent = true
+		case "exited":
+			j.exitSent = true
+		}
+	}
+	for id, size := range ack.LogSize {
+		if j, ok := a.jobs[id]; ok {
+			j.acked = size
+		}
+	}
+	for _, id := range ack.Closed {
+		if j, ok := a.jobs[id]; ok && j.exit != nil {
+			a.removeLocked(j)
+		}
+	}
+}
+
+func writeJSONAtomic(path string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(path, b)
+}

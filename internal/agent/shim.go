@@ -1,0 +1,221 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The shim is a job's own small supervisor, as slurmstepd is to slurmd: the
+// agent starts one per job (`berth shim DIR`) in a session of its own. The shim
+// owns the job's output file and waits for the job, so the job neither dies of
+// SIGPIPE nor loses its exit status when the agent or the server hosting it
+// dies; a restarted agent finds the shim again through DIR.
+//
+// Files in DIR: job.json (what to run, written by the agent), shim.pid,
+// output.log (frames, see logfile.go), exit.json (written last, atomically).
+const (
+	fileSpec   = "job.json"
+	fileShimID = "shim.pid"
+	fileOutput = "output.log"
+	fileExit   = "exit.json"
+	fileAssign = "assignment.json"
+)
+
+// Signals the agent sends the shim.
+const (
+	sigStop  = syscall.SIGTERM // stop gracefully: SIGTERM to the job, SIGKILL after the grace period
+	sigAbort = syscall.SIGUSR2 // stop at once: SIGKILL to the job
+)
+
+// Shim exit reasons (exit.json).
+const (
+	exitStopped     = "stopped"
+	exitAborted     = "aborted"
+	exitMaxDuration = "max_duration"
+	exitStartFailed = "start_failed"
+)
+
+type shimSpec struct {
+	Script      string   `json:"script"`
+	Env         []string `json:"env"`
+	Dir         string   `json:"dir"`
+	MaxDuration int64    `json:"max_duration"` // seconds, 0 none
+	Grace       int64    `json:"grace"`        // seconds
+}
+
+type shimExit struct {
+	ExitCode   int       `json:"exit_code"`
+	Signal     string    `json:"signal,omitempty"`
+	Reason     string    `json:"reason,omitempty"`
+	Message    string    `json:"message,omitempty"`
+	StartedAt  time.Time `json:"started_at"`
+	FinishedAt time.Time `json:"finished_at"`
+}
+
+// RunShim supervises the job described in dir/job.json and returns the shim's
+// own exit status (0 unless the shim itself could not work).
+func RunShim(dir string) int {
+	if err := runShim(dir); err != nil {
+		fmt.Fprintf(os.Stderr, "berth shim: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func runShim(dir string) error {
+	var sp shimSpec
+	if err := readJSON(filepath.Join(dir, fileSpec), &sp); err != nil {
+		return err
+	}
+	if err := writeFileAtomic(filepath.Join(dir, fileShimID), []byte(strconv.Itoa(os.Getpid()))); err != nil {
+		return err
+	}
+	out, err := os.OpenFile(filepath.Join(dir, fileOutput), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("open output: %w", err)
+	}
+	defer out.Close()
+	fw := &frameWriter{f: out, now: time.Now}
+
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, sigStop, sigAbort, syscall.SIGINT, syscall.SIGHUP)
+
+	ex := shimExit{StartedAt: time.Now().UTC()}
+	finish := func() error {
+		ex.FinishedAt = time.Now().UTC()
+		b, _ := json.Marshal(ex)
+		return writeFileAtomic(filepath.Join(dir, fileExit), b)
+	}
+
+	stdoutR, stdoutW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	stderrR, stderrW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command("bash", "-c", sp.Script)
+	cmd.Env = sp.Env
+	cmd.Dir = sp.Dir
+	cmd.Stdout, cmd.Stderr = stdoutW, stderrW
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		stdoutW.Close()
+		stderrW.Close()
+		msg := fmt.Sprintf("berth: cannot start the job: %v\n", err)
+		_ = fw.write(2, []byte(msg))
+		ex.ExitCode, ex.Reason, ex.Message = 127, exitStartFailed, msg
+		return finish()
+	}
+	stdoutW.Close()
+	stderrW.Close()
+	pgid := cmd.Process.Pid
+
+	var copiers sync.WaitGroup
+	for stream, r := range map[byte]*os.File{1: stdoutR, 2: stderrR} {
+		copiers.Add(1)
+		go func() {
+			defer copiers.Done()
+			_, _ = io.Copy(streamWriter{w: fw, stream: stream}, r)
+		}()
+	}
+
+	exited := make(chan *os.ProcessState, 1)
+	go func() {
+		st, _ := cmd.Process.Wait()
+		exited <- st
+	}()
+
+	var deadline <-chan time.Time
+	if sp.MaxDuration > 0 {
+		t := time.NewTimer(time.Duration(sp.MaxDuration) * time.Second)
+		defer t.Stop()
+		deadline = t.C
+	}
+	var killAfter <-chan time.Time
+	grace := time.Duration(max(sp.Grace, 0)) * time.Second
+	terminate := func(reason string) {
+		if ex.Reason == "" {
+			ex.Reason = reason
+		}
+		_ = unix.Kill(-pgid, unix.SIGTERM)
+		if killAfter == nil {
+			killAfter = time.After(grace)
+		}
+	}
+	var st *os.ProcessState
+	for st == nil {
+		select {
+		case st = <-exited:
+		case s := <-sigs:
+			switch s {
+			case sigStop:
+				terminate(exitStopped)
+			case sigAbort:
+				ex.Reason = exitAborted
+				_ = unix.Kill(-pgid, unix.SIGKILL)
+			}
+		case <-deadline:
+			deadline = nil
+			terminate(exitMaxDuration)
+		case <-killAfter:
+			_ = unix.Kill(-pgid, unix.SIGKILL)
+		}
+	}
+	// Whatever the job left behind in its process group ends with it.
+	_ = unix.Kill(-pgid, unix.SIGKILL)
+	done := make(chan struct{})
+	go func() { copiers.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+		// A process that left the group still holds the pipes: stop reading.
+		stdoutR.Close()
+		stderrR.Close()
+		<-done
+	}
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		ex.ExitCode = 128 + int(ws.Signal())
+		ex.Signal = unix.SignalName(ws.Signal())
+	} else {
+		ex.ExitCode = st.ExitCode()
+	}
+	return finish()
+}
+
+func readJSON(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// writeFileAtomic replaces path with data so that readers see the old file or
+// the new one, never a part.
+func writeFileAtomic(path string, data []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return errors.Join(err, os.Remove(tmp))
+	}
+	return nil
+}

@@ -1,0 +1,242 @@
+// Package api is the wire contract of Berth's HTTP API under /api/v1: the JSON
+// shapes that the server sends and the client, the CLI and the agents read.
+// It holds no behaviour beyond small helpers on those shapes.
+package api
+
+import (
+	"time"
+
+	"github.com/berth-hq/berth/internal/spec"
+)
+
+// Version is the API's path prefix.
+const Version = "/api/v1"
+
+// Status is a run's or a job's state, in dstack's vocabulary.
+type Status string
+
+// The states a run or a job goes through. Submitted, provisioning, pulling,
+// running and terminating are active; the others are final.
+const (
+	StatusSubmitted    Status = "submitted"
+	StatusProvisioning Status = "provisioning"
+	StatusPulling      Status = "pulling"
+	StatusRunning      Status = "running"
+	StatusTerminating  Status = "terminating"
+	StatusDone         Status = "done"
+	StatusFailed       Status = "failed"
+	StatusTerminated   Status = "terminated"
+	StatusAborted      Status = "aborted"
+)
+
+// Finished reports whether s is a final state.
+func (s Status) Finished() bool {
+	switch s {
+	case StatusDone, StatusFailed, StatusTerminated, StatusAborted:
+		return true
+	}
+	return false
+}
+
+// Termination and pending reasons. Pending reasons follow Slurm's codes so that
+// the Slurm commands can print them unchanged; termination reasons follow dstack.
+const (
+	ReasonNone              = ""
+	ReasonPriority          = "Priority"
+	ReasonResources         = "Resources"
+	ReasonNoNode            = "ReqNodeNotAvail"
+	ReasonDone              = "done_by_runner"
+	ReasonExitedWithError   = "exited_with_error"
+	ReasonTerminatedByUser  = "terminated_by_user"
+	ReasonAbortedByUser     = "aborted_by_user"
+	ReasonMaxDuration       = "max_duration_exceeded"
+	ReasonFailedToStart     = "failed_to_start"
+	ReasonLostByAgent       = "lost_by_agent"
+	ReasonTerminatedByAgent = "terminated_by_agent"
+)
+
+// Run is what a user submitted: one configuration, one or more jobs.
+type Run struct {
+	ID          int64      `json:"id"`
+	Name        string     `json:"name"`
+	Project     string     `json:"project"`
+	User        string     `json:"user"`
+	Status      Status     `json:"status"`
+	Reason      string     `json:"reason"`
+	ExitCode    *int       `json:"exit_code"`
+	Priority    int        `json:"priority"`
+	SubmittedAt time.Time  `json:"submitted_at"`
+	StartedAt   *time.Time `json:"started_at,omitempty"`
+	FinishedAt  *time.Time `json:"finished_at,omitempty"`
+	Resources   string     `json:"resources"`
+	Nodes       []string   `json:"nodes,omitempty"`
+	Jobs        []Job      `json:"jobs,omitempty"`
+	Spec        *spec.Task `json:"spec,omitempty"`
+}
+
+// Job is one node's share of a run.
+type Job struct {
+	ID          int64      `json:"id"`
+	RunID       int64      `json:"run_id"`
+	Num         int        `json:"job_num"`
+	Attempt     int        `json:"attempt"`
+	Status      Status     `json:"status"`
+	Reason      string     `json:"reason"`
+	ExitCode    *int       `json:"exit_code"`
+	Node        string     `json:"node,omitempty"`
+	Alloc       Alloc      `json:"alloc"`
+	SubmittedAt time.Time  `json:"submitted_at"`
+	StartedAt   *time.Time `json:"started_at,omitempty"`
+	FinishedAt  *time.Time `json:"finished_at,omitempty"`
+	LogSize     int64      `json:"log_size"`
+}
+
+// Alloc is what a job holds on its node.
+type Alloc struct {
+	CPUs   int   `json:"cpus"`
+	Memory int64 `json:"memory"`
+	GPUs   []int `json:"gpus,omitempty"`
+}
+
+// GPU is one device on a node.
+type GPU struct {
+	Index  int    `json:"index"`
+	Vendor string `json:"vendor"`
+	Name   string `json:"name"`
+	Memory int64  `json:"memory"`
+	UUID   string `json:"uuid,omitempty"`
+}
+
+// NodeInfo is what an agent reports about its host when it registers.
+type NodeInfo struct {
+	Name     string `json:"name"`
+	Addr     string `json:"addr"`
+	CPUs     int    `json:"cpus"`
+	Memory   int64  `json:"memory"`
+	GPUs     []GPU  `json:"gpus,omitempty"`
+	Declared bool   `json:"declared"`
+	Cgroups  string `json:"cgroups"`
+	Version  string `json:"version"`
+}
+
+// Node is a host of the cluster as the server sees it.
+type Node struct {
+	NodeInfo
+	Status      string    `json:"status"` // idle, busy, offline
+	AllocCPUs   int       `json:"alloc_cpus"`
+	AllocMemory int64     `json:"alloc_memory"`
+	AllocGPUs   int       `json:"alloc_gpus"`
+	Jobs        int       `json:"jobs"`
+	LastSeen    time.Time `json:"last_seen"`
+}
+
+// SubmitRequest asks the server to create a run.
+type SubmitRequest struct {
+	Spec   *spec.Task `json:"spec"`
+	Source string     `json:"source,omitempty"` // the file the configuration came from, for messages
+}
+
+// PlanRow is one node's answer to "where would this run go".
+type PlanRow struct {
+	Node      string `json:"node"`
+	Resources string `json:"resources"`
+	Fits      string `json:"fits"` // "now", "later", "never"
+	Why       string `json:"why,omitempty"`
+}
+
+// Plan is the server's answer to a dry run.
+type Plan struct {
+	Name        string    `json:"name"`
+	Resources   string    `json:"resources"`
+	Nodes       int       `json:"nodes"`
+	Rows        []PlanRow `json:"rows"`
+	FitsNow     bool      `json:"fits_now"`
+	Unsupported []string  `json:"unsupported,omitempty"`
+}
+
+// StopRequest stops a run: gracefully, or at once when Abort is set.
+type StopRequest struct {
+	Abort bool `json:"abort"`
+}
+
+// LogEntry is one piece of a job's output.
+type LogEntry struct {
+	JobID  int64     `json:"job_id"`
+	JobNum int       `json:"job_num"`
+	Offset int64     `json:"offset"`
+	Stream string    `json:"stream"` // stdout or stderr
+	Time   time.Time `json:"time"`
+	Data   []byte    `json:"data"`
+}
+
+// LogFrame is one line of a log stream: an entry, or the end of the run.
+type LogFrame struct {
+	Entry *LogEntry `json:"entry,omitempty"`
+	End   *Run      `json:"end,omitempty"`
+}
+
+// Error is the body of every non-2xx answer.
+type Error struct {
+	Error string `json:"error"`
+}
+
+// Assignment tells an agent to run a job, or what the server knows of one it runs.
+type Assignment struct {
+	JobID       int64    `json:"job_id"`
+	RunID       int64    `json:"run_id"`
+	RunName     string   `json:"run_name"`
+	JobNum      int      `json:"job_num"`
+	Attempt     int      `json:"attempt"`
+	Status      Status   `json:"status"`
+	Commands    []string `json:"commands"`
+	Env         []string `json:"env"`
+	WorkingDir  string   `json:"working_dir,omitempty"`
+	MaxDuration int64    `json:"max_duration,omitempty"` // seconds; 0 = none
+	Grace       int64    `json:"grace"`                  // seconds between SIGTERM and SIGKILL on stop
+	Alloc       Alloc    `json:"alloc"`
+	LogSize     int64    `json:"log_size"`       // bytes of the job's log the server holds
+	Stop        int      `json:"stop,omitempty"` // 1 graceful, 2 abort
+}
+
+// AgentMessage is one line of the stream from the server to an agent.
+type AgentMessage struct {
+	Type string `json:"type"` // sync, assign, stop, ping
+	// Sync lists every active job the server places on this node; the agent
+	// starts those it lacks and reports those the server does not know it ran.
+	Jobs []Assignment `json:"jobs,omitempty"`
+	Stop *StopJob     `json:"stop,omitempty"`
+}
+
+// StopJob asks an agent to stop one job.
+type StopJob struct {
+	JobID int64 `json:"job_id"`
+	Abort bool  `json:"abort"`
+}
+
+// AgentEvent is something an agent reports about a job.
+type AgentEvent struct {
+	JobID    int64     `json:"job_id"`
+	Type     string    `json:"type"` // started, log, exited
+	Time     time.Time `json:"time"`
+	Offset   int64     `json:"offset,omitempty"`
+	Size     int64     `json:"size,omitempty"` // bytes of the log file this entry spans (frame)
+	Stream   string    `json:"stream,omitempty"`
+	Data     []byte    `json:"data,omitempty"`
+	ExitCode int       `json:"exit_code,omitempty"`
+	Signal   string    `json:"signal,omitempty"`
+	Reason   string    `json:"reason,omitempty"`
+	Message  string    `json:"message,omitempty"`
+}
+
+// AgentEvents is a batch of events from one node, in order.
+type AgentEvents struct {
+	Node   string       `json:"node"`
+	Events []AgentEvent `json:"events"`
+}
+
+// AgentAck answers AgentEvents: for each job, how many bytes of its log the
+// server now holds, and the jobs the server considers closed.
+type AgentAck struct {
+	LogSize map[int64]int64 `json:"log_size"`
+	Closed  []int64         `json:"closed,omitempty"`
+}

@@ -1,0 +1,225 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/client"
+	"github.com/berth-hq/berth/internal/spec"
+)
+
+func newApplyCmd() *cobra.Command {
+	var (
+		file, name          string
+		yes, detach, dryRun bool
+		envs                []string
+	)
+	cmd := &cobra.Command{
+		Use:   "apply -f FILE",
+		Short: "Submit a configuration: show the plan, confirm, run it and stream its output",
+		Long: `Submit a run from a dstack-style YAML configuration (type: task). apply shows the plan (which
+nodes could run it now), asks for confirmation (-y skips it), then streams the run's output and
+exits with the run's exit code. Ctrl-C detaches without stopping the run; stop it with berth stop.
+--dry-run validates and shows the plan without submitting, so configurations can be checked in CI.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
+			if file == "" {
+				return errors.New("apply: -f FILE is required")
+			}
+			t, err := spec.ParseFile(file)
+			if err != nil {
+				return &ExitError{Code: 1, Err: err}
+			}
+			if name != "" {
+				t.Name = name
+			}
+			for _, e := range envs {
+				k, v, ok := strings.Cut(e, "=")
+				if !ok || k == "" {
+					return fmt.Errorf("--env %q: want NAME=value", e)
+				}
+				t.SetEnv(k, v)
+			}
+			if err := t.Env.Resolve(os.LookupEnv); err != nil {
+				return &ExitError{Code: 1, Err: fmt.Errorf("%s: %w", file, err)}
+			}
+			if err := t.Validate(); err != nil {
+				return &ExitError{Code: 1, Err: err}
+			}
+			c, err := newClient()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			req := api.SubmitRequest{Spec: t, Source: file}
+			plan, err := c.Plan(ctx, req)
+			if err != nil {
+				return err
+			}
+			printPlan(errw, file, plan)
+			if dryRun {
+				return nil
+			}
+			label := t.Name
+			if label == "" {
+				label = "from " + file
+			}
+			if !yes && !confirm(cmd.InOrStdin(), errw, fmt.Sprintf("Submit the run %s? [y/n]: ", label)) {
+				fmt.Fprintln(errw, "Nothing submitted.")
+				return &ExitError{Code: 1}
+			}
+			run, err := c.Submit(ctx, req)
+			if err != nil {
+				return err
+			}
+			if detach {
+				fmt.Fprintf(out, "Submitted run %s (ID %d)\n", run.Name, run.ID)
+				return nil
+			}
+			fmt.Fprintf(errw, "Submitted run %s (ID %d); streaming its output (Ctrl-C detaches, the run goes on)\n", run.Name, run.ID)
+			return attach(ctx, c, run, t.Nodes > 1, out, errw)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&file, "file", "f", "", "the configuration file")
+	f.StringVarP(&name, "name", "n", "", "the run's name (overrides the file's)")
+	f.BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
+	f.BoolVarP(&detach, "detach", "d", false, "print the run's name and ID and return")
+	f.BoolVar(&dryRun, "dry-run", false, "validate and show the plan without submitting")
+	f.StringArrayVarP(&envs, "env", "e", nil, "set an environment variable, NAME=value (repeatable)")
+	return cmd
+}
+
+func printPlan(w io.Writer, file string, p *api.Plan) {
+	name := p.Name
+	if name == "" {
+		name = "(a generated name)"
+	}
+	fmt.Fprintf(w, " Configuration  %s\n Run            %s\n Resources      %s\n Nodes          %d\n\n", file, name, p.Resources, p.Nodes)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, " #\tNODE\tRESOURCES (free/total)\tFITS")
+	for i, r := range p.Rows {
+		fits := r.Fits
+		if r.Why != "" {
+			fits += " (" + r.Why + ")"
+		}
+		fmt.Fprintf(tw, " %d\t%s\t%s\t%s\n", i+1, r.Node, r.Resources, fits)
+	}
+	tw.Flush()
+	if len(p.Rows) == 0 {
+		fmt.Fprintln(w, " No nodes have joined yet: the run will wait until one that fits does.")
+	} else if !p.FitsNow {
+		fmt.Fprintln(w, " No node can start it now: the run will wait in the queue.")
+	}
+	if len(p.Unsupported) > 0 {
+		fmt.Fprintf(w, "\n Not supported yet (parsed and stored, no effect): %s\n", strings.Join(p.Unsupported, ", "))
+	}
+	fmt.Fprintln(w)
+}
+
+func confirm(in io.Reader, w io.Writer, prompt string) bool {
+	fmt.Fprint(w, prompt)
+	line, err := bufio.NewReader(in).ReadString('\n')
+	if err != nil && line == "" {
+		fmt.Fprintln(w)
+		return false
+	}
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return true
+	}
+	return false
+}
+
+// attach streams the run's output until it ends and exits with its code;
+// Ctrl-C detaches and leaves the run going.
+func attach(ctx context.Context, c *client.Client, run *api.Run, multi bool, out, errw io.Writer) error {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	pw := newPrefixer(out, errw, multi)
+	end, err := c.Logs(ctx, fmt.Sprint(run.ID), client.LogOptions{Follow: true, Job: -1}, pw.write)
+	pw.flush()
+	if ctx.Err() != nil {
+		fmt.Fprintf(errw, "\nDetached from run %s; it goes on. Stop it with: berth stop %s\n", run.Name, run.Name)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return runExit(errw, end)
+}
+
+// runExit turns a final run into the command's exit status.
+func runExit(errw io.Writer, r *api.Run) error {
+	if r.Status == api.StatusDone {
+		return nil
+	}
+	code := 1
+	if r.ExitCode != nil && *r.ExitCode > 0 && *r.ExitCode < 256 {
+		code = *r.ExitCode
+	}
+	msg := fmt.Sprintf("run %s %s", r.Name, r.Status)
+	if r.Reason != "" {
+		msg += " (" + r.Reason + ")"
+	}
+	if r.ExitCode != nil {
+		msg += fmt.Sprintf(", exit code %d", *r.ExitCode)
+	}
+	return &ExitError{Code: code, Err: errors.New(msg)}
+}
+
+// prefixer writes job output; when a run has several jobs, each line gets
+// its job's rank, as docker compose logs does.
+type prefixer struct {
+	out, errw io.Writer
+	multi     bool
+	partial   map[string][]byte
+}
+
+func newPrefixer(out, errw io.Writer, multi bool) *prefixer {
+	return &prefixer{out: out, errw: errw, multi: multi, partial: map[string][]byte{}}
+}
+
+func (p *prefixer) write(e api.LogEntry) {
+	w := p.out
+	if e.Stream == "stderr" {
+		w = p.errw
+	}
+	if !p.multi {
+		_, _ = w.Write(e.Data)
+		return
+	}
+	key := fmt.Sprintf("%d/%s", e.JobNum, e.Stream)
+	buf := append(p.partial[key], e.Data...)
+	for {
+		i := strings.IndexByte(string(buf), '\n')
+		if i < 0 {
+			break
+		}
+		fmt.Fprintf(w, "node-%d | %s", e.JobNum, buf[:i+1])
+		buf = buf[i+1:]
+	}
+	p.partial[key] = buf
+}
+
+func (p *prefixer) flush() {
+	for key, buf := range p.partial {
+		if len(buf) > 0 {
+			var rank int
+			fmt.Sscanf(key, "%d/", &rank)
+			fmt.Fprintf(p.out, "node-%d | %s\n", rank, buf)
+		}
+	}
+}

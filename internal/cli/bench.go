@@ -1,0 +1,363 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/client"
+	"github.com/berth-hq/berth/internal/spec"
+)
+
+func newBenchCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure Berth on this machine against a real server and agent",
+		Long: `Each benchmark starts its own berth server (and agent) as separate processes, with state in a
+fresh temporary $BERTH_HOME and SQLite, drives it over HTTP on loopback, prints what it measured,
+and removes everything it made.`,
+	}
+	cmd.AddCommand(newBenchSubmitCmd(), newBenchLatencyCmd(), newBenchDrainCmd())
+	return cmd
+}
+
+// benchServer is a berth server started for a benchmark.
+type benchServer struct {
+	home string
+	url  string
+	tok  string
+	cmd  *exec.Cmd
+	kids []*exec.Cmd
+	c    *client.Client
+}
+
+func startBenchServer(ctx context.Context, localAgent bool) (*benchServer, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	home, err := os.MkdirTemp("", "berth-bench-")
+	if err != nil {
+		return nil, err
+	}
+	b := &benchServer{home: home}
+	args := []string{"server", "--listen", "127.0.0.1:0"}
+	if !localAgent {
+		args = append(args, "--no-local-agent")
+	}
+	logf, err := os.Create(filepath.Join(home, "server.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	b.cmd = exec.Command(exe, args...)
+	b.cmd.Env = append(os.Environ(), "BERTH_HOME="+home)
+	b.cmd.Stdout, b.cmd.Stderr = logf, logf
+	if err := b.cmd.Start(); err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		conf, err := readClientConfig(filepath.Join(home, "config.yml"))
+		if err == nil && conf.URL != "" {
+			resp, herr := http.Get(conf.URL + "/healthz")
+			if herr == nil {
+				resp.Body.Close()
+				b.url, b.tok = conf.URL, conf.Token
+				break
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			b.stop()
+			return nil, errors.New("bench: the server did not start; see its log")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	b.c = client.New(b.url, b.tok)
+	if localAgent {
+		if err := b.waitNodes(ctx, 1); err != nil {
+			b.stop()
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+func (b *benchServer) waitNodes(ctx context.Context, n int) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		nodes, err := b.c.Nodes(ctx)
+		online := 0
+		for _, x := range nodes {
+			if x.Status != "offline" {
+				online++
+			}
+		}
+		if err == nil && online >= n {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return errors.New("bench: no agent joined")
+}
+
+// startAgent starts a separate `berth agent` process for the server.
+func (b *benchServer) startAgent(name string) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	logf, err := os.Create(filepath.Join(b.home, name+".log"))
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd := exec.Command(exe, "agent", "--server", b.url, "--name", name, "--data-dir", filepath.Join(b.home, name))
+	cmd.Env = append(os.Environ(), "BERTH_HOME="+b.home, "BERTH_TOKEN="+b.tok)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	b.kids = append(b.kids, cmd)
+	return nil
+}
+
+func (b *benchServer) stop() {
+	for _, k := range append(b.kids, b.cmd) {
+		if k.Process != nil {
+			_ = k.Process.Signal(syscall.SIGTERM)
+			done := make(chan struct{})
+			go func() { _ = k.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				_ = k.Process.Kill()
+				<-done
+			}
+		}
+	}
+	_ = os.RemoveAll(b.home)
+}
+
+func benchTask(commands ...string) *spec.Task {
+	t := &spec.Task{Type: "task", Commands: commands}
+	t.Normalize()
+	return t
+}
+
+// submitAll submits n runs from `clients` goroutines and returns each
+// request's latency and the wall time.
+func submitAll(ctx context.Context, c *client.Client, n, clients int, t *spec.Task) ([]time.Duration, time.Duration, error) {
+	lat := make([]time.Duration, n)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	start := time.Now()
+	for k := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := k; i < n; i += clients {
+				t0 := time.Now()
+				if _, err := c.Submit(ctx, api.SubmitRequest{Spec: t}); err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					return
+				}
+				lat[i] = time.Since(t0)
+			}
+		}()
+	}
+	wg.Wait()
+	return lat, time.Since(start), firstErr
+}
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(p*float64(len(s))+0.5) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }
+
+func newBenchSubmitCmd() *cobra.Command {
+	var runs int
+	var clients string
+	cmd := &cobra.Command{
+		Use:   "submit",
+		Short: "Submissions per second through the API into SQLite (no agent: runs stay queued)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			out := cmd.OutOrStdout()
+			for _, cs := range strings.Split(clients, ",") {
+				nc, err := strconv.Atoi(strings.TrimSpace(cs))
+				if err != nil || nc < 1 {
+					return fmt.Errorf("--clients %q: want a list of positive integers", clients)
+				}
+				b, err := startBenchServer(ctx, false)
+				if err != nil {
+					return err
+				}
+				// Warm the connections and the server before measuring.
+				if _, _, err := submitAll(ctx, b.c, nc*20, nc, benchTask("true")); err != nil {
+					b.stop()
+					return err
+				}
+				lat, wall, err := submitAll(ctx, b.c, runs, nc, benchTask("true"))
+				b.stop()
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "submit: %d runs, %d client(s): %.0f runs/s; request latency p50 %s, p99 %s\n",
+					runs, nc, float64(runs)/wall.Seconds(), ms(percentile(lat, 0.50)), ms(percentile(lat, 0.99)))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&runs, "runs", 20000, "runs to submit per measurement")
+	cmd.Flags().StringVar(&clients, "clients", "1,8", "concurrent clients, a comma-separated list of measurements")
+	return cmd
+}
+
+func newBenchLatencyCmd() *cobra.Command {
+	var runs int
+	cmd := &cobra.Command{
+		Use:   "latency",
+		Short: "Submit-to-start latency on an idle local agent (one run at a time)",
+		Long: `Submits trivial runs one at a time to a server with its local agent and waits for each to end.
+Two figures per run: "recorded", the job's start as the agent reports it (its supervisor process is
+running) minus the submission's arrival; and "observed", the moment the job's own first command ran
+(it prints its clock) minus the same arrival.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			b, err := startBenchServer(ctx, true)
+			if err != nil {
+				return err
+			}
+			defer b.stop()
+			var recorded, observed []time.Duration
+			t := benchTask("date +%s%N")
+			for i := range runs + 5 {
+				run, err := b.c.Submit(ctx, api.SubmitRequest{Spec: t})
+				if err != nil {
+					return err
+				}
+				var printed strings.Builder
+				end, err := b.c.Logs(ctx, fmt.Sprint(run.ID), client.LogOptions{Follow: true, Job: -1}, func(e api.LogEntry) { printed.Write(e.Data) })
+				if err != nil {
+					return err
+				}
+				if end.Status != api.StatusDone || end.StartedAt == nil {
+					return fmt.Errorf("bench: run %d ended %s (%s)", run.ID, end.Status, end.Reason)
+				}
+				if i < 5 {
+					continue // warm-up
+				}
+				recorded = append(recorded, end.StartedAt.Sub(end.SubmittedAt))
+				ns, err := strconv.ParseInt(strings.TrimSpace(printed.String()), 10, 64)
+				if err != nil {
+					return fmt.Errorf("bench: run %d printed %q", run.ID, printed.String())
+				}
+				observed = append(observed, time.Unix(0, ns).Sub(end.SubmittedAt))
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "latency: %d runs; submit->start recorded p50 %s, p99 %s; observed by the job p50 %s, p99 %s\n", runs,
+				ms(percentile(recorded, 0.5)), ms(percentile(recorded, 0.99)), ms(percentile(observed, 0.5)), ms(percentile(observed, 0.99)))
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&runs, "runs", 200, "runs to measure")
+	return cmd
+}
+
+func newBenchDrainCmd() *cobra.Command {
+	var runs int
+	cmd := &cobra.Command{
+		Use:   "drain",
+		Short: "Time to drain queued trivial runs (`true`) on one node",
+		Long: `Queues the runs on a server with no agent, then starts one agent (a separate process) and times
+from its start to the end of the last run (the server's record of it).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			b, err := startBenchServer(ctx, false)
+			if err != nil {
+				return err
+			}
+			defer b.stop()
+			if _, _, err := submitAll(ctx, b.c, runs, 8, benchTask("true")); err != nil {
+				return err
+			}
+			t0 := time.Now()
+			if err := b.startAgent("drain-node"); err != nil {
+				return err
+			}
+			for {
+				active, err := b.c.Runs(ctx, client.ListOptions{})
+				if err != nil {
+					return err
+				}
+				if len(active) == 0 {
+					break
+				}
+				if time.Since(t0) > 10*time.Minute {
+					return fmt.Errorf("bench: %d runs still active after 10 minutes", len(active))
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			all, err := b.c.Runs(ctx, client.ListOptions{All: true})
+			if err != nil {
+				return err
+			}
+			var last time.Time
+			failed := 0
+			for _, r := range all {
+				if r.Status != api.StatusDone {
+					failed++
+				}
+				if r.FinishedAt != nil && r.FinishedAt.After(last) {
+					last = *r.FinishedAt
+				}
+			}
+			if failed > 0 {
+				return fmt.Errorf("bench: %d of %d runs did not end done", failed, len(all))
+			}
+			d := last.Sub(t0)
+			fmt.Fprintf(cmd.OutOrStdout(), "drain: %d runs on one node (%s) in %.2f s (%.0f runs/s), agent start included\n",
+				len(all), nodeText(ctx, b.c), d.Seconds(), float64(len(all))/d.Seconds())
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&runs, "runs", 500, "runs to queue")
+	return cmd
+}
+
+func nodeText(ctx context.Context, c *client.Client) string {
+	nodes, err := c.Nodes(ctx)
+	if err != nil || len(nodes) == 0 {
+		return "?"
+	}
+	return fmt.Sprintf("%d CPUs", nodes[0].CPUs)
+}

@@ -1,0 +1,241 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/berth-hq/berth/internal/agent"
+	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/server"
+	"github.com/berth-hq/berth/internal/spec"
+	"github.com/berth-hq/berth/internal/store"
+)
+
+func newServerCmd() *cobra.Command {
+	var (
+		listen, db, sync, agentName string
+		noAgent                     bool
+		grace                       time.Duration
+		agentRes                    resourceFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run the control plane (and, by default, an agent for this host)",
+		Long: `Run the control plane: the HTTP API, the scheduler and the state in SQLite under $BERTH_HOME
+(default ~/.berth). On first start it creates an admin token and writes the client configuration
+($BERTH_HOME/config.yml), so that the commands on this machine need no set-up. Unless
+--no-local-agent is given, an agent for this host runs in the same process.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+			home := Home()
+			if db == "" {
+				db = filepath.Join(home, "server", "berth.db")
+			}
+			st, err := store.OpenSQLite(ctx, db, store.SQLiteOptions{Sync: sync})
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			srv, err := server.New(ctx, server.Config{Store: st, Logger: log, StopGrace: grace})
+			if err != nil {
+				return err
+			}
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return fmt.Errorf("listen on %s: %w", listen, err)
+			}
+			url := "http://" + ln.Addr().String()
+			token, err := adminToken(ctx, srv, url)
+			if err != nil {
+				return err
+			}
+			hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+			errc := make(chan error, 3)
+			go func() { errc <- hs.Serve(ln) }()
+			go func() { errc <- srv.Run(ctx) }()
+			if !noAgent {
+				a, err := agent.New(agent.Config{Server: url, Token: token, Name: agentName, DataDir: filepath.Join(home, "agent"),
+					CPUs: agentRes.cpus, Memory: agentRes.memory, GPUs: agentRes.gpus, DeclaredGPUs: agentRes.gpusSet,
+					Logger: log.With("role", "agent"), Version: Version})
+				if err != nil {
+					return err
+				}
+				go func() { errc <- a.Run(ctx) }()
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "Berth server on %s (state %s, client config %s)\n", url, db, configPath())
+			select {
+			case <-ctx.Done():
+			case err = <-errc:
+			}
+			shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = hs.Shutdown(shut)
+			if errors.Is(err, http.ErrServerClosed) {
+				err = nil
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&listen, "listen", "127.0.0.1:3000", "address to serve the API on")
+	f.StringVar(&db, "db", "", "SQLite file (default $BERTH_HOME/server/berth.db)")
+	f.StringVar(&sync, "sync", "normal", "SQLite durability: normal (survives any crash of the process) or full (also a power loss)")
+	f.BoolVar(&noAgent, "no-local-agent", false, "do not run an agent for this host in the server process")
+	f.StringVar(&agentName, "agent-name", "", "node name of the local agent (default: the host name)")
+	f.DurationVar(&grace, "stop-grace", 10*time.Second, "time between SIGTERM and SIGKILL when a run is stopped")
+	agentRes.add(cmd, "local agent's ")
+	return cmd
+}
+
+// adminToken returns the client config's token when the server knows it, else
+// makes a new admin token; either way it (re)writes the client config.
+func adminToken(ctx context.Context, srv *server.Server, url string) (string, error) {
+	path := configPath()
+	c, err := readClientConfig(path)
+	if err == nil && c.Token != "" && srv.ValidToken(ctx, c.Token) {
+		if err := srv.EnsureAdmin(ctx, ""); err != nil {
+			return "", err
+		}
+	} else {
+		b := make([]byte, 24)
+		if _, err := rand.Read(b); err != nil {
+			return "", err
+		}
+		c.Token = hex.EncodeToString(b)
+		if err := srv.EnsureAdmin(ctx, c.Token); err != nil {
+			return "", err
+		}
+	}
+	c.URL = url
+	if err := writeClientConfig(path, c); err != nil {
+		return "", fmt.Errorf("write client config: %w", err)
+	}
+	return c.Token, nil
+}
+
+// resourceFlags declare a node's resources instead of detecting them.
+type resourceFlags struct {
+	cpus    int
+	memory  int64
+	gpus    []api.GPU
+	gpusSet bool
+	mem     string
+	gpu     string
+}
+
+func (r *resourceFlags) add(cmd *cobra.Command, prefix string) {
+	f := cmd.Flags()
+	f.IntVar(&r.cpus, "cpus", 0, prefix+"CPUs to offer (default: detected)")
+	f.StringVar(&r.mem, "memory", "", prefix+"memory to offer, e.g. 64GB (default: detected)")
+	f.StringVar(&r.gpu, "gpus", "", prefix+"GPUs to offer instead of detecting them, like gres.conf: 4, A100:80GB:4, A100:80GB:4,T4:16GB:2")
+	prev := cmd.PreRunE
+	cmd.PreRunE = func(c *cobra.Command, args []string) error {
+		if prev != nil {
+			if err := prev(c, args); err != nil {
+				return err
+			}
+		}
+		if r.mem != "" {
+			b, err := spec.ParseBytes(r.mem)
+			if err != nil {
+				return fmt.Errorf("--memory: %w", err)
+			}
+			r.memory = int64(b)
+		}
+		if c.Flags().Changed("gpus") {
+			g, err := agent.ParseGPUs(r.gpu, func(s string) (int64, error) {
+				b, err := spec.ParseBytes(s)
+				return int64(b), err
+			})
+			if err != nil {
+				return err
+			}
+			r.gpus, r.gpusSet = g, true
+		}
+		return nil
+	}
+}
+
+func newAgentCmd() *cobra.Command {
+	var (
+		serverURL, name, dataDir, addr string
+		res                            resourceFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Run the compute plane on this host and join a server's cluster",
+		Long: `Run the compute plane: detect this host's CPUs, memory and GPUs (or take --cpus, --memory,
+--gpus), register with the server, and run the jobs it assigns. The token comes from BERTH_TOKEN or
+the client configuration file. Jobs keep running if the agent stops; a restarted agent with the
+same --data-dir finds them again.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			conn, err := readClientConfig(configPath())
+			if err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+			if v := os.Getenv("BERTH_TOKEN"); v != "" {
+				conn.Token = v
+			}
+			if serverURL == "" {
+				serverURL = os.Getenv("BERTH_URL")
+			}
+			if serverURL == "" {
+				serverURL = conn.URL
+			}
+			if serverURL == "" || conn.Token == "" {
+				return errors.New("agent: --server (or BERTH_URL) and a token (BERTH_TOKEN or the config file) are required")
+			}
+			if dataDir == "" {
+				dataDir = filepath.Join(Home(), "agent")
+			}
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			a, err := agent.New(agent.Config{Server: serverURL, Token: conn.Token, Name: name, DataDir: dataDir, Addr: addr,
+				CPUs: res.cpus, Memory: res.memory, GPUs: res.gpus, DeclaredGPUs: res.gpusSet, Logger: log, Version: Version})
+			if err != nil {
+				return err
+			}
+			return a.Run(ctx)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&serverURL, "server", "", "the server's URL (default BERTH_URL, else the config file's)")
+	f.StringVar(&name, "name", "", "this node's name (default: the host name)")
+	f.StringVar(&dataDir, "data-dir", "", "where the agent keeps its jobs' files (default $BERTH_HOME/agent)")
+	f.StringVar(&addr, "addr", "", "address other nodes reach this one at (default: the address of the route to the server)")
+	res.add(cmd, "")
+	return cmd
+}
+
+func newShimCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:    "shim DIR",
+		Short:  "Supervise one job (started by the agent)",
+		Hidden: true,
+		Args:   cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if code := agent.RunShim(args[0]); code != 0 {
+				return &ExitError{Code: code}
+			}
+			return nil
+		},
+	}
+}

@@ -1,0 +1,143 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/goccy/go-yaml"
+	"github.com/spf13/cobra"
+
+	"github.com/berth-hq/berth/internal/client"
+)
+
+// Version is set at build time.
+var Version = "dev"
+
+// ExitError ends the program with a status, after its message (if any).
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("exit status %d", e.Code)
+	}
+	return e.Err.Error()
+}
+
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// Main runs the command line and returns the process's exit status.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	root := NewRoot(stdin, stdout, stderr)
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return 0
+	}
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		if ee.Err != nil {
+			fmt.Fprintln(stderr, "berth:", ee.Err)
+		}
+		return ee.Code
+	}
+	fmt.Fprintln(stderr, "berth:", err)
+	return 1
+}
+
+// NewRoot builds the command tree.
+func NewRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "berth",
+		Short:         "Berth schedules work on GPU and HPC clusters",
+		Long:          "Berth schedules work on GPU and HPC clusters: dstack's YAML configurations and Slurm's scheduling in one binary.",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       Version,
+	}
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.AddCommand(newServerCmd(), newAgentCmd(), newShimCmd(), newApplyCmd(), newPsCmd(), newLogsCmd(),
+		newStopCmd(), newFleetCmd(), newBenchCmd())
+	return root
+}
+
+// Home is where Berth keeps its files: $BERTH_HOME, else ~/.berth.
+func Home() string {
+	if h := os.Getenv("BERTH_HOME"); h != "" {
+		return h
+	}
+	h, err := os.UserHomeDir()
+	if err != nil {
+		return ".berth"
+	}
+	return filepath.Join(h, ".berth")
+}
+
+// ClientConfig is $BERTH_HOME/config.yml: where the server is and the token.
+type ClientConfig struct {
+	URL   string `yaml:"url"`
+	Token string `yaml:"token"`
+}
+
+func configPath() string { return filepath.Join(Home(), "config.yml") }
+
+func readClientConfig(path string) (ClientConfig, error) {
+	var c ClientConfig
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return c, err
+	}
+	if err := yaml.Unmarshal(b, &c); err != nil {
+		return c, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+func writeClientConfig(path string, c ClientConfig) error {
+	b, err := yaml.Marshal(c)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// connection is the server URL and token for client commands: BERTH_URL and
+// BERTH_TOKEN win over the config file.
+func connection() (ClientConfig, error) {
+	c, err := readClientConfig(configPath())
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return c, err
+	}
+	if v := os.Getenv("BERTH_URL"); v != "" {
+		c.URL = v
+	}
+	if v := os.Getenv("BERTH_TOKEN"); v != "" {
+		c.Token = v
+	}
+	if c.URL == "" || c.Token == "" {
+		return c, fmt.Errorf("no server configured: start one with `berth server` (it writes %s), or set BERTH_URL and BERTH_TOKEN", configPath())
+	}
+	return c, nil
+}
+
+func newClient() (*client.Client, error) {
+	c, err := connection()
+	if err != nil {
+		return nil, err
+	}
+	return client.New(c.URL, c.Token), nil
+}

@@ -1,0 +1,225 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/client"
+	"github.com/berth-hq/berth/internal/spec"
+)
+
+func newPsCmd() *cobra.Command {
+	var all, verbose, asJSON bool
+	var last int
+	cmd := &cobra.Command{
+		Use:   "ps",
+		Short: "List runs: active ones, or all with -a; their jobs with -v",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := newClient()
+			if err != nil {
+				return err
+			}
+			runs, err := c.Runs(cmd.Context(), client.ListOptions{All: all || last > 0, Jobs: verbose || asJSON, Limit: last})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), runs)
+			}
+			printRuns(cmd.OutOrStdout(), runs, verbose, time.Now())
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVarP(&all, "all", "a", false, "show finished runs too")
+	f.BoolVarP(&verbose, "verbose", "v", false, "show each run's jobs")
+	f.IntVarP(&last, "last", "n", 0, "show the last N runs, finished or not")
+	f.BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func printRuns(w io.Writer, runs []api.Run, verbose bool, now time.Time) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tID\tRESOURCES\tSTATUS\tREASON\tSUBMITTED\tEXIT")
+	for _, r := range runs {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.ID, orDash(r.Resources), r.Status, orDash(r.Reason), ago(now, r.SubmittedAt), exitText(r.ExitCode))
+		if !verbose {
+			continue
+		}
+		for _, j := range r.Jobs {
+			fmt.Fprintf(tw, "  job %d\t%d\t%s\t%s\t%s\t%s\t%s\n", j.Num, j.ID, allocText(j.Alloc, j.Node), j.Status, orDash(j.Reason), ago(now, j.SubmittedAt), exitText(j.ExitCode))
+		}
+	}
+	tw.Flush()
+}
+
+func allocText(a api.Alloc, node string) string {
+	if node == "" {
+		return "-"
+	}
+	s := fmt.Sprintf("%s: %dxCPU", node, a.CPUs)
+	if a.Memory > 0 {
+		s += ", " + spec.Bytes(a.Memory).String()
+	}
+	if len(a.GPUs) > 0 {
+		g := make([]string, len(a.GPUs))
+		for i, x := range a.GPUs {
+			g[i] = fmt.Sprint(x)
+		}
+		s += ", GPU " + strings.Join(g, ",")
+	}
+	return s
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func exitText(c *int) string {
+	if c == nil {
+		return "-"
+	}
+	return fmt.Sprint(*c)
+}
+
+// ago says how long before now t was, as dstack prints it.
+func ago(now, t time.Time) string {
+	d := now.Sub(t)
+	switch {
+	case d < 10*time.Second:
+		return "now"
+	case d < time.Minute:
+		return fmt.Sprintf("%d secs ago", int(d.Seconds()))
+	case d < time.Hour:
+		return plural(int(d.Minutes()), "min")
+	case d < 24*time.Hour:
+		return plural(int(d.Hours()), "hour")
+	}
+	return t.Local().Format("2006-01-02 15:04")
+}
+
+func plural(n int, unit string) string {
+	if n == 1 {
+		return fmt.Sprintf("1 %s ago", unit)
+	}
+	return fmt.Sprintf("%d %ss ago", n, unit)
+}
+
+func newLogsCmd() *cobra.Command {
+	var follow bool
+	var job int
+	cmd := &cobra.Command{
+		Use:   "logs RUN",
+		Short: "Print a run's output (-f follows it until the run ends)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := newClient()
+			if err != nil {
+				return err
+			}
+			run, err := c.Run(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			pw := newPrefixer(cmd.OutOrStdout(), cmd.ErrOrStderr(), len(run.Jobs) > 1 && job < 0)
+			_, err = c.Logs(cmd.Context(), fmt.Sprint(run.ID), client.LogOptions{Follow: follow, Job: job}, pw.write)
+			pw.flush()
+			if cmd.Context().Err() != nil {
+				return nil
+			}
+			return err
+		},
+	}
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "follow the output until the run ends")
+	cmd.Flags().IntVar(&job, "job", -1, "only this job (node rank) of a multi-node run")
+	return cmd
+}
+
+func newStopCmd() *cobra.Command {
+	var abort bool
+	cmd := &cobra.Command{
+		Use:   "stop RUN...",
+		Short: "Stop runs: SIGTERM, a grace period, then SIGKILL (--abort: SIGKILL at once)",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := newClient()
+			if err != nil {
+				return err
+			}
+			for _, ref := range args {
+				r, err := c.Stop(cmd.Context(), ref, abort)
+				if err != nil {
+					return fmt.Errorf("stop %s: %w", ref, err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "Run %s (ID %d): %s\n", r.Name, r.ID, r.Status)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVarP(&abort, "abort", "x", false, "kill at once, without a grace period")
+	return cmd
+}
+
+func newFleetCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "fleet",
+		Short: "List the cluster's nodes and their free and total resources",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := newClient()
+			if err != nil {
+				return err
+			}
+			nodes, err := c.Nodes(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), nodes)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "NODE\tADDRESS\tSTATUS\tCPU (free/total)\tMEMORY (free/total)\tGPU (free/total)\tJOBS\tCGROUPS")
+			for _, n := range nodes {
+				gpu := "-"
+				if len(n.GPUs) > 0 {
+					gpu = fmt.Sprintf("%d/%d %s", len(n.GPUs)-n.AllocGPUs, len(n.GPUs), gpuModel(n.GPUs))
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s/%s\t%s\t%d\t%s\n", n.Name, n.Addr, n.Status, n.CPUs-n.AllocCPUs, n.CPUs,
+					spec.Bytes(n.Memory-n.AllocMemory), spec.Bytes(n.Memory), gpu, n.Jobs, n.Cgroups)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func gpuModel(gs []api.GPU) string {
+	g := gs[0]
+	s := g.Name
+	if s == "" {
+		s = "GPU"
+	}
+	if g.Memory > 0 {
+		s += ":" + spec.Bytes(g.Memory).String()
+	}
+	return s
+}

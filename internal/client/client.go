@@ -1,0 +1,259 @@
+// Package client is the typed Go client of Berth's HTTP API. The CLI, the
+// agents, the benchmarks and the tests talk to the server only through it.
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/berth-hq/berth/internal/api"
+)
+
+// Client talks to one Berth server with one token.
+type Client struct {
+	base  string
+	token string
+	http  *http.Client
+	// stream is used for long-lived responses (log follow, agent stream): no
+	// overall timeout.
+	stream *http.Client
+}
+
+// APIError is a non-2xx answer of the server.
+type APIError struct {
+	Status  int
+	Message string
+}
+
+func (e *APIError) Error() string { return e.Message }
+
+// ErrNotFound matches an APIError with status 404 (errors.Is).
+var ErrNotFound = errors.New("client: not found")
+
+// Is makes errors.Is(err, ErrNotFound) work on 404 answers.
+func (e *APIError) Is(target error) bool {
+	return target == ErrNotFound && e.Status == http.StatusNotFound
+}
+
+// New returns a client of the server at baseURL ("http://127.0.0.1:3000").
+func New(baseURL, token string) *Client {
+	tr := &http.Transport{
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        256,
+		MaxIdleConnsPerHost: 256,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	return &Client{
+		base:   strings.TrimRight(baseURL, "/"),
+		token:  token,
+		http:   &http.Client{Transport: tr, Timeout: 60 * time.Second},
+		stream: &http.Client{Transport: tr},
+	}
+}
+
+// URL is the server's base URL.
+func (c *Client) URL() string { return c.base }
+
+func (c *Client) do(ctx context.Context, hc *http.Client, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("client: encode: %w", err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+api.Version+path, body)
+	if err != nil {
+		return fmt.Errorf("client: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("client: %s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return readError(resp)
+	}
+	if out == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("client: decode %s: %w", path, err)
+	}
+	return nil
+}
+
+func readError(resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	var e api.Error
+	if json.Unmarshal(b, &e) == nil && e.Error != "" {
+		return &APIError{Status: resp.StatusCode, Message: e.Error}
+	}
+	return &APIError{Status: resp.StatusCode, Message: fmt.Sprintf("server answered %s: %s", resp.Status, strings.TrimSpace(string(b)))}
+}
+
+// Submit creates a run; it returns once the run is durable.
+func (c *Client) Submit(ctx context.Context, req api.SubmitRequest) (*api.Run, error) {
+	var r api.Run
+	return &r, c.do(ctx, c.http, http.MethodPost, "/runs", req, &r)
+}
+
+// Plan shows where a configuration would run, without submitting it.
+func (c *Client) Plan(ctx context.Context, req api.SubmitRequest) (*api.Plan, error) {
+	var p api.Plan
+	return &p, c.do(ctx, c.http, http.MethodPost, "/plan", req, &p)
+}
+
+// Run returns one run, with its jobs, by ID or name.
+func (c *Client) Run(ctx context.Context, ref string) (*api.Run, error) {
+	var r api.Run
+	return &r, c.do(ctx, c.http, http.MethodGet, "/runs/"+url.PathEscape(ref), nil, &r)
+}
+
+// ListOptions select runs.
+type ListOptions struct {
+	All   bool
+	Jobs  bool
+	Limit int
+}
+
+// Runs lists runs, newest first.
+func (c *Client) Runs(ctx context.Context, o ListOptions) ([]api.Run, error) {
+	q := url.Values{}
+	if o.All {
+		q.Set("all", "1")
+	}
+	if o.Jobs {
+		q.Set("jobs", "1")
+	}
+	if o.Limit > 0 {
+		q.Set("limit", strconv.Itoa(o.Limit))
+	}
+	var rs []api.Run
+	return rs, c.do(ctx, c.http, http.MethodGet, "/runs?"+q.Encode(), nil, &rs)
+}
+
+// Stop stops a run: SIGTERM, grace, SIGKILL; or SIGKILL at once with abort.
+func (c *Client) Stop(ctx context.Context, ref string, abort bool) (*api.Run, error) {
+	var r api.Run
+	return &r, c.do(ctx, c.http, http.MethodPost, "/runs/"+url.PathEscape(ref)+"/stop", api.StopRequest{Abort: abort}, &r)
+}
+
+// Nodes lists the cluster's nodes.
+func (c *Client) Nodes(ctx context.Context) ([]api.Node, error) {
+	var ns []api.Node
+	return ns, c.do(ctx, c.http, http.MethodGet, "/nodes", nil, &ns)
+}
+
+// LogOptions select a run's output.
+type LogOptions struct {
+	Follow bool
+	Job    int // job number; -1 for every job
+}
+
+// Logs calls fn for every piece of the run's output in order. With Follow it
+// returns when the run has ended and all its output was delivered, and gives
+// the final run; without, it returns what is there now and a nil run.
+func (c *Client) Logs(ctx context.Context, ref string, o LogOptions, fn func(api.LogEntry)) (*api.Run, error) {
+	q := url.Values{}
+	if o.Follow {
+		q.Set("follow", "1")
+	}
+	if o.Job >= 0 {
+		q.Set("job", strconv.Itoa(o.Job))
+	}
+	var end *api.Run
+	err := c.lines(ctx, "/runs/"+url.PathEscape(ref)+"/logs?"+q.Encode(), func(line []byte) error {
+		var f api.LogFrame
+		if err := json.Unmarshal(line, &f); err != nil {
+			return fmt.Errorf("client: log frame: %w", err)
+		}
+		if f.Entry != nil {
+			fn(*f.Entry)
+		}
+		if f.End != nil {
+			end = f.End
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if o.Follow && end == nil {
+		return nil, fmt.Errorf("client: log stream of %s ended early", ref)
+	}
+	return end, nil
+}
+
+// lines GETs path and calls fn for each newline-delimited JSON line.
+func (c *Client) lines(ctx context.Context, path string, fn func([]byte) error) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+api.Version+path, nil)
+	if err != nil {
+		return fmt.Errorf("client: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	resp, err := c.stream.Do(req)
+	if err != nil {
+		return fmt.Errorf("client: GET %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return readError(resp)
+	}
+	r := bufio.NewReaderSize(resp.Body, 64<<10)
+	for {
+		line, err := r.ReadBytes('\n')
+		if len(bytes.TrimSpace(line)) > 0 {
+			if ferr := fn(line); ferr != nil {
+				return ferr
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("client: read %s: %w", path, err)
+		}
+	}
+}
+
+// Register announces an agent's node and its resources.
+func (c *Client) Register(ctx context.Context, info api.NodeInfo) error {
+	return c.do(ctx, c.http, http.MethodPost, "/agent/register", info, nil)
+}
+
+// AgentStream opens the node's assignment stream and calls fn for each
+// message until the stream ends, fn fails or ctx is done.
+func (c *Client) AgentStream(ctx context.Context, node string, fn func(api.AgentMessage) error) error {
+	return c.lines(ctx, "/agent/stream?node="+url.QueryEscape(node), func(line []byte) error {
+		var m api.AgentMessage
+		if err := json.Unmarshal(line, &m); err != nil {
+			return fmt.Errorf("client: agent message: %w", err)
+		}
+		return fn(m)
+	})
+}
+
+// AgentEvents reports a batch of job events of a node.
+func (c *Client) AgentEvents(ctx context.Context, ev api.AgentEvents) (*api.AgentAck, error) {
+	var ack api.AgentAck
+	return &ack, c.do(ctx, c.http, http.MethodPost, "/agent/events", ev, &ack)
+}

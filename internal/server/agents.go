@@ -1,0 +1,264 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/store"
+)
+
+// agentConn is one open assignment stream to an agent.
+type agentConn struct {
+	mu     sync.Mutex
+	ch     chan api.AgentMessage
+	closed bool
+	gone   chan struct{} // closed when the stream must end (replaced or overflowed)
+}
+
+func newAgentConn() *agentConn {
+	return &agentConn{ch: make(chan api.AgentMessage, 4096), gone: make(chan struct{})}
+}
+
+// send queues m without blocking. A stream that cannot keep up is closed; the
+// agent reconnects and gets a full sync, so nothing is lost.
+func (c *agentConn) send(m api.AgentMessage) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	select {
+	case c.ch <- m:
+	default:
+		c.closed = true
+		close(c.gone)
+	}
+}
+
+func (c *agentConn) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.closed {
+		c.closed = true
+		close(c.gone)
+	}
+}
+
+func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request, _ *store.User) {
+	var info api.NodeInfo
+	if err := decode(r, &info); err != nil {
+		writeError(w, err)
+		return
+	}
+	if info.Name == "" || info.CPUs <= 0 {
+		writeError(w, fmt.Errorf("%w: a node needs a name and at least one CPU", ErrInvalid))
+		return
+	}
+	now := s.clock.Now()
+	body, _ := json.Marshal(info)
+	s.mu.Lock()
+	ns, ok := s.nodes[info.Name]
+	if !ok {
+		ns = newNode(info)
+		ns.rec.RegisteredAt = now
+		s.nodes[info.Name] = ns
+	}
+	ns.info = info
+	ns.rec.Name, ns.rec.Info, ns.rec.LastSeen = info.Name, body, now
+	if ns.rec.RegisteredAt.IsZero() {
+		ns.rec.RegisteredAt = now
+	}
+	rec := ns.rec
+	done := s.enqueue(&store.Batch{Nodes: []*store.Node{&rec}}, s.wakeScheduler)
+	s.mu.Unlock()
+	if err := <-done; err != nil {
+		writeError(w, err)
+		return
+	}
+	s.log.Info("node registered", "node", info.Name, "addr", info.Addr, "cpus", info.CPUs, "memory", info.Memory, "gpus", len(info.GPUs))
+	writeJSON(w, http.StatusOK, struct{}{})
+}
+
+// handleStream keeps an agent's assignment stream: a full sync first, then
+// assignments and stop requests as they are committed, and keep-alives.
+func (s *Server) handleStream(w http.ResponseWriter, r *http.Request, _ *store.User) {
+	name := r.URL.Query().Get("node")
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		writeError(w, fmt.Errorf("server: streaming unsupported"))
+		return
+	}
+	conn := newAgentConn()
+	s.mu.Lock()
+	ns, ok := s.nodes[name]
+	if !ok {
+		s.mu.Unlock()
+		writeError(w, fmt.Errorf("node %q: %w (register first)", name, ErrNotFound))
+		return
+	}
+	if ns.conn != nil {
+		ns.conn.close()
+	}
+	ns.conn = conn
+	sync := s.syncLocked(ns)
+	// The sync goes out once everything it reflects is durable, ahead of any
+	// later change's messages.
+	s.enqueue(&store.Batch{}, func() { conn.send(sync) }, s.wakeScheduler)
+	s.mu.Unlock()
+	s.log.Info("agent connected", "node", name)
+
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	fl.Flush()
+	enc := json.NewEncoder(w)
+	ping := time.NewTicker(s.cfg.PingEvery)
+	defer ping.Stop()
+	defer func() {
+		s.mu.Lock()
+		if ns.conn == conn {
+			ns.conn = nil
+			ns.rec.LastSeen = s.clock.Now()
+			rec := ns.rec
+			s.enqueue(&store.Batch{Nodes: []*store.Node{&rec}})
+		}
+		s.mu.Unlock()
+		conn.close()
+		s.log.Info("agent disconnected", "node", name)
+	}()
+	for {
+		var m api.AgentMessage
+		select {
+		case <-r.Context().Done():
+			return
+		case <-conn.gone:
+			// Deliver what is queued, then end: the agent reconnects.
+			for {
+				select {
+				case m = <-conn.ch:
+					if enc.Encode(m) != nil {
+						return
+					}
+				default:
+					fl.Flush()
+					return
+				}
+			}
+		case m = <-conn.ch:
+		case <-ping.C:
+			m = api.AgentMessage{Type: "ping"}
+		}
+		if err := enc.Encode(m); err != nil {
+			return
+		}
+		// Write what else is queued before flushing: one flush for a burst.
+		for more := true; more; {
+			select {
+			case m = <-conn.ch:
+				if err := enc.Encode(m); err != nil {
+					return
+				}
+			default:
+				more = false
+			}
+		}
+		fl.Flush()
+	}
+}
+
+// syncLocked lists every active job placed on the node.
+func (s *Server) syncLocked(ns *nodeState) api.AgentMessage {
+	m := api.AgentMessage{Type: "sync", Jobs: []api.Assignment{}}
+	for _, js := range ns.jobs {
+		hosts, ips := s.runHosts(js.run)
+		m.Jobs = append(m.Jobs, s.assignment(js, hosts, ips))
+	}
+	return m
+}
+
+func (s *Server) runHosts(rs *runState) (hosts, ips []string) {
+	for _, js := range rs.jobs {
+		hosts = append(hosts, js.rec.Node)
+		ip := ""
+		if ns, ok := s.nodes[js.rec.Node]; ok {
+			ip = ns.info.Addr
+		}
+		ips = append(ips, ip)
+	}
+	return hosts, ips
+}
+
+// assignment is what an agent needs to run a job.
+func (s *Server) assignment(js *jobState, hosts, ips []string) api.Assignment {
+	rs := js.run
+	t := rs.spec
+	a := api.Assignment{
+		JobID: js.rec.ID, RunID: rs.rec.ID, RunName: rs.rec.Name, JobNum: js.rec.Num, Attempt: js.rec.Attempt,
+		Status: api.Status(js.rec.Status), Commands: t.Commands, WorkingDir: t.WorkingDir,
+		Alloc: js.alloc, LogSize: js.rec.LogSize, Stop: rs.rec.StopReq, Grace: int64(s.cfg.StopGrace / time.Second),
+	}
+	if t.MaxDuration != nil {
+		a.MaxDuration = int64(*t.MaxDuration)
+	}
+	a.Env = jobEnv(js, hosts, ips)
+	return a
+}
+
+// jobEnv is the job's environment: Berth's variables, the dstack set and the
+// Slurm set, so that scripts written for either run unchanged, then the
+// run's own env, which may override them.
+func jobEnv(js *jobState, hosts, ips []string) []string {
+	rs := js.run
+	n := len(rs.jobs)
+	id := strconv.FormatInt(rs.rec.ID, 10)
+	rank := strconv.Itoa(js.rec.Num)
+	gpus := make([]string, len(js.alloc.GPUs))
+	for i, g := range js.alloc.GPUs {
+		gpus[i] = strconv.Itoa(g)
+	}
+	master := ""
+	if len(ips) > 0 {
+		master = ips[0]
+	}
+	kv := [][2]string{
+		{"BERTH_RUN_ID", id}, {"BERTH_RUN_NAME", rs.rec.Name}, {"BERTH_JOB_ID", strconv.FormatInt(js.rec.ID, 10)},
+		{"BERTH_NODE_RANK", rank}, {"BERTH_NODES_NUM", strconv.Itoa(n)}, {"BERTH_NODE_NAME", js.rec.Node},
+		{"BERTH_ATTEMPT", strconv.Itoa(js.rec.Attempt)}, {"BERTH_CPUS", strconv.Itoa(js.alloc.CPUs)},
+		{"DSTACK_RUN_NAME", rs.rec.Name}, {"DSTACK_NODE_RANK", rank}, {"DSTACK_NODES_NUM", strconv.Itoa(n)},
+		{"DSTACK_MASTER_NODE_IP", master}, {"DSTACK_NODES_IPS", strings.Join(ips, "\n")},
+		{"DSTACK_GPUS_PER_NODE", strconv.Itoa(len(gpus))}, {"DSTACK_GPUS_NUM", strconv.Itoa(len(gpus) * n)},
+		{"SLURM_JOB_ID", id}, {"SLURM_JOBID", id}, {"SLURM_JOB_NAME", rs.rec.Name},
+		{"SLURM_JOB_NUM_NODES", strconv.Itoa(n)}, {"SLURM_NNODES", strconv.Itoa(n)}, {"SLURM_NODEID", rank},
+		{"SLURM_JOB_NODELIST", strings.Join(hosts, ",")}, {"SLURM_NODELIST", strings.Join(hosts, ",")},
+		{"SLURMD_NODENAME", js.rec.Node}, {"SLURM_CPUS_ON_NODE", strconv.Itoa(js.alloc.CPUs)},
+		{"SLURM_NTASKS", strconv.Itoa(n)}, {"SLURM_RESTART_COUNT", strconv.Itoa(js.rec.Attempt)},
+		{"CUDA_VISIBLE_DEVICES", strings.Join(gpus, ",")},
+	}
+	if len(gpus) > 0 {
+		kv = append(kv, [2]string{"SLURM_JOB_GPUS", strings.Join(gpus, ",")}, [2]string{"GPU_DEVICE_ORDINAL", strings.Join(gpus, ",")})
+	}
+	env := make([]string, 0, len(kv)+len(rs.spec.Env))
+	for _, p := range kv {
+		env = append(env, p[0]+"="+p[1])
+	}
+	return append(env, rs.spec.Env.Strings()...)
+}
+
+func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, _ *store.User) {
+	var evs api.AgentEvents
+	if err := decode(r, &evs); err != nil {
+		writeError(w, err)
+		return
+	}
+	ack, err := s.agentEvents(evs.Node, evs.Events)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, ack)
+}

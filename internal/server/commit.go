@@ -1,0 +1,87 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/berth-hq/berth/internal/store"
+)
+
+// commitReq is one caller's batch and what to do once it is durable.
+type commitReq struct {
+	b     *store.Batch
+	after []func()
+	done  chan error
+}
+
+// maxGroup bounds how many queued batches share one transaction.
+const maxGroup = 2048
+
+// enqueue queues b for the committer; the caller must hold s.mu, which makes
+// the queue's order the order in which the changes were made in memory.
+// after runs once b is durable, before done is signalled.
+func (s *Server) enqueue(b *store.Batch, after ...func()) <-chan error {
+	done := make(chan error, 1)
+	if s.broken != nil {
+		done <- s.broken
+		return done
+	}
+	s.commits <- &commitReq{b: b, after: after, done: done}
+	return done
+}
+
+// committer writes queued batches, many per transaction.
+func (s *Server) committer(ctx context.Context) error {
+	var group []*commitReq
+	for {
+		group = group[:0]
+		select {
+		case <-ctx.Done():
+			return nil
+		case r := <-s.commits:
+			group = append(group, r)
+		}
+	drain:
+		for len(group) < maxGroup {
+			select {
+			case r := <-s.commits:
+				group = append(group, r)
+			default:
+				break drain
+			}
+		}
+		merged := &store.Batch{}
+		for _, r := range group {
+			merged.Add(r.b)
+		}
+		var err error
+		if !merged.Empty() {
+			// Not the callers' contexts: what is queued is committed even if
+			// they have gone.
+			err = s.store.Apply(context.WithoutCancel(ctx), merged)
+		}
+		if err != nil {
+			// Memory is now ahead of the store: stop taking changes and let
+			// the process restart from what is durable.
+			err = fmt.Errorf("server: commit failed, restart needed: %w", err)
+			s.log.Error("commit failed", "err", err)
+			s.mu.Lock()
+			s.broken = errors.Join(ErrUnavailable, err)
+			s.mu.Unlock()
+			for _, r := range group {
+				r.done <- s.broken
+			}
+			s.fatal <- err
+			return err
+		}
+		s.metrics.commits.Add(1)
+		s.metrics.batches.Add(int64(len(group)))
+		for _, r := range group {
+			for _, f := range r.after {
+				f()
+			}
+			r.done <- nil
+		}
+	}
+}

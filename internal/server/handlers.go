@@ -1,0 +1,227 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/sched"
+	"github.com/berth-hq/berth/internal/spec"
+	"github.com/berth-hq/berth/internal/store"
+)
+
+func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, u *store.User) {
+	var req api.SubmitRequest
+	if err := decode(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if req.Spec == nil {
+		writeError(w, fmt.Errorf("%w: spec: required", ErrInvalid))
+		return
+	}
+	run, err := s.submit(u, req.Spec)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, run)
+}
+
+// supported are the configuration fields this version acts on; the plan
+// names every other field that is set, so nobody is misled.
+var supported = map[string]bool{
+	"type": true, "name": true, "commands": true, "env": true, "resources.cpu": true, "resources.memory": true,
+	"resources.gpu": true, "max_duration": true, "working_dir": true, "priority": true, "nodes": true,
+}
+
+func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request, _ *store.User) {
+	var req api.SubmitRequest
+	if err := decode(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if req.Spec == nil {
+		writeError(w, fmt.Errorf("%w: spec: required", ErrInvalid))
+		return
+	}
+	if err := req.Spec.Validate(); err != nil {
+		writeError(w, fmt.Errorf("%w: %v", ErrInvalid, err))
+		return
+	}
+	writeJSON(w, http.StatusOK, s.plan(req.Spec))
+}
+
+// plan answers where t would run: each node, whether it fits now, later or never.
+func (s *Server) plan(t *spec.Task) *api.Plan {
+	req := request(t)
+	p := &api.Plan{Name: t.Name, Resources: t.Resources.String(), Nodes: max(t.Nodes, 1)}
+	for _, f := range t.SetFields() {
+		if !supported[f] {
+			p.Unsupported = append(p.Unsupported, f)
+		}
+	}
+	s.mu.Lock()
+	var nodes []sched.Node
+	for _, ns := range s.nodes {
+		nodes = append(nodes, s.schedNode(ns))
+	}
+	s.mu.Unlock()
+	sort.Slice(nodes, func(i, k int) bool { return nodes[i].Name < nodes[k].Name })
+	for i := range nodes {
+		now, ever, why := sched.FitsNode(&nodes[i], req)
+		row := api.PlanRow{Node: nodes[i].Name, Resources: nodeResources(&nodes[i]), Fits: "never", Why: why}
+		switch {
+		case now:
+			row.Fits = "now"
+		case ever:
+			row.Fits = "later"
+		}
+		p.Rows = append(p.Rows, row)
+	}
+	p.FitsNow = sched.Fits(nodes, req, p.Nodes, true)
+	return p
+}
+
+func nodeResources(n *sched.Node) string {
+	s := fmt.Sprintf("%d/%d CPU, %s/%s", n.FreeCPUs, n.CPUs, spec.Bytes(n.FreeMemory), spec.Bytes(n.Memory))
+	if len(n.GPUs) > 0 {
+		s += fmt.Sprintf(", %d/%d GPU (%s)", len(n.FreeGPUs), len(n.GPUs), n.GPUs[0].Name)
+	}
+	return s
+}
+
+func (s *Server) handleListRuns(w http.ResponseWriter, r *http.Request, _ *store.User) {
+	q := r.URL.Query()
+	limit, _ := strconv.Atoi(q.Get("limit"))
+	runs, err := s.store.ListRuns(r.Context(), store.RunFilter{ProjectID: s.projectID, All: q.Get("all") == "1", Limit: limit})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out := make([]*api.Run, 0, len(runs))
+	for _, run := range runs {
+		var jobs []*store.Job
+		if q.Get("jobs") == "1" {
+			if jobs, err = s.store.ListJobs(r.Context(), run.ID); err != nil {
+				writeError(w, err)
+				return
+			}
+		}
+		out = append(out, s.apiRun(run, jobs, s.name(r.Context(), 'u', run.UserID), nil))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// findRun resolves a run by ID or by name (the newest run of that name).
+func (s *Server) findRun(ctx context.Context, ref string) (*store.Run, error) {
+	if id, err := strconv.ParseInt(ref, 10, 64); err == nil {
+		if run, err := s.store.GetRun(ctx, id); err == nil {
+			return run, nil
+		}
+	}
+	return s.store.FindRun(ctx, s.projectID, ref)
+}
+
+func (s *Server) handleGetRun(w http.ResponseWriter, r *http.Request, _ *store.User) {
+	run, err := s.findRun(r.Context(), r.PathValue("ref"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	jobs, err := s.store.ListJobs(r.Context(), run.ID)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var t spec.Task
+	if err := json.Unmarshal(run.Spec, &t); err != nil {
+		writeError(w, fmt.Errorf("server: run %d: %w", run.ID, err))
+		return
+	}
+	out := s.apiRun(run, jobs, s.name(r.Context(), 'u', run.UserID), &t)
+	out.Spec = &t
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) handleStop(w http.ResponseWriter, r *http.Request, _ *store.User) {
+	var req api.StopRequest
+	if err := decode(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	run, err := s.findRun(r.Context(), r.PathValue("ref"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := s.stop(run.ID, req.Abort); err != nil {
+		writeError(w, err)
+		return
+	}
+	if run, err = s.store.GetRun(r.Context(), run.ID); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.apiRun(run, nil, s.name(r.Context(), 'u', run.UserID), nil))
+}
+
+func (s *Server) handleNodes(w http.ResponseWriter, r *http.Request, _ *store.User) {
+	s.mu.Lock()
+	out := make([]api.Node, 0, len(s.nodes))
+	for _, ns := range s.nodes {
+		n := api.Node{NodeInfo: ns.info, AllocCPUs: ns.usedCPU, AllocMemory: ns.usedMem, AllocGPUs: len(ns.usedGPU),
+			Jobs: len(ns.jobs), LastSeen: ns.rec.LastSeen}
+		switch {
+		case ns.conn == nil:
+			n.Status = "offline"
+		case len(ns.jobs) > 0:
+			n.Status = "busy"
+		default:
+			n.Status = "idle"
+		}
+		out = append(out, n)
+	}
+	s.mu.Unlock()
+	sort.Slice(out, func(i, k int) bool { return out[i].Name < out[k].Name })
+	writeJSON(w, http.StatusOK, out)
+}
+
+// apiRun is a run as the API shows it; t is its configuration when the
+// caller has it decoded already (else it is read from r.Spec).
+func (s *Server) apiRun(r *store.Run, jobs []*store.Job, user string, t *spec.Task) *api.Run {
+	out := &api.Run{ID: r.ID, Name: r.Name, Project: "main", User: user, Status: api.Status(r.Status), Reason: r.Reason,
+		ExitCode: r.ExitCode, Priority: r.Priority, SubmittedAt: r.SubmittedAt, StartedAt: timePtr(r.StartedAt), FinishedAt: timePtr(r.FinishedAt)}
+	if t == nil {
+		t = &spec.Task{}
+		if json.Unmarshal(r.Spec, t) != nil {
+			t = nil
+		}
+	}
+	if t != nil {
+		out.Resources = t.Resources.String()
+	}
+	for _, j := range jobs {
+		var alloc api.Alloc
+		_ = json.Unmarshal(j.Alloc, &alloc)
+		out.Jobs = append(out.Jobs, api.Job{ID: j.ID, RunID: j.RunID, Num: j.Num, Attempt: j.Attempt, Status: api.Status(j.Status),
+			Reason: j.Reason, ExitCode: j.ExitCode, Node: j.Node, Alloc: alloc, SubmittedAt: j.SubmittedAt,
+			StartedAt: timePtr(j.StartedAt), FinishedAt: timePtr(j.FinishedAt), LogSize: j.LogSize})
+		if j.Node != "" {
+			out.Nodes = append(out.Nodes, j.Node)
+		}
+	}
+	return out
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}

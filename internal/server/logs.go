@@ -1,0 +1,132 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/store"
+)
+
+// hub wakes the followers of a run's logs when something of the run was
+// committed.
+type hub struct {
+	mu sync.Mutex
+	ch map[int64]chan struct{}
+}
+
+func newHub() *hub { return &hub{ch: map[int64]chan struct{}{}} }
+
+// wait returns a channel closed at the run's next notify.
+func (h *hub) wait(runID int64) <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c, ok := h.ch[runID]
+	if !ok {
+		c = make(chan struct{})
+		h.ch[runID] = c
+	}
+	return c
+}
+
+func (h *hub) notify(runID int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if c, ok := h.ch[runID]; ok {
+		close(c)
+		delete(h.ch, runID)
+	}
+}
+
+// handleLogs streams a run's output as JSON lines; with follow=1 it goes on
+// until the run has ended and all of its output was sent, then sends the run.
+func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request, u *store.User) {
+	run, err := s.findRun(r.Context(), r.PathValue("ref"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	follow := r.URL.Query().Get("follow") == "1"
+	onlyJob := -1
+	if v := r.URL.Query().Get("job"); v != "" {
+		if onlyJob, err = strconv.Atoi(v); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	fl, _ := w.(http.Flusher)
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	enc := json.NewEncoder(w)
+	offsets := map[int64]int64{}
+	ctx := r.Context()
+	for {
+		// Take the wake-up channel before reading, so that nothing committed
+		// between the read and the wait is missed.
+		woken := s.hub.wait(run.ID)
+		cur, err := s.store.GetRun(ctx, run.ID)
+		if err != nil {
+			return
+		}
+		jobs, err := s.store.ListJobs(ctx, run.ID)
+		if err != nil {
+			return
+		}
+		sent, err := s.sendLogs(ctx, enc, jobs, onlyJob, offsets)
+		if err != nil {
+			return
+		}
+		if sent && fl != nil {
+			fl.Flush()
+		}
+		if sent {
+			continue
+		}
+		// The run was read before its logs: when it was final then, every
+		// chunk of it was already committed, and this read found none left.
+		if !follow || api.Status(cur.Status).Finished() {
+			if follow {
+				end := s.apiRun(cur, jobs, s.name(ctx, 'u', cur.UserID), nil)
+				_ = enc.Encode(api.LogFrame{End: end})
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-woken:
+		case <-time.After(5 * time.Second):
+		}
+	}
+}
+
+// sendLogs writes the chosen jobs' chunks from offsets on, merged in time
+// order, and moves offsets past them.
+func (s *Server) sendLogs(ctx context.Context, enc *json.Encoder, jobs []*store.Job, only int, offsets map[int64]int64) (sent bool, err error) {
+	var entries []api.LogEntry
+	for _, j := range jobs {
+		if only >= 0 && j.Num != only {
+			continue
+		}
+		chunks, err := s.store.ReadLogs(ctx, j.ID, offsets[j.ID], 500)
+		if err != nil {
+			return false, err
+		}
+		for _, c := range chunks {
+			entries = append(entries, api.LogEntry{JobID: c.JobID, JobNum: j.Num, Offset: c.Offset, Stream: c.Stream, Time: c.Time, Data: c.Data})
+			offsets[j.ID] = c.Offset + 1
+		}
+	}
+	sort.SliceStable(entries, func(a, b int) bool { return entries[a].Time.Before(entries[b].Time) })
+	for i := range entries {
+		if err := enc.Encode(api.LogFrame{Entry: &entries[i]}); err != nil {
+			return false, err
+		}
+	}
+	return len(entries) > 0, nil
+}

@@ -1,0 +1,266 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/store"
+)
+
+// Clock tells the time; tests give a fake one.
+type Clock interface{ Now() time.Time }
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now().UTC() }
+
+// Errors the API maps to status codes.
+var (
+	ErrUnavailable  = errors.New("server: unavailable")
+	ErrNotFound     = errors.New("server: not found")
+	ErrInvalid      = errors.New("server: invalid request")
+	ErrUnauthorized = errors.New("server: unauthorized")
+)
+
+// Config is what a server needs.
+type Config struct {
+	Store  store.Store
+	Logger *slog.Logger
+	Clock  Clock
+	// StopGrace is the time between SIGTERM and SIGKILL when a run is stopped.
+	StopGrace time.Duration
+	// ResyncEvery is the scheduler's safety-net timer; changes wake it at once.
+	ResyncEvery time.Duration
+	// PingEvery is how often agent streams carry a keep-alive.
+	PingEvery time.Duration
+}
+
+// Server is the control plane. New loads its state; Run runs its loops;
+// Handler serves its API.
+type Server struct {
+	cfg   Config
+	store store.Store
+	log   *slog.Logger
+	clock Clock
+
+	// mu guards the in-memory state below. Functions run after a commit never
+	// take it (see commit.go).
+	mu      sync.Mutex
+	runs    map[int64]*runState // active runs
+	jobs    map[int64]*jobState // active jobs
+	pending map[int64]*runState // runs waiting to be placed
+	nodes   map[string]*nodeState
+	nextRun int64
+	nextJob int64
+	broken  error
+
+	commits chan *commitReq
+	wake    chan struct{}
+	fatal   chan error
+	hub     *hub
+
+	projectID int64
+	names     sync.Map // "u<id>" / "p<id>" -> name
+	tokens    sync.Map // token hash -> *store.User
+	metrics   struct{ commits, batches, cycles atomic.Int64 }
+}
+
+// New opens the server's state from the store. The "main" project and the
+// admin user exist from the start, so every run has an owner.
+func New(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = systemClock{}
+	}
+	if cfg.StopGrace == 0 {
+		cfg.StopGrace = 10 * time.Second
+	}
+	if cfg.ResyncEvery == 0 {
+		cfg.ResyncEvery = 30 * time.Second
+	}
+	if cfg.PingEvery == 0 {
+		cfg.PingEvery = 10 * time.Second
+	}
+	s := &Server{
+		cfg: cfg, store: cfg.Store, log: cfg.Logger, clock: cfg.Clock,
+		runs: map[int64]*runState{}, jobs: map[int64]*jobState{}, pending: map[int64]*runState{},
+		nodes:   map[string]*nodeState{},
+		commits: make(chan *commitReq, 8192),
+		wake:    make(chan struct{}, 1),
+		fatal:   make(chan error, 1),
+		hub:     newHub(),
+	}
+	var err error
+	if s.projectID, err = s.store.EnsureProject(ctx, "main"); err != nil {
+		return nil, err
+	}
+	if err := s.load(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// EnsureAdmin creates the admin user when missing and, when token is not
+// empty, registers it as one of the admin's tokens.
+func (s *Server) EnsureAdmin(ctx context.Context, token string) error {
+	uid, err := s.store.EnsureUser(ctx, "admin", true)
+	if err != nil {
+		return err
+	}
+	if token == "" {
+		return nil
+	}
+	return s.store.AddToken(ctx, uid, HashToken(token), "admin")
+}
+
+// ValidToken reports whether token belongs to a user.
+func (s *Server) ValidToken(ctx context.Context, token string) bool {
+	_, err := s.user(ctx, token)
+	return err == nil
+}
+
+// HashToken is how tokens are stored: SHA-256, hex.
+func HashToken(token string) string {
+	h := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(h[:])
+}
+
+// Run runs the committer and the scheduler until ctx is done or a commit
+// fails (then it returns the error: the process must restart).
+func (s *Server) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- s.committer(ctx) }()
+	go s.schedLoop(ctx)
+	s.wakeScheduler()
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-s.fatal:
+		return err
+	}
+}
+
+func (s *Server) wakeScheduler() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Handler is the HTTP API.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	v := api.Version
+	mux.HandleFunc("POST "+v+"/runs", s.auth(s.handleSubmit))
+	mux.HandleFunc("POST "+v+"/plan", s.auth(s.handlePlan))
+	mux.HandleFunc("GET "+v+"/runs", s.auth(s.handleListRuns))
+	mux.HandleFunc("GET "+v+"/runs/{ref}", s.auth(s.handleGetRun))
+	mux.HandleFunc("POST "+v+"/runs/{ref}/stop", s.auth(s.handleStop))
+	mux.HandleFunc("GET "+v+"/runs/{ref}/logs", s.auth(s.handleLogs))
+	mux.HandleFunc("GET "+v+"/nodes", s.auth(s.handleNodes))
+	mux.HandleFunc("POST "+v+"/agent/register", s.auth(s.handleRegister))
+	mux.HandleFunc("GET "+v+"/agent/stream", s.auth(s.handleStream))
+	mux.HandleFunc("POST "+v+"/agent/events", s.auth(s.handleEvents))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("ok\n"))
+	})
+	return mux
+}
+
+type userKey struct{}
+
+func (s *Server) user(ctx context.Context, token string) (*store.User, error) {
+	h := HashToken(token)
+	if u, ok := s.tokens.Load(h); ok {
+		return u.(*store.User), nil
+	}
+	u, err := s.store.UserByToken(ctx, h)
+	if err != nil {
+		return nil, err
+	}
+	s.tokens.Store(h, u)
+	return u, nil
+}
+
+func (s *Server) auth(h func(http.ResponseWriter, *http.Request, *store.User)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || token == "" {
+			writeError(w, fmt.Errorf("%w: missing bearer token", ErrUnauthorized))
+			return
+		}
+		u, err := s.user(r.Context(), token)
+		if err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				err = fmt.Errorf("%w: unknown token", ErrUnauthorized)
+			}
+			writeError(w, err)
+			return
+		}
+		h(w, r, u)
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	status := http.StatusInternalServerError
+	switch {
+	case errors.Is(err, ErrUnauthorized):
+		status = http.StatusUnauthorized
+	case errors.Is(err, ErrNotFound), errors.Is(err, store.ErrNotFound):
+		status = http.StatusNotFound
+	case errors.Is(err, ErrInvalid):
+		status = http.StatusBadRequest
+	case errors.Is(err, ErrUnavailable):
+		status = http.StatusServiceUnavailable
+	}
+	writeJSON(w, status, api.Error{Error: err.Error()})
+}
+
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 64<<20))
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: request body: %v", ErrInvalid, err)
+	}
+	return nil
+}
+
+// name resolves a user's or project's name, cached.
+func (s *Server) name(ctx context.Context, kind byte, id int64) string {
+	key := fmt.Sprintf("%c%d", kind, id)
+	if v, ok := s.names.Load(key); ok {
+		return v.(string)
+	}
+	var n string
+	var err error
+	if kind == 'u' {
+		n, err = s.store.UserName(ctx, id)
+	} else {
+		n, err = s.store.ProjectName(ctx, id)
+	}
+	if err != nil {
+		return fmt.Sprint(id)
+	}
+	s.names.Store(key, n)
+	return n
+}

@@ -1,0 +1,466 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/pressly/goose/v3"
+	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" driver
+)
+
+//go:embed migrations/*.sql
+var sqliteMigrations embed.FS
+
+// SQLite is the Store on one SQLite file in WAL mode. Writes go through one
+// connection (SQLite has one writer anyway); reads use a pool that WAL lets
+// run beside the writer.
+type SQLite struct {
+	w *sql.DB
+	r *sql.DB
+}
+
+var _ Store = (*SQLite)(nil)
+
+// SQLiteOptions tune durability. Sync "normal" (the default) survives any
+// crash of the process; "full" also survives a power loss, at a cost per commit.
+type SQLiteOptions struct {
+	Sync string
+}
+
+// OpenSQLite opens (creating if needed) the database at path and migrates it.
+func OpenSQLite(ctx context.Context, path string, o SQLiteOptions) (*SQLite, error) {
+	if o.Sync == "" {
+		o.Sync = "normal"
+	}
+	if o.Sync != "normal" && o.Sync != "full" {
+		return nil, fmt.Errorf("store: sqlite sync %q: want normal or full", o.Sync)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	q := url.Values{}
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous("+o.Sync+")")
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Add("_txlock", "immediate")
+	dsn := "file:" + path + "?" + q.Encode()
+	w, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetConnMaxLifetime(0)
+	s := &SQLite{w: w}
+	if err := s.migrate(ctx); err != nil {
+		w.Close()
+		return nil, err
+	}
+	rq := url.Values{}
+	rq.Add("_pragma", "busy_timeout(10000)")
+	rq.Add("_pragma", "query_only(1)")
+	r, err := sql.Open("sqlite", "file:"+path+"?"+rq.Encode())
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	r.SetMaxOpenConns(8)
+	s.r = r
+	return s, nil
+}
+
+func (s *SQLite) migrate(ctx context.Context) error {
+	sub, err := fs.Sub(sqliteMigrations, "migrations")
+	if err != nil {
+		return fmt.Errorf("store: migrations: %w", err)
+	}
+	p, err := goose.NewProvider(goose.DialectSQLite3, s.w, sub)
+	if err != nil {
+		return fmt.Errorf("store: migrations: %w", err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		return fmt.Errorf("store: migrate: %w", err)
+	}
+	return nil
+}
+
+// Close closes both pools.
+func (s *SQLite) Close() error {
+	return errors.Join(s.r.Close(), s.w.Close())
+}
+
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromNanos(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
+
+func isActive(status string) int {
+	switch status {
+	case "done", "failed", "terminated", "aborted":
+		return 0
+	}
+	return 1
+}
+
+// Apply commits b in one transaction.
+func (s *SQLite) Apply(ctx context.Context, b *Batch) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: begin: %w", err)
+	}
+	defer tx.Rollback()
+	if err := applyBatch(ctx, tx, b); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("store: commit: %w", err)
+	}
+	return nil
+}
+
+const (
+	upsertRun = `INSERT INTO runs (id, project_id, user_id, name, status, reason, exit_code, priority, spec,
+  submitted_at, started_at, finished_at, stop_req, active) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+ON CONFLICT (id) DO UPDATE SET name=excluded.name, status=excluded.status, reason=excluded.reason,
+  exit_code=excluded.exit_code, priority=excluded.priority, started_at=excluded.started_at,
+  finished_at=excluded.finished_at, stop_req=excluded.stop_req, active=excluded.active`
+	upsertJob = `INSERT INTO jobs (id, run_id, num, attempt, status, reason, exit_code, node, alloc,
+  submitted_at, started_at, finished_at, log_size, active) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+ON CONFLICT (id) DO UPDATE SET status=excluded.status, reason=excluded.reason, exit_code=excluded.exit_code,
+  node=excluded.node, alloc=excluded.alloc, started_at=excluded.started_at, finished_at=excluded.finished_at,
+  log_size=excluded.log_size, active=excluded.active`
+	upsertNode = `INSERT INTO nodes (name, info, registered_at, last_seen) VALUES (?,?,?,?)
+ON CONFLICT (name) DO UPDATE SET info=excluded.info, registered_at=excluded.registered_at, last_seen=excluded.last_seen`
+	insertEvent = `INSERT INTO events (run_id, job_id, time, type, message) VALUES (?,?,?,?,?)`
+	insertLog   = `INSERT INTO log_chunks (job_id, off, stream, time, data) VALUES (?,?,?,?,?) ON CONFLICT DO NOTHING`
+)
+
+func applyBatch(ctx context.Context, tx *sql.Tx, b *Batch) error {
+	prep := func(q string, n int) (*sql.Stmt, error) {
+		if n == 0 {
+			return nil, nil
+		}
+		st, err := tx.PrepareContext(ctx, q)
+		if err != nil {
+			return nil, fmt.Errorf("store: prepare: %w", err)
+		}
+		return st, nil
+	}
+	st, err := prep(upsertRun, len(b.Runs))
+	if err != nil {
+		return err
+	}
+	for _, r := range b.Runs {
+		if _, err := st.ExecContext(ctx, r.ID, r.ProjectID, r.UserID, r.Name, r.Status, r.Reason, r.ExitCode,
+			r.Priority, string(r.Spec), nanos(r.SubmittedAt), nanos(r.StartedAt), nanos(r.FinishedAt),
+			r.StopReq, isActive(r.Status)); err != nil {
+			return fmt.Errorf("store: run %d: %w", r.ID, err)
+		}
+	}
+	if st, err = prep(upsertJob, len(b.Jobs)); err != nil {
+		return err
+	}
+	for _, j := range b.Jobs {
+		alloc := j.Alloc
+		if len(alloc) == 0 {
+			alloc = []byte("{}")
+		}
+		if _, err := st.ExecContext(ctx, j.ID, j.RunID, j.Num, j.Attempt, j.Status, j.Reason, j.ExitCode,
+			j.Node, string(alloc), nanos(j.SubmittedAt), nanos(j.StartedAt), nanos(j.FinishedAt),
+			j.LogSize, isActive(j.Status)); err != nil {
+			return fmt.Errorf("store: job %d: %w", j.ID, err)
+		}
+	}
+	if st, err = prep(upsertNode, len(b.Nodes)); err != nil {
+		return err
+	}
+	for _, n := range b.Nodes {
+		if _, err := st.ExecContext(ctx, n.Name, string(n.Info), nanos(n.RegisteredAt), nanos(n.LastSeen)); err != nil {
+			return fmt.Errorf("store: node %s: %w", n.Name, err)
+		}
+	}
+	if st, err = prep(insertEvent, len(b.Events)); err != nil {
+		return err
+	}
+	for _, e := range b.Events {
+		if _, err := st.ExecContext(ctx, e.RunID, e.JobID, nanos(e.Time), e.Type, e.Message); err != nil {
+			return fmt.Errorf("store: event: %w", err)
+		}
+	}
+	if st, err = prep(insertLog, len(b.Logs)); err != nil {
+		return err
+	}
+	for _, l := range b.Logs {
+		if _, err := st.ExecContext(ctx, l.JobID, l.Offset, l.Stream, nanos(l.Time), l.Data); err != nil {
+			return fmt.Errorf("store: log of job %d: %w", l.JobID, err)
+		}
+	}
+	return nil
+}
+
+const runCols = `id, project_id, user_id, name, status, reason, exit_code, priority, spec, submitted_at, started_at, finished_at, stop_req`
+const jobCols = `id, run_id, num, attempt, status, reason, exit_code, node, alloc, submitted_at, started_at, finished_at, log_size`
+
+type scanner interface{ Scan(...any) error }
+
+func scanRun(sc scanner) (*Run, error) {
+	var r Run
+	var spec string
+	var ec sql.NullInt64
+	var sub, st, fin int64
+	if err := sc.Scan(&r.ID, &r.ProjectID, &r.UserID, &r.Name, &r.Status, &r.Reason, &ec, &r.Priority, &spec,
+		&sub, &st, &fin, &r.StopReq); err != nil {
+		return nil, err
+	}
+	if ec.Valid {
+		v := int(ec.Int64)
+		r.ExitCode = &v
+	}
+	r.Spec = []byte(spec)
+	r.SubmittedAt, r.StartedAt, r.FinishedAt = fromNanos(sub), fromNanos(st), fromNanos(fin)
+	return &r, nil
+}
+
+func scanJob(sc scanner) (*Job, error) {
+	var j Job
+	var alloc string
+	var ec sql.NullInt64
+	var sub, st, fin int64
+	if err := sc.Scan(&j.ID, &j.RunID, &j.Num, &j.Attempt, &j.Status, &j.Reason, &ec, &j.Node, &alloc,
+		&sub, &st, &fin, &j.LogSize); err != nil {
+		return nil, err
+	}
+	if ec.Valid {
+		v := int(ec.Int64)
+		j.ExitCode = &v
+	}
+	j.Alloc = []byte(alloc)
+	j.SubmittedAt, j.StartedAt, j.FinishedAt = fromNanos(sub), fromNanos(st), fromNanos(fin)
+	return &j, nil
+}
+
+func query[T any](ctx context.Context, db *sql.DB, scan func(scanner) (*T, error), q string, args ...any) ([]*T, error) {
+	rows, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: query: %w", err)
+	}
+	defer rows.Close()
+	var out []*T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: scan: %w", err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: rows: %w", err)
+	}
+	return out, nil
+}
+
+func scanNode(sc scanner) (*Node, error) {
+	var n Node
+	var info string
+	var reg, seen int64
+	if err := sc.Scan(&n.Name, &info, &reg, &seen); err != nil {
+		return nil, err
+	}
+	n.Info = []byte(info)
+	n.RegisteredAt, n.LastSeen = fromNanos(reg), fromNanos(seen)
+	return &n, nil
+}
+
+// LoadActive reads the state the leader keeps in memory.
+func (s *SQLite) LoadActive(ctx context.Context) (*Active, error) {
+	a := &Active{}
+	var err error
+	if a.Runs, err = query(ctx, s.w, scanRun, `SELECT `+runCols+` FROM runs WHERE active = 1 ORDER BY id`); err != nil {
+		return nil, err
+	}
+	if a.Jobs, err = query(ctx, s.w, scanJob, `SELECT `+jobCols+` FROM jobs WHERE active = 1 ORDER BY id`); err != nil {
+		return nil, err
+	}
+	if a.Nodes, err = s.ListNodes(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.w.QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0) FROM runs`).Scan(&a.MaxRunID); err != nil {
+		return nil, fmt.Errorf("store: max run id: %w", err)
+	}
+	if err := s.w.QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0) FROM jobs`).Scan(&a.MaxJobID); err != nil {
+		return nil, fmt.Errorf("store: max job id: %w", err)
+	}
+	return a, nil
+}
+
+// GetRun returns one run by ID.
+func (s *SQLite) GetRun(ctx context.Context, id int64) (*Run, error) {
+	r, err := scanRun(s.r.QueryRowContext(ctx, `SELECT `+runCols+` FROM runs WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("run %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: run %d: %w", id, err)
+	}
+	return r, nil
+}
+
+// FindRun returns the newest run of the project with that name.
+func (s *SQLite) FindRun(ctx context.Context, projectID int64, name string) (*Run, error) {
+	r, err := scanRun(s.r.QueryRowContext(ctx, `SELECT `+runCols+` FROM runs WHERE project_id = ? AND name = ? ORDER BY id DESC LIMIT 1`, projectID, name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("run %q: %w", name, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: run %q: %w", name, err)
+	}
+	return r, nil
+}
+
+// ListRuns lists runs, newest first.
+func (s *SQLite) ListRuns(ctx context.Context, f RunFilter) ([]*Run, error) {
+	q := `SELECT ` + runCols + ` FROM runs WHERE 1=1`
+	var args []any
+	if !f.All {
+		q += ` AND active = 1`
+	}
+	if f.ProjectID != 0 {
+		q += ` AND project_id = ?`
+		args = append(args, f.ProjectID)
+	}
+	q += ` ORDER BY id DESC`
+	if f.Limit > 0 {
+		q += fmt.Sprintf(` LIMIT %d`, f.Limit)
+	}
+	return query(ctx, s.r, scanRun, q, args...)
+}
+
+// ListJobs lists a run's jobs by number and attempt.
+func (s *SQLite) ListJobs(ctx context.Context, runID int64) ([]*Job, error) {
+	return query(ctx, s.r, scanJob, `SELECT `+jobCols+` FROM jobs WHERE run_id = ? ORDER BY num, attempt`, runID)
+}
+
+// ListNodes lists every registered node by name.
+func (s *SQLite) ListNodes(ctx context.Context) ([]*Node, error) {
+	return query(ctx, s.r, scanNode, `SELECT name, info, registered_at, last_seen FROM nodes ORDER BY name`)
+}
+
+// ReadLogs returns a job's chunks from offset on, in order.
+func (s *SQLite) ReadLogs(ctx context.Context, jobID int64, offset int64, limit int) ([]*LogChunk, error) {
+	if limit <= 0 {
+		limit = 1000
+	}
+	return query(ctx, s.r, func(sc scanner) (*LogChunk, error) {
+		var l LogChunk
+		var t int64
+		if err := sc.Scan(&l.JobID, &l.Offset, &l.Stream, &t, &l.Data); err != nil {
+			return nil, err
+		}
+		l.Time = fromNanos(t)
+		return &l, nil
+	}, `SELECT job_id, off, stream, time, data FROM log_chunks WHERE job_id = ? AND off >= ? ORDER BY off LIMIT ?`, jobID, offset, limit)
+}
+
+// ListEvents returns a run's history in order.
+func (s *SQLite) ListEvents(ctx context.Context, runID int64) ([]*Event, error) {
+	return query(ctx, s.r, func(sc scanner) (*Event, error) {
+		var e Event
+		var t int64
+		if err := sc.Scan(&e.RunID, &e.JobID, &t, &e.Type, &e.Message); err != nil {
+			return nil, err
+		}
+		e.Time = fromNanos(t)
+		return &e, nil
+	}, `SELECT run_id, job_id, time, type, message FROM events WHERE run_id = ? ORDER BY id`, runID)
+}
+
+// EnsureProject creates the project when missing.
+func (s *SQLite) EnsureProject(ctx context.Context, name string) (int64, error) {
+	return s.ensure(ctx, `INSERT INTO projects (name, created_at) VALUES (?, ?) ON CONFLICT (name) DO NOTHING`,
+		`SELECT id FROM projects WHERE name = ?`, name, time.Now().UnixNano())
+}
+
+// EnsureUser creates the user when missing.
+func (s *SQLite) EnsureUser(ctx context.Context, name string, admin bool) (int64, error) {
+	a := 0
+	if admin {
+		a = 1
+	}
+	return s.ensure(ctx, `INSERT INTO users (name, created_at, admin) VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING`,
+		`SELECT id FROM users WHERE name = ?`, name, time.Now().UnixNano(), a)
+}
+
+func (s *SQLite) ensure(ctx context.Context, insert, sel string, name string, extra ...any) (int64, error) {
+	if _, err := s.w.ExecContext(ctx, insert, append([]any{name}, extra...)...); err != nil {
+		return 0, fmt.Errorf("store: create %q: %w", name, err)
+	}
+	var id int64
+	if err := s.w.QueryRowContext(ctx, sel, name).Scan(&id); err != nil {
+		return 0, fmt.Errorf("store: look up %q: %w", name, err)
+	}
+	return id, nil
+}
+
+// AddToken stores the hash of a new token of the user.
+func (s *SQLite) AddToken(ctx context.Context, userID int64, hash, name string) error {
+	if _, err := s.w.ExecContext(ctx, `INSERT INTO tokens (hash, user_id, name, created_at) VALUES (?,?,?,?)`,
+		hash, userID, name, time.Now().UnixNano()); err != nil {
+		return fmt.Errorf("store: add token: %w", err)
+	}
+	return nil
+}
+
+// UserByToken resolves a token hash to its user.
+func (s *SQLite) UserByToken(ctx context.Context, hash string) (*User, error) {
+	var u User
+	var admin int
+	err := s.r.QueryRowContext(ctx, `SELECT u.id, u.name, u.admin FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.hash = ?`, hash).
+		Scan(&u.ID, &u.Name, &admin)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("token: %w", ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: token: %w", err)
+	}
+	u.Admin = admin == 1
+	return &u, nil
+}
+
+// ProjectName returns a project's name.
+func (s *SQLite) ProjectName(ctx context.Context, id int64) (string, error) {
+	return s.nameOf(ctx, "projects", id)
+}
+
+// UserName returns a user's name.
+func (s *SQLite) UserName(ctx context.Context, id int64) (string, error) {
+	return s.nameOf(ctx, "users", id)
+}
+
+func (s *SQLite) nameOf(ctx context.Context, table string, id int64) (string, error) {
+	var name string
+	err := s.r.QueryRowContext(ctx, `SELECT name FROM `+table+` WHERE id = ?`, id).Scan(&name)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("%s %d: %w", table, id, ErrNotFound)
+	}
+	if err != nil {
+		return "", fmt.Errorf("store: %s %d: %w", table, id, err)
+	}
+	return name, nil
+}

@@ -1,0 +1,146 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrNotFound is returned when a looked-up record does not exist.
+var ErrNotFound = errors.New("store: not found")
+
+// Store is Berth's persistence. Implementations must be safe for concurrent use.
+type Store interface {
+	// Apply commits every change in b in one transaction, in the order given.
+	Apply(ctx context.Context, b *Batch) error
+	// LoadActive returns what the leader needs in memory at start: every
+	// non-final run and its jobs, every node, and the highest IDs used.
+	LoadActive(ctx context.Context) (*Active, error)
+
+	GetRun(ctx context.Context, id int64) (*Run, error)
+	// FindRun returns the newest run of the project with that name.
+	FindRun(ctx context.Context, projectID int64, name string) (*Run, error)
+	ListRuns(ctx context.Context, f RunFilter) ([]*Run, error)
+	ListJobs(ctx context.Context, runID int64) ([]*Job, error)
+	ListNodes(ctx context.Context) ([]*Node, error)
+	// ReadLogs returns the job's log chunks at or after offset, in order, at most limit.
+	ReadLogs(ctx context.Context, jobID int64, offset int64, limit int) ([]*LogChunk, error)
+	ListEvents(ctx context.Context, runID int64) ([]*Event, error)
+
+	// EnsureProject and EnsureUser create the record when missing and return its ID.
+	EnsureProject(ctx context.Context, name string) (int64, error)
+	EnsureUser(ctx context.Context, name string, admin bool) (int64, error)
+	AddToken(ctx context.Context, userID int64, hash string, name string) error
+	// UserByToken resolves the SHA-256 hex of a bearer token.
+	UserByToken(ctx context.Context, hash string) (*User, error)
+	ProjectName(ctx context.Context, id int64) (string, error)
+	UserName(ctx context.Context, id int64) (string, error)
+
+	Close() error
+}
+
+// Run is one submission. Spec holds the configuration as JSON.
+type Run struct {
+	ID          int64
+	ProjectID   int64
+	UserID      int64
+	Name        string
+	Status      string
+	Reason      string
+	ExitCode    *int
+	Priority    int
+	Spec        []byte
+	SubmittedAt time.Time
+	StartedAt   time.Time // zero until a job starts
+	FinishedAt  time.Time // zero until final
+	StopReq     int       // 0 none, 1 graceful stop, 2 abort
+}
+
+// Job is one node's share of a run, in one attempt.
+type Job struct {
+	ID          int64
+	RunID       int64
+	Num         int
+	Attempt     int
+	Status      string
+	Reason      string
+	ExitCode    *int
+	Node        string
+	Alloc       []byte // JSON of api.Alloc
+	SubmittedAt time.Time
+	StartedAt   time.Time
+	FinishedAt  time.Time
+	LogSize     int64
+}
+
+// Node is a registered host. Info holds the agent's report as JSON.
+type Node struct {
+	Name         string
+	Info         []byte
+	RegisteredAt time.Time
+	LastSeen     time.Time
+}
+
+// Event is a line of a run's history.
+type Event struct {
+	RunID   int64
+	JobID   int64
+	Time    time.Time
+	Type    string
+	Message string
+}
+
+// LogChunk is one frame of a job's output; Offset is its place in the job's log file.
+type LogChunk struct {
+	JobID  int64
+	Offset int64
+	Stream string
+	Time   time.Time
+	Data   []byte
+}
+
+// User is an account that holds tokens.
+type User struct {
+	ID    int64
+	Name  string
+	Admin bool
+}
+
+// Batch is a set of changes committed together.
+type Batch struct {
+	Runs   []*Run
+	Jobs   []*Job
+	Nodes  []*Node
+	Events []*Event
+	Logs   []*LogChunk
+}
+
+// Add appends o's changes to b, keeping their order.
+func (b *Batch) Add(o *Batch) {
+	b.Runs = append(b.Runs, o.Runs...)
+	b.Jobs = append(b.Jobs, o.Jobs...)
+	b.Nodes = append(b.Nodes, o.Nodes...)
+	b.Events = append(b.Events, o.Events...)
+	b.Logs = append(b.Logs, o.Logs...)
+}
+
+// Empty reports whether b changes nothing.
+func (b *Batch) Empty() bool {
+	return len(b.Runs)+len(b.Jobs)+len(b.Nodes)+len(b.Events)+len(b.Logs) == 0
+}
+
+// Active is the state the leader rebuilds at start.
+type Active struct {
+	Runs     []*Run
+	Jobs     []*Job
+	Nodes    []*Node
+	MaxRunID int64
+	MaxJobID int64
+}
+
+// RunFilter selects runs for ListRuns, newest first.
+type RunFilter struct {
+	ProjectID int64 // 0: every project
+	All       bool  // include final runs
+	Limit     int   // 0: no limit
+}
