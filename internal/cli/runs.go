@@ -73,7 +73,7 @@ func allocText(a api.Alloc, node string) string {
 	}
 	s := fmt.Sprintf("%s: %dxCPU", node, a.CPUs)
 	if a.Memory > 0 {
-		s += ", " + spec.Bytes(a.Memory).String()
+		s += ", " + spec.Bytes(a.Memory).Approx()
 	}
 	if len(a.GPUs) > 0 {
 		g := make([]string, len(a.GPUs))
@@ -203,7 +203,7 @@ func newFleetCmd() *cobra.Command {
 					gpu = fmt.Sprintf("%d/%d %s", len(n.GPUs)-n.AllocGPUs, len(n.GPUs), gpuModel(n.GPUs))
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s/%s\t%s\t%d\t%s\n", n.Name, n.Addr, n.Status, n.CPUs-n.AllocCPUs, n.CPUs,
-					spec.Bytes(n.Memory-n.AllocMemory), spec.Bytes(n.Memory), gpu, n.Jobs, n.Cgroups)
+					spec.Bytes(n.Memory-n.AllocMemory).Approx(), spec.Bytes(n.Memory).Approx(), gpu, n.Jobs, n.Cgroups)
 			}
 			return tw.Flush()
 		},

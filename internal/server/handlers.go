@@ -89,7 +89,7 @@ func (s *Server) plan(t *spec.Task) *api.Plan {
 }
 
 func nodeResources(n *sched.Node) string {
-	s := fmt.Sprintf("%d/%d CPU, %s/%s", n.FreeCPUs, n.CPUs, spec.Bytes(n.FreeMemory), spec.Bytes(n.Memory))
+	s := fmt.Sprintf("%d/%d CPU, %s/%s", n.FreeCPUs, n.CPUs, spec.Bytes(n.FreeMemory).Approx(), spec.Bytes(n.Memory).Approx())
 	if len(n.GPUs) > 0 {
 		s += fmt.Sprintf(", %d/%d GPU (%s)", len(n.FreeGPUs), len(n.GPUs), n.GPUs[0].Name)
 	}

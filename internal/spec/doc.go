@@ -1,0 +1,18 @@
+// Package spec reads and checks Berth run configurations.
+//
+// Its one job: turn a dstack-compatible `type: task` YAML document into a
+// typed, validated Task, or explain precisely (file:line:col, field path,
+// suggestion) why it cannot. The same checks run on a Task that arrives as
+// JSON (Task.Validate), so the server and the CLI agree on what is valid.
+//
+// The package does no scheduling, no I/O beyond ParseFile, and keeps the
+// schema unchanged from dstack: a file that dstack accepts as a task should
+// parse here, and anything Berth cannot honour is refused by name rather
+// than silently ignored.
+//
+// Parsing walks goccy/go-yaml's AST rather than unmarshalling, so that every
+// problem carries the position of the offending token and all problems are
+// reported at once. Values that have their own grammar (GPU specs, byte
+// ranges, durations, cron lines) are parsed by small exported functions that
+// the CLI can reuse for its flags.
+package spec

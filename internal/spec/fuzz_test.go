@@ -1,0 +1,95 @@
+package spec
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func seedCorpus(f *testing.F) [][]byte {
+	f.Helper()
+	files, _ := filepath.Glob("testdata/seeds/*.yml")
+	var out [][]byte
+	for _, p := range files {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		out = append(out, data)
+	}
+	return out
+}
+
+// FuzzParse: Parse never panics; what it accepts survives a JSON round trip
+// through Validate, and re-marshalling is stable.
+func FuzzParse(f *testing.F) {
+	for _, data := range seedCorpus(f) {
+		f.Add(data)
+	}
+	f.Add([]byte("type: task\ncommands: [x]\nresources:\n  gpu: {vendor: amd, name: MI300X, count: 8}\nretry: true\nmax_duration: off\n"))
+	f.Add([]byte("type: task\nimage: x\nenv: {A: 1}\nports: [\"*:80\"]\nschedule: {cron: [\"*/5 * * * mon-fri\"]}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		task, err := Parse("fuzz.yml", data)
+		if err != nil {
+			if task != nil {
+				t.Fatalf("Parse returned a task and an error")
+			}
+			if _, ok := err.(Errors); !ok {
+				t.Fatalf("Parse error is %T, want Errors", err)
+			}
+			return
+		}
+		first, err := json.Marshal(task)
+		if err != nil {
+			t.Fatalf("marshal: %v", err)
+		}
+		var decoded Task
+		if err := json.Unmarshal(first, &decoded); err != nil {
+			t.Fatalf("unmarshal %s: %v", first, err)
+		}
+		if err := decoded.Validate(); err != nil {
+			t.Fatalf("Validate after round trip of %s:\n%v", first, err)
+		}
+		second, err := json.Marshal(&decoded)
+		if err != nil {
+			t.Fatalf("re-marshal: %v", err)
+		}
+		if !bytes.Equal(first, second) {
+			t.Fatalf("re-marshalling is unstable:\n%s\n%s", first, second)
+		}
+		_ = task.SetFields()
+		_ = task.Resources.String()
+	})
+}
+
+// FuzzGPU: ParseGPU never panics, and what it accepts prints back to a spec
+// that parses to the same value (total memory and compute capability have
+// no shorthand and are never produced by it).
+func FuzzGPU(f *testing.F) {
+	for _, s := range []string{"1", "nvidia:2", "A100", "A10G,A100", "24GB..", "24GB..40GB:2", "A100:80GB", "A100:2", "A100:40GB:2", "nvidia:A10G,A100:40GB..80GB:2..8", "40GB..80GB:4..8", "H100:1", "nvidia:1..8", "A100:80GB:8", "..8", "tpu:v5e:0.5TB"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		g, err := ParseGPU(s)
+		if err != nil {
+			if g != nil {
+				t.Fatalf("ParseGPU returned a spec and an error")
+			}
+			return
+		}
+		if ps := g.check(); len(ps) > 0 {
+			t.Fatalf("ParseGPU(%q) accepted an invalid spec: %v", s, ps)
+		}
+		again, err := ParseGPU(g.String())
+		if err != nil {
+			t.Fatalf("ParseGPU(%q) → %q does not parse: %v", s, g.String(), err)
+		}
+		a, _ := json.Marshal(g)
+		b, _ := json.Marshal(again)
+		if !bytes.Equal(a, b) {
+			t.Fatalf("ParseGPU(%q) → %q changes the value:\n%s\n%s", s, g.String(), a, b)
+		}
+	})
+}

@@ -1,0 +1,251 @@
+package spec
+
+// Task is one `type: task` configuration, with dstack's field names.
+// Fields are in schema order, the order SetFields reports them in.
+type Task struct {
+	Type         string `json:"type"` // always "task" for now
+	Name         string `json:"name,omitempty"`
+	Nodes        int    `json:"nodes"` // default 1
+	StartupOrder string `json:"startup_order,omitempty"`
+	StopCriteria string `json:"stop_criteria,omitempty"`
+
+	Image        string        `json:"image,omitempty"`
+	Python       string        `json:"python,omitempty"` // "3.9".."3.13", exactly as written
+	Nvcc         bool          `json:"nvcc,omitempty"`
+	Docker       bool          `json:"docker,omitempty"`
+	User         string        `json:"user,omitempty"`
+	Privileged   bool          `json:"privileged,omitempty"`
+	Entrypoint   string        `json:"entrypoint,omitempty"`
+	WorkingDir   string        `json:"working_dir,omitempty"`
+	Shell        string        `json:"shell,omitempty"`
+	RegistryAuth *RegistryAuth `json:"registry_auth,omitempty"`
+
+	Repos        []Repo        `json:"repos,omitempty"`
+	SingleBranch *bool         `json:"single_branch,omitempty"`
+	Files        []FileMapping `json:"files,omitempty"`
+	Env          Env           `json:"env,omitempty"`
+	Commands     []string      `json:"commands,omitempty"`
+	Ports        []PortMapping `json:"ports,omitempty"`
+	Resources    Resources     `json:"resources"`
+	Volumes      []Volume      `json:"volumes,omitempty"`
+
+	Priority          int                `json:"priority"` // 0..100
+	Schedule          *Schedule          `json:"schedule,omitempty"`
+	Retry             *Retry             `json:"retry,omitempty"`
+	MaxDuration       *Duration          `json:"max_duration,omitempty"`  // nil = no limit ("off")
+	StopDuration      *Duration          `json:"stop_duration,omitempty"` // nil = default; DurationOff = off
+	UtilizationPolicy *UtilizationPolicy `json:"utilization_policy,omitempty"`
+
+	SpotPolicy        string            `json:"spot_policy,omitempty"`
+	Backends          []string          `json:"backends,omitempty"`
+	Regions           []string          `json:"regions,omitempty"`
+	AvailabilityZones []string          `json:"availability_zones,omitempty"`
+	InstanceTypes     []string          `json:"instance_types,omitempty"`
+	Reservation       string            `json:"reservation,omitempty"`
+	MaxPrice          *float64          `json:"max_price,omitempty"` // dollars per hour
+	CreationPolicy    string            `json:"creation_policy,omitempty"`
+	IdleDuration      *Duration         `json:"idle_duration,omitempty"` // nil = default; DurationOff = off
+	Fleets            []string          `json:"fleets,omitempty"`
+	Tags              map[string]string `json:"tags,omitempty"`
+}
+
+// RegistryAuth is the credentials for pulling a private image. Values are
+// kept as written, including `${{ secrets.x }}` references.
+type RegistryAuth struct {
+	Username string `json:"username"`
+	Password string `json:"password"`
+}
+
+// Repo is a Git repository to clone into the container: `.`, `.:dir`, a URL
+// or a mapping. Exactly one of LocalPath and URL is set.
+type Repo struct {
+	LocalPath string `json:"local_path,omitempty"`
+	URL       string `json:"url,omitempty"`
+	Branch    string `json:"branch,omitempty"`
+	Hash      string `json:"hash,omitempty"`
+	Path      string `json:"path,omitempty"`      // in the container; empty = dstack's default "."
+	IfExists  string `json:"if_exists,omitempty"` // error | skip
+}
+
+// FileMapping uploads LocalPath (on the submitter's machine) to Path (in
+// the container).
+type FileMapping struct {
+	LocalPath string `json:"local_path"`
+	Path      string `json:"path"`
+}
+
+// PortMapping exposes ContainerPort; LocalPort 0 means any free local port
+// (written `*:8080`).
+type PortMapping struct {
+	LocalPort     int `json:"local_port,omitempty"`
+	ContainerPort int `json:"container_port"`
+}
+
+// Volume is a mount: a network volume (Name, which may contain
+// `${{ dstack.node_rank }}` and is kept as text) or an instance volume
+// (InstancePath, a directory on the host).
+type Volume struct {
+	Name         string `json:"name,omitempty"`
+	InstancePath string `json:"instance_path,omitempty"`
+	Path         string `json:"path"`
+	Optional     bool   `json:"optional,omitempty"`
+}
+
+// Schedule starts the task periodically; each line is 5-field cron syntax in UTC.
+type Schedule struct {
+	Cron []string `json:"cron"`
+}
+
+// Retry resubmits the run on the listed events for at most Duration (nil =
+// no limit). `retry: true` is all of RetryEvents with no limit.
+type Retry struct {
+	OnEvents []string  `json:"on_events"`
+	Duration *Duration `json:"duration,omitempty"`
+}
+
+// UtilizationPolicy stops the run when every GPU stays below
+// MinGPUUtilization percent for TimeWindow.
+type UtilizationPolicy struct {
+	MinGPUUtilization int      `json:"min_gpu_utilization"`
+	TimeWindow        Duration `json:"time_window"`
+}
+
+// Enumerations of the schema, in the order error messages list them.
+var (
+	RetryEvents      = []string{"no-capacity", "error", "interruption"}
+	StartupOrders    = []string{"any", "master-first", "workers-first"}
+	StopCriteria     = []string{"all-done", "master-done"}
+	SpotPolicies     = []string{"spot", "on-demand", "auto"}
+	CreationPolicies = []string{"reuse", "reuse-or-create"}
+	PythonVersions   = []string{"3.9", "3.10", "3.11", "3.12", "3.13"}
+	RepoIfExists     = []string{"error", "skip"}
+)
+
+// DefaultCPU is the CPU request of a task that names none: one CPU. Berth
+// asks for no memory minimum and no GPU by default.
+var DefaultCPU = CPUSpec{Count: IntRange{Min: 1, Max: &one}}
+
+var one = 1
+
+// Normalize fills defaults: Type "task", Nodes 1 and the default CPU
+// request. Parse calls it; call it on a Task decoded from JSON before use.
+func (t *Task) Normalize() {
+	if t.Type == "" {
+		t.Type = "task"
+	}
+	if t.Nodes == 0 {
+		t.Nodes = 1
+	}
+	if t.Resources.CPU == nil {
+		c := DefaultCPU
+		t.Resources.CPU = &c
+	}
+}
+
+// field is one top-level key of the schema.
+type field struct {
+	name  string
+	isSet func(t *Task) bool // from the struct, so it works after JSON decoding
+}
+
+// taskFields is the schema, in order. "resources" expands into its
+// sub-fields in SetFields.
+var taskFields = []field{
+	{"type", func(t *Task) bool { return false }},
+	{"name", func(t *Task) bool { return t.Name != "" }},
+	{"nodes", func(t *Task) bool { return t.Nodes > 1 }},
+	{"startup_order", func(t *Task) bool { return t.StartupOrder != "" }},
+	{"stop_criteria", func(t *Task) bool { return t.StopCriteria != "" }},
+	{"image", func(t *Task) bool { return t.Image != "" }},
+	{"python", func(t *Task) bool { return t.Python != "" }},
+	{"nvcc", func(t *Task) bool { return t.Nvcc }},
+	{"docker", func(t *Task) bool { return t.Docker }},
+	{"user", func(t *Task) bool { return t.User != "" }},
+	{"privileged", func(t *Task) bool { return t.Privileged }},
+	{"entrypoint", func(t *Task) bool { return t.Entrypoint != "" }},
+	{"working_dir", func(t *Task) bool { return t.WorkingDir != "" }},
+	{"shell", func(t *Task) bool { return t.Shell != "" }},
+	{"registry_auth", func(t *Task) bool { return t.RegistryAuth != nil }},
+	{"repos", func(t *Task) bool { return len(t.Repos) > 0 }},
+	{"single_branch", func(t *Task) bool { return t.SingleBranch != nil }},
+	{"files", func(t *Task) bool { return len(t.Files) > 0 }},
+	{"env", func(t *Task) bool { return len(t.Env) > 0 }},
+	{"commands", func(t *Task) bool { return len(t.Commands) > 0 }},
+	{"ports", func(t *Task) bool { return len(t.Ports) > 0 }},
+	{"resources", nil},
+	{"volumes", func(t *Task) bool { return len(t.Volumes) > 0 }},
+	{"priority", func(t *Task) bool { return t.Priority != 0 }},
+	{"schedule", func(t *Task) bool { return t.Schedule != nil }},
+	{"retry", func(t *Task) bool { return t.Retry != nil }},
+	{"max_duration", func(t *Task) bool { return t.MaxDuration != nil }},
+	{"stop_duration", func(t *Task) bool { return t.StopDuration != nil }},
+	{"utilization_policy", func(t *Task) bool { return t.UtilizationPolicy != nil }},
+	{"spot_policy", func(t *Task) bool { return t.SpotPolicy != "" }},
+	{"backends", func(t *Task) bool { return len(t.Backends) > 0 }},
+	{"regions", func(t *Task) bool { return len(t.Regions) > 0 }},
+	{"availability_zones", func(t *Task) bool { return len(t.AvailabilityZones) > 0 }},
+	{"instance_types", func(t *Task) bool { return len(t.InstanceTypes) > 0 }},
+	{"reservation", func(t *Task) bool { return t.Reservation != "" }},
+	{"max_price", func(t *Task) bool { return t.MaxPrice != nil }},
+	{"creation_policy", func(t *Task) bool { return t.CreationPolicy != "" }},
+	{"idle_duration", func(t *Task) bool { return t.IdleDuration != nil }},
+	{"fleets", func(t *Task) bool { return len(t.Fleets) > 0 }},
+	{"tags", func(t *Task) bool { return len(t.Tags) > 0 }},
+}
+
+// resourceFields is the schema of `resources:`, in order.
+var resourceFields = []string{"cpu", "memory", "shm_size", "gpu", "disk"}
+
+// deprecatedFields are dstack keys that Berth refuses, with the advice given.
+var deprecatedFields = map[string]string{
+	"setup":                 "is deprecated and has no effect in dstack; move these lines to the start of `commands`",
+	"home_dir":              "is deprecated and has no effect in dstack; remove it",
+	"termination_policy":    "is deprecated; use `idle_duration`",
+	"termination_idle_time": "is deprecated; use `idle_duration`",
+	"retry_policy":          "is deprecated; use `retry`",
+	"pool_name":             "is deprecated; use `fleets`",
+	"instance_name":         "is deprecated and not supported by Berth; remove it",
+}
+
+func topLevelNames() []string {
+	names := make([]string, len(taskFields))
+	for i, f := range taskFields {
+		names[i] = f.name
+	}
+	return names
+}
+
+// SetFields lists the dotted paths of the fields that hold a non-default
+// value, in schema order: top-level names, and "resources.<x>" for the
+// resources sub-fields, e.g. ["name","commands","resources.gpu","volumes"].
+// It reads the struct, so it works after JSON decoding too; a field set to
+// its default (nodes: 1, priority: 0, the default CPU request) is not
+// listed.
+func (t *Task) SetFields() []string {
+	var out []string
+	for _, f := range taskFields {
+		if f.name != "resources" {
+			if f.isSet(t) {
+				out = append(out, f.name)
+			}
+			continue
+		}
+		r := t.Resources
+		if r.CPU != nil && !(r.CPU.Arch == "" && r.CPU.Count.Min == DefaultCPU.Count.Min && r.CPU.Count.Max != nil && *r.CPU.Count.Max == *DefaultCPU.Count.Max) {
+			out = append(out, "resources.cpu")
+		}
+		if r.Memory != nil {
+			out = append(out, "resources.memory")
+		}
+		if r.SHMSize != nil {
+			out = append(out, "resources.shm_size")
+		}
+		if r.GPU != nil {
+			out = append(out, "resources.gpu")
+		}
+		if r.Disk != nil {
+			out = append(out, "resources.disk")
+		}
+	}
+	return out
+}

@@ -1,0 +1,237 @@
+package spec
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"strings"
+)
+
+// Validate re-checks a Task that was built in code or decoded from JSON, with
+// the same rules Parse applies. Problems name the field path but carry no
+// line numbers. Zero values of defaulted fields (Type, Nodes, the CPU
+// request) are accepted; Normalize fills them.
+func (t *Task) Validate() error {
+	ps := t.check()
+	if len(ps) == 0 {
+		return nil
+	}
+	errs := make(Errors, len(ps))
+	for i, p := range ps {
+		errs[i] = &Error{Field: p.path, Msg: p.msg}
+	}
+	return errs
+}
+
+// runName is dstack's rule for run names.
+var runName = regexp.MustCompile(`^[a-z][a-z0-9-]{1,40}$`)
+
+// check is every semantic rule of the schema, in schema order, with full
+// field paths. Parse runs it after decoding and places each problem at the
+// YAML node of its path.
+func (t *Task) check() []problem {
+	var ps []problem
+	add := func(path, format string, args ...any) {
+		ps = append(ps, problem{path, fmt.Sprintf(format, args...)})
+	}
+	enum := func(path, v string, allowed []string) {
+		if v != "" {
+			if m := checkEnum(v, allowed); m != "" {
+				add(path, "%s", m)
+			}
+		}
+	}
+	nonEmpty := func(path string, list []string) {
+		for i, s := range list {
+			if strings.TrimSpace(s) == "" {
+				add(fmt.Sprintf("%s[%d]", path, i), "empty value")
+			}
+		}
+	}
+
+	if t.Type != "" && t.Type != "task" {
+		add("type", "%s", unsupportedType(t.Type))
+	}
+	if t.Name != "" && !runName.MatchString(t.Name) {
+		add("name", "%q is not a valid run name: use 2 to 41 lowercase letters, digits and hyphens, starting with a letter", t.Name)
+	}
+	if t.Nodes < 0 {
+		add("nodes", "must be at least 1, got %d", t.Nodes)
+	}
+	enum("startup_order", t.StartupOrder, StartupOrders)
+	enum("stop_criteria", t.StopCriteria, StopCriteria)
+
+	if t.Python != "" {
+		if m := checkEnum(t.Python, PythonVersions); m != "" {
+			add("python", "unsupported version %q (supported: %s; quote it, e.g. \"3.10\")", t.Python, strings.Join(PythonVersions, ", "))
+		}
+		if t.Image != "" {
+			add("python", "`python` and `image` are mutually exclusive: the image brings its own Python")
+		}
+	}
+	if t.Nvcc && t.Image != "" {
+		add("nvcc", "`nvcc` and `image` are mutually exclusive")
+	}
+	if t.Docker {
+		for _, other := range []struct {
+			name string
+			set  bool
+		}{{"image", t.Image != ""}, {"python", t.Python != ""}, {"nvcc", t.Nvcc}} {
+			if other.set {
+				add("docker", "`docker` and `%s` are mutually exclusive", other.name)
+			}
+		}
+	}
+	if t.User != "" {
+		u, g, hasGroup := strings.Cut(t.User, ":")
+		if u == "" || (hasGroup && g == "") || strings.ContainsAny(t.User, " \t\n") || strings.Count(t.User, ":") > 1 {
+			add("user", "invalid user %q (expected user_name_or_id[:group_name_or_id], e.g. ubuntu or 1000:1000)", t.User)
+		}
+	}
+	if t.Shell != "" && t.Shell != "sh" && t.Shell != "bash" && !strings.HasPrefix(t.Shell, "/") {
+		add("shell", "invalid shell %q (expected sh, bash or an absolute path such as /usr/bin/zsh)", t.Shell)
+	}
+	if a := t.RegistryAuth; a != nil {
+		if a.Username == "" {
+			add("registry_auth.username", "required")
+		}
+		if a.Password == "" {
+			add("registry_auth.password", "required")
+		}
+	}
+
+	if len(t.Repos) > 1 {
+		add("repos", "at most one repo is supported, got %d", len(t.Repos))
+	}
+	for i, r := range t.Repos {
+		p := fmt.Sprintf("repos[%d]", i)
+		switch {
+		case r.LocalPath == "" && r.URL == "":
+			add(p, "either `local_path` or `url` is required")
+		case r.LocalPath != "" && r.URL != "":
+			add(p, "`local_path` and `url` are mutually exclusive")
+		}
+		enum(p+".if_exists", r.IfExists, RepoIfExists)
+	}
+	for i, f := range t.Files {
+		p := fmt.Sprintf("files[%d]", i)
+		if f.LocalPath == "" {
+			add(p+".local_path", "required")
+		}
+		if f.Path == "" {
+			add(p+".path", "required")
+		}
+	}
+	for _, p := range t.Env.check() {
+		add("env"+p.path, "%s", p.msg)
+	}
+	for i, c := range t.Commands {
+		if strings.TrimSpace(c) == "" {
+			add(fmt.Sprintf("commands[%d]", i), "empty command")
+		}
+	}
+	if len(t.Commands) == 0 && t.Image == "" {
+		add("commands", "required: give `commands`, or an `image` whose entrypoint does the work")
+	}
+	for i, pm := range t.Ports {
+		p := fmt.Sprintf("ports[%d]", i)
+		if pm.ContainerPort < 1 || pm.ContainerPort > 65535 {
+			add(p, "container port %d is out of range 1..65535", pm.ContainerPort)
+		}
+		if pm.LocalPort < 0 || pm.LocalPort > 65535 {
+			add(p, "local port %d is out of range 1..65535", pm.LocalPort)
+		}
+	}
+	for _, p := range t.Resources.check() {
+		add("resources."+p.path, "%s", p.msg)
+	}
+	for i, v := range t.Volumes {
+		p := fmt.Sprintf("volumes[%d]", i)
+		switch {
+		case v.Name == "" && v.InstancePath == "":
+			add(p, "either `name` (a network volume) or `instance_path` (a host directory) is required")
+		case v.Name != "" && v.InstancePath != "":
+			add(p, "`name` and `instance_path` are mutually exclusive")
+		}
+		if v.InstancePath != "" && !strings.HasPrefix(v.InstancePath, "/") && !strings.HasPrefix(v.InstancePath, "~") {
+			add(p+".instance_path", "must be an absolute path, got %q", v.InstancePath)
+		}
+		if !strings.HasPrefix(v.Path, "/") {
+			add(p+".path", "must be an absolute path in the container, got %q", v.Path)
+		}
+	}
+
+	if t.Priority < 0 || t.Priority > 100 {
+		add("priority", "must be between 0 and 100, got %d", t.Priority)
+	}
+	if s := t.Schedule; s != nil {
+		if len(s.Cron) == 0 {
+			add("schedule.cron", "required: at least one cron expression")
+		}
+		for i, c := range s.Cron {
+			if m := checkCron(c); m != "" {
+				add(fmt.Sprintf("schedule.cron[%d]", i), "%s", m)
+			}
+		}
+	}
+	if r := t.Retry; r != nil {
+		if len(r.OnEvents) == 0 {
+			add("retry.on_events", "must list at least one of: %s", strings.Join(RetryEvents, ", "))
+		}
+		seen := map[string]bool{}
+		for i, e := range r.OnEvents {
+			p := fmt.Sprintf("retry.on_events[%d]", i)
+			if m := checkEnum(e, RetryEvents); m != "" {
+				add(p, "%s", m)
+			} else if seen[e] {
+				add(p, "%q is listed twice", e)
+			}
+			seen[e] = true
+		}
+		if r.Duration != nil && *r.Duration <= 0 {
+			add("retry.duration", "must be positive")
+		}
+	}
+	if t.MaxDuration != nil && *t.MaxDuration <= 0 {
+		add("max_duration", "must be positive (use `off` for no limit)")
+	}
+	if t.StopDuration != nil && *t.StopDuration < 0 && *t.StopDuration != DurationOff {
+		add("stop_duration", "must not be negative")
+	}
+	if u := t.UtilizationPolicy; u != nil {
+		if u.MinGPUUtilization < 0 || u.MinGPUUtilization > 100 {
+			add("utilization_policy.min_gpu_utilization", "must be a percentage between 0 and 100, got %d", u.MinGPUUtilization)
+		}
+		if u.TimeWindow < 5*60 {
+			add("utilization_policy.time_window", "must be at least 5m, got %s", u.TimeWindow)
+		}
+	}
+	enum("spot_policy", t.SpotPolicy, SpotPolicies)
+	nonEmpty("backends", t.Backends)
+	nonEmpty("regions", t.Regions)
+	nonEmpty("availability_zones", t.AvailabilityZones)
+	nonEmpty("instance_types", t.InstanceTypes)
+	if t.MaxPrice != nil && (!(*t.MaxPrice > 0) || math.IsInf(*t.MaxPrice, 0)) {
+		add("max_price", "must be a positive price in dollars per hour")
+	}
+	enum("creation_policy", t.CreationPolicy, CreationPolicies)
+	if t.IdleDuration != nil && *t.IdleDuration < 0 && *t.IdleDuration != DurationOff {
+		add("idle_duration", "must not be negative")
+	}
+	nonEmpty("fleets", t.Fleets)
+	for k := range t.Tags {
+		if k == "" {
+			add("tags", "empty tag name")
+		}
+	}
+	return ps
+}
+
+// unsupportedType explains a `type:` other than task.
+func unsupportedType(typ string) string {
+	switch typ {
+	case "service", "dev-environment", "fleet", "volume", "gateway":
+		return fmt.Sprintf("%q configurations are not supported by this version of Berth; only \"task\" is", typ)
+	}
+	return fmt.Sprintf("unknown configuration type %q%s; this version of Berth runs only \"task\"", typ, didYouMean(typ, []string{"task"}))
+}
