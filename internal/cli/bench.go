@@ -55,6 +55,9 @@ func startBenchServer(ctx context.Context, localAgent bool) (*benchServer, error
 	}
 	b := &benchServer{home: home}
 	args := []string{"server", "--listen", "127.0.0.1:0"}
+	if p := os.Getenv("BERTH_BENCH_SERVER_PROFILE"); p != "" {
+		args = append(args, "--cpu-profile", p)
+	}
 	if !localAgent {
 		args = append(args, "--no-local-agent")
 	}

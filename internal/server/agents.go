@@ -71,6 +71,7 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request, _ *store
 	}
 	ns.info = info
 	ns.rec.Name, ns.rec.Info, ns.rec.LastSeen = info.Name, body, now
+	s.freed = true
 	if ns.rec.RegisteredAt.IsZero() {
 		ns.rec.RegisteredAt = now
 	}
@@ -106,6 +107,7 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request, _ *store.U
 		ns.conn.close()
 	}
 	ns.conn = conn
+	s.freed = true
 	sync := s.syncLocked(ns)
 	// The sync goes out once everything it reflects is durable, ahead of any
 	// later change's messages.

@@ -60,6 +60,12 @@ type Server struct {
 	runs    map[int64]*runState // active runs
 	jobs    map[int64]*jobState // active jobs
 	pending map[int64]*runState // runs waiting to be placed
+	// fresh are the pending runs no pass has seen yet; freed says resources
+	// were released or added since the last full pass. Until something is
+	// freed, a run that did not fit still does not, so a pass need only try
+	// the fresh runs (see scheduleOnce).
+	fresh map[int64]*runState
+	freed bool
 	nodes   map[string]*nodeState
 	nextRun int64
 	nextJob int64
@@ -96,7 +102,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, store: cfg.Store, log: cfg.Logger, clock: cfg.Clock,
-		runs: map[int64]*runState{}, jobs: map[int64]*jobState{}, pending: map[int64]*runState{},
+		runs: map[int64]*runState{}, jobs: map[int64]*jobState{}, pending: map[int64]*runState{}, fresh: map[int64]*runState{},
 		nodes:   map[string]*nodeState{},
 		commits: make(chan *commitReq, 8192),
 		wake:    make(chan struct{}, 1),

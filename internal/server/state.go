@@ -134,6 +134,7 @@ func (s *Server) load(ctx context.Context) error {
 			s.pending[rs.rec.ID] = rs
 		}
 	}
+	s.freed = true
 	s.log.Info("state loaded", "active_runs", len(s.runs), "active_jobs", len(s.jobs), "nodes", len(s.nodes))
 	return nil
 }
@@ -177,9 +178,9 @@ func (s *Server) submit(user *store.User, t *spec.Task) (*api.Run, error) {
 	}
 	s.runs[id] = rs
 	s.pending[id] = rs
+	s.fresh[id] = rs
 	run := rs.rec
 	b.Runs = append(b.Runs, &run)
-	b.Events = append(b.Events, &store.Event{RunID: id, Time: now, Type: "submitted", Message: "by " + user.Name})
 	out := s.apiRun(&run, nil, user.Name, t)
 	done := s.enqueue(b, s.wakeScheduler)
 	s.mu.Unlock()
@@ -248,6 +249,7 @@ func (s *Server) finishJob(js *jobState, status api.Status, reason string, code 
 	js.rec.FinishedAt = now
 	if ns, ok := s.nodes[js.rec.Node]; ok {
 		ns.release(js)
+		s.freed = true
 	}
 	delete(s.jobs, js.rec.ID)
 	b.Jobs = append(b.Jobs, jobCopy(js))
@@ -310,6 +312,7 @@ func (s *Server) finalRun(rs *runState, now time.Time) {
 	rs.rec.Status, rs.rec.Reason, rs.rec.ExitCode, rs.rec.FinishedAt = string(status), reason, code, now
 	delete(s.runs, rs.rec.ID)
 	delete(s.pending, rs.rec.ID)
+	delete(s.fresh, rs.rec.ID)
 }
 
 // exitStatus maps a shim's report onto a job's final state.
@@ -433,14 +436,18 @@ func (s *Server) schedLoop(ctx context.Context) {
 			return
 		case <-s.wake:
 		case <-t.C:
+			s.mu.Lock()
+			s.freed = true // the safety net: a full pass
+			s.mu.Unlock()
 		}
 		s.scheduleOnce()
 		t.Reset(s.cfg.ResyncEvery)
 	}
 }
 
-// snapshotLocked builds the scheduler's view of the cluster.
-func (s *Server) snapshotLocked() sched.Snapshot {
+// snapshotLocked builds the scheduler's view of the cluster, with the given
+// pending runs.
+func (s *Server) snapshotLocked(pending map[int64]*runState) sched.Snapshot {
 	var snap sched.Snapshot
 	names := make([]string, 0, len(s.nodes))
 	for n := range s.nodes {
@@ -450,10 +457,12 @@ func (s *Server) snapshotLocked() sched.Snapshot {
 	for _, name := range names {
 		snap.Nodes = append(snap.Nodes, s.schedNode(s.nodes[name]))
 	}
-	for _, rs := range s.pending {
+	snap.Pending = make([]sched.Pending, 0, len(pending))
+	for _, rs := range pending {
 		p := sched.Pending{RunID: rs.rec.ID, Priority: rs.rec.Priority, SubmittedAt: rs.rec.SubmittedAt, Nodes: len(rs.jobs), Request: rs.req}
-		for _, js := range rs.jobs {
-			p.JobIDs = append(p.JobIDs, js.rec.ID)
+		p.JobIDs = make([]int64, len(rs.jobs))
+		for k, js := range rs.jobs {
+			p.JobIDs[k] = js.rec.ID
 		}
 		snap.Pending = append(snap.Pending, p)
 	}
@@ -472,16 +481,28 @@ func (s *Server) schedNode(ns *nodeState) sched.Node {
 	return n
 }
 
-// scheduleOnce runs one pass and applies its plan.
+// scheduleOnce runs one pass and applies its plan. The first placement
+// policy is greedy first fit, so a run that did not fit before fits only once
+// something was freed: until then a pass tries just the runs submitted since
+// the last one, which keeps a pass cheap however long the queue is.
 func (s *Server) scheduleOnce() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.pending) == 0 || s.broken != nil {
 		return
 	}
+	candidates := s.fresh
+	if s.freed {
+		candidates = s.pending
+	}
+	if len(candidates) == 0 {
+		return
+	}
+	s.freed = false
+	s.fresh = map[int64]*runState{}
 	s.metrics.cycles.Add(1)
 	now := s.clock.Now()
-	plan := sched.Schedule(s.snapshotLocked(), now)
+	plan := sched.Schedule(s.snapshotLocked(candidates), now)
 	b := &store.Batch{}
 	var after []func()
 	for _, st := range plan.Starts {

@@ -25,6 +25,8 @@ var sqliteMigrations embed.FS
 type SQLite struct {
 	w *sql.DB
 	r *sql.DB
+	// stmts are the write statements, prepared once on the writer connection.
+	stmts map[string]*sql.Stmt
 }
 
 var _ Store = (*SQLite)(nil)
@@ -51,6 +53,10 @@ func OpenSQLite(ctx context.Context, path string, o SQLiteOptions) (*SQLite, err
 	q.Add("_pragma", "synchronous("+o.Sync+")")
 	q.Add("_pragma", "busy_timeout(10000)")
 	q.Add("_pragma", "foreign_keys(1)")
+	// A larger cache keeps hot index pages in memory; a larger WAL between
+	// checkpoints means fewer checkpoint pauses under a burst of writes.
+	q.Add("_pragma", "cache_size(-65536)")
+	q.Add("_pragma", "wal_autocheckpoint(4000)")
 	q.Add("_txlock", "immediate")
 	dsn := "file:" + path + "?" + q.Encode()
 	w, err := sql.Open("sqlite", dsn)
@@ -63,6 +69,15 @@ func OpenSQLite(ctx context.Context, path string, o SQLiteOptions) (*SQLite, err
 	if err := s.migrate(ctx); err != nil {
 		w.Close()
 		return nil, err
+	}
+	s.stmts = map[string]*sql.Stmt{}
+	for _, text := range []string{upsertRun, upsertJob, upsertNode, insertEvent, insertLog} {
+		st, err := w.PrepareContext(ctx, text)
+		if err != nil {
+			w.Close()
+			return nil, fmt.Errorf("store: prepare: %w", err)
+		}
+		s.stmts[text] = st
 	}
 	rq := url.Values{}
 	rq.Add("_pragma", "busy_timeout(10000)")
@@ -126,7 +141,7 @@ func (s *SQLite) Apply(ctx context.Context, b *Batch) error {
 		return fmt.Errorf("store: begin: %w", err)
 	}
 	defer tx.Rollback()
-	if err := applyBatch(ctx, tx, b); err != nil {
+	if err := s.applyBatch(ctx, tx, b); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
@@ -152,16 +167,12 @@ ON CONFLICT (name) DO UPDATE SET info=excluded.info, registered_at=excluded.regi
 	insertLog   = `INSERT INTO log_chunks (job_id, off, stream, time, data) VALUES (?,?,?,?,?) ON CONFLICT DO NOTHING`
 )
 
-func applyBatch(ctx context.Context, tx *sql.Tx, b *Batch) error {
+func (s *SQLite) applyBatch(ctx context.Context, tx *sql.Tx, b *Batch) error {
 	prep := func(q string, n int) (*sql.Stmt, error) {
 		if n == 0 {
 			return nil, nil
 		}
-		st, err := tx.PrepareContext(ctx, q)
-		if err != nil {
-			return nil, fmt.Errorf("store: prepare: %w", err)
-		}
-		return st, nil
+		return tx.StmtContext(ctx, s.stmts[q]), nil
 	}
 	st, err := prep(upsertRun, len(b.Runs))
 	if err != nil {

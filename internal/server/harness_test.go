@@ -1,0 +1,79 @@
+package server
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+
+	"github.com/berth-hq/berth/internal/client"
+	"github.com/berth-hq/berth/internal/spec"
+	"github.com/berth-hq/berth/internal/store"
+)
+
+const testToken = "test-token"
+
+// harness is a real server on a real SQLite file, served over real HTTP.
+type harness struct {
+	srv    *Server
+	st     *store.SQLite
+	http   *httptest.Server
+	c      *client.Client
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func newHarness(tb testing.TB, dir string) *harness {
+	tb.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	st, err := store.OpenSQLite(ctx, filepath.Join(dir, "berth.db"), store.SQLiteOptions{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv, err := New(ctx, Config{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), StopGrace: 1e9, PingEvery: 2e8})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := srv.EnsureAdmin(ctx, testToken); err != nil && !isDup(err) {
+		tb.Fatal(err)
+	}
+	h := &harness{srv: srv, st: st, http: httptest.NewServer(srv.Handler()), cancel: cancel, done: make(chan error, 1)}
+	h.c = client.New(h.http.URL, testToken)
+	go func() { h.done <- srv.Run(ctx) }()
+	tb.Cleanup(h.close)
+	return h
+}
+
+func isDup(err error) bool { return err != nil && (contains(err.Error(), "UNIQUE") || contains(err.Error(), "constraint")) }
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}
+
+func (h *harness) close() {
+	if h.cancel == nil {
+		return
+	}
+	h.http.CloseClientConnections()
+	h.http.Close()
+	h.cancel()
+	<-h.done
+	h.st.Close()
+	h.cancel = nil
+}
+
+func task(tb testing.TB, yaml string) *spec.Task {
+	tb.Helper()
+	t, err := spec.Parse("test.yml", []byte(yaml))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return t
+}
