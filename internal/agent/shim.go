@@ -53,6 +53,10 @@ type shimSpec struct {
 	Dir         string   `json:"dir"`
 	MaxDuration int64    `json:"max_duration"` // seconds, 0 none
 	Grace       int64    `json:"grace"`        // seconds
+	// SplitStderr keeps stderr a stream of its own. By default both go
+	// through one pipe, as Slurm writes both to one file: then their order
+	// is exactly the order of the job's writes, which two pipes cannot keep.
+	SplitStderr bool `json:"split_stderr,omitempty"`
 }
 
 type shimExit struct {
@@ -99,13 +103,23 @@ func runShim(dir string) error {
 		return writeFileAtomic(filepath.Join(dir, fileExit), b)
 	}
 
+	readers := map[byte]*os.File{}
 	stdoutR, stdoutW, err := os.Pipe()
 	if err != nil {
 		return err
 	}
-	stderrR, stderrW, err := os.Pipe()
-	if err != nil {
-		return err
+	readers[1] = stdoutR
+	stderrW := stdoutW
+	if sp.SplitStderr {
+		var stderrR *os.File
+		if stderrR, stderrW, err = os.Pipe(); err != nil {
+			return err
+		}
+		readers[2] = stderrR
+	}
+	closeWriters := func() {
+		stdoutW.Close()
+		stderrW.Close()
 	}
 	cmd := exec.Command("bash", "-c", sp.Script)
 	cmd.Env = sp.Env
@@ -113,19 +127,17 @@ func runShim(dir string) error {
 	cmd.Stdout, cmd.Stderr = stdoutW, stderrW
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		stdoutW.Close()
-		stderrW.Close()
+		closeWriters()
 		msg := fmt.Sprintf("berth: cannot start the job: %v\n", err)
 		_ = fw.write(2, []byte(msg))
 		ex.ExitCode, ex.Reason, ex.Message = 127, exitStartFailed, msg
 		return finish()
 	}
-	stdoutW.Close()
-	stderrW.Close()
+	closeWriters()
 	pgid := cmd.Process.Pid
 
 	var copiers sync.WaitGroup
-	for stream, r := range map[byte]*os.File{1: stdoutR, 2: stderrR} {
+	for stream, r := range readers {
 		copiers.Add(1)
 		go func() {
 			defer copiers.Done()
@@ -183,8 +195,9 @@ func runShim(dir string) error {
 	case <-done:
 	case <-time.After(2 * time.Second):
 		// A process that left the group still holds the pipes: stop reading.
-		stdoutR.Close()
-		stderrR.Close()
+		for _, r := range readers {
+			r.Close()
+		}
 		<-done
 	}
 	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {

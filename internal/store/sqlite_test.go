@@ -1,0 +1,195 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func openTest(t *testing.T, path string) *SQLite {
+	t.Helper()
+	s, err := OpenSQLite(context.Background(), path, SQLiteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func ts(sec int) time.Time { return time.Unix(1_700_000_000+int64(sec), 0).UTC() }
+
+func intp(v int) *int { return &v }
+
+func TestApplyAndLoadActive(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "b.db")
+	s := openTest(t, path)
+	pid, err := s.EnsureProject(ctx, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid, err := s.EnsureUser(ctx, "admin", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	active := &Run{ID: 1, ProjectID: pid, UserID: uid, Name: "a", Status: "running", Spec: []byte(`{"type":"task"}`), SubmittedAt: ts(1), StartedAt: ts(2)}
+	final := &Run{ID: 2, ProjectID: pid, UserID: uid, Name: "b", Status: "failed", Reason: "exited_with_error", ExitCode: intp(3),
+		Spec: []byte(`{}`), SubmittedAt: ts(1), StartedAt: ts(2), FinishedAt: ts(3)}
+	jobA := &Job{ID: 10, RunID: 1, Status: "running", Node: "n1", Alloc: []byte(`{"cpus":1}`), SubmittedAt: ts(1), StartedAt: ts(2), LogSize: 42}
+	jobB := &Job{ID: 11, RunID: 2, Status: "failed", ExitCode: intp(3), Node: "n1", Alloc: []byte(`{}`), SubmittedAt: ts(1), FinishedAt: ts(3)}
+	node := &Node{Name: "n1", Info: []byte(`{"name":"n1"}`), RegisteredAt: ts(0), LastSeen: ts(5)}
+	b := &Batch{Runs: []*Run{active, final}, Jobs: []*Job{jobA, jobB}, Nodes: []*Node{node}}
+	if err := s.Apply(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	// Upserts are idempotent: the same batch again changes nothing.
+	if err := s.Apply(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = openTest(t, path) // what is committed survives closing the file
+
+	a, err := s.LoadActive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Active{Runs: []*Run{active}, Jobs: []*Job{jobA}, Nodes: []*Node{node}, MaxRunID: 2, MaxJobID: 11}
+	if diff := cmp.Diff(want, a); diff != "" {
+		t.Errorf("LoadActive (-want +got):\n%s", diff)
+	}
+	got, err := s.GetRun(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(final, got); diff != "" {
+		t.Errorf("GetRun (-want +got):\n%s", diff)
+	}
+	all, err := s.ListRuns(ctx, RunFilter{All: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 2 || all[0].ID != 2 || all[1].ID != 1 {
+		t.Errorf("ListRuns(all) = %v, want runs 2, 1 (newest first)", all)
+	}
+	act, err := s.ListRuns(ctx, RunFilter{ProjectID: pid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(act) != 1 || act[0].ID != 1 {
+		t.Errorf("ListRuns(active) = %v, want run 1", act)
+	}
+}
+
+func TestGetRunMissing(t *testing.T) {
+	s := openTest(t, filepath.Join(t.TempDir(), "b.db"))
+	if _, err := s.GetRun(context.Background(), 99); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("GetRun(99) = %v, want ErrNotFound", err)
+	}
+	if _, err := s.FindRun(context.Background(), 1, "nope"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("FindRun = %v, want ErrNotFound", err)
+	}
+}
+
+func TestFindRunNewest(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, filepath.Join(t.TempDir(), "b.db"))
+	pid, _ := s.EnsureProject(ctx, "main")
+	uid, _ := s.EnsureUser(ctx, "u", false)
+	var b Batch
+	for id := int64(1); id <= 3; id++ {
+		b.Runs = append(b.Runs, &Run{ID: id, ProjectID: pid, UserID: uid, Name: "same", Status: "done", Spec: []byte(`{}`), SubmittedAt: ts(int(id))})
+	}
+	if err := s.Apply(ctx, &b); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.FindRun(ctx, pid, "same")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.ID != 3 {
+		t.Errorf("FindRun picked run %d, want the newest, 3", r.ID)
+	}
+}
+
+func TestLogsDeduplicatedAndOrdered(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, filepath.Join(t.TempDir(), "b.db"))
+	chunk := func(off int64, data string) *LogChunk {
+		return &LogChunk{JobID: 7, Offset: off, Stream: "stdout", Time: ts(int(off)), Data: []byte(data)}
+	}
+	if err := s.Apply(ctx, &Batch{Logs: []*LogChunk{chunk(20, "b"), chunk(0, "a")}}); err != nil {
+		t.Fatal(err)
+	}
+	// A resent chunk (same offset) is ignored, even with other data.
+	if err := s.Apply(ctx, &Batch{Logs: []*LogChunk{chunk(0, "DUP"), chunk(40, "c")}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.ReadLogs(ctx, 7, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text string
+	for _, c := range got {
+		text += string(c.Data)
+	}
+	if text != "abc" {
+		t.Errorf("logs = %q, want %q", text, "abc")
+	}
+	got, err = s.ReadLogs(ctx, 7, 21, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || string(got[0].Data) != "c" {
+		t.Errorf("ReadLogs(from 21, limit 1) = %v, want only %q", got, "c")
+	}
+}
+
+func TestUsersAndTokens(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, filepath.Join(t.TempDir(), "b.db"))
+	id1, err := s.EnsureUser(ctx, "admin", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id2, err := s.EnsureUser(ctx, "admin", true)
+	if err != nil || id1 != id2 {
+		t.Fatalf("EnsureUser twice = %d, %d (%v), want the same ID", id1, id2, err)
+	}
+	if err := s.AddToken(ctx, id1, "hash1", "cli"); err != nil {
+		t.Fatal(err)
+	}
+	u, err := s.UserByToken(ctx, "hash1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(&User{ID: id1, Name: "admin", Admin: true}, u); diff != "" {
+		t.Errorf("UserByToken (-want +got):\n%s", diff)
+	}
+	if _, err := s.UserByToken(ctx, "other"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("unknown token: %v, want ErrNotFound", err)
+	}
+	if n, err := s.UserName(ctx, id1); err != nil || n != "admin" {
+		t.Errorf("UserName = %q, %v", n, err)
+	}
+}
+
+func TestSyncOption(t *testing.T) {
+	if _, err := OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "b.db"), SQLiteOptions{Sync: "sometimes"}); err == nil {
+		t.Fatal("an unknown sync mode was accepted")
+	}
+}
+
+func TestWALMode(t *testing.T) {
+	s := openTest(t, filepath.Join(t.TempDir(), "b.db"))
+	var mode string
+	if err := s.w.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil {
+		t.Fatal(err)
+	}
+	if mode != "wal" {
+		t.Fatalf("journal_mode = %q, want wal", mode)
+	}
+}
