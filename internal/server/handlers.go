@@ -50,6 +50,7 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request, _ *store.Use
 		writeError(w, fmt.Errorf("%w: spec: required", ErrInvalid))
 		return
 	}
+	req.Spec.Normalize()
 	if err := req.Spec.Validate(); err != nil {
 		writeError(w, fmt.Errorf("%w: %v", ErrInvalid, err))
 		return

@@ -151,6 +151,7 @@ func runName(id int64) string {
 
 // submit creates a run and returns it once it is durable.
 func (s *Server) submit(user *store.User, t *spec.Task) (*api.Run, error) {
+	t.Normalize()
 	if err := t.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
