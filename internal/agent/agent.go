@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/url"
@@ -57,6 +58,11 @@ type Agent struct {
 	mu   sync.Mutex
 	jobs map[int64]*localJob
 	kick chan struct{}
+	// warm holds shims started ahead of need; refilling and stopping are
+	// guarded by mu.
+	warm      chan *warmShim
+	refilling bool
+	stopping  bool
 }
 
 // localJob is what the agent knows of one job on this node.
@@ -107,6 +113,7 @@ func New(cfg Config) (*Agent, error) {
 		log:  cfg.Logger.With("node", cfg.Name),
 		jobs: map[int64]*localJob{},
 		kick: make(chan struct{}, 1),
+		warm: make(chan *warmShim, warmShims),
 	}, nil
 }
 
@@ -125,6 +132,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.log.Info("agent starting", "server", a.cfg.Server, "cpus", a.info.CPUs, "memory", a.info.Memory,
 		"gpus", len(a.info.GPUs), "jobs_found", len(a.jobs))
 	go a.sender(ctx)
+	a.mu.Lock()
+	a.refillShims()
+	a.mu.Unlock()
 	backoff := 50 * time.Millisecond
 	for ctx.Err() == nil {
 		err := a.connect(ctx)
@@ -139,6 +149,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		backoff = min(backoff*2, 2*time.Second)
 	}
 	a.mu.Lock()
+	a.stopping = true
 	for _, j := range a.jobs {
 		if j.out != nil {
 			j.out.Close()
@@ -146,6 +157,15 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 	}
 	a.mu.Unlock()
+	for {
+		select {
+		case w := <-a.warm:
+			w.release()
+			continue
+		default:
+		}
+		break
+	}
 	return nil
 }
 
@@ -288,7 +308,8 @@ func (a *Agent) assign(asg api.Assignment) {
 		a.startLocked(asg)
 	}
 	a.mu.Unlock()
-	a.poke()
+	// No poke: the start goes out with the next tick, or together with the
+	// end of a job that ends sooner, which saves a round trip per short job.
 }
 
 func (a *Agent) stop(id int64, abort bool) {
@@ -324,33 +345,24 @@ func (a *Agent) startLocked(asg api.Assignment) {
 		j.exit = &shimExit{ExitCode: 127, Reason: exitStartFailed, Message: err.Error(), StartedAt: j.started, FinishedAt: time.Now().UTC()}
 	}
 	workDir := asg.WorkingDir
+	mk := dir
 	if workDir == "" {
 		workDir = filepath.Join(dir, "work")
+		mk = workDir
 	}
-	if err := os.MkdirAll(filepath.Join(dir, "work"), 0o700); err != nil {
+	if err := os.MkdirAll(mk, 0o700); err != nil {
 		fail(err)
 		return
 	}
-	if err := writeJSONAtomic(filepath.Join(dir, fileAssign), asg); err != nil {
-		fail(err)
-		return
-	}
-	sp := shimSpec{Script: script(asg.Commands), Env: jobEnv(asg), Dir: workDir, MaxDuration: asg.MaxDuration, Grace: asg.Grace}
+	// One file holds what the shim runs and what the agent needs to find
+	// the job again after a restart.
+	sp := shimSpec{Script: script(asg.Commands), Env: jobEnv(asg), Dir: workDir, MaxDuration: asg.MaxDuration, Grace: asg.Grace, Assignment: asg}
 	if err := writeJSONAtomic(filepath.Join(dir, fileSpec), sp); err != nil {
 		fail(err)
 		return
 	}
-	shimLog, err := os.OpenFile(filepath.Join(dir, "shim.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	cmd, err := a.takeShim(dir)
 	if err != nil {
-		fail(err)
-		return
-	}
-	defer shimLog.Close()
-	cmd := exec.Command(a.cfg.ShimCommand[0], append(a.cfg.ShimCommand[1:], dir)...)
-	cmd.Stdout, cmd.Stderr = shimLog, shimLog
-	// A session of its own: the shim outlives the agent and gets none of its signals.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
 		fail(err)
 		return
 	}
@@ -358,6 +370,107 @@ func (a *Agent) startLocked(asg api.Assignment) {
 	go func() {
 		_ = cmd.Wait()
 		a.finished(j)
+	}()
+}
+
+// warmShims is how many shims wait ready for a job. Starting the binary is
+// most of a trivial job's cost; a warm shim takes it off the path from an
+// assignment to a running job.
+const warmShims = 2
+
+// takeShim hands dir to a warm shim, or starts a shim for it when none is
+// ready, and returns the shim's process. Call with a.mu held.
+func (a *Agent) takeShim(dir string) (*exec.Cmd, error) {
+	defer a.refillShims()
+	for {
+		select {
+		case w := <-a.warm:
+			// The pid goes on record before the shim learns its job, so
+			// that a restarted agent always finds it.
+			if err := writeFileAtomic(filepath.Join(dir, fileShimID), []byte(strconv.Itoa(w.cmd.Process.Pid))); err != nil {
+				w.release()
+				return nil, err
+			}
+			_, err := io.WriteString(w.in, dir+"\n")
+			w.in.Close()
+			if err == nil {
+				return w.cmd, nil
+			}
+			go func() { _ = w.cmd.Wait() }()
+			continue
+		default:
+		}
+		cmd, _, err := a.startShim(dir)
+		return cmd, err
+	}
+}
+
+type warmShim struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+}
+
+func (w *warmShim) release() {
+	w.in.Close()
+	go func() { _ = w.cmd.Wait() }()
+}
+
+// startShim starts `berth shim ARG` in a session of its own, so that it
+// outlives the agent and gets none of its signals.
+func (a *Agent) startShim(arg string) (*exec.Cmd, io.WriteCloser, error) {
+	logf, err := os.OpenFile(filepath.Join(a.cfg.DataDir, "shims.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer logf.Close()
+	cmd := exec.Command(a.cfg.ShimCommand[0], append(a.cfg.ShimCommand[1:], arg)...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	var in io.WriteCloser
+	if arg == warmArg {
+		if in, err = cmd.StdinPipe(); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, nil, err
+	}
+	return cmd, in, nil
+}
+
+// refillShims starts warm shims in the background up to warmShims.
+func (a *Agent) refillShims() {
+	if a.refilling || a.stopping {
+		return
+	}
+	a.refilling = true
+	go func() {
+		for {
+			a.mu.Lock()
+			if len(a.warm) >= warmShims || a.stopping {
+				a.refilling = false
+				a.mu.Unlock()
+				return
+			}
+			a.mu.Unlock()
+			cmd, in, err := a.startShim(warmArg)
+			if err != nil {
+				a.log.Error("start a warm shim", "err", err)
+				a.mu.Lock()
+				a.refilling = false
+				a.mu.Unlock()
+				return
+			}
+			w := &warmShim{cmd: cmd, in: in}
+			a.mu.Lock()
+			stopping := a.stopping
+			a.mu.Unlock()
+			if stopping {
+				w.release()
+				continue
+			}
+			a.warm <- w
+		}
 	}()
 }
 
@@ -405,12 +518,15 @@ func (a *Agent) restore() error {
 			continue
 		}
 		dir := filepath.Join(root, e.Name())
-		var asg api.Assignment
-		if err := readJSON(filepath.Join(dir, fileAssign), &asg); err != nil {
+		var sp shimSpec
+		if err := readJSON(filepath.Join(dir, fileSpec), &sp); err != nil {
+			// Written atomically before the shim starts: without it the job
+			// never started, and the server's sync will assign it again.
 			a.log.Warn("dropping unreadable job directory", "dir", dir, "err", err)
 			_ = os.RemoveAll(dir)
 			continue
 		}
+		asg := sp.Assignment
 		j := &localJob{id: id, dir: dir, asg: asg, startedSent: false}
 		a.jobs[id] = j
 		var ex shimExit
@@ -465,14 +581,21 @@ func readPid(path string) (int, error) {
 	return strconv.Atoi(strings.TrimSpace(string(b)))
 }
 
-// shimAlive tells whether pid is still the shim of dir (and not a reused pid).
+// shimAlive tells whether pid is still the shim of dir (and not a reused
+// pid): a shim works in its job's directory.
 func shimAlive(pid int, dir string) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
 	if err != nil {
 		return false
 	}
-	args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-	return len(args) > 0 && args[len(args)-1] == dir
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return false
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
+	}
+	return cwd == abs
 }
 
 // sender ships job events and output to the server, in order, one batch at a

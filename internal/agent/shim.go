@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,11 +11,14 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/berth-hq/berth/internal/api"
 )
 
 // The shim is a job's own small supervisor, as slurmstepd is to slurmd: the
@@ -23,14 +27,14 @@ import (
 // SIGPIPE nor loses its exit status when the agent or the server hosting it
 // dies; a restarted agent finds the shim again through DIR.
 //
-// Files in DIR: job.json (what to run, written by the agent), shim.pid,
+// Files in DIR: job.json (what to run and the assignment, written by the
+// agent before the shim starts), shim.pid,
 // output.log (frames, see logfile.go), exit.json (written last, atomically).
 const (
 	fileSpec   = "job.json"
 	fileShimID = "shim.pid"
 	fileOutput = "output.log"
 	fileExit   = "exit.json"
-	fileAssign = "assignment.json"
 )
 
 // Signals the agent sends the shim.
@@ -38,6 +42,9 @@ const (
 	sigStop  = syscall.SIGTERM // stop gracefully: SIGTERM to the job, SIGKILL after the grace period
 	sigAbort = syscall.SIGUSR2 // stop at once: SIGKILL to the job
 )
+
+// warmArg in place of a directory starts a warm shim (see runShim).
+const warmArg = "-"
 
 // Shim exit reasons (exit.json).
 const (
@@ -57,6 +64,8 @@ type shimSpec struct {
 	// through one pipe, as Slurm writes both to one file: then their order
 	// is exactly the order of the job's writes, which two pipes cannot keep.
 	SplitStderr bool `json:"split_stderr,omitempty"`
+	// Assignment is the server's word on the job, for a restarted agent.
+	Assignment api.Assignment `json:"assignment"`
 }
 
 type shimExit struct {
@@ -79,6 +88,20 @@ func RunShim(dir string) int {
 }
 
 func runShim(dir string) error {
+	if dir == warmArg {
+		// A warm shim: started ahead of need, it waits for the agent to name
+		// its job directory on stdin. EOF (the agent went away) ends it.
+		line, err := bufio.NewReader(os.Stdin).ReadString('\n')
+		if err != nil {
+			return nil
+		}
+		dir = strings.TrimSpace(line)
+	}
+	// The shim lives in its job's directory: a restarted agent recognises
+	// it by that (see shimAlive), whatever its command line.
+	if err := os.Chdir(dir); err != nil {
+		return err
+	}
 	var sp shimSpec
 	if err := readJSON(filepath.Join(dir, fileSpec), &sp); err != nil {
 		return err

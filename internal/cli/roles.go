@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -27,10 +26,10 @@ import (
 
 func newServerCmd() *cobra.Command {
 	var (
-		listen, db, sync, agentName, cpuProfile string
-		noAgent                     bool
-		grace                       time.Duration
-		agentRes                    resourceFlags
+		listen, db, sync, agentName string
+		noAgent                                 bool
+		grace                                   time.Duration
+		agentRes                                resourceFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -44,16 +43,6 @@ func newServerCmd() *cobra.Command {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
-			if cpuProfile != "" {
-				f, err := os.Create(cpuProfile)
-				if err != nil {
-					return err
-				}
-				if err := pprof.StartCPUProfile(f); err != nil {
-					return err
-				}
-				defer pprof.StopCPUProfile()
-			}
 			home := Home()
 			if db == "" {
 				db = filepath.Join(home, "server", "berth.db")
@@ -110,8 +99,6 @@ func newServerCmd() *cobra.Command {
 	f.BoolVar(&noAgent, "no-local-agent", false, "do not run an agent for this host in the server process")
 	f.StringVar(&agentName, "agent-name", "", "node name of the local agent (default: the host name)")
 	f.DurationVar(&grace, "stop-grace", 10*time.Second, "time between SIGTERM and SIGKILL when a run is stopped")
-	f.StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile of the server to this file until it stops")
-	_ = f.MarkHidden("cpu-profile")
 	agentRes.add(cmd, "local agent's ")
 	return cmd
 }

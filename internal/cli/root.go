@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 
 	"github.com/goccy/go-yaml"
 	"github.com/spf13/cobra"
@@ -33,6 +34,15 @@ func (e *ExitError) Unwrap() error { return e.Err }
 
 // Main runs the command line and returns the process's exit status.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	// BERTH_CPU_PROFILE=PREFIX writes a CPU profile of this process to
+	// PREFIX.COMMAND.PID, for performance work on any role.
+	if prefix := os.Getenv("BERTH_CPU_PROFILE"); prefix != "" && len(args) > 0 {
+		if f, err := os.Create(fmt.Sprintf("%s.%s.%d", prefix, args[0], os.Getpid())); err == nil {
+			if pprof.StartCPUProfile(f) == nil {
+				defer pprof.StopCPUProfile()
+			}
+		}
+	}
 	root := NewRoot(stdin, stdout, stderr)
 	root.SetArgs(args)
 	err := root.Execute()

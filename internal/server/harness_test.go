@@ -46,7 +46,9 @@ func newHarness(tb testing.TB, dir string) *harness {
 	return h
 }
 
-func isDup(err error) bool { return err != nil && (contains(err.Error(), "UNIQUE") || contains(err.Error(), "constraint")) }
+func isDup(err error) bool {
+	return err != nil && (contains(err.Error(), "UNIQUE") || contains(err.Error(), "constraint"))
+}
 
 func contains(s, sub string) bool {
 	for i := 0; i+len(sub) <= len(s); i++ {

@@ -64,8 +64,8 @@ type Server struct {
 	// were released or added since the last full pass. Until something is
 	// freed, a run that did not fit still does not, so a pass need only try
 	// the fresh runs (see scheduleOnce).
-	fresh map[int64]*runState
-	freed bool
+	fresh   map[int64]*runState
+	freed   bool
 	nodes   map[string]*nodeState
 	nextRun int64
 	nextJob int64
