@@ -27,6 +27,10 @@ type SQLite struct {
 	r *sql.DB
 	// stmts are the write statements, prepared once on the writer connection.
 	stmts map[string]*sql.Stmt
+	// ckpt runs WAL checkpoints off the commit path (see checkpointer).
+	ckpt     *sql.DB
+	stopCkpt chan struct{}
+	ckptDone chan struct{}
 }
 
 var _ Store = (*SQLite)(nil)
@@ -53,10 +57,11 @@ func OpenSQLite(ctx context.Context, path string, o SQLiteOptions) (*SQLite, err
 	q.Add("_pragma", "synchronous("+o.Sync+")")
 	q.Add("_pragma", "busy_timeout(10000)")
 	q.Add("_pragma", "foreign_keys(1)")
-	// A larger cache keeps hot index pages in memory; a larger WAL between
-	// checkpoints means fewer checkpoint pauses under a burst of writes.
+	// A larger cache keeps hot index pages in memory. Commits never
+	// checkpoint (a checkpoint in the commit path stalls every writer
+	// behind it): a connection of its own does, in the background.
 	q.Add("_pragma", "cache_size(-65536)")
-	q.Add("_pragma", "wal_autocheckpoint(4000)")
+	q.Add("_pragma", "wal_autocheckpoint(0)")
 	q.Add("_txlock", "immediate")
 	dsn := "file:" + path + "?" + q.Encode()
 	w, err := sql.Open("sqlite", dsn)
@@ -89,7 +94,36 @@ func OpenSQLite(ctx context.Context, path string, o SQLiteOptions) (*SQLite, err
 	}
 	r.SetMaxOpenConns(8)
 	s.r = r
+	cq := url.Values{}
+	cq.Add("_pragma", "busy_timeout(10000)")
+	if s.ckpt, err = sql.Open("sqlite", "file:"+path+"?"+cq.Encode()); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	s.ckpt.SetMaxOpenConns(1)
+	s.stopCkpt, s.ckptDone = make(chan struct{}), make(chan struct{})
+	go s.checkpointer(time.Second)
 	return s, nil
+}
+
+// checkpointer copies the WAL back into the database file every period
+// while writes go on (PASSIVE: it never blocks readers or the writer).
+func (s *SQLite) checkpointer(period time.Duration) {
+	defer close(s.ckptDone)
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopCkpt:
+			_, _ = s.ckpt.Exec("PRAGMA wal_checkpoint(PASSIVE)")
+			return
+		case <-t.C:
+			if _, err := s.ckpt.Exec("PRAGMA wal_checkpoint(PASSIVE)"); err != nil {
+				// Not fatal: the next tick tries again; the WAL only grows.
+				continue
+			}
+		}
+	}
 }
 
 func (s *SQLite) migrate(ctx context.Context) error {
@@ -107,9 +141,19 @@ func (s *SQLite) migrate(ctx context.Context) error {
 	return nil
 }
 
-// Close closes both pools.
+// Close stops the checkpointer and closes the connections.
 func (s *SQLite) Close() error {
-	return errors.Join(s.r.Close(), s.w.Close())
+	var errs []error
+	if s.stopCkpt != nil {
+		close(s.stopCkpt)
+		<-s.ckptDone
+		s.stopCkpt = nil
+		errs = append(errs, s.ckpt.Close())
+	}
+	if s.r != nil {
+		errs = append(errs, s.r.Close())
+	}
+	return errors.Join(append(errs, s.w.Close())...)
 }
 
 func nanos(t time.Time) int64 {
