@@ -147,6 +147,7 @@ func newLogsCmd() *cobra.Command {
 			return err
 		},
 	}
+	cmd.ValidArgsFunction = completeRuns(false)
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "follow the output until the run ends")
 	cmd.Flags().IntVar(&job, "job", -1, "only this job (node rank) of a multi-node run")
 	return cmd
@@ -173,6 +174,7 @@ func newStopCmd() *cobra.Command {
 			return nil
 		},
 	}
+	cmd.ValidArgsFunction = completeRuns(true)
 	cmd.Flags().BoolVarP(&abort, "abort", "x", false, "kill at once, without a grace period")
 	return cmd
 }
@@ -222,4 +224,27 @@ func gpuModel(gs []api.GPU) string {
 		s += ":" + spec.Bytes(g.Memory).String()
 	}
 	return s
+}
+
+// completeRuns offers run names to the shell: active ones, or all.
+func completeRuns(activeOnly bool) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	return func(cmd *cobra.Command, _ []string, prefix string) ([]string, cobra.ShellCompDirective) {
+		c, err := newClient()
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		runs, err := c.Runs(cmd.Context(), client.ListOptions{All: !activeOnly, Limit: 200})
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		seen := map[string]bool{}
+		var names []string
+		for _, r := range runs {
+			if strings.HasPrefix(r.Name, prefix) && !seen[r.Name] {
+				seen[r.Name] = true
+				names = append(names, r.Name+"\t"+string(r.Status))
+			}
+		}
+		return names, cobra.ShellCompDirectiveNoFileComp
+	}
 }
