@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -194,41 +195,50 @@ func runExit(errw io.Writer, r *api.Run) error {
 type prefixer struct {
 	out, errw io.Writer
 	multi     bool
-	partial   map[string][]byte
+	partial   map[partKey][]byte // an unfinished line per job and stream
+}
+
+type partKey struct {
+	job    int
+	stderr bool
 }
 
 func newPrefixer(out, errw io.Writer, multi bool) *prefixer {
-	return &prefixer{out: out, errw: errw, multi: multi, partial: map[string][]byte{}}
+	return &prefixer{out: out, errw: errw, multi: multi, partial: map[partKey][]byte{}}
+}
+
+func (p *prefixer) writer(stderr bool) io.Writer {
+	if stderr {
+		return p.errw
+	}
+	return p.out
 }
 
 func (p *prefixer) write(e api.LogEntry) {
-	w := p.out
-	if e.Stream == "stderr" {
-		w = p.errw
-	}
+	key := partKey{job: e.JobNum, stderr: e.Stream == "stderr"}
+	w := p.writer(key.stderr)
 	if !p.multi {
 		_, _ = w.Write(e.Data)
 		return
 	}
-	key := fmt.Sprintf("%d/%s", e.JobNum, e.Stream)
 	buf := append(p.partial[key], e.Data...)
 	for {
-		i := strings.IndexByte(string(buf), '\n')
+		i := bytes.IndexByte(buf, '\n')
 		if i < 0 {
 			break
 		}
-		fmt.Fprintf(w, "node-%d | %s", e.JobNum, buf[:i+1])
+		fmt.Fprintf(w, "node-%d | %s", key.job, buf[:i+1])
 		buf = buf[i+1:]
 	}
 	p.partial[key] = buf
 }
 
+// flush ends every unfinished line.
 func (p *prefixer) flush() {
 	for key, buf := range p.partial {
 		if len(buf) > 0 {
-			var rank int
-			fmt.Sscanf(key, "%d/", &rank)
-			fmt.Fprintf(p.out, "node-%d | %s\n", rank, buf)
+			fmt.Fprintf(p.writer(key.stderr), "node-%d | %s\n", key.job, buf)
 		}
 	}
+	clear(p.partial)
 }

@@ -27,9 +27,9 @@ import (
 func newServerCmd() *cobra.Command {
 	var (
 		listen, db, sync, agentName string
-		noAgent                                 bool
-		grace                                   time.Duration
-		agentRes                                resourceFlags
+		noAgent                     bool
+		grace                       time.Duration
+		agentRes                    resourceFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "server",
