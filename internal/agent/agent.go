@@ -279,6 +279,14 @@ func (a *Agent) sync(list []api.Assignment) {
 			}
 		case asg.Status == api.StatusProvisioning && asg.Stop == 0:
 			a.startLocked(asg)
+		case asg.Stop > 0:
+			// Stopped before this node ever started it.
+			reason := exitStopped
+			if asg.Stop == 2 {
+				reason = exitAborted
+			}
+			a.jobs[asg.JobID] = &localJob{id: asg.JobID, asg: asg, acked: asg.LogSize, synced: true, startedSent: true,
+				exit: &shimExit{ExitCode: -1, Reason: reason, Message: "stopped before it started", FinishedAt: time.Now().UTC()}}
 		default:
 			// The server believes it runs here, but this node has no trace of it.
 			j := &localJob{id: asg.JobID, asg: asg, acked: asg.LogSize, synced: true, startedSent: true,

@@ -12,10 +12,13 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/berth-hq/berth/internal/agent"
 	"github.com/berth-hq/berth/internal/api"
@@ -47,6 +50,11 @@ func newServerCmd() *cobra.Command {
 			if db == "" {
 				db = filepath.Join(home, "server", "berth.db")
 			}
+			unlock, err := lockDir(filepath.Dir(db), "server")
+			if err != nil {
+				return err
+			}
+			defer unlock()
 			st, err := store.OpenSQLite(ctx, db, store.SQLiteOptions{Sync: sync})
 			if err != nil {
 				return err
@@ -70,6 +78,11 @@ func newServerCmd() *cobra.Command {
 			go func() { errc <- hs.Serve(ln) }()
 			go func() { errc <- srv.Run(ctx) }()
 			if !noAgent {
+				unlockAgent, err := lockDir(filepath.Join(home, "agent"), "agent")
+				if err != nil {
+					return err
+				}
+				defer unlockAgent()
 				a, err := agent.New(agent.Config{Server: url, Token: token, Name: agentName, DataDir: filepath.Join(home, "agent"),
 					CPUs: agentRes.cpus, Memory: agentRes.memory, GPUs: agentRes.gpus, DeclaredGPUs: agentRes.gpusSet,
 					Logger: log.With("role", "agent"), Version: Version})
@@ -207,6 +220,11 @@ same --data-dir finds them again.`,
 			if dataDir == "" {
 				dataDir = filepath.Join(Home(), "agent")
 			}
+			unlock, err := lockDir(dataDir, "agent")
+			if err != nil {
+				return err
+			}
+			defer unlock()
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			a, err := agent.New(agent.Config{Server: serverURL, Token: conn.Token, Name: name, DataDir: dataDir, Addr: addr,
 				CPUs: res.cpus, Memory: res.memory, GPUs: res.gpus, DeclaredGPUs: res.gpusSet, Logger: log, Version: Version})
@@ -223,6 +241,28 @@ same --data-dir finds them again.`,
 	f.StringVar(&addr, "addr", "", "address other nodes reach this one at (default: the address of the route to the server)")
 	res.add(cmd, "")
 	return cmd
+}
+
+// lockDir takes an exclusive lock on dir for this process (the kernel drops
+// it when the process dies, however it dies), so that two servers never
+// share a database and two agents never share a data directory.
+func lockDir(dir, role string) (unlock func(), err error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, role+".lock")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		b, _ := os.ReadFile(path)
+		return nil, fmt.Errorf("another berth %s uses %s (pid %s)", role, dir, strings.TrimSpace(string(b)))
+	}
+	_ = f.Truncate(0)
+	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	return func() { f.Close() }, nil
 }
 
 func newShimCmd() *cobra.Command {
