@@ -15,17 +15,30 @@ import (
 	"github.com/berth-hq/berth/internal/store"
 )
 
-func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, u *store.User) {
+// readSpec reads a submission's configuration, normalized and validated
+// again on the server: clients are not trusted to have done it.
+func readSpec(r *http.Request) (*spec.Task, error) {
 	var req api.SubmitRequest
 	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	if req.Spec == nil {
+		return nil, fmt.Errorf("%w: spec: required", ErrInvalid)
+	}
+	req.Spec.Normalize()
+	if err := req.Spec.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return req.Spec, nil
+}
+
+func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, u *store.User) {
+	t, err := readSpec(r)
+	if err != nil {
 		writeError(w, err)
 		return
 	}
-	if req.Spec == nil {
-		writeError(w, fmt.Errorf("%w: spec: required", ErrInvalid))
-		return
-	}
-	run, err := s.submit(u, req.Spec)
+	run, err := s.submit(u, t)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -41,21 +54,12 @@ var supported = map[string]bool{
 }
 
 func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request, _ *store.User) {
-	var req api.SubmitRequest
-	if err := decode(r, &req); err != nil {
+	t, err := readSpec(r)
+	if err != nil {
 		writeError(w, err)
 		return
 	}
-	if req.Spec == nil {
-		writeError(w, fmt.Errorf("%w: spec: required", ErrInvalid))
-		return
-	}
-	req.Spec.Normalize()
-	if err := req.Spec.Validate(); err != nil {
-		writeError(w, fmt.Errorf("%w: %v", ErrInvalid, err))
-		return
-	}
-	writeJSON(w, http.StatusOK, s.plan(req.Spec))
+	writeJSON(w, http.StatusOK, s.plan(t))
 }
 
 // plan answers where t would run: each node, whether it fits now, later or never.

@@ -149,12 +149,9 @@ func runName(id int64) string {
 	return fmt.Sprintf("%s-%s-%d", adjectives[id%int64(len(adjectives))], animals[(id/int64(len(adjectives)))%int64(len(animals))], id)
 }
 
-// submit creates a run and returns it once it is durable.
+// submit creates a run of the valid configuration t and returns it once it
+// is durable.
 func (s *Server) submit(user *store.User, t *spec.Task) (*api.Run, error) {
-	t.Normalize()
-	if err := t.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
-	}
 	body, err := json.Marshal(t)
 	if err != nil {
 		return nil, fmt.Errorf("server: encode spec: %w", err)
