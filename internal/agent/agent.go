@@ -409,7 +409,15 @@ func (a *Agent) takeShim(dir string) (*exec.Cmd, error) {
 		default:
 		}
 		cmd, _, err := a.startShim(dir)
-		return cmd, err
+		if err != nil {
+			return nil, err
+		}
+		// The shim writes it too, but a restart must not depend on how far
+		// the shim got.
+		if err := writeFileAtomic(filepath.Join(dir, fileShimID), []byte(strconv.Itoa(cmd.Process.Pid))); err != nil {
+			a.log.Warn("record shim pid", "dir", dir, "err", err)
+		}
+		return cmd, nil
 	}
 }
 
@@ -543,6 +551,9 @@ func (a *Agent) restore() error {
 			continue
 		}
 		pid, err := readPid(filepath.Join(dir, fileShimID))
+		if err != nil {
+			pid, err = shimIn(dir)
+		}
 		if err == nil && shimAlive(pid, dir) {
 			j.shimPid = pid
 			j.started = time.Now().UTC()
@@ -579,6 +590,28 @@ func (a *Agent) watch(j *localJob) error {
 		a.finished(j)
 	}()
 	return nil
+}
+
+// shimIn finds the process working in dir: a shim that started but whose
+// pid was never recorded (the agent died in between).
+func shimIn(dir string) (int, error) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || !shimAlive(pid, dir) {
+			continue
+		}
+		// A job's own process may work there too: only a shim's second
+		// argument names its role.
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if args := strings.Split(string(b), "\x00"); err == nil && len(args) > 1 && strings.HasSuffix(args[1], "shim") {
+			return pid, nil
+		}
+	}
+	return 0, fmt.Errorf("agent: no process works in %s", dir)
 }
 
 func readPid(path string) (int, error) {

@@ -31,12 +31,16 @@ type agentOpts struct {
 	name string
 	cpus int
 	gpus string
+	dir  string // data directory; default a new one
 }
 
 // startAgent runs a real agent for h until the test ends (or stop is called).
 func startAgent(t *testing.T, h *harness, o agentOpts) (stop func()) {
 	t.Helper()
-	cfg := agent.Config{Server: h.http.URL, Token: testToken, Name: o.name, DataDir: t.TempDir(), CPUs: o.cpus,
+	if o.dir == "" {
+		o.dir = t.TempDir()
+	}
+	cfg := agent.Config{Server: h.http.URL, Token: testToken, Name: o.name, DataDir: o.dir, CPUs: o.cpus,
 		ShimCommand: []string{os.Args[0], "berth-shim"}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), LogTick: 20 * time.Millisecond}
 	if o.gpus != "" {
 		g, err := agent.ParseGPUs(o.gpus, func(s string) (int64, error) { b, err := spec.ParseBytes(s); return int64(b), err })
@@ -303,5 +307,29 @@ func TestLogsCompleteInOrder(t *testing.T) {
 	}
 	if out != want.String() || end.Status != api.StatusDone {
 		t.Errorf("got %d bytes, want %d; status %s", len(out), want.Len(), end.Status)
+	}
+}
+
+// An agent that stops while its jobs run finds them again when it comes
+// back: the jobs go on meanwhile, and their output arrives whole, once.
+func TestAgentRestartFindsJobs(t *testing.T) {
+	h := newHarness(t, t.TempDir())
+	o := agentOpts{name: "n1", cpus: 2, dir: t.TempDir()}
+	stop := startAgent(t, h, o)
+	r := submit(t, h, "type: task\ncommands: [\"for i in $(seq 1 40); do echo line $i; sleep 0.05; done\"]\n")
+	waitFor(t, "the job to run", func() bool {
+		got, err := h.c.Run(context.Background(), fmt.Sprint(r.ID))
+		return err == nil && got.Status == api.StatusRunning
+	})
+	stop()
+	time.Sleep(500 * time.Millisecond) // output piles up while no agent ships it
+	startAgent(t, h, o)
+	out, end := follow(t, h, r.ID)
+	var want strings.Builder
+	for i := 1; i <= 40; i++ {
+		fmt.Fprintf(&want, "line %d\n", i)
+	}
+	if out != want.String() || end.Status != api.StatusDone {
+		t.Errorf("output %q, status %s", out, end.Status)
 	}
 }
