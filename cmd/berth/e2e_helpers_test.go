@@ -11,6 +11,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,14 +22,17 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/goccy/go-yaml"
+	_ "modernc.org/sqlite" // to read the run history of a failed test
 
 	"github.com/berth-hq/berth/internal/api"
 )
@@ -41,6 +45,11 @@ func TestMain(m *testing.M) {
 }
 
 func runMain(m *testing.M) int {
+	// BERTH_E2E_BIN=PATH tests a binary built elsewhere (another revision).
+	if bin := os.Getenv("BERTH_E2E_BIN"); bin != "" {
+		berthBin = bin
+		return m.Run()
+	}
 	dir, err := os.MkdirTemp("", "berth-e2e-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
@@ -74,14 +83,26 @@ type cluster struct {
 
 	mu    sync.Mutex
 	procs []*proc
+
+	lockRetries atomic.Int64 // starts retried because a killed process's lock was still held
 }
 
 // newCluster makes a fresh BERTH_HOME and registers the clean-up that kills
 // whatever the test started there.
 func newCluster(t *testing.T) *cluster {
 	t.Helper()
+	return newClusterIn(t, "")
+}
+
+// newClusterIn is newCluster with BERTH_HOME at sub under a fresh temporary
+// directory ("": the directory itself).
+func newClusterIn(t *testing.T, sub string) *cluster {
+	t.Helper()
 	// TempDir's removal was registered first, so it runs after the kills below.
-	c := &cluster{t: t, home: t.TempDir()}
+	c := &cluster{t: t, home: filepath.Join(t.TempDir(), sub)}
+	if err := os.MkdirAll(c.home, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			c.dumpLogs()
@@ -169,6 +190,28 @@ func (p *proc) exited() bool {
 	}
 }
 
+// lockHolders describes the processes that have a *.lock file of the home
+// open, for the message of a server or agent that could not take its lock.
+func (c *cluster) lockHolders() string {
+	var b strings.Builder
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, p := range procs {
+		fds, _ := filepath.Glob(p + "/fd/*")
+		for _, fd := range fds {
+			target, err := os.Readlink(fd)
+			if err == nil && strings.HasPrefix(target, c.home+"/") && strings.HasSuffix(target, ".lock") {
+				pid, _ := strconv.Atoi(filepath.Base(p))
+				stat, _ := os.ReadFile(p + "/stat")
+				fmt.Fprintf(&b, "  %s is held open by %d (%s) [stat: %s]\n", target, pid, cmdline(pid), strings.TrimSpace(string(stat)))
+			}
+		}
+	}
+	if b.Len() == 0 {
+		return "(no process has a lock file of the home open now)\n"
+	}
+	return "lock files open now:\n" + b.String()
+}
+
 // server is `berth server` on this cluster's home, restartable.
 type server struct {
 	c      *cluster
@@ -195,23 +238,14 @@ func (s *server) start() {
 	t.Helper()
 	s.starts++
 	logPath := filepath.Join(s.c.home, fmt.Sprintf("server-%d.log", s.starts))
-	s.p = s.c.start(fmt.Sprintf("server #%d", s.starts), logPath, s.c.env(), s.args...)
-	deadline := time.Now().Add(30 * time.Second)
 	var url string
-	for {
-		b, _ := os.ReadFile(logPath)
+	s.p = s.c.startLocked(fmt.Sprintf("server #%d", s.starts), logPath, s.c.env(), func(b []byte) bool {
 		if m := listeningRE.FindSubmatch(b); m != nil {
 			url = string(m[1])
-			break
+			return true
 		}
-		if s.p.exited() {
-			t.Fatalf("server #%d exited before listening (%v):\n%s", s.starts, s.p.err, b)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server #%d not listening after 30s:\n%s", s.starts, b)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return false
+	}, s.args...)
 	// The server wrote the client configuration before it said where it listens.
 	var cfg struct {
 		URL   string `yaml:"url"`
@@ -256,7 +290,55 @@ func (s *server) startAgent(name, dataDir string, args ...string) *proc {
 	s.c.t.Helper()
 	logPath := filepath.Join(s.c.home, "agent-"+name+".log")
 	all := append([]string{"agent", "--server", s.url, "--name", name, "--data-dir", dataDir}, args...)
-	return s.c.start("agent "+name, logPath, s.c.env("BERTH_TOKEN="+s.token), all...)
+	return s.c.startLocked("agent "+name, logPath, s.c.env("BERTH_TOKEN="+s.token), func(b []byte) bool {
+		return bytes.Contains(b, []byte(`msg="agent starting"`))
+	}, all...)
+}
+
+// lockBusyRE is how a server or an agent says that another process holds
+// the lock of its database or data directory.
+var lockBusyRE = regexp.MustCompile(`another berth (server|agent) uses `)
+
+// startLocked starts a server or an agent and waits until ready says its
+// new log output shows it working. A process killed with SIGKILL can leave
+// its lock held for a moment by a child it was forking (see the report of
+// these tests): a start that fails only because of that is retried, for at
+// most 5s, and logged.
+func (c *cluster) startLocked(name, logPath string, env []string, ready func(newLog []byte) bool, args ...string) *proc {
+	c.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	retryUntil := time.Now().Add(5 * time.Second)
+	for {
+		fi, _ := os.Stat(logPath)
+		var from int64
+		if fi != nil {
+			from = fi.Size()
+		}
+		p := c.start(name, logPath, env, args...)
+		for {
+			b, _ := os.ReadFile(logPath)
+			if int64(len(b)) >= from {
+				b = b[from:]
+			}
+			if ready(b) {
+				return p
+			}
+			if p.exited() {
+				if lockBusyRE.Match(b) && time.Now().Before(retryUntil) {
+					c.t.Logf("%s: could not take its lock right after the previous process was killed; retrying: %s%s",
+						name, bytes.TrimSpace(b), "\n"+c.lockHolders())
+					c.lockRetries.Add(1)
+					time.Sleep(20 * time.Millisecond)
+					break
+				}
+				c.t.Fatalf("%s exited before it was ready (%v):\n%s%s", name, p.err, b, c.lockHolders())
+			}
+			if time.Now().After(deadline) {
+				c.t.Fatalf("%s not ready after 30s:\n%s", name, b)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
 }
 
 // result is what a client command did.
@@ -381,6 +463,31 @@ func (c *cluster) waitRun(name string, timeout time.Duration, what string, ok fu
 		}
 		if time.Now().After(deadline) {
 			c.t.Fatalf("run %s: not %s after %v; last: %s", name, what, timeout, last)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// pollRun is waitRun that reports a timeout instead of failing the test; it
+// returns the last state seen (nil when none was).
+func (c *cluster) pollRun(name string, timeout time.Duration, ok func(*api.Run) bool) (*api.Run, bool) {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last *api.Run
+	for {
+		if runs, err := c.runs(); err == nil {
+			if r := findRun(runs, name); r != nil {
+				last = r
+				if ok(r) {
+					return r, true
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			if last == nil {
+				last = &api.Run{Name: name, Status: "(not found)"}
+			}
+			return last, false
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -511,12 +618,23 @@ func procsWith(marker string) []int {
 	})
 }
 
-// shimsOf lists the job supervisors of the cluster: `berth shim HOME/.../jobs/N`.
+// shimsOf lists the supervisors of the cluster's jobs: `berth shim DIR`
+// with DIR under the home, or a shim working in a directory under the home
+// (a pre-started shim gets its directory later). Pre-started shims that have
+// no job yet are not listed.
 func (c *cluster) shimsOf() []int {
-	return procsMatching(func(cmdline, _ []byte) bool {
+	var pids []int
+	for _, pid := range procsMatching(func(cmdline, _ []byte) bool {
 		args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
-		return len(args) == 3 && args[1] == "shim" && strings.HasPrefix(args[2], c.home+"/")
-	})
+		return len(args) == 3 && args[1] == "shim"
+	}) {
+		args := strings.Split(strings.TrimRight(cmdline(pid), " "), " ")
+		cwd, _ := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+		if strings.HasPrefix(args[len(args)-1], c.home+"/") || strings.HasPrefix(cwd, c.home+"/") {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // jobProcs lists the processes of the cluster's jobs: those with the job
@@ -603,6 +721,19 @@ func killLeftovers(dir string, timeout time.Duration) []string {
 // dumpLogs prints the tail of every server and agent log of a failed test.
 func (c *cluster) dumpLogs() {
 	files, _ := filepath.Glob(filepath.Join(c.home, "*.log"))
+	// The last ones written: the restarts of a server make many.
+	mtime := func(f string) time.Time {
+		fi, err := os.Stat(f)
+		if err != nil {
+			return time.Time{}
+		}
+		return fi.ModTime()
+	}
+	sort.SliceStable(files, func(i, k int) bool { return mtime(files[i]).Before(mtime(files[k])) })
+	if len(files) > 6 {
+		c.t.Logf("(%d logs in %s; the last 6 written:)", len(files), c.home)
+		files = files[len(files)-6:]
+	}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -613,6 +744,43 @@ func (c *cluster) dumpLogs() {
 		}
 		c.t.Logf("=== %s:\n%s", filepath.Base(f), b)
 	}
+	if ev := c.events(); ev != "" {
+		c.t.Logf("=== run history (events table):\n%s", ev)
+	}
+}
+
+// events is the server's run history, read from its database.
+func (c *cluster) events() string {
+	path := filepath.Join(c.home, "server", "berth.db")
+	if _, err := os.Stat(path); err != nil {
+		return ""
+	}
+	db, err := sql.Open("sqlite", sqliteURI(path)+"?mode=ro&_pragma=busy_timeout(5000)")
+	if err != nil {
+		return err.Error()
+	}
+	defer db.Close()
+	rows, err := db.Query(`SELECT run_id, job_id, time, type, message FROM events ORDER BY id`)
+	if err != nil {
+		return err.Error()
+	}
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		var run, job, ns int64
+		var typ, msg string
+		if err := rows.Scan(&run, &job, &ns, &typ, &msg); err != nil {
+			return err.Error()
+		}
+		fmt.Fprintf(&b, "%s run %d job %d %s: %s\n", time.Unix(0, ns).UTC().Format("15:04:05.000"), run, job, typ, msg)
+	}
+	return b.String()
+}
+
+// sqliteURI is a SQLite "file:" URI of path: '#', '?' and '%' in a file
+// name must be escaped, or SQLite opens another file.
+func sqliteURI(path string) string {
+	return "file:" + strings.NewReplacer("%", "%25", "#", "%23", "?", "%3F").Replace(path)
 }
 
 // checkRaces fails the test when a race-enabled server or agent reported one.
