@@ -79,6 +79,8 @@ type localJob struct {
 	exitSent    bool
 	stopSent    int
 	shimPid     int
+	shimStarts  int  // shims that ended before starting the job (see finished)
+	rerun       bool // found after a restart, never started: start it on the server's word
 	orphan      bool // the server no longer knows it: stop it, report nothing
 }
 
@@ -271,14 +273,17 @@ func (a *Agent) sync(list []api.Assignment) {
 	for _, asg := range list {
 		seen[asg.JobID] = true
 		j, ok := a.jobs[asg.JobID]
+		rerun := ok && j.rerun
+		if rerun {
+			a.removeLocked(j)
+			ok = false
+		}
 		switch {
 		case ok:
 			j.acked, j.synced = asg.LogSize, true
 			if asg.Stop > 0 {
 				a.signalLocked(j, asg.Stop == 2)
 			}
-		case asg.Status == api.StatusProvisioning && asg.Stop == 0:
-			a.startLocked(asg)
 		case asg.Stop > 0:
 			// Stopped before this node ever started it.
 			reason := exitStopped
@@ -286,7 +291,10 @@ func (a *Agent) sync(list []api.Assignment) {
 				reason = exitAborted
 			}
 			a.jobs[asg.JobID] = &localJob{id: asg.JobID, asg: asg, acked: asg.LogSize, synced: true, startedSent: true,
-				exit: &shimExit{ExitCode: -1, Reason: reason, Message: "stopped before it started", FinishedAt: time.Now().UTC()}}
+				exit: &shimExit{Reason: reason, Message: "stopped before it started", FinishedAt: time.Now().UTC()}}
+		case asg.Status == api.StatusProvisioning || rerun:
+			// New, or found after a restart never started: nothing ran yet.
+			a.startLocked(asg)
 		default:
 			// The server believes it runs here, but this node has no trace of it.
 			j := &localJob{id: asg.JobID, asg: asg, acked: asg.LogSize, synced: true, startedSent: true,
@@ -298,7 +306,7 @@ func (a *Agent) sync(list []api.Assignment) {
 		if seen[id] {
 			continue
 		}
-		if j.exit != nil {
+		if j.exit != nil || j.rerun {
 			a.removeLocked(j)
 			continue
 		}
@@ -328,16 +336,22 @@ func (a *Agent) stop(id int64, abort bool) {
 	a.mu.Unlock()
 }
 
+// signalLocked asks a job's shim to stop: a note in the job directory (read
+// by a shim that has not started the job yet), then the signal. A request is
+// sent again when repeated: signals are idempotent for the shim.
 func (a *Agent) signalLocked(j *localJob, abort bool) {
 	level := 1
 	sig := sigStop
 	if abort {
 		level, sig = 2, sigAbort
 	}
-	if j.exit != nil || j.shimPid == 0 || j.stopSent >= level {
+	if j.exit != nil || j.shimPid == 0 {
 		return
 	}
-	j.stopSent = level
+	j.stopSent = max(j.stopSent, level)
+	if err := writeFileAtomic(filepath.Join(j.dir, fileStop), []byte(strconv.Itoa(j.stopSent))); err != nil {
+		a.log.Warn("record stop request", "job_id", j.id, "err", err)
+	}
 	if err := unix.Kill(j.shimPid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
 		a.log.Error("signal shim", "job_id", j.id, "err", err)
 	}
@@ -490,11 +504,37 @@ func (a *Agent) refillShims() {
 	}()
 }
 
+// maxShimStarts bounds how often a job that never started is handed to a
+// new shim.
+const maxShimStarts = 3
+
 // finished records the shim's end, once.
 func (a *Agent) finished(j *localJob) {
 	var ex shimExit
 	err := readJSON(filepath.Join(j.dir, fileExit), &ex)
 	a.mu.Lock()
+	if j.exit == nil && err != nil && neverStarted(j.dir) {
+		// The shim ended before it began the job (a warm shim that lost its
+		// agent, a shim killed while starting): nothing ran.
+		switch {
+		case j.stopSent > 0:
+			reason := exitStopped
+			if j.stopSent == 2 {
+				reason = exitAborted
+			}
+			ex, err = shimExit{Reason: reason, Message: "stopped before it started", FinishedAt: time.Now().UTC()}, nil
+		case j.shimStarts < maxShimStarts && !j.orphan && !a.stopping:
+			a.log.Warn("job's shim ended before the job started; starting it again", "job_id", j.id)
+			starts := j.shimStarts
+			delete(a.jobs, j.id)
+			a.startLocked(j.asg)
+			if nj, ok := a.jobs[j.id]; ok {
+				nj.shimStarts = starts + 1
+			}
+			a.mu.Unlock()
+			return
+		}
+	}
 	if j.exit == nil {
 		if err != nil {
 			ex = shimExit{ExitCode: -1, Reason: api.ReasonLostByAgent, Message: "the job's supervisor ended without a status: " + err.Error(), FinishedAt: time.Now().UTC()}
@@ -562,9 +602,14 @@ func (a *Agent) restore() error {
 			}
 		}
 		// The shim is gone without leaving a status: check once more for a
-		// status written meanwhile, else the job is lost.
+		// status written meanwhile; a job that never started is dropped here
+		// and started again when the server's sync lists it; else it is lost.
 		if err := readJSON(filepath.Join(dir, fileExit), &ex); err == nil {
 			j.exit, j.started = &ex, ex.StartedAt
+			continue
+		}
+		if neverStarted(dir) {
+			j.rerun = true
 			continue
 		}
 		j.exit = &shimExit{ExitCode: -1, Reason: api.ReasonLostByAgent, Message: "the job's supervisor is gone", FinishedAt: time.Now().UTC()}
@@ -590,6 +635,13 @@ func (a *Agent) watch(j *localJob) error {
 		a.finished(j)
 	}()
 	return nil
+}
+
+// neverStarted tells whether the job of dir never began: its shim creates
+// the output file before it starts the job.
+func neverStarted(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, fileOutput))
+	return errors.Is(err, os.ErrNotExist)
 }
 
 // shimIn finds the process working in dir: a shim that started but whose
@@ -726,7 +778,7 @@ func (a *Agent) collect() (evs []api.AgentEvent, more bool) {
 		}
 		if j.exit != nil && complete && !j.exitSent {
 			evs = append(evs, api.AgentEvent{JobID: id, Type: "exited", Time: j.exit.FinishedAt, ExitCode: j.exit.ExitCode,
-				Signal: j.exit.Signal, Reason: j.exit.Reason, Message: j.exit.Message})
+				Signal: j.exit.Signal, Reason: j.exit.Reason, Message: j.exit.Message, NeverStarted: j.exit.StartedAt.IsZero()})
 		}
 		if budget <= 0 {
 			break

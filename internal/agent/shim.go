@@ -88,6 +88,11 @@ func RunShim(dir string) int {
 }
 
 func runShim(dir string) error {
+	// Catch stop requests before anything else: one that comes while the
+	// shim is still getting ready must neither kill it (SIGTERM's default)
+	// nor be lost (SIGUSR2 is ignored until asked for).
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, sigStop, sigAbort, syscall.SIGINT, syscall.SIGHUP)
 	if dir == warmArg {
 		// A warm shim: started ahead of need, it waits for the agent to name
 		// its job directory on stdin. EOF (the agent went away) ends it.
@@ -109,6 +114,8 @@ func runShim(dir string) error {
 	if err := writeFileAtomic(filepath.Join(dir, fileShimID), []byte(strconv.Itoa(os.Getpid()))); err != nil {
 		return err
 	}
+	// output.log exists once the shim may start the job: without it, a
+	// restarted agent knows the job never ran and may start it again.
 	out, err := os.OpenFile(filepath.Join(dir, fileOutput), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("open output: %w", err)
@@ -116,14 +123,22 @@ func runShim(dir string) error {
 	defer out.Close()
 	fw := &frameWriter{f: out, now: time.Now}
 
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, sigStop, sigAbort, syscall.SIGINT, syscall.SIGHUP)
-
 	ex := shimExit{StartedAt: time.Now().UTC()}
 	finish := func() error {
 		ex.FinishedAt = time.Now().UTC()
 		b, _ := json.Marshal(ex)
 		return writeFileAtomic(filepath.Join(dir, fileExit), b)
+	}
+	// A stop asked for before the job started (the agent leaves a note, in
+	// case its signal came before the shim could catch it): never start it.
+	if level := stopRequested(dir); level > 0 {
+		ex.StartedAt = time.Time{}
+		ex.Reason = exitStopped
+		if level == 2 {
+			ex.Reason = exitAborted
+		}
+		ex.Message = "stopped before it started"
+		return finish()
 	}
 
 	readers := map[byte]*os.File{}
@@ -230,6 +245,19 @@ func runShim(dir string) error {
 		ex.ExitCode = st.ExitCode()
 	}
 	return finish()
+}
+
+// fileStop holds "1" (stop) or "2" (abort) once the agent asked the job to
+// end; the signal that goes with it may reach a shim too early to count.
+const fileStop = "stop"
+
+func stopRequested(dir string) int {
+	b, err := os.ReadFile(filepath.Join(dir, fileStop))
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return n
 }
 
 func readJSON(path string, v any) error {

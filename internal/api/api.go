@@ -226,6 +226,8 @@ type AgentEvent struct {
 	Signal   string    `json:"signal,omitempty"`
 	Reason   string    `json:"reason,omitempty"`
 	Message  string    `json:"message,omitempty"`
+	// NeverStarted says the job ended before its commands ran.
+	NeverStarted bool `json:"never_started,omitempty"`
 }
 
 // AgentEvents is a batch of events from one node, in order.

@@ -255,10 +255,19 @@ func lockDir(dir, role string) (unlock func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		f.Close()
-		b, _ := os.ReadFile(path)
-		return nil, fmt.Errorf("another berth %s uses %s (pid %s)", role, dir, strings.TrimSpace(string(b)))
+	// A process that was forking a child when it died leaves the lock to
+	// that child until it execs (milliseconds): try for a few seconds.
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			f.Close()
+			b, _ := os.ReadFile(path)
+			return nil, fmt.Errorf("another berth %s uses %s (its lock %s was taken by pid %s)", role, dir, path, strings.TrimSpace(string(b)))
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	_ = f.Truncate(0)
 	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)

@@ -370,7 +370,7 @@ func (s *Server) agentEvents(node string, evs []api.AgentEvent) (*api.AgentAck, 
 				js.rec.LogSize += ev.Size
 			}
 		case "exited":
-			if js.rec.StartedAt.IsZero() {
+			if js.rec.StartedAt.IsZero() && !ev.NeverStarted {
 				js.rec.StartedAt = ev.Time
 			}
 			if js.run.rec.StartedAt.IsZero() {

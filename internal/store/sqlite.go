@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/pressly/goose/v3"
@@ -63,7 +64,7 @@ func OpenSQLite(ctx context.Context, path string, o SQLiteOptions) (*SQLite, err
 	q.Add("_pragma", "cache_size(-65536)")
 	q.Add("_pragma", "wal_autocheckpoint(0)")
 	q.Add("_txlock", "immediate")
-	dsn := "file:" + path + "?" + q.Encode()
+	dsn := "file:" + dsnPath(path) + "?" + q.Encode()
 	w, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
@@ -87,7 +88,7 @@ func OpenSQLite(ctx context.Context, path string, o SQLiteOptions) (*SQLite, err
 	rq := url.Values{}
 	rq.Add("_pragma", "busy_timeout(10000)")
 	rq.Add("_pragma", "query_only(1)")
-	r, err := sql.Open("sqlite", "file:"+path+"?"+rq.Encode())
+	r, err := sql.Open("sqlite", "file:"+dsnPath(path)+"?"+rq.Encode())
 	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
@@ -96,7 +97,7 @@ func OpenSQLite(ctx context.Context, path string, o SQLiteOptions) (*SQLite, err
 	s.r = r
 	cq := url.Values{}
 	cq.Add("_pragma", "busy_timeout(10000)")
-	if s.ckpt, err = sql.Open("sqlite", "file:"+path+"?"+cq.Encode()); err != nil {
+	if s.ckpt, err = sql.Open("sqlite", "file:"+dsnPath(path)+"?"+cq.Encode()); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
@@ -124,6 +125,12 @@ func (s *SQLite) checkpointer(period time.Duration) {
 			}
 		}
 	}
+}
+
+// dsnPath escapes what a file: URI would read as its query or fragment, so
+// that "/data/a#1/berth.db" is that file and not "/data/a".
+func dsnPath(path string) string {
+	return strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(path)
 }
 
 func (s *SQLite) migrate(ctx context.Context) error {

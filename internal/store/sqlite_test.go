@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -191,5 +192,18 @@ func TestWALMode(t *testing.T) {
 	}
 	if mode != "wal" {
 		t.Fatalf("journal_mode = %q, want wal", mode)
+	}
+}
+
+// A '#' or '?' in the path names a directory, not a URI fragment or query.
+func TestOddPath(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "home#1?x=%20")
+	s := openTest(t, filepath.Join(dir, "b.db"))
+	if _, err := s.EnsureProject(ctx, "main"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "b.db")); err != nil {
+		t.Fatalf("the database is not where it was asked to be: %v", err)
 	}
 }
