@@ -5,12 +5,11 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -s -w -X github.com/berth-hq/berth/internal/cli.Version=$(VERSION)
 LISTEN    ?= 127.0.0.1:3000
 
-export CGO_ENABLED = 0
-
 .PHONY: build run test test-deps vet fuzz bench clean
 
+# The binary is pure Go (no cgo); the race detector of the tests needs cgo.
 build:
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/berth
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/berth
 
 ## run: build and start the server with its embedded defaults (SQLite + a local agent).
 run: build
@@ -18,10 +17,12 @@ run: build
 
 ## test: install what the tests need, then run them all.
 test: test-deps vet
-	$(GO) test -race -count=1 -timeout 12m ./...
+	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 12m ./...
 
+# What the tests use beyond Go: bash and coreutils for jobs, gcc for -race.
 test-deps:
-	@command -v bash >/dev/null || (apt-get update && apt-get install -y bash)
+	@missing=""; for c in bash gcc seq sleep; do command -v $$c >/dev/null || missing="$$missing $$c"; done; \
+	if [ -n "$$missing" ]; then echo "installing:$$missing"; apt-get update -qq && apt-get install -y -qq bash gcc coreutils; fi
 
 vet:
 	@test -z "$$(gofmt -l cmd internal)" || (echo "gofmt needed:"; gofmt -l cmd internal; exit 1)
