@@ -748,8 +748,12 @@ func (a *Agent) collect() (evs []api.AgentEvent, more bool) {
 	budget := batchBytes
 	for _, id := range ids {
 		j := a.jobs[id]
-		if !j.startedSent && !j.started.IsZero() && j.exit == nil {
-			evs = append(evs, api.AgentEvent{JobID: id, Type: "started", Time: j.started})
+		if !j.startedSent && !j.started.IsZero() && (j.exit == nil || !j.exit.StartedAt.IsZero()) {
+			at := j.started
+			if j.exit != nil {
+				at = j.exit.StartedAt // the shim's own record, when it has one
+			}
+			evs = append(evs, api.AgentEvent{JobID: id, Type: "started", Time: at})
 		}
 		complete := true
 		if j.dir != "" {

@@ -178,3 +178,33 @@ func shimRun(t *testing.T, sp shimSpec, signal func(pid int)) (shimExit, string)
 	}
 	return ex, out.String()
 }
+
+// A job that ended before its start was reported is reported with both, and
+// its start is the shim's record of it, not the time of the report.
+func TestCollectShortJob(t *testing.T) {
+	a, err := New(Config{Server: "http://127.0.0.1:1", Name: "n", DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	began := time.Date(2026, 1, 1, 0, 0, 1, 0, time.UTC)
+	ended := began.Add(300 * time.Millisecond)
+	a.jobs[7] = &localJob{id: 7, synced: true, started: began.Add(-time.Millisecond),
+		exit: &shimExit{ExitCode: 0, StartedAt: began, FinishedAt: ended}}
+	a.jobs[8] = &localJob{id: 8, synced: true, started: began,
+		exit: &shimExit{Reason: exitStopped, FinishedAt: ended}} // never started
+	evs, more := a.collect()
+	type ev struct {
+		Job          int64
+		Type         string
+		Time         time.Time
+		NeverStarted bool
+	}
+	var got []ev
+	for _, e := range evs {
+		got = append(got, ev{e.JobID, e.Type, e.Time, e.NeverStarted})
+	}
+	want := []ev{{7, "started", began, false}, {7, "exited", ended, false}, {8, "exited", ended, true}}
+	if diff := cmp.Diff(want, got); diff != "" || more {
+		t.Errorf("events (-want +got):\n%s (more %v)", diff, more)
+	}
+}
