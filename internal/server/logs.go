@@ -17,28 +17,42 @@ import (
 // committed.
 type hub struct {
 	mu sync.Mutex
-	ch map[int64]chan struct{}
+	ch map[int64]*waiters
 }
 
-func newHub() *hub { return &hub{ch: map[int64]chan struct{}{}} }
+type waiters struct {
+	ch chan struct{} // closed at the run's next notify
+	n  int           // followers holding ch
+}
 
-// wait returns a channel closed at the run's next notify.
-func (h *hub) wait(runID int64) <-chan struct{} {
+func newHub() *hub { return &hub{ch: map[int64]*waiters{}} }
+
+// wait returns a channel closed at the run's next notify; the follower
+// calls release when it no longer waits on it.
+func (h *hub) wait(runID int64) (<-chan struct{}, func()) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	c, ok := h.ch[runID]
+	w, ok := h.ch[runID]
 	if !ok {
-		c = make(chan struct{})
-		h.ch[runID] = c
+		w = &waiters{ch: make(chan struct{})}
+		h.ch[runID] = w
 	}
-	return c
+	w.n++
+	return w.ch, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		w.n--
+		if w.n == 0 && h.ch[runID] == w {
+			delete(h.ch, runID)
+		}
+	}
 }
 
 func (h *hub) notify(runID int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if c, ok := h.ch[runID]; ok {
-		close(c)
+	if w, ok := h.ch[runID]; ok {
+		close(w.ch)
 		delete(h.ch, runID)
 	}
 }
@@ -68,28 +82,23 @@ func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request, u *store.Use
 	for {
 		// Take the wake-up channel before reading, so that nothing committed
 		// between the read and the wait is missed.
-		woken := s.hub.wait(run.ID)
-		cur, err := s.store.GetRun(ctx, run.ID)
+		woken, release := s.hub.wait(run.ID)
+		cur, jobs, sent, err := s.readAndSend(ctx, enc, run.ID, onlyJob, offsets)
 		if err != nil {
-			return
-		}
-		jobs, err := s.store.ListJobs(ctx, run.ID)
-		if err != nil {
-			return
-		}
-		sent, err := s.sendLogs(ctx, enc, jobs, onlyJob, offsets)
-		if err != nil {
+			release()
 			return
 		}
 		if sent && fl != nil {
 			fl.Flush()
 		}
 		if sent {
+			release()
 			continue
 		}
 		// The run was read before its logs: when it was final then, every
 		// chunk of it was already committed, and this read found none left.
 		if !follow || api.Status(cur.Status).Finished() {
+			release()
 			if follow {
 				end := s.apiRun(cur, jobs, s.name(ctx, 'u', cur.UserID), nil)
 				_ = enc.Encode(api.LogFrame{End: end})
@@ -98,11 +107,28 @@ func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request, u *store.Use
 		}
 		select {
 		case <-ctx.Done():
-			return
 		case <-woken:
 		case <-time.After(5 * time.Second):
 		}
+		release()
+		if ctx.Err() != nil {
+			return
+		}
 	}
+}
+
+// readAndSend reads the run, then its jobs' new output, and sends the output.
+func (s *Server) readAndSend(ctx context.Context, enc *json.Encoder, runID int64, only int, offsets map[int64]int64) (*store.Run, []*store.Job, bool, error) {
+	cur, err := s.store.GetRun(ctx, runID)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	jobs, err := s.store.ListJobs(ctx, runID)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	sent, err := s.sendLogs(ctx, enc, jobs, only, offsets)
+	return cur, jobs, sent, err
 }
 
 // sendLogs writes the chosen jobs' chunks from offsets on, merged in time

@@ -333,3 +333,22 @@ func TestAgentRestartFindsJobs(t *testing.T) {
 		t.Errorf("output %q, status %s", out, end.Status)
 	}
 }
+
+func TestHubReleasesWaiters(t *testing.T) {
+	h := newHub()
+	ch, release := h.wait(1)
+	_, release2 := h.wait(1)
+	h.notify(1)
+	select {
+	case <-ch:
+	default:
+		t.Fatal("notify did not wake the waiter")
+	}
+	release()
+	release2()
+	_, release3 := h.wait(2)
+	release3()
+	if len(h.ch) != 0 {
+		t.Errorf("%d runs still have waiters after every follower left", len(h.ch))
+	}
+}
