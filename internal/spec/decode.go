@@ -262,21 +262,12 @@ func (w *walker) registryAuth(n ast.Node, path string) *RegistryAuth {
 }
 
 func (w *walker) commands(n ast.Node, path string) []string {
-	items, ok := w.seq(n, path, `["python train.py"]`)
-	if !ok {
-		return nil
-	}
-	out := make([]string, 0, len(items))
-	for i, it := range items {
-		p := index(path, i)
-		w.pos[p] = it
+	return items(w, n, path, `["python train.py"]`, func(it ast.Node, p string) (string, bool) {
 		if w.isNull(it) {
 			w.fail(it, p, "empty command")
 		}
-		s, _ := w.str(it, p)
-		out = append(out, s) // failed items stay as placeholders so indexes match the file
-	}
-	return out
+		return w.str(it, p)
+	})
 }
 
 func (w *walker) env(n ast.Node, path string) Env {
@@ -338,18 +329,11 @@ func (w *walker) envMapping(n ast.Node, path string) Env {
 }
 
 func (w *walker) ports(n ast.Node, path string) []PortMapping {
-	items, ok := w.seq(n, path, "[8888, \"8080:80\"]")
-	if !ok {
-		return nil
-	}
-	out := make([]PortMapping, len(items)) // failed items stay zero so indexes match the file
-	for i, it := range items {
-		p := index(path, i)
-		w.pos[p] = it
+	return items(w, n, path, "[8888, \"8080:80\"]", func(it ast.Node, p string) (PortMapping, bool) {
 		if _, isMap := w.resolve(it).(*ast.MappingNode); isMap {
 			entries, ok := w.mapping(it, p, []string{"local_port", "container_port"}, nil)
 			if !ok {
-				continue
+				return PortMapping{}, false
 			}
 			var pm PortMapping
 			for _, e := range entries {
@@ -363,23 +347,21 @@ func (w *walker) ports(n ast.Node, path string) []PortMapping {
 			}
 			if pm.ContainerPort == 0 && !w.bad[p+".container_port"] {
 				w.fail(it, p, "`container_port` is required")
-				continue
+				return PortMapping{}, false
 			}
-			out[i] = pm
-			continue
+			return pm, true
 		}
 		s, ok := w.str(it, p)
 		if !ok {
-			continue
+			return PortMapping{}, false
 		}
 		pm, msg := parsePort(s)
 		if msg != "" {
 			w.fail(it, p, "%s", msg)
-			continue
+			return PortMapping{}, false
 		}
-		out[i] = pm
-	}
-	return out
+		return pm, true
+	})
 }
 
 // parsePort reads "8080", "80:8080" or "*:8080".
@@ -411,19 +393,12 @@ func parsePort(s string) (PortMapping, string) {
 }
 
 func (w *walker) volumes(n ast.Node, path string) []Volume {
-	items, ok := w.seq(n, path, "[\"/mnt/data:/data\"]")
-	if !ok {
-		return nil
-	}
-	out := make([]Volume, len(items)) // failed items stay zero so indexes match the file
-	for i, it := range items {
-		p := index(path, i)
-		w.pos[p] = it
+	return items(w, n, path, "[\"/mnt/data:/data\"]", func(it ast.Node, p string) (Volume, bool) {
 		if s, k := w.scalar(it); k == kindString {
 			src, dst, ok := strings.Cut(s, ":")
 			if !ok || src == "" || dst == "" {
 				w.fail(it, p, "invalid volume %q (expected NAME:/path for a network volume or /host/dir:/path for an instance volume)", s)
-				continue
+				return Volume{}, false
 			}
 			v := Volume{Path: dst}
 			if strings.HasPrefix(src, "/") || strings.HasPrefix(src, "~") {
@@ -431,12 +406,11 @@ func (w *walker) volumes(n ast.Node, path string) []Volume {
 			} else {
 				v.Name = src
 			}
-			out[i] = v
-			continue
+			return v, true
 		}
 		entries, ok := w.mapping(it, p, []string{"name", "path", "instance_path", "optional"}, nil)
 		if !ok {
-			continue
+			return Volume{}, false
 		}
 		var v Volume
 		for _, e := range entries {
@@ -453,27 +427,18 @@ func (w *walker) volumes(n ast.Node, path string) []Volume {
 				*map[string]*string{"name": &v.Name, "path": &v.Path, "instance_path": &v.InstancePath}[e.key] = s
 			}
 		}
-		out[i] = v
-	}
-	return out
+		return v, true
+	})
 }
 
 func (w *walker) files(n ast.Node, path string) []FileMapping {
-	items, ok := w.seq(n, path, "[\"../configs:~/configs\"]")
-	if !ok {
-		return nil
-	}
-	out := make([]FileMapping, len(items)) // failed items stay zero so indexes match the file
-	for i, it := range items {
-		p := index(path, i)
-		w.pos[p] = it
+	return items(w, n, path, "[\"../configs:~/configs\"]", func(it ast.Node, p string) (FileMapping, bool) {
 		if s, k := w.scalar(it); k == kindString {
-			out[i] = parseFileMapping(s)
-			continue
+			return parseFileMapping(s), true
 		}
 		entries, ok := w.mapping(it, p, []string{"local_path", "path"}, nil)
 		if !ok {
-			continue
+			return FileMapping{}, false
 		}
 		var f FileMapping
 		for _, e := range entries {
@@ -485,9 +450,8 @@ func (w *walker) files(n ast.Node, path string) []FileMapping {
 				}
 			}
 		}
-		out[i] = f
-	}
-	return out
+		return f, true
+	})
 }
 
 // parseFileMapping reads "local:remote", or "path" for the same path on
@@ -504,26 +468,18 @@ func parseFileMapping(s string) FileMapping {
 }
 
 func (w *walker) repos(n ast.Node, path string) []Repo {
-	items, ok := w.seq(n, path, "[.]")
-	if !ok {
-		return nil
-	}
-	out := make([]Repo, len(items)) // failed items stay zero so indexes match the file
-	for i, it := range items {
-		p := index(path, i)
-		w.pos[p] = it
+	return items(w, n, path, "[.]", func(it ast.Node, p string) (Repo, bool) {
 		if s, k := w.scalar(it); k == kindString {
 			r, msg := parseRepo(s)
 			if msg != "" {
 				w.fail(it, p, "%s", msg)
-				continue
+				return Repo{}, false
 			}
-			out[i] = r
-			continue
+			return r, true
 		}
 		entries, ok := w.mapping(it, p, []string{"local_path", "url", "branch", "hash", "path", "if_exists"}, nil)
 		if !ok {
-			continue
+			return Repo{}, false
 		}
 		var r Repo
 		dst := map[string]*string{"local_path": &r.LocalPath, "url": &r.URL, "branch": &r.Branch, "hash": &r.Hash, "path": &r.Path, "if_exists": &r.IfExists}
@@ -532,7 +488,24 @@ func (w *walker) repos(n ast.Node, path string) []Repo {
 				*dst[e.key] = s
 			}
 		}
-		out[i] = r
+		return r, true
+	})
+}
+
+// items decodes a sequence one item at a time; an item that fails stays the
+// zero value, so that indexes in later messages match the file.
+func items[T any](w *walker, n ast.Node, path, example string, item func(it ast.Node, p string) (T, bool)) []T {
+	its, ok := w.seq(n, path, example)
+	if !ok {
+		return nil
+	}
+	out := make([]T, len(its))
+	for i, it := range its {
+		p := index(path, i)
+		w.pos[p] = it
+		if v, ok := item(it, p); ok {
+			out[i] = v
+		}
 	}
 	return out
 }
