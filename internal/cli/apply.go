@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -159,7 +160,7 @@ func attach(ctx context.Context, c *client.Client, run *api.Run, multi bool, out
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	pw := newPrefixer(out, errw, multi)
-	end, err := c.Logs(ctx, fmt.Sprint(run.ID), client.LogOptions{Follow: true, Job: -1}, pw.write)
+	end, err := c.Logs(ctx, fmt.Sprint(run.ID), client.LogOptions{Follow: true, Job: -1, Reconnect: 2 * time.Minute}, pw.write)
 	pw.flush()
 	if ctx.Err() != nil {
 		fmt.Fprintf(errw, "\nDetached from run %s; it goes on. Stop it with: berth stop %s\n", run.Name, run.Name)

@@ -139,7 +139,7 @@ func newLogsCmd() *cobra.Command {
 				return err
 			}
 			pw := newPrefixer(cmd.OutOrStdout(), cmd.ErrOrStderr(), len(run.Jobs) > 1 && job < 0)
-			_, err = c.Logs(cmd.Context(), fmt.Sprint(run.ID), client.LogOptions{Follow: follow, Job: job}, pw.write)
+			_, err = c.Logs(cmd.Context(), fmt.Sprint(run.ID), client.LogOptions{Follow: follow, Job: job, Reconnect: 2 * time.Minute}, pw.write)
 			pw.flush()
 			if cmd.Context().Err() != nil {
 				return nil

@@ -167,40 +167,66 @@ func (c *Client) Nodes(ctx context.Context) ([]api.Node, error) {
 type LogOptions struct {
 	Follow bool
 	Job    int // job number; -1 for every job
+	// Reconnect, with Follow, resumes a broken stream (a server restart)
+	// where it stopped, for up to this long without an answer.
+	Reconnect time.Duration
 }
 
 // Logs calls fn for every piece of the run's output in order. With Follow it
 // returns when the run has ended and all its output was delivered, and gives
 // the final run; without, it returns what is there now and a nil run.
 func (c *Client) Logs(ctx context.Context, ref string, o LogOptions, fn func(api.LogEntry)) (*api.Run, error) {
-	q := url.Values{}
-	if o.Follow {
-		q.Set("follow", "1")
-	}
-	if o.Job >= 0 {
-		q.Set("job", strconv.Itoa(o.Job))
-	}
+	next := map[int64]int64{} // job -> first offset not yet delivered
 	var end *api.Run
-	err := c.lines(ctx, "/runs/"+url.PathEscape(ref)+"/logs?"+q.Encode(), func(line []byte) error {
-		var f api.LogFrame
-		if err := json.Unmarshal(line, &f); err != nil {
-			return fmt.Errorf("client: log frame: %w", err)
+	backoff := 100 * time.Millisecond
+	lastOK := time.Now()
+	for {
+		q := url.Values{}
+		if o.Follow {
+			q.Set("follow", "1")
 		}
-		if f.Entry != nil {
-			fn(*f.Entry)
+		if o.Job >= 0 {
+			q.Set("job", strconv.Itoa(o.Job))
 		}
-		if f.End != nil {
-			end = f.End
+		if len(next) > 0 {
+			var from []string
+			for job, off := range next {
+				from = append(from, fmt.Sprintf("%d:%d", job, off))
+			}
+			q.Set("from", strings.Join(from, ","))
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
+		err := c.lines(ctx, "/runs/"+url.PathEscape(ref)+"/logs?"+q.Encode(), func(line []byte) error {
+			var f api.LogFrame
+			if err := json.Unmarshal(line, &f); err != nil {
+				return fmt.Errorf("client: log frame: %w", err)
+			}
+			if f.Entry != nil {
+				fn(*f.Entry)
+				next[f.Entry.JobID] = f.Entry.Offset + 1
+			}
+			if f.End != nil {
+				end = f.End
+			}
+			lastOK = time.Now()
+			return nil
+		})
+		if err == nil && (end != nil || !o.Follow) {
+			return end, nil
+		}
+		var apiErr *APIError
+		if ctx.Err() != nil || errors.As(err, &apiErr) || o.Reconnect == 0 || time.Since(lastOK) > o.Reconnect {
+			if err == nil {
+				err = fmt.Errorf("client: log stream of %s ended early", ref)
+			}
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 2*time.Second)
 	}
-	if o.Follow && end == nil {
-		return nil, fmt.Errorf("client: log stream of %s ended early", ref)
-	}
-	return end, nil
 }
 
 // lines GETs path and calls fn for each newline-delimited JSON line.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"net"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -26,6 +27,11 @@ type harness struct {
 }
 
 func newHarness(tb testing.TB, dir string) *harness {
+	return newHarnessAt(tb, dir, "127.0.0.1:0")
+}
+
+// newHarnessAt serves on addr, so that a restarted server keeps its URL.
+func newHarnessAt(tb testing.TB, dir, addr string) *harness {
 	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	st, err := store.OpenSQLite(ctx, filepath.Join(dir, "berth.db"), store.SQLiteOptions{})
@@ -39,7 +45,15 @@ func newHarness(tb testing.TB, dir string) *harness {
 	if err := srv.EnsureAdmin(ctx, testToken); err != nil && !isDup(err) {
 		tb.Fatal(err)
 	}
-	h := &harness{srv: srv, st: st, http: httptest.NewServer(srv.Handler()), cancel: cancel, done: make(chan error, 1)}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	hs := httptest.NewUnstartedServer(srv.Handler())
+	hs.Listener.Close()
+	hs.Listener = ln
+	hs.Start()
+	h := &harness{srv: srv, st: st, http: hs, cancel: cancel, done: make(chan error, 1)}
 	h.c = client.New(h.http.URL, testToken)
 	go func() { h.done <- srv.Run(ctx) }()
 	tb.Cleanup(h.close)

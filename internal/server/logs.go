@@ -3,9 +3,11 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -69,15 +71,20 @@ func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request, u *store.Use
 	onlyJob := -1
 	if v := r.URL.Query().Get("job"); v != "" {
 		if onlyJob, err = strconv.Atoi(v); err != nil {
-			writeError(w, err)
+			writeError(w, fmt.Errorf("%w: job: %v", ErrInvalid, err))
 			return
 		}
+	}
+	// from=JOB:OFFSET,… resumes a stream: only chunks at or past OFFSET.
+	offsets, err := parseFrom(r.URL.Query().Get("from"))
+	if err != nil {
+		writeError(w, err)
+		return
 	}
 	fl, _ := w.(http.Flusher)
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
 	enc := json.NewEncoder(w)
-	offsets := map[int64]int64{}
 	ctx := r.Context()
 	for {
 		// Take the wake-up channel before reading, so that nothing committed
@@ -115,6 +122,24 @@ func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request, u *store.Use
 			return
 		}
 	}
+}
+
+// parseFrom reads "JOB:OFFSET,JOB:OFFSET".
+func parseFrom(v string) (map[int64]int64, error) {
+	out := map[int64]int64{}
+	if v == "" {
+		return out, nil
+	}
+	for _, part := range strings.Split(v, ",") {
+		job, off, ok := strings.Cut(part, ":")
+		j, err1 := strconv.ParseInt(job, 10, 64)
+		o, err2 := strconv.ParseInt(off, 10, 64)
+		if !ok || err1 != nil || err2 != nil || o < 0 {
+			return nil, fmt.Errorf("%w: from: %q is not JOB:OFFSET", ErrInvalid, part)
+		}
+		out[j] = o
+	}
+	return out, nil
 }
 
 // readAndSend reads the run, then its jobs' new output, and sends the output.

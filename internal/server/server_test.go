@@ -352,3 +352,38 @@ func TestHubReleasesWaiters(t *testing.T) {
 		t.Errorf("%d runs still have waiters after every follower left", len(h.ch))
 	}
 }
+
+// A follower of a run's output (berth apply, berth logs -f) rides out a
+// restart of the server: it resumes where it stopped, without repeats.
+func TestFollowAcrossServerRestart(t *testing.T) {
+	dir := t.TempDir()
+	h := newHarness(t, dir)
+	addr := h.http.Listener.Addr().String()
+	startAgent(t, h, agentOpts{name: "n1", cpus: 2, dir: t.TempDir()})
+	r := submit(t, h, "type: task\ncommands: [\"for i in $(seq 1 30); do echo line $i; sleep 0.05; done\"]\n")
+	var out strings.Builder
+	type result struct {
+		end *api.Run
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		end, err := h.c.Logs(context.Background(), fmt.Sprint(r.ID), client.LogOptions{Follow: true, Job: -1, Reconnect: 30 * time.Second},
+			func(e api.LogEntry) { out.Write(e.Data) })
+		done <- result{end, err}
+	}()
+	time.Sleep(500 * time.Millisecond)
+	h.close()
+	newHarnessAt(t, dir, addr)
+	res := <-done
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	var want strings.Builder
+	for i := 1; i <= 30; i++ {
+		fmt.Fprintf(&want, "line %d\n", i)
+	}
+	if out.String() != want.String() || res.end.Status != api.StatusDone {
+		t.Errorf("output %q, status %s", out.String(), res.end.Status)
+	}
+}
