@@ -2,9 +2,9 @@ package server
 
 import (
 	"context"
-	"net"
 	"io"
 	"log/slog"
+	"net"
 	"net/http/httptest"
 	"path/filepath"
 	"testing"
