@@ -200,7 +200,7 @@ func (s *Server) handleNodes(w http.ResponseWriter, r *http.Request, _ *store.Us
 // apiRun is a run as the API shows it; t is its configuration when the
 // caller has it decoded already (else it is read from r.Spec).
 func (s *Server) apiRun(r *store.Run, jobs []*store.Job, user string, t *spec.Task) *api.Run {
-	out := &api.Run{ID: r.ID, Name: r.Name, Project: "main", User: user, Status: api.Status(r.Status), Reason: r.Reason,
+	out := &api.Run{ID: r.ID, Name: r.Name, Project: s.name(context.Background(), 'p', r.ProjectID), User: user, Status: api.Status(r.Status), Reason: r.Reason,
 		ExitCode: r.ExitCode, Priority: r.Priority, SubmittedAt: r.SubmittedAt, StartedAt: timePtr(r.StartedAt), FinishedAt: timePtr(r.FinishedAt)}
 	if t == nil {
 		t = &spec.Task{}
