@@ -8,7 +8,6 @@ require (
 	github.com/pressly/goose/v3 v3.28.0
 	github.com/spf13/cobra v1.10.2
 	golang.org/x/sys v0.49.0
-	golang.org/x/term v0.47.0
 	modernc.org/sqlite v1.60.1
 )
 
