@@ -242,3 +242,16 @@ type AgentAck struct {
 	LogSize map[int64]int64 `json:"log_size"`
 	Closed  []int64         `json:"closed,omitempty"`
 }
+
+// ServerStatus is what the server says of itself.
+type ServerStatus struct {
+	ActiveRuns  int `json:"active_runs"`
+	PendingRuns int `json:"pending_runs"`
+	Nodes       int `json:"nodes"`
+	// Commits counts store transactions, Batches the changes they carried
+	// (group commit: Batches/Commits changes per transaction), Passes the
+	// scheduler's passes, all since the server started.
+	Commits int64 `json:"commits"`
+	Batches int64 `json:"batches"`
+	Passes  int64 `json:"passes"`
+}

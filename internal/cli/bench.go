@@ -224,13 +224,25 @@ func newBenchSubmitCmd() *cobra.Command {
 					b.stop()
 					return err
 				}
+				before, err := b.c.Status(ctx)
+				if err != nil {
+					b.stop()
+					return err
+				}
 				lat, wall, err := submitAll(ctx, b.c, runs, nc, benchTask("true"))
+				if err != nil {
+					b.stop()
+					return err
+				}
+				after, err := b.c.Status(ctx)
 				b.stop()
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(out, "submit: %d runs, %d client(s): %.0f runs/s; request latency p50 %s, p99 %s\n",
-					runs, nc, float64(runs)/wall.Seconds(), ms(percentile(lat, 0.50)), ms(percentile(lat, 0.99)))
+				commits := max(after.Commits-before.Commits, 1)
+				fmt.Fprintf(out, "submit: %d runs, %d client(s): %.0f runs/s; request latency p50 %s, p99 %s; %.1f changes per transaction\n",
+					runs, nc, float64(runs)/wall.Seconds(), ms(percentile(lat, 0.50)), ms(percentile(lat, 0.99)),
+					float64(after.Batches-before.Batches)/float64(commits))
 			}
 			return nil
 		},

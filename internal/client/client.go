@@ -163,6 +163,12 @@ func (c *Client) Nodes(ctx context.Context) ([]api.Node, error) {
 	return ns, c.do(ctx, c.http, http.MethodGet, "/nodes", nil, &ns)
 }
 
+// Status is the server's account of itself.
+func (c *Client) Status(ctx context.Context) (*api.ServerStatus, error) {
+	var st api.ServerStatus
+	return &st, c.do(ctx, c.http, http.MethodGet, "/server", nil, &st)
+}
+
 // LogOptions select a run's output.
 type LogOptions struct {
 	Follow bool

@@ -197,6 +197,14 @@ func (s *Server) handleNodes(w http.ResponseWriter, r *http.Request, _ *store.Us
 	writeJSON(w, http.StatusOK, out)
 }
 
+func (s *Server) handleStatus(w http.ResponseWriter, _ *http.Request, _ *store.User) {
+	s.mu.Lock()
+	st := api.ServerStatus{ActiveRuns: len(s.runs), PendingRuns: len(s.pending), Nodes: len(s.nodes)}
+	s.mu.Unlock()
+	st.Commits, st.Batches, st.Passes = s.metrics.commits.Load(), s.metrics.batches.Load(), s.metrics.cycles.Load()
+	writeJSON(w, http.StatusOK, st)
+}
+
 // apiRun is a run as the API shows it; t is its configuration when the
 // caller has it decoded already (else it is read from r.Spec).
 func (s *Server) apiRun(r *store.Run, jobs []*store.Job, user string, t *spec.Task) *api.Run {

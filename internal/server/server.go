@@ -64,12 +64,16 @@ type Server struct {
 	// were released or added since the last full pass. Until something is
 	// freed, a run that did not fit still does not, so a pass need only try
 	// the fresh runs (see scheduleOnce).
-	fresh   map[int64]*runState
-	freed   bool
-	nodes   map[string]*nodeState
-	nextRun int64
-	nextJob int64
-	broken  error
+	fresh map[int64]*runState
+	freed bool
+	// reasons are pending runs whose reason changed but is not written yet
+	// (see flushReasonsLocked); reasonsDue is when they must be.
+	reasons    map[int64]*runState
+	reasonsDue time.Time
+	nodes      map[string]*nodeState
+	nextRun    int64
+	nextJob    int64
+	broken     error
 
 	commits chan *commitReq
 	wake    chan struct{}
@@ -102,7 +106,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, store: cfg.Store, log: cfg.Logger, clock: cfg.Clock,
-		runs: map[int64]*runState{}, jobs: map[int64]*jobState{}, pending: map[int64]*runState{}, fresh: map[int64]*runState{},
+		runs: map[int64]*runState{}, jobs: map[int64]*jobState{}, pending: map[int64]*runState{}, fresh: map[int64]*runState{}, reasons: map[int64]*runState{},
 		nodes:   map[string]*nodeState{},
 		commits: make(chan *commitReq, 8192),
 		wake:    make(chan struct{}, 1),
@@ -179,6 +183,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST "+v+"/runs/{ref}/stop", s.auth(s.handleStop))
 	mux.HandleFunc("GET "+v+"/runs/{ref}/logs", s.auth(s.handleLogs))
 	mux.HandleFunc("GET "+v+"/nodes", s.auth(s.handleNodes))
+	mux.HandleFunc("GET "+v+"/server", s.auth(s.handleStatus))
 	mux.HandleFunc("POST "+v+"/agent/register", s.auth(s.handleRegister))
 	mux.HandleFunc("GET "+v+"/agent/stream", s.auth(s.handleStream))
 	mux.HandleFunc("POST "+v+"/agent/events", s.auth(s.handleEvents))

@@ -292,6 +292,13 @@ func TestServerRestartKeepsQueue(t *testing.T) {
 	if r := submit(t, h, "type: task\ncommands: [\"true\"]\n"); r.ID != 6 {
 		t.Errorf("IDs after restart continue at %d, want 6", r.ID)
 	}
+	st, err := h.c.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Nodes != 1 || st.Commits == 0 || st.Batches < st.Commits || st.Passes == 0 {
+		t.Errorf("status = %+v", st)
+	}
 }
 
 // Lots of output arrives complete and in order, with a follower attached

@@ -428,19 +428,49 @@ func (s *Server) notify(runID int64) func() {
 func (s *Server) schedLoop(ctx context.Context) {
 	t := time.NewTimer(s.cfg.ResyncEvery)
 	defer t.Stop()
+	lastFull := s.clock.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.wake:
 		case <-t.C:
-			s.mu.Lock()
-			s.freed = true // the safety net: a full pass
-			s.mu.Unlock()
+			if now := s.clock.Now(); now.Sub(lastFull) >= s.cfg.ResyncEvery {
+				lastFull = now
+				s.mu.Lock()
+				s.freed = true // the safety net: a full pass
+				s.mu.Unlock()
+			}
 		}
 		s.scheduleOnce()
-		t.Reset(s.cfg.ResyncEvery)
+		wait := s.cfg.ResyncEvery
+		s.mu.Lock()
+		if len(s.reasons) > 0 {
+			wait = min(wait, max(time.Until(s.reasonsDue), time.Millisecond))
+		}
+		s.mu.Unlock()
+		t.Reset(wait)
 	}
+}
+
+// reasonFlush bounds how long a changed pending reason stays unwritten.
+// Reasons are derived (the next pass recomputes them), so they need not be
+// durable at once: writing them with the next placement, or within this,
+// spares a transaction per submission.
+const reasonFlush = time.Second
+
+// flushReasonsLocked writes the changed pending reasons into b when b
+// carries other changes anyway or when they are due.
+func (s *Server) flushReasonsLocked(b *store.Batch, now time.Time) {
+	if len(s.reasons) == 0 || (b.Empty() && now.Before(s.reasonsDue)) {
+		return
+	}
+	for id, rs := range s.reasons {
+		if _, ok := s.pending[id]; ok {
+			b.Runs = append(b.Runs, runCopy(rs))
+		}
+	}
+	clear(s.reasons)
 }
 
 // snapshotLocked builds the scheduler's view of the cluster, with the given
@@ -486,20 +516,25 @@ func (s *Server) schedNode(ns *nodeState) sched.Node {
 func (s *Server) scheduleOnce() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.pending) == 0 || s.broken != nil {
+	if s.broken != nil {
 		return
 	}
+	now := s.clock.Now()
 	candidates := s.fresh
 	if s.freed {
 		candidates = s.pending
 	}
 	if len(candidates) == 0 {
+		b := &store.Batch{}
+		s.flushReasonsLocked(b, now)
+		if !b.Empty() {
+			s.enqueue(b)
+		}
 		return
 	}
 	s.freed = false
 	s.fresh = map[int64]*runState{}
 	s.metrics.cycles.Add(1)
-	now := s.clock.Now()
 	plan := sched.Schedule(s.snapshotLocked(candidates), now)
 	b := &store.Batch{}
 	var after []func()
@@ -531,9 +566,13 @@ func (s *Server) scheduleOnce() {
 		rs := s.runs[id]
 		if rs.rec.Reason != reason {
 			rs.rec.Reason = reason
-			b.Runs = append(b.Runs, runCopy(rs))
+			if len(s.reasons) == 0 {
+				s.reasonsDue = now.Add(reasonFlush)
+			}
+			s.reasons[id] = rs
 		}
 	}
+	s.flushReasonsLocked(b, now)
 	if !b.Empty() {
 		s.enqueue(b, after...)
 	}
