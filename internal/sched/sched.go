@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -53,13 +54,41 @@ type Pending struct {
 	Nodes       int     // how many jobs, each on its own node
 	JobIDs      []int64 // one per node, in job order
 	Request     Request
+	// Limit is the run's time limit (its estimate, for reservations);
+	// 0: none, the run may hold what it takes for ever.
+	Limit time.Duration
 }
 
-// Snapshot is the cluster as one scheduling pass sees it. Schedule does not
-// modify it.
+// Running is a run that holds resources now.
+type Running struct {
+	RunID      int64
+	Placements []Placement
+	// End is when the run is expected to give its resources back (start +
+	// time limit); zero: never, as far as planning knows.
+	End time.Time
+}
+
+// Policy is how runs that cannot start now are treated.
+type Policy int
+
+const (
+	// EASY backfill: the highest-priority run that cannot start gets a
+	// reservation; a lower run starts now only if it does not delay it.
+	EASY Policy = iota
+	// FCFS: no run starts while a higher-priority run waits.
+	FCFS
+	// Conservative backfill: every run that cannot start gets a
+	// reservation; a run starts now only if it delays none of them.
+	Conservative
+)
+
+// Snapshot is the cluster as one scheduling pass sees it. Node's Free*
+// fields already exclude what Running holds. Schedule does not modify it.
 type Snapshot struct {
 	Nodes   []Node
+	Running []Running
 	Pending []Pending
+	Policy  Policy
 }
 
 // Placement puts one job on one node.
@@ -81,30 +110,105 @@ type Start struct {
 type Plan struct {
 	Starts  []Start
 	Reasons map[int64]string // run ID -> Slurm-style pending reason
+	// Estimates are the expected start times of runs that wait (absent:
+	// unknown, e.g. behind runs without a time limit).
+	Estimates map[int64]time.Time
+	// Reserved are the waiting runs that hold a reservation, in priority
+	// order.
+	Reserved []int64
 }
 
-// Pending reasons.
+// Pending reasons, as Slurm names them.
 const (
-	ReasonResources = "Resources"
-	ReasonNoNode    = "ReqNodeNotAvail"
+	ReasonResources = "Resources"       // the highest-priority waiting run: not enough free now
+	ReasonPriority  = "Priority"        // a higher-priority run waits, or holds a reservation this one would delay
+	ReasonNoNode    = "ReqNodeNotAvail" // no node could ever hold it
 )
 
-// Schedule places pending runs in priority order (higher first, then older,
-// then lower ID), each on the first nodes where it fits now.
+// Schedule decides one pass. Runs are taken in priority order (higher
+// first, then older, then lower ID). Each starts now if it fits, for its
+// time limit, in the nodes' profiles — what running runs hold until their
+// expected end, and what higher runs have reserved. One that does not fit
+// waits; under EASY the first of those, under Conservative every one, gets
+// a reservation at the earliest time it fits, which later runs then cannot
+// use; under FCFS nothing starts after the first that waits.
 func Schedule(s Snapshot, now time.Time) Plan {
-	_ = now // age-based factors use it once priority is multifactor
-	plan := Plan{Reasons: map[int64]string{}}
-	nodes := make([]Node, len(s.Nodes))
-	for i, n := range s.Nodes {
-		nodes[i] = n
-		nodes[i].FreeGPUs = append([]int(nil), n.FreeGPUs...)
+	plan := Plan{Reasons: map[int64]string{}, Estimates: map[int64]time.Time{}}
+	profiles := make([]*profile, 0, len(s.Nodes))
+	byName := map[string]*profile{}
+	for i := range s.Nodes {
+		if !s.Nodes[i].Online {
+			continue
+		}
+		p := newProfile(&s.Nodes[i], now)
+		profiles = append(profiles, p)
+		byName[p.node.Name] = p
 	}
-	order := make([]int, len(s.Pending))
+	for _, r := range s.Running {
+		if r.End.IsZero() {
+			continue // holds its resources for as long as planning can see
+		}
+		at := r.End
+		if !at.After(now) {
+			at = now.Add(time.Nanosecond) // overdue: expected to end any moment
+		}
+		for _, pl := range r.Placements {
+			if p, ok := byName[pl.Node]; ok {
+				p.release(at, pl.CPUs, pl.Memory, pl.GPUs)
+			}
+		}
+	}
+	waiting := false
+	for _, i := range priorityOrder(s.Pending) {
+		pd := &s.Pending[i]
+		if !Fits(s.Nodes, pd.Request, pd.Nodes, false) {
+			plan.Reasons[pd.RunID] = ReasonNoNode
+			continue
+		}
+		if s.Policy == FCFS && waiting {
+			plan.Reasons[pd.RunID] = ReasonPriority
+			continue
+		}
+		if picks, ok := placeAt(profiles, now, pd); ok {
+			st := Start{RunID: pd.RunID}
+			for k, pk := range picks {
+				pk.p.take(now, end(now, pd.Limit), pd.Request.CPUs, pd.Request.Memory, pk.gpus)
+				st.Placements = append(st.Placements, Placement{JobID: jobID(pd, k), Node: pk.p.node.Name,
+					CPUs: pd.Request.CPUs, Memory: pd.Request.Memory, GPUs: pk.gpus})
+			}
+			plan.Starts = append(plan.Starts, st)
+			continue
+		}
+		reason := ReasonPriority
+		if !waiting {
+			reason = ReasonResources
+		}
+		plan.Reasons[pd.RunID] = reason
+		reserve := s.Policy == Conservative || !waiting
+		waiting = true
+		if !reserve {
+			continue
+		}
+		at, picks, ok := earliest(profiles, now, pd)
+		if !ok {
+			continue // behind runs that never end: no estimate
+		}
+		plan.Estimates[pd.RunID] = at
+		plan.Reserved = append(plan.Reserved, pd.RunID)
+		for _, pk := range picks {
+			pk.p.take(at, end(at, pd.Limit), pd.Request.CPUs, pd.Request.Memory, pk.gpus)
+		}
+	}
+	return plan
+}
+
+func priorityOrder(pending []Pending) []int {
+	order := make([]int, len(pending))
 	for i := range order {
 		order[i] = i
 	}
 	sort.SliceStable(order, func(a, b int) bool {
-		pa, pb := &s.Pending[order[a]], &s.Pending[order[b]]
+		pa, pb := &pending[order[a]], &pending[order[b]]
 		if pa.Priority != pb.Priority {
 			return pa.Priority > pb.Priority
 		}
@@ -113,54 +217,55 @@ func Schedule(s Snapshot, now time.Time) Plan {
 		}
 		return pa.RunID < pb.RunID
 	})
-	for _, i := range order {
-		p := &s.Pending[i]
-		st, ok := place(nodes, p)
-		if ok {
-			plan.Starts = append(plan.Starts, st)
-			continue
-		}
-		if Fits(s.Nodes, p.Request, p.Nodes, false) {
-			plan.Reasons[p.RunID] = ReasonResources
-		} else {
-			plan.Reasons[p.RunID] = ReasonNoNode
-		}
-	}
-	return plan
+	return order
 }
 
-// place finds distinct nodes for every job of p and takes their resources
-// from nodes; it changes nothing when p does not fit.
-func place(nodes []Node, p *Pending) (Start, bool) {
-	want := max(p.Nodes, 1)
-	var picked []int
-	var gpus [][]int
-	for i := range nodes {
-		if len(picked) == want {
-			break
-		}
-		g, ok := fitsOn(&nodes[i], p.Request, true)
-		if ok {
-			picked = append(picked, i)
-			gpus = append(gpus, g)
+func jobID(p *Pending, k int) int64 {
+	if k < len(p.JobIDs) {
+		return p.JobIDs[k]
+	}
+	return 0
+}
+
+type pick struct {
+	p    *profile
+	gpus []int
+}
+
+// placeAt finds distinct nodes for every job of pd over [at, at+limit).
+func placeAt(profiles []*profile, at time.Time, pd *Pending) ([]pick, bool) {
+	want := max(pd.Nodes, 1)
+	to := end(at, pd.Limit)
+	var picks []pick
+	for _, p := range profiles {
+		if g, ok := p.fits(at, to, pd.Request); ok {
+			picks = append(picks, pick{p: p, gpus: g})
+			if len(picks) == want {
+				return picks, true
+			}
 		}
 	}
-	if len(picked) < want {
-		return Start{}, false
+	return nil, false
+}
+
+// earliest is the first time at which every job of pd fits: a profile only
+// changes at its segments' starts, so those are the only candidates.
+func earliest(profiles []*profile, now time.Time, pd *Pending) (time.Time, []pick, bool) {
+	var times []time.Time
+	for _, p := range profiles {
+		times = append(times, p.changes()...)
 	}
-	st := Start{RunID: p.RunID}
-	for k, i := range picked {
-		n := &nodes[i]
-		n.FreeCPUs -= p.Request.CPUs
-		n.FreeMemory -= p.Request.Memory
-		n.FreeGPUs = without(n.FreeGPUs, gpus[k])
-		jobID := int64(0)
-		if k < len(p.JobIDs) {
-			jobID = p.JobIDs[k]
+	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
+	times = slices.CompactFunc(times, func(a, b time.Time) bool { return a.Equal(b) })
+	for _, t := range times {
+		if t.Before(now) {
+			continue
 		}
-		st.Placements = append(st.Placements, Placement{JobID: jobID, Node: n.Name, CPUs: p.Request.CPUs, Memory: p.Request.Memory, GPUs: gpus[k]})
+		if picks, ok := placeAt(profiles, t, pd); ok {
+			return t, picks, true
+		}
 	}
-	return st, true
+	return time.Time{}, nil, false
 }
 
 // Fits reports whether count distinct nodes could hold a job of r: now (free

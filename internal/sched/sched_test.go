@@ -140,7 +140,11 @@ func TestSchedule(t *testing.T) {
 }
 
 func cloneSnapshot(s Snapshot) Snapshot {
-	c := Snapshot{}
+	c := Snapshot{Policy: s.Policy}
+	for _, r := range s.Running {
+		r.Placements = append([]Placement(nil), r.Placements...)
+		c.Running = append(c.Running, r)
+	}
 	for _, n := range s.Nodes {
 		n.GPUs = append([]GPU(nil), n.GPUs...)
 		n.FreeGPUs = append([]int(nil), n.FreeGPUs...)

@@ -1,0 +1,289 @@
+package sched
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func at(sec int) time.Time { return t0.Add(time.Duration(sec) * time.Second) }
+
+func (p Pending) limit(sec int) Pending { p.Limit = time.Duration(sec) * time.Second; return p }
+
+func holding(id int64, node string, cpus int, endSec int, gpus ...int) Running {
+	return Running{RunID: id, End: at(endSec), Placements: []Placement{{JobID: id * 10, Node: node, CPUs: cpus, GPUs: gpus}}}
+}
+
+// busy is a node with some of its CPUs (and GPUs) held by runs.
+func busy(n Node, held ...Running) Node {
+	for _, r := range held {
+		for _, p := range r.Placements {
+			if p.Node == n.Name {
+				n.FreeCPUs -= p.CPUs
+				n.FreeGPUs = without(n.FreeGPUs, p.GPUs)
+			}
+		}
+	}
+	return n
+}
+
+func TestPolicies(t *testing.T) {
+	// An 8-CPU node, 4 CPUs held until t=10. A (5 CPUs, 100 s) waits for
+	// t=10; C (3 CPUs, 200 s) fits beside A's reservation; B (6 CPUs, 50 s)
+	// can only go at t=110, and a reservation for it leaves C no room then.
+	r1 := holding(1, "n", 4, 10)
+	snap := Snapshot{
+		Nodes:   []Node{busy(aNode("n", 8, 0), r1)},
+		Running: []Running{r1},
+		Pending: []Pending{aRun(2, 5).limit(100), aRun(3, 6).limit(50), aRun(4, 3).limit(200)},
+	}
+	startC := []Start{{RunID: 4, Placements: []Placement{{JobID: 40, Node: "n", CPUs: 3}}}}
+	tests := map[Policy]struct {
+		starts    []Start
+		reasons   map[int64]string
+		estimates map[int64]time.Time
+		reserved  []int64
+	}{
+		FCFS: {
+			reasons:   map[int64]string{2: ReasonResources, 3: ReasonPriority, 4: ReasonPriority},
+			estimates: map[int64]time.Time{2: at(10)},
+			reserved:  []int64{2},
+		},
+		EASY: {
+			starts:    startC,
+			reasons:   map[int64]string{2: ReasonResources, 3: ReasonPriority},
+			estimates: map[int64]time.Time{2: at(10)},
+			reserved:  []int64{2},
+		},
+		Conservative: {
+			reasons:   map[int64]string{2: ReasonResources, 3: ReasonPriority, 4: ReasonPriority},
+			estimates: map[int64]time.Time{2: at(10), 3: at(110), 4: at(160)},
+			reserved:  []int64{2, 3, 4},
+		},
+	}
+	for policy, tc := range tests {
+		t.Run(fmt.Sprint(policy), func(t *testing.T) {
+			s := snap
+			s.Policy = policy
+			got := Schedule(s, at(0))
+			if diff := cmp.Diff(tc.starts, got.Starts); diff != "" {
+				t.Errorf("starts (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.reasons, got.Reasons); diff != "" {
+				t.Errorf("reasons (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.estimates, got.Estimates); diff != "" {
+				t.Errorf("estimates (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.reserved, got.Reserved); diff != "" {
+				t.Errorf("reserved (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestBackfillRespectsReservations(t *testing.T) {
+	tests := map[string]struct {
+		snap       Snapshot
+		wantStarts []int64
+		estimates  map[int64]time.Time
+	}{
+		"a multi-node run waits for both nodes; a small run takes the third": {
+			snap: func() Snapshot {
+				r1, r2 := holding(1, "n1", 2, 20), holding(2, "n2", 2, 30)
+				return Snapshot{
+					Nodes:   []Node{busy(aNode("n1", 2, 0), r1), busy(aNode("n2", 2, 0), r2), aNode("n3", 2, 0)},
+					Running: []Running{r1, r2},
+					Pending: []Pending{aRun(3, 2).nodes(2).limit(10), aRun(4, 2).limit(15)},
+				}
+			}(),
+			wantStarts: []int64{4},
+			estimates:  map[int64]time.Time{3: at(20)},
+		},
+		"GPUs reserved by index: a short run may use the free GPU, a long one may not": {
+			snap: func() Snapshot {
+				r1 := holding(1, "g", 1, 50, 0)
+				return Snapshot{
+					Nodes:   []Node{busy(aNode("g", 8, 0, t4(0), t4(1)), r1)},
+					Running: []Running{r1},
+					Pending: []Pending{
+						aRun(2, 1).gpu(GPURequest{Count: 2}).limit(10),
+						aRun(3, 1).gpu(GPURequest{Count: 1}).limit(100),
+						aRun(4, 1).gpu(GPURequest{Count: 1}).limit(40),
+					},
+				}
+			}(),
+			wantStarts: []int64{4},
+			estimates:  map[int64]time.Time{2: at(50)},
+		},
+		"a run without a time limit never ends for planning: no estimate behind it": {
+			snap: func() Snapshot {
+				r1 := Running{RunID: 1, Placements: []Placement{{Node: "n", CPUs: 2}}}
+				return Snapshot{
+					Nodes:   []Node{busy(aNode("n", 2, 0), r1)},
+					Running: []Running{r1},
+					Pending: []Pending{aRun(2, 1).limit(10)},
+				}
+			}(),
+			estimates: map[int64]time.Time{},
+		},
+		"an overdue run is expected to end at once": {
+			snap: func() Snapshot {
+				r1 := holding(1, "n", 2, -5)
+				return Snapshot{
+					Nodes:   []Node{busy(aNode("n", 2, 0), r1)},
+					Running: []Running{r1},
+					Pending: []Pending{aRun(2, 2).limit(10), aRun(3, 1).limit(1)},
+				}
+			}(),
+			estimates: map[int64]time.Time{2: at(0).Add(time.Nanosecond)},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := Schedule(tc.snap, at(0))
+			var ids []int64
+			for _, st := range got.Starts {
+				ids = append(ids, st.RunID)
+			}
+			if diff := cmp.Diff(tc.wantStarts, ids); diff != "" {
+				t.Errorf("started (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.estimates, got.Estimates); diff != "" {
+				t.Errorf("estimates (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// randomSnapshot builds a small random cluster with running and pending runs.
+func randomSnapshot(rng *rand.Rand, policy Policy) Snapshot {
+	s := Snapshot{Policy: policy}
+	nodes := 1 + rng.IntN(4)
+	for i := range nodes {
+		var gpus []GPU
+		for g := range rng.IntN(3) {
+			gpus = append(gpus, t4(g))
+		}
+		s.Nodes = append(s.Nodes, aNode(fmt.Sprintf("n%d", i), 2+rng.IntN(7), Bytes(8+rng.IntN(8))*gb, gpus...))
+	}
+	id := int64(1)
+	for i := range s.Nodes {
+		n := &s.Nodes[i]
+		for n.FreeCPUs > 0 && rng.IntN(3) > 0 {
+			c := 1 + rng.IntN(n.FreeCPUs)
+			var g []int
+			if len(n.FreeGPUs) > 0 && rng.IntN(2) == 0 {
+				g = []int{n.FreeGPUs[0]}
+			}
+			r := holding(id, n.Name, c, 1+rng.IntN(100), g...)
+			*n = busy(*n, r)
+			s.Running = append(s.Running, r)
+			id++
+		}
+	}
+	for range rng.IntN(12) {
+		p := aRun(id, 1+rng.IntN(4)).limit(1 + rng.IntN(120))
+		p.Priority = rng.IntN(3)
+		if rng.IntN(4) == 0 {
+			p = p.nodes(2)
+		}
+		if rng.IntN(4) == 0 {
+			p = p.gpu(GPURequest{Count: 1 + rng.IntN(2)})
+		}
+		s.Pending = append(s.Pending, p)
+		id++
+	}
+	return s
+}
+
+// Properties over many random clusters: nothing is over-allocated, the plan
+// is deterministic and leaves its input alone, and what starts now never
+// delays a reservation.
+func TestScheduleProperties(t *testing.T) {
+	for seed := range uint64(400) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		for _, policy := range []Policy{FCFS, EASY, Conservative} {
+			snap := randomSnapshot(rng, policy)
+			before := cloneSnapshot(snap)
+			plan := Schedule(snap, at(0))
+			if diff := cmp.Diff(before, cloneSnapshot(snap)); diff != "" {
+				t.Fatalf("seed %d: Schedule changed its input", seed)
+			}
+			if again := Schedule(snap, at(0)); !cmp.Equal(plan, again) {
+				t.Fatalf("seed %d policy %d: not deterministic", seed, policy)
+			}
+			checkNoOverAllocation(t, seed, snap, plan)
+			checkReservationsKept(t, seed, snap, plan)
+		}
+	}
+}
+
+func checkNoOverAllocation(t *testing.T, seed uint64, s Snapshot, plan Plan) {
+	t.Helper()
+	cpus := map[string]int{}
+	gpus := map[string]map[int]bool{}
+	for _, st := range plan.Starts {
+		for _, p := range st.Placements {
+			cpus[p.Node] += p.CPUs
+			if gpus[p.Node] == nil {
+				gpus[p.Node] = map[int]bool{}
+			}
+			for _, g := range p.GPUs {
+				if gpus[p.Node][g] {
+					t.Fatalf("seed %d: GPU %d of %s given twice", seed, g, p.Node)
+				}
+				gpus[p.Node][g] = true
+			}
+		}
+	}
+	for _, n := range s.Nodes {
+		if cpus[n.Name] > n.FreeCPUs {
+			t.Fatalf("seed %d: %s has %d CPUs free, the plan starts %d", seed, n.Name, n.FreeCPUs, cpus[n.Name])
+		}
+		for g := range gpus[n.Name] {
+			free := false
+			for _, f := range n.FreeGPUs {
+				free = free || f == g
+			}
+			if !free {
+				t.Fatalf("seed %d: GPU %d of %s is not free", seed, g, n.Name)
+			}
+		}
+	}
+}
+
+// checkReservationsKept: with everything the plan starts running, each
+// reserved run (alone with the runs reserved before it) still gets its
+// estimate, i.e. the starts delayed none of them.
+func checkReservationsKept(t *testing.T, seed uint64, s Snapshot, plan Plan) {
+	t.Helper()
+	after := cloneSnapshot(s)
+	byID := map[int64]Pending{}
+	for _, p := range s.Pending {
+		byID[p.RunID] = p
+	}
+	for _, st := range plan.Starts {
+		r := Running{RunID: st.RunID, Placements: st.Placements, End: end(at(0), byID[st.RunID].Limit)}
+		after.Running = append(after.Running, r)
+		for i := range after.Nodes {
+			after.Nodes[i] = busy(after.Nodes[i], r)
+		}
+	}
+	after.Policy = Conservative
+	for k, id := range plan.Reserved {
+		after.Pending = nil
+		for _, prev := range plan.Reserved[:k+1] {
+			p := byID[prev]
+			p.Priority = 1000 - len(after.Pending) // keep the reservations' order
+			after.Pending = append(after.Pending, p)
+		}
+		again := Schedule(after, at(0))
+		if got, want := again.Estimates[id], plan.Estimates[id]; !got.Equal(want) {
+			t.Fatalf("seed %d policy %d: run %d reserved for %v, but the plan's starts push it to %v", seed, s.Policy, id, want, got)
+		}
+	}
+}

@@ -1,0 +1,147 @@
+package sched
+
+import (
+	"slices"
+	"time"
+)
+
+// A profile is one node's free resources from now on: a list of segments,
+// each lasting until the next one starts (the last for ever). Running runs
+// give their resources back at their expected end; reservations and starts
+// take resources for their time limit. Backfill is then one question — does
+// the run fit in the profile over [start, start+limit)? — asked of starts now
+// and of reservations alike, so a backfilled run can never delay a
+// reservation.
+type profile struct {
+	node *Node
+	segs []segment // segs[0].at is the pass's now
+}
+
+type segment struct {
+	at   time.Time
+	cpus int
+	mem  Bytes
+	gpus []int // free device indices, ascending
+}
+
+func newProfile(n *Node, now time.Time) *profile {
+	free := slices.Clone(n.FreeGPUs)
+	slices.Sort(free)
+	return &profile{node: n, segs: []segment{{at: now, cpus: n.FreeCPUs, mem: n.FreeMemory, gpus: free}}}
+}
+
+// split makes t the start of a segment (t after segs[0].at) and returns its index.
+func (p *profile) split(t time.Time) int {
+	i, found := slices.BinarySearchFunc(p.segs, t, func(s segment, t time.Time) int { return s.at.Compare(t) })
+	if found {
+		return i
+	}
+	prev := p.segs[i-1]
+	p.segs = slices.Insert(p.segs, i, segment{at: t, cpus: prev.cpus, mem: prev.mem, gpus: slices.Clone(prev.gpus)})
+	return i
+}
+
+// release gives resources back from t on.
+func (p *profile) release(t time.Time, cpus int, mem Bytes, gpus []int) {
+	for i := p.split(t); i < len(p.segs); i++ {
+		s := &p.segs[i]
+		s.cpus += cpus
+		s.mem += mem
+		s.gpus = union(s.gpus, gpus)
+	}
+}
+
+// take holds resources over [from, to); a zero to means for ever.
+func (p *profile) take(from, to time.Time, cpus int, mem Bytes, gpus []int) {
+	i := p.split(from)
+	end := len(p.segs)
+	if !to.IsZero() {
+		end = p.split(to)
+	}
+	for ; i < end; i++ {
+		s := &p.segs[i]
+		s.cpus -= cpus
+		s.mem -= mem
+		s.gpus = without(s.gpus, gpus)
+	}
+}
+
+// fits tells whether r fits over [from, to) (zero to: for ever) and which
+// GPUs it would take: those free in every segment of the interval.
+func (p *profile) fits(from, to time.Time, r Request) ([]int, bool) {
+	var common []int
+	first := true
+	for i := range p.segs {
+		s := &p.segs[i]
+		if !to.IsZero() && !s.at.Before(to) {
+			break
+		}
+		if i+1 < len(p.segs) && !p.segs[i+1].at.After(from) {
+			continue // ends before the interval starts
+		}
+		if s.cpus < r.CPUs || s.mem < r.Memory {
+			return nil, false
+		}
+		if r.GPU.Count > 0 {
+			if first {
+				common = slices.Clone(s.gpus)
+			} else {
+				common = intersect(common, s.gpus)
+			}
+		}
+		first = false
+	}
+	if r.GPU.Count == 0 {
+		return nil, true
+	}
+	var take []int
+	for _, idx := range common {
+		if g, ok := gpuByIndex(p.node.GPUs, idx); ok && r.GPU.matches(g) {
+			take = append(take, idx)
+			if len(take) == r.GPU.Count {
+				return take, true
+			}
+		}
+	}
+	return nil, false
+}
+
+// changes lists the times at which the profile changes, from now on.
+func (p *profile) changes() []time.Time {
+	out := make([]time.Time, len(p.segs))
+	for i, s := range p.segs {
+		out[i] = s.at
+	}
+	return out
+}
+
+func end(from time.Time, limit time.Duration) time.Time {
+	if limit <= 0 {
+		return time.Time{}
+	}
+	return from.Add(limit)
+}
+
+func union(a, b []int) []int {
+	if len(b) == 0 {
+		return a
+	}
+	out := slices.Clone(a)
+	for _, x := range b {
+		if !slices.Contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func intersect(a, b []int) []int {
+	out := a[:0:0]
+	for _, x := range a {
+		if slices.Contains(b, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
