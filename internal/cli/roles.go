@@ -22,6 +22,7 @@ import (
 
 	"github.com/berth-hq/berth/internal/agent"
 	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/sched"
 	"github.com/berth-hq/berth/internal/server"
 	"github.com/berth-hq/berth/internal/spec"
 	"github.com/berth-hq/berth/internal/store"
@@ -29,10 +30,10 @@ import (
 
 func newServerCmd() *cobra.Command {
 	var (
-		listen, db, sync, agentName string
-		noAgent                     bool
-		grace                       time.Duration
-		agentRes                    resourceFlags
+		listen, db, sync, agentName, policy string
+		noAgent                             bool
+		grace                               time.Duration
+		agentRes                            resourceFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -60,7 +61,11 @@ func newServerCmd() *cobra.Command {
 				return err
 			}
 			defer st.Close()
-			srv, err := server.New(ctx, server.Config{Store: st, Logger: log, StopGrace: grace})
+			pol, err := sched.ParsePolicy(policy)
+			if err != nil {
+				return err
+			}
+			srv, err := server.New(ctx, server.Config{Store: st, Logger: log, StopGrace: grace, Policy: pol})
 			if err != nil {
 				return err
 			}
@@ -112,6 +117,7 @@ func newServerCmd() *cobra.Command {
 	f.BoolVar(&noAgent, "no-local-agent", false, "do not run an agent for this host in the server process")
 	f.StringVar(&agentName, "agent-name", "", "node name of the local agent (default: the host name)")
 	f.DurationVar(&grace, "stop-grace", 10*time.Second, "time between SIGTERM and SIGKILL when a run is stopped")
+	f.StringVar(&policy, "policy", "easy", "scheduling of runs that cannot start now: easy (backfill around the first waiting run's reservation), conservative (a reservation for every waiting run) or fcfs")
 	agentRes.add(cmd, "local agent's ")
 	return cmd
 }

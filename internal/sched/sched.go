@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -413,4 +414,23 @@ func without(have, take []int) []int {
 		}
 	}
 	return out
+}
+
+var policyNames = map[Policy]string{EASY: "easy", FCFS: "fcfs", Conservative: "conservative"}
+
+func (p Policy) String() string {
+	if n, ok := policyNames[p]; ok {
+		return n
+	}
+	return fmt.Sprintf("Policy(%d)", int(p))
+}
+
+// ParsePolicy reads a policy's name: easy, fcfs or conservative.
+func ParsePolicy(s string) (Policy, error) {
+	for p, n := range policyNames {
+		if n == s {
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("sched: unknown policy %q (want easy, fcfs or conservative)", s)
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/sched"
 	"github.com/berth-hq/berth/internal/store"
 )
 
@@ -44,6 +45,9 @@ type Config struct {
 	ResyncEvery time.Duration
 	// PingEvery is how often agent streams carry a keep-alive.
 	PingEvery time.Duration
+	// Policy is how the scheduler treats runs that cannot start now
+	// (default EASY backfill).
+	Policy sched.Policy
 }
 
 // Server is the control plane. New loads its state; Run runs its loops;
@@ -70,10 +74,12 @@ type Server struct {
 	// (see flushReasonsLocked); reasonsDue is when they must be.
 	reasons    map[int64]*runState
 	reasonsDue time.Time
-	nodes      map[string]*nodeState
-	nextRun    int64
-	nextJob    int64
-	broken     error
+	// reserved are the runs the last pass gave reservations, in order.
+	reserved []int64
+	nodes    map[string]*nodeState
+	nextRun  int64
+	nextJob  int64
+	broken   error
 
 	commits chan *commitReq
 	wake    chan struct{}

@@ -394,3 +394,38 @@ func TestFollowAcrossServerRestart(t *testing.T) {
 		t.Errorf("output %q, status %s", out.String(), res.end.Status)
 	}
 }
+
+// EASY backfill in the server: a short run with a time limit starts beside
+// the waiting run's reservation; one without a limit, which would delay it,
+// waits behind it with reason Priority.
+func TestBackfill(t *testing.T) {
+	h := newHarness(t, t.TempDir())
+	startAgent(t, h, agentOpts{name: "n1", cpus: 3})
+	long := submit(t, h, "type: task\nresources: {cpu: 2}\nmax_duration: 60s\ncommands: [\"sleep 2\"]\n")
+	waitFor(t, "the long run to start", func() bool {
+		r, err := h.c.Run(context.Background(), fmt.Sprint(long.ID))
+		return err == nil && r.Status == api.StatusRunning
+	})
+	head := submit(t, h, "type: task\nresources: {cpu: 3}\nmax_duration: 10s\ncommands: [\"true\"]\n")
+	short := submit(t, h, "type: task\nresources: {cpu: 1}\nmax_duration: 5s\ncommands: [\"true\"]\n")
+	unlimited := submit(t, h, "type: task\nresources: {cpu: 1}\ncommands: [\"true\"]\n")
+	_, end := follow(t, h, short.ID)
+	if end.Status != api.StatusDone {
+		t.Fatalf("the short run ended %s", end.Status)
+	}
+	waitFor(t, "reasons of the waiting runs", func() bool {
+		hr, err1 := h.c.Run(context.Background(), fmt.Sprint(head.ID))
+		ur, err2 := h.c.Run(context.Background(), fmt.Sprint(unlimited.ID))
+		return err1 == nil && err2 == nil && hr.Status == api.StatusSubmitted && hr.Reason == api.ReasonResources &&
+			ur.Status == api.StatusSubmitted && ur.Reason == api.ReasonPriority
+	})
+	_, headEnd := follow(t, h, head.ID)
+	_, unlEnd := follow(t, h, unlimited.ID)
+	longRun, _ := h.c.Run(context.Background(), fmt.Sprint(long.ID))
+	if headEnd.StartedAt.Before(*longRun.FinishedAt) || unlEnd.StartedAt.Before(*headEnd.StartedAt) {
+		t.Errorf("order: long ended %v, head started %v, unlimited started %v", longRun.FinishedAt, headEnd.StartedAt, unlEnd.StartedAt)
+	}
+	if !end.StartedAt.Before(*longRun.FinishedAt) {
+		t.Errorf("the short run did not backfill: started %v, the long run ended %v", end.StartedAt, longRun.FinishedAt)
+	}
+}

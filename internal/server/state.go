@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,10 +19,35 @@ import (
 
 // runState is an active run in memory.
 type runState struct {
-	rec  store.Run
-	spec *spec.Task
-	req  sched.Request
-	jobs []*jobState
+	rec   store.Run
+	spec  *spec.Task
+	req   sched.Request
+	limit time.Duration // max_duration; 0 none
+	jobs  []*jobState
+	// placedAt is when the scheduler placed it: its expected end counts
+	// from its start, or from here until it has started.
+	placedAt time.Time
+}
+
+func newRunState(rec store.Run, t *spec.Task) *runState {
+	rs := &runState{rec: rec, spec: t, req: request(t)}
+	if t.MaxDuration != nil {
+		rs.limit = time.Duration(*t.MaxDuration) * time.Second
+	}
+	return rs
+}
+
+// expectedEnd is when the run should give its resources back (zero: no
+// limit, never as far as planning knows).
+func (rs *runState) expectedEnd() time.Time {
+	if rs.limit <= 0 {
+		return time.Time{}
+	}
+	start := rs.rec.StartedAt
+	if start.IsZero() {
+		start = rs.placedAt
+	}
+	return start.Add(rs.limit)
 }
 
 // jobState is an active job in memory.
@@ -110,7 +137,8 @@ func (s *Server) load(ctx context.Context) error {
 		if err := json.Unmarshal(r.Spec, &t); err != nil {
 			return fmt.Errorf("server: run %d: %w", r.ID, err)
 		}
-		rs := &runState{rec: *r, spec: &t, req: request(&t)}
+		rs := newRunState(*r, &t)
+		rs.placedAt = s.clock.Now()
 		s.runs[r.ID] = rs
 	}
 	for _, j := range a.Jobs {
@@ -164,8 +192,8 @@ func (s *Server) submit(user *store.User, t *spec.Task) (*api.Run, error) {
 	if name == "" {
 		name = runName(id)
 	}
-	rs := &runState{spec: t, req: request(t), rec: store.Run{ID: id, ProjectID: s.projectID, UserID: user.ID, Name: name,
-		Status: string(api.StatusSubmitted), Priority: t.Priority, Spec: body, SubmittedAt: now}}
+	rs := newRunState(store.Run{ID: id, ProjectID: s.projectID, UserID: user.ID, Name: name,
+		Status: string(api.StatusSubmitted), Priority: t.Priority, Spec: body, SubmittedAt: now}, t)
 	b := &store.Batch{}
 	for k := range max(t.Nodes, 1) {
 		s.nextJob++
@@ -485,9 +513,31 @@ func (s *Server) snapshotLocked(pending map[int64]*runState) sched.Snapshot {
 	for _, name := range names {
 		snap.Nodes = append(snap.Nodes, s.schedNode(s.nodes[name]))
 	}
+	// What runs hold, and until when: from the nodes, so that a pass costs
+	// what runs, not what is queued.
+	held := map[int64]*sched.Running{}
+	var ids []int64
+	for _, name := range names {
+		for _, js := range s.nodes[name].jobs {
+			r, ok := held[js.rec.RunID]
+			if !ok {
+				r = &sched.Running{RunID: js.rec.RunID, End: js.run.expectedEnd()}
+				held[js.rec.RunID] = r
+				ids = append(ids, js.rec.RunID)
+			}
+			r.Placements = append(r.Placements, sched.Placement{JobID: js.rec.ID, Node: name, CPUs: js.alloc.CPUs,
+				Memory: sched.Bytes(js.alloc.Memory), GPUs: js.alloc.GPUs})
+		}
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		snap.Running = append(snap.Running, *held[id])
+	}
+	snap.Policy = s.cfg.Policy
 	snap.Pending = make([]sched.Pending, 0, len(pending))
 	for _, rs := range pending {
-		p := sched.Pending{RunID: rs.rec.ID, Priority: rs.rec.Priority, SubmittedAt: rs.rec.SubmittedAt, Nodes: len(rs.jobs), Request: rs.req}
+		p := sched.Pending{RunID: rs.rec.ID, Priority: rs.rec.Priority, SubmittedAt: rs.rec.SubmittedAt, Nodes: len(rs.jobs),
+			Request: rs.req, Limit: rs.limit}
 		p.JobIDs = make([]int64, len(rs.jobs))
 		for k, js := range rs.jobs {
 			p.JobIDs[k] = js.rec.ID
@@ -523,6 +573,14 @@ func (s *Server) scheduleOnce() {
 	candidates := s.fresh
 	if s.freed {
 		candidates = s.pending
+	} else if len(s.reserved) > 0 {
+		// Runs that hold reservations keep them against the new ones.
+		candidates = maps.Clone(s.fresh)
+		for _, id := range s.reserved {
+			if rs, ok := s.pending[id]; ok {
+				candidates[id] = rs
+			}
+		}
 	}
 	if len(candidates) == 0 {
 		b := &store.Batch{}
@@ -538,8 +596,10 @@ func (s *Server) scheduleOnce() {
 	plan := sched.Schedule(s.snapshotLocked(candidates), now)
 	b := &store.Batch{}
 	var after []func()
+	s.reserved = plan.Reserved
 	for _, st := range plan.Starts {
 		rs := s.runs[st.RunID]
+		rs.placedAt = now
 		delete(s.pending, st.RunID)
 		nodeIPs := make([]string, len(st.Placements))
 		hosts := make([]string, len(st.Placements))

@@ -1,0 +1,256 @@
+package sim
+
+import (
+	"container/heap"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/berth-hq/berth/internal/sched"
+)
+
+// Policy names as the command line takes them, in the order a full
+// comparison prints them.
+var Policies = []string{"fcfs", "easy", "conservative", "berth"}
+
+// PolicyByName maps a policy name to sched's policy. "berth" is Berth's own
+// policy; until its extra factors (fairshare, age, priorities) exist it is
+// EASY backfill, so its figures equal easy's.
+func PolicyByName(name string) (sched.Policy, bool) {
+	switch name {
+	case "fcfs":
+		return sched.FCFS, true
+	case "easy", "berth":
+		return sched.EASY, true
+	case "conservative":
+		return sched.Conservative, true
+	}
+	return 0, false
+}
+
+// Scheduler is the one function the simulator needs of a scheduler.
+type Scheduler func(sched.Snapshot, time.Time) sched.Plan
+
+// Config is the machine and the policy to replay a workload on.
+type Config struct {
+	Procs  int // processors of the one pool, P
+	Policy sched.Policy
+	// Schedule decides each pass; nil: sched.Schedule.
+	Schedule Scheduler
+}
+
+// Epoch is the instant the virtual clock starts from: a job submitted at
+// offset d is submitted at Epoch.Add(d).
+var Epoch = time.Unix(0, 0).UTC()
+
+// PoolNode is the name of the one node that models the machine.
+const PoolNode = "pool"
+
+// Outcome is one job as it was replayed.
+type Outcome struct {
+	Job   Job
+	Start time.Duration // on the virtual clock
+}
+
+// Wait is how long the job waited: start - submit.
+func (o Outcome) Wait() time.Duration { return o.Start - o.Job.Submit }
+
+// End is when the job ended: start + run.
+func (o Outcome) End() time.Duration { return o.Start + o.Job.Run }
+
+// Result is a replay: every job's outcome in arrival order, and how many
+// scheduling passes it took.
+type Result struct {
+	Procs    int
+	Outcomes []Outcome
+	Passes   int // Schedule calls
+	Events   int // distinct event times
+}
+
+// Errors of a replay. A job error means bad input; a scheduler error means
+// the plan broke an invariant of the machine, which is a bug in the policy.
+var (
+	ErrJob       = errors.New("sim: job cannot be replayed")
+	ErrScheduler = errors.New("sim: scheduler broke an invariant")
+)
+
+// Run replays jobs on cfg's machine and returns when each started. The jobs
+// must be replayable on it (see Keep), with unique IDs and Run <= Estimate;
+// they need not be sorted.
+//
+// The loop, per distinct event time t (the next submit or the next actual
+// end, whichever is sooner):
+//  1. every job ending at t gives its processors back;
+//  2. every job submitted at t joins the pending list;
+//  3. one Schedule call sees the pool, the running jobs (expected to end at
+//     start + estimate) and every pending job, and its starts are applied at
+//     t, each ending for real at t + run.
+//
+// Step 3 is skipped when nothing waits or no processor is free, since no
+// plan could start anything then. The pending and running lists are kept
+// incrementally, in arrival and start order; sched does the sorting.
+func Run(jobs []Job, cfg Config) (Result, error) {
+	schedule := cfg.Schedule
+	if schedule == nil {
+		schedule = sched.Schedule
+	}
+	if cfg.Procs <= 0 {
+		return Result{}, fmt.Errorf("%w: the machine has %d processors", ErrJob, cfg.Procs)
+	}
+	out := make([]Outcome, len(jobs))
+	for i, j := range jobs {
+		out[i] = Outcome{Job: j, Start: -1}
+	}
+	sortOutcomes(out)
+	index := make(map[int64]int, len(out)) // job ID -> index in out
+	for i := range out {
+		j := &out[i].Job
+		if err := replayable(j, cfg.Procs); err != nil {
+			return Result{}, err
+		}
+		if _, dup := index[j.ID]; dup {
+			return Result{}, fmt.Errorf("%w: job %d appears twice", ErrJob, j.ID)
+		}
+		index[j.ID] = i
+	}
+
+	res := Result{Procs: cfg.Procs, Outcomes: out}
+	var (
+		free    = cfg.Procs
+		next    = 0 // next arrival, index into out
+		ends    endHeap
+		pending []sched.Pending // in arrival order
+		running []sched.Running // in start order
+		started = make([]bool, len(out))
+		ended   = make([]bool, len(out))
+		nodes   = make([]sched.Node, 1)
+	)
+	for next < len(out) || len(ends) > 0 {
+		// The next event time: the sooner of the next arrival and the
+		// next actual end.
+		var now time.Duration
+		switch {
+		case len(ends) == 0:
+			now = out[next].Job.Submit
+		case next == len(out):
+			now = ends[0].at
+		default:
+			now = min(out[next].Job.Submit, ends[0].at)
+		}
+		res.Events++
+
+		// 1. Completions.
+		completed := false
+		for len(ends) > 0 && ends[0].at == now {
+			e := heap.Pop(&ends).(end)
+			free += out[e.idx].Job.Procs
+			ended[e.idx] = true
+			completed = true
+		}
+		if completed {
+			running = deleteFunc(running, func(r *sched.Running) bool { return ended[index[r.RunID]] })
+		}
+		// 2. Arrivals.
+		for next < len(out) && out[next].Job.Submit == now {
+			j := &out[next].Job
+			pending = append(pending, sched.Pending{
+				RunID:       j.ID,
+				SubmittedAt: Epoch.Add(j.Submit),
+				Nodes:       1,
+				JobIDs:      []int64{j.ID},
+				Request:     sched.Request{CPUs: j.Procs},
+				Limit:       j.Estimate,
+			})
+			next++
+		}
+		// 3. One pass of the policy.
+		if len(pending) == 0 || free == 0 {
+			continue
+		}
+		nodes[0] = sched.Node{Name: PoolNode, Online: true, CPUs: cfg.Procs, FreeCPUs: free}
+		at := Epoch.Add(now)
+		plan := schedule(sched.Snapshot{Nodes: nodes, Running: running, Pending: pending, Policy: cfg.Policy}, at)
+		res.Passes++
+		if len(plan.Starts) == 0 {
+			continue
+		}
+		for _, st := range plan.Starts {
+			i, ok := index[st.RunID]
+			if !ok || started[i] || out[i].Job.Submit > now {
+				return res, fmt.Errorf("%w: at t=%v it starts run %d, which is not pending", ErrScheduler, now, st.RunID)
+			}
+			j := &out[i].Job
+			if len(st.Placements) != 1 || st.Placements[0].Node != PoolNode || st.Placements[0].CPUs != j.Procs {
+				return res, fmt.Errorf("%w: at t=%v it places run %d (%d processors) as %+v", ErrScheduler, now, j.ID, j.Procs, st.Placements)
+			}
+			free -= j.Procs
+			if free < 0 {
+				return res, fmt.Errorf("%w: at t=%v starting run %d takes %d processors more than the %d of the machine", ErrScheduler, now, j.ID, -free, cfg.Procs)
+			}
+			started[i] = true
+			out[i].Start = now
+			heap.Push(&ends, end{at: now + j.Run, idx: i})
+			running = append(running, sched.Running{
+				RunID:      j.ID,
+				Placements: []sched.Placement{{JobID: j.ID, Node: PoolNode, CPUs: j.Procs}},
+				End:        at.Add(j.Estimate),
+			})
+		}
+		pending = deleteFunc(pending, func(p *sched.Pending) bool { return started[index[p.RunID]] })
+	}
+	if len(pending) > 0 {
+		return res, fmt.Errorf("%w: %d jobs never started (first: %d) on an idle machine", ErrScheduler, len(pending), pending[0].RunID)
+	}
+	return res, nil
+}
+
+func replayable(j *Job, procs int) error {
+	switch {
+	case j.Run <= 0:
+		return fmt.Errorf("%w: job %d: run time %v (want > 0)", ErrJob, j.ID, j.Run)
+	case j.Procs <= 0 || j.Procs > procs:
+		return fmt.Errorf("%w: job %d: %d processors (want 1 to %d)", ErrJob, j.ID, j.Procs, procs)
+	case j.Estimate < j.Run:
+		return fmt.Errorf("%w: job %d: estimate %v is below its run time %v", ErrJob, j.ID, j.Estimate, j.Run)
+	}
+	return nil
+}
+
+func sortOutcomes(out []Outcome) {
+	slices.SortStableFunc(out, func(a, b Outcome) int { return byArrival(a.Job, b.Job) })
+}
+
+// deleteFunc removes the elements del reports, keeping the order, in one
+// pass; it zeroes the tail so that dropped slices can be collected.
+func deleteFunc[T any](s []T, del func(*T) bool) []T {
+	k := 0
+	for i := range s {
+		if !del(&s[i]) {
+			s[k] = s[i]
+			k++
+		}
+	}
+	clear(s[k:])
+	return s[:k]
+}
+
+// end is a started job's actual completion.
+type end struct {
+	at  time.Duration
+	idx int
+}
+
+// endHeap is a min-heap of completions by time.
+type endHeap []end
+
+func (h endHeap) Len() int           { return len(h) }
+func (h endHeap) Less(i, j int) bool { return h[i].at < h[j].at }
+func (h endHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *endHeap) Push(x any)        { *h = append(*h, x.(end)) }
+func (h *endHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
