@@ -68,10 +68,12 @@ type Run struct {
 	SubmittedAt time.Time  `json:"submitted_at"`
 	StartedAt   *time.Time `json:"started_at,omitempty"`
 	FinishedAt  *time.Time `json:"finished_at,omitempty"`
-	Resources   string     `json:"resources"`
-	Nodes       []string   `json:"nodes,omitempty"`
-	Jobs        []Job      `json:"jobs,omitempty"`
-	Spec        *spec.Task `json:"spec,omitempty"`
+	// EstimatedStart is when the scheduler expects a waiting run to start.
+	EstimatedStart *time.Time `json:"estimated_start,omitempty"`
+	Resources      string     `json:"resources"`
+	Nodes          []string   `json:"nodes,omitempty"`
+	Jobs           []Job      `json:"jobs,omitempty"`
+	Spec           *spec.Task `json:"spec,omitempty"`
 }
 
 // Job is one node's share of a run.

@@ -56,7 +56,11 @@ func printRuns(w io.Writer, runs []api.Run, verbose bool, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tID\tRESOURCES\tSTATUS\tREASON\tSUBMITTED\tEXIT")
 	for _, r := range runs {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.ID, orDash(r.Resources), r.Status, orDash(r.Reason), ago(now, r.SubmittedAt), exitText(r.ExitCode))
+		reason := orDash(r.Reason)
+		if r.EstimatedStart != nil {
+			reason += " (start " + r.EstimatedStart.Local().Format("15:04:05") + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.ID, orDash(r.Resources), r.Status, reason, ago(now, r.SubmittedAt), exitText(r.ExitCode))
 		if !verbose {
 			continue
 		}

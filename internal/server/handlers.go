@@ -209,7 +209,8 @@ func (s *Server) handleStatus(w http.ResponseWriter, _ *http.Request, _ *store.U
 // caller has it decoded already (else it is read from r.Spec).
 func (s *Server) apiRun(r *store.Run, jobs []*store.Job, user string, t *spec.Task) *api.Run {
 	out := &api.Run{ID: r.ID, Name: r.Name, Project: s.name(context.Background(), 'p', r.ProjectID), User: user, Status: api.Status(r.Status), Reason: r.Reason,
-		ExitCode: r.ExitCode, Priority: r.Priority, SubmittedAt: r.SubmittedAt, StartedAt: timePtr(r.StartedAt), FinishedAt: timePtr(r.FinishedAt)}
+		ExitCode: r.ExitCode, Priority: r.Priority, SubmittedAt: r.SubmittedAt, StartedAt: timePtr(r.StartedAt), FinishedAt: timePtr(r.FinishedAt),
+		EstimatedStart: timePtr(r.EstimatedStart)}
 	if t == nil {
 		t = &spec.Task{}
 		if json.Unmarshal(r.Spec, t) != nil {

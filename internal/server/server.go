@@ -70,8 +70,9 @@ type Server struct {
 	// the fresh runs (see scheduleOnce).
 	fresh map[int64]*runState
 	freed bool
-	// reasons are pending runs whose reason changed but is not written yet
-	// (see flushReasonsLocked); reasonsDue is when they must be.
+	// reasons are pending runs whose reason or estimated start changed but
+	// is not written yet (see flushReasonsLocked); reasonsDue is when they
+	// must be.
 	reasons    map[int64]*runState
 	reasonsDue time.Time
 	// reserved are the runs the last pass gave reservations, in order.

@@ -417,8 +417,14 @@ func TestBackfill(t *testing.T) {
 		hr, err1 := h.c.Run(context.Background(), fmt.Sprint(head.ID))
 		ur, err2 := h.c.Run(context.Background(), fmt.Sprint(unlimited.ID))
 		return err1 == nil && err2 == nil && hr.Status == api.StatusSubmitted && hr.Reason == api.ReasonResources &&
-			ur.Status == api.StatusSubmitted && ur.Reason == api.ReasonPriority
+			ur.Status == api.StatusSubmitted && ur.Reason == api.ReasonPriority && hr.EstimatedStart != nil
 	})
+	// The head's estimate is the long run's expected end: its start plus its limit.
+	hr, _ := h.c.Run(context.Background(), fmt.Sprint(head.ID))
+	lr, _ := h.c.Run(context.Background(), fmt.Sprint(long.ID))
+	if lr.StartedAt == nil || !hr.EstimatedStart.Equal(lr.StartedAt.Add(60*time.Second)) {
+		t.Errorf("head's estimated start %v, want the long run's start %v + 60s", hr.EstimatedStart, lr.StartedAt)
+	}
 	_, headEnd := follow(t, h, head.ID)
 	_, unlEnd := follow(t, h, unlimited.ID)
 	longRun, _ := h.c.Run(context.Background(), fmt.Sprint(long.ID))

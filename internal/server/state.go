@@ -599,7 +599,7 @@ func (s *Server) scheduleOnce() {
 	s.reserved = plan.Reserved
 	for _, st := range plan.Starts {
 		rs := s.runs[st.RunID]
-		rs.placedAt = now
+		rs.placedAt, rs.rec.EstimatedStart = now, time.Time{}
 		delete(s.pending, st.RunID)
 		nodeIPs := make([]string, len(st.Placements))
 		hosts := make([]string, len(st.Placements))
@@ -624,8 +624,9 @@ func (s *Server) scheduleOnce() {
 	}
 	for id, reason := range plan.Reasons {
 		rs := s.runs[id]
-		if rs.rec.Reason != reason {
-			rs.rec.Reason = reason
+		est := plan.Estimates[id]
+		if rs.rec.Reason != reason || !rs.rec.EstimatedStart.Equal(est) {
+			rs.rec.Reason, rs.rec.EstimatedStart = reason, est
 			if len(s.reasons) == 0 {
 				s.reasonsDue = now.Add(reasonFlush)
 			}

@@ -60,10 +60,17 @@ func refSchedule(s sched.Snapshot, now time.Time) sched.Plan {
 		head := order[i].Request.CPUs
 		slices.SortStableFunc(ends, func(a, b release) int { return a.at.Compare(b.at) })
 		avail, shadow := free, time.Time{}
-		for _, e := range ends {
+		for k, e := range ends {
 			avail += e.cpus
 			if avail >= head {
 				shadow = e.at
+				// What else ends at the shadow time is spare then too.
+				for _, f := range ends[k+1:] {
+					if !f.at.Equal(shadow) {
+						break
+					}
+					avail += f.cpus
+				}
 				break
 			}
 		}

@@ -5,28 +5,31 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/berth-hq/berth/internal/sched"
 )
 
-// Policy names as the command line takes them, in the order a full
+// Policies are the policy names the simulator takes, in the order a full
 // comparison prints them.
 var Policies = []string{"fcfs", "easy", "conservative", "berth"}
 
+// ErrPolicy is returned for a policy name the simulator does not know.
+var ErrPolicy = errors.New("sim: unknown policy")
+
 // PolicyByName maps a policy name to sched's policy. "berth" is Berth's own
-// policy; until its extra factors (fairshare, age, priorities) exist it is
-// EASY backfill, so its figures equal easy's.
-func PolicyByName(name string) (sched.Policy, bool) {
-	switch name {
-	case "fcfs":
-		return sched.FCFS, true
-	case "easy", "berth":
-		return sched.EASY, true
-	case "conservative":
-		return sched.Conservative, true
+// policy; until its extra factors (fairshare, age, per-user limits) exist it
+// is sched.EASY, so its figures equal easy's.
+func PolicyByName(name string) (sched.Policy, error) {
+	if name == "berth" {
+		return sched.EASY, nil
 	}
-	return 0, false
+	p, err := sched.ParsePolicy(name)
+	if err != nil {
+		return 0, fmt.Errorf("%w %q (want %s)", ErrPolicy, name, strings.Join(Policies, ", "))
+	}
+	return p, nil
 }
 
 // Scheduler is the one function the simulator needs of a scheduler.

@@ -203,10 +203,11 @@ func (s *SQLite) Apply(ctx context.Context, b *Batch) error {
 
 const (
 	upsertRun = `INSERT INTO runs (id, project_id, user_id, name, status, reason, exit_code, priority, spec,
-  submitted_at, started_at, finished_at, stop_req, active) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+  submitted_at, started_at, finished_at, stop_req, active, estimated_start) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
 ON CONFLICT (id) DO UPDATE SET name=excluded.name, status=excluded.status, reason=excluded.reason,
   exit_code=excluded.exit_code, priority=excluded.priority, started_at=excluded.started_at,
-  finished_at=excluded.finished_at, stop_req=excluded.stop_req, active=excluded.active`
+  finished_at=excluded.finished_at, stop_req=excluded.stop_req, active=excluded.active,
+  estimated_start=excluded.estimated_start`
 	upsertJob = `INSERT INTO jobs (id, run_id, num, attempt, status, reason, exit_code, node, alloc,
   submitted_at, started_at, finished_at, log_size, active) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)
 ON CONFLICT (id) DO UPDATE SET status=excluded.status, reason=excluded.reason, exit_code=excluded.exit_code,
@@ -232,7 +233,7 @@ func (s *SQLite) applyBatch(ctx context.Context, tx *sql.Tx, b *Batch) error {
 	for _, r := range b.Runs {
 		if _, err := st.ExecContext(ctx, r.ID, r.ProjectID, r.UserID, r.Name, r.Status, r.Reason, r.ExitCode,
 			r.Priority, string(r.Spec), nanos(r.SubmittedAt), nanos(r.StartedAt), nanos(r.FinishedAt),
-			r.StopReq, isActive(r.Status)); err != nil {
+			r.StopReq, isActive(r.Status), nanos(r.EstimatedStart)); err != nil {
 			return fmt.Errorf("store: run %d: %w", r.ID, err)
 		}
 	}
@@ -277,7 +278,7 @@ func (s *SQLite) applyBatch(ctx context.Context, tx *sql.Tx, b *Batch) error {
 	return nil
 }
 
-const runCols = `id, project_id, user_id, name, status, reason, exit_code, priority, spec, submitted_at, started_at, finished_at, stop_req`
+const runCols = `id, project_id, user_id, name, status, reason, exit_code, priority, spec, submitted_at, started_at, finished_at, stop_req, estimated_start`
 const jobCols = `id, run_id, num, attempt, status, reason, exit_code, node, alloc, submitted_at, started_at, finished_at, log_size`
 
 type scanner interface{ Scan(...any) error }
@@ -286,11 +287,12 @@ func scanRun(sc scanner) (*Run, error) {
 	var r Run
 	var spec string
 	var ec sql.NullInt64
-	var sub, st, fin int64
+	var sub, st, fin, est int64
 	if err := sc.Scan(&r.ID, &r.ProjectID, &r.UserID, &r.Name, &r.Status, &r.Reason, &ec, &r.Priority, &spec,
-		&sub, &st, &fin, &r.StopReq); err != nil {
+		&sub, &st, &fin, &r.StopReq, &est); err != nil {
 		return nil, err
 	}
+	r.EstimatedStart = fromNanos(est)
 	if ec.Valid {
 		v := int(ec.Int64)
 		r.ExitCode = &v

@@ -37,7 +37,7 @@ func TestApplyAndLoadActive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	active := &Run{ID: 1, ProjectID: pid, UserID: uid, Name: "a", Status: "running", Spec: []byte(`{"type":"task"}`), SubmittedAt: ts(1), StartedAt: ts(2)}
+	active := &Run{ID: 1, ProjectID: pid, UserID: uid, Name: "a", Status: "submitted", Spec: []byte(`{"type":"task"}`), SubmittedAt: ts(1), EstimatedStart: ts(9)}
 	final := &Run{ID: 2, ProjectID: pid, UserID: uid, Name: "b", Status: "failed", Reason: "exited_with_error", ExitCode: intp(3),
 		Spec: []byte(`{}`), SubmittedAt: ts(1), StartedAt: ts(2), FinishedAt: ts(3)}
 	jobA := &Job{ID: 10, RunID: 1, Status: "running", Node: "n1", Alloc: []byte(`{"cpus":1}`), SubmittedAt: ts(1), StartedAt: ts(2), LogSize: 42}

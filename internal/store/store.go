@@ -54,6 +54,8 @@ type Run struct {
 	StartedAt   time.Time // zero until a job starts
 	FinishedAt  time.Time // zero until final
 	StopReq     int       // 0 none, 1 graceful stop, 2 abort
+	// EstimatedStart is the scheduler's estimate for a waiting run (zero: none).
+	EstimatedStart time.Time
 }
 
 // Job is one node's share of a run, in one attempt.
