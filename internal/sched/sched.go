@@ -160,6 +160,7 @@ func Schedule(s Snapshot, now time.Time) Plan {
 		}
 	}
 	waiting := false
+	var failed misses
 	for _, i := range priorityOrder(s.Pending) {
 		pd := &s.Pending[i]
 		if !Fits(s.Nodes, pd.Request, pd.Nodes, false) {
@@ -170,7 +171,9 @@ func Schedule(s Snapshot, now time.Time) Plan {
 			plan.Reasons[pd.RunID] = ReasonPriority
 			continue
 		}
-		if picks, ok := placeAt(profiles, now, pd); ok {
+		if failed.covers(pd) {
+			// As large as a run that could not start: it cannot either.
+		} else if picks, ok := placeAt(profiles, now, pd); ok {
 			st := Start{RunID: pd.RunID}
 			for k, pk := range picks {
 				pk.p.take(now, end(now, pd.Limit), pd.Request.CPUs, pd.Request.Memory, pk.gpus)
@@ -179,6 +182,8 @@ func Schedule(s Snapshot, now time.Time) Plan {
 			}
 			plan.Starts = append(plan.Starts, st)
 			continue
+		} else {
+			failed.add(pd)
 		}
 		reason := ReasonPriority
 		if !waiting {
@@ -201,6 +206,54 @@ func Schedule(s Snapshot, now time.Time) Plan {
 		}
 	}
 	return plan
+}
+
+// misses remembers requests that could not start now. Within a pass the
+// profiles only lose resources (starts and reservations take, nothing gives
+// back), so a request at least as large as one that failed fails too, and
+// need not be tried against every node: in a long queue on a full cluster
+// most are. It keeps a few minimal failures.
+type misses []*Pending
+
+const maxMisses = 32
+
+func (m *misses) covers(p *Pending) bool {
+	for _, f := range *m {
+		if dominates(p, f) {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *misses) add(p *Pending) {
+	kept := (*m)[:0]
+	for _, f := range *m {
+		if !dominates(f, p) { // f is larger than p: p says more
+			kept = append(kept, f)
+		}
+	}
+	*m = append(kept, p)
+	if len(*m) > maxMisses {
+		*m = (*m)[1:]
+	}
+}
+
+// dominates reports whether a asks for at least what b asks for, in every
+// respect, so that a cannot start where b could not.
+func dominates(a, b *Pending) bool {
+	if a.Nodes < b.Nodes || a.Request.CPUs < b.Request.CPUs || a.Request.Memory < b.Request.Memory {
+		return false
+	}
+	if b.Limit > 0 && a.Limit > 0 && a.Limit < b.Limit || b.Limit == 0 && a.Limit != 0 {
+		return false // a shorter interval may fit where a longer did not
+	}
+	ga, gb := a.Request.GPU, b.Request.GPU
+	if gb.Count == 0 {
+		return true
+	}
+	return ga.Count >= gb.Count && ga.Vendor == gb.Vendor && slices.Equal(ga.Names, gb.Names) &&
+		ga.MinMemory >= gb.MinMemory && (gb.MaxMemory == 0 || ga.MaxMemory != 0 && ga.MaxMemory <= gb.MaxMemory)
 }
 
 func priorityOrder(pending []Pending) []int {
@@ -272,13 +325,15 @@ func earliest(profiles []*profile, now time.Time, pd *Pending) (time.Time, []pic
 // Fits reports whether count distinct nodes could hold a job of r: now (free
 // resources) or ever (total resources, offline nodes included).
 func Fits(nodes []Node, r Request, count int, now bool) bool {
-	n := 0
+	want, n := max(count, 1), 0
 	for i := range nodes {
 		if _, ok := fitsOn(&nodes[i], r, now); ok {
-			n++
+			if n++; n == want {
+				return true
+			}
 		}
 	}
-	return n >= max(count, 1)
+	return false
 }
 
 // FitsNode reports whether one node holds a job of r now, and if not, whether
@@ -388,15 +443,22 @@ func (r GPURequest) matches(g GPU) bool {
 // as drivers report it ("NVIDIA A100-SXM4-80GB"): the request must appear as
 // a whole word of the device name, ignoring case.
 func modelMatches(want, have string) bool {
-	w := strings.ToLower(want)
-	for _, word := range strings.FieldsFunc(strings.ToLower(have), func(r rune) bool {
-		return r == ' ' || r == '-' || r == '_'
-	}) {
-		if word == w {
+	if strings.EqualFold(want, have) {
+		return true
+	}
+	for len(have) > 0 {
+		i := strings.IndexAny(have, " -_")
+		word := have
+		if i >= 0 {
+			word, have = have[:i], have[i+1:]
+		} else {
+			have = ""
+		}
+		if strings.EqualFold(word, want) {
 			return true
 		}
 	}
-	return strings.EqualFold(want, have)
+	return false
 }
 
 func without(have, take []int) []int {
