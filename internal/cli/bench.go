@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +20,8 @@ import (
 
 	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/client"
+	"github.com/berth-hq/berth/internal/sched"
+	"github.com/berth-hq/berth/internal/sched/synth"
 	"github.com/berth-hq/berth/internal/spec"
 )
 
@@ -30,7 +33,7 @@ func newBenchCmd() *cobra.Command {
 fresh temporary $BERTH_HOME and SQLite, drives it over HTTP on loopback, prints what it measured,
 and removes everything it made.`,
 	}
-	cmd.AddCommand(newBenchSubmitCmd(), newBenchLatencyCmd(), newBenchDrainCmd())
+	cmd.AddCommand(newBenchSubmitCmd(), newBenchLatencyCmd(), newBenchDrainCmd(), newBenchSchedCmd())
 	return cmd
 }
 
@@ -378,4 +381,55 @@ func nodeText(ctx context.Context, c *client.Client) string {
 		return "?"
 	}
 	return fmt.Sprintf("%d CPUs", nodes[0].CPUs)
+}
+
+func newBenchSchedCmd() *cobra.Command {
+	var pending, nodes, cycles int
+	var seed uint64
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "sched",
+		Short: "One full scheduling pass (EASY backfill) on a synthetic cluster, in this process",
+		Long: `Builds a seeded synthetic cluster (internal/sched/synth: nodes of 32-128 CPUs, a quarter with
+8 GPUs, half of every node held by running runs) and a queue of mixed pending runs (some
+multi-node, some asking for a GPU model), runs the scheduler on it several times and prints the
+median pass time and the heap held per pending run by the snapshot.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			now := time.Unix(1_700_000_000, 0)
+			heap := func() uint64 {
+				runtime.GC()
+				var m runtime.MemStats
+				runtime.ReadMemStats(&m)
+				return m.HeapAlloc
+			}
+			empty := synth.Cluster(seed, nodes, 0, now)
+			withNodes := heap()
+			snap := synth.Cluster(seed, nodes, pending, now)
+			full := heap()
+			runtime.KeepAlive(empty)
+			perPending := float64(full-withNodes) / float64(max(pending, 1))
+			var times []time.Duration
+			for range max(cycles, 1) {
+				t0 := time.Now()
+				sched.Schedule(snap, now)
+				times = append(times, time.Since(t0))
+			}
+			median := percentile(times, 0.5)
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), map[string]any{"pending": pending, "nodes": nodes, "cycles": len(times),
+					"median_cycle_ms": float64(median.Microseconds()) / 1000, "bytes_per_pending": perPending})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "sched: %d pending on %d nodes, EASY: median pass %s over %d passes; %.0f bytes per pending run\n",
+				pending, nodes, ms(median), len(times), perPending)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&pending, "pending", 10000, "pending runs")
+	f.IntVar(&nodes, "nodes", 1000, "nodes")
+	f.IntVar(&cycles, "cycles", 5, "passes to time")
+	f.Uint64Var(&seed, "seed", 1, "seed of the synthetic cluster")
+	f.BoolVar(&asJSON, "json", false, "print JSON (median_cycle_ms, bytes_per_pending)")
+	return cmd
 }
