@@ -41,7 +41,7 @@ func (r Result) Metrics() Metrics {
 		sumWait += w.Seconds()
 		run := o.Job.Run.Seconds()
 		sumBSLD += max(1, (w.Seconds()+run)/max(run, BoundedSlowdownThreshold.Seconds()))
-		area += float64(o.Job.Procs) * run
+		area += float64(float64(o.Job.Procs) * run) // no fused multiply-add: the same figures on every CPU
 		first = min(first, o.Job.Submit)
 		last = max(last, o.End())
 	}

@@ -43,9 +43,9 @@ type Config struct {
 	Schedule Scheduler
 }
 
-// Epoch is the instant the virtual clock starts from: a job submitted at
-// offset d is submitted at Epoch.Add(d).
-var Epoch = time.Unix(0, 0).UTC()
+// epoch is the instant the virtual clock starts from: a job submitted at
+// offset d is submitted at epoch.Add(d).
+var epoch = time.Unix(0, 0).UTC()
 
 // PoolNode is the name of the one node that models the machine.
 const PoolNode = "pool"
@@ -107,6 +107,10 @@ func Run(jobs []Job, cfg Config) (Result, error) {
 	}
 	sortOutcomes(out)
 	index := make(map[int64]int, len(out)) // job ID -> index in out
+	// Every job ends by the last submit plus all run times (one after the
+	// other) and is expected to by that plus the longest estimate: the
+	// virtual clock must hold that.
+	var horizon, longest time.Duration
 	for i := range out {
 		j := &out[i].Job
 		if err := replayable(j, cfg.Procs); err != nil {
@@ -116,6 +120,14 @@ func Run(jobs []Job, cfg Config) (Result, error) {
 			return Result{}, fmt.Errorf("%w: job %d appears twice", ErrJob, j.ID)
 		}
 		index[j.ID] = i
+		horizon = addCapped(horizon, j.Run)
+		longest = max(longest, j.Estimate)
+	}
+	if len(out) > 0 {
+		horizon = addCapped(addCapped(horizon, out[len(out)-1].Job.Submit), longest)
+	}
+	if horizon == maxDuration {
+		return Result{}, fmt.Errorf("%w: submit, run and estimate times add up beyond the virtual clock's %v", ErrJob, maxDuration)
 	}
 
 	res := Result{Procs: cfg.Procs, Outcomes: out}
@@ -159,7 +171,7 @@ func Run(jobs []Job, cfg Config) (Result, error) {
 			j := &out[next].Job
 			pending = append(pending, sched.Pending{
 				RunID:       j.ID,
-				SubmittedAt: Epoch.Add(j.Submit),
+				SubmittedAt: epoch.Add(j.Submit),
 				Nodes:       1,
 				JobIDs:      []int64{j.ID},
 				Request:     sched.Request{CPUs: j.Procs},
@@ -172,7 +184,7 @@ func Run(jobs []Job, cfg Config) (Result, error) {
 			continue
 		}
 		nodes[0] = sched.Node{Name: PoolNode, Online: true, CPUs: cfg.Procs, FreeCPUs: free}
-		at := Epoch.Add(now)
+		at := epoch.Add(now)
 		plan := schedule(sched.Snapshot{Nodes: nodes, Running: running, Pending: pending, Policy: cfg.Policy}, at)
 		res.Passes++
 		if len(plan.Starts) == 0 {
@@ -218,6 +230,15 @@ func replayable(j *Job, procs int) error {
 		return fmt.Errorf("%w: job %d: estimate %v is below its run time %v", ErrJob, j.ID, j.Estimate, j.Run)
 	}
 	return nil
+}
+
+const maxDuration = time.Duration(1<<63 - 1)
+
+func addCapped(a, b time.Duration) time.Duration {
+	if b > maxDuration-a {
+		return maxDuration
+	}
+	return a + b
 }
 
 func sortOutcomes(out []Outcome) {
