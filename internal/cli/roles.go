@@ -117,7 +117,7 @@ func newServerCmd() *cobra.Command {
 	f.BoolVar(&noAgent, "no-local-agent", false, "do not run an agent for this host in the server process")
 	f.StringVar(&agentName, "agent-name", "", "node name of the local agent (default: the host name)")
 	f.DurationVar(&grace, "stop-grace", 10*time.Second, "time between SIGTERM and SIGKILL when a run is stopped")
-	f.StringVar(&policy, "policy", "easy", "scheduling of runs that cannot start now: easy (backfill around the first waiting run's reservation), conservative (a reservation for every waiting run) or fcfs")
+	f.StringVar(&policy, "policy", "berth", "scheduling of runs that cannot start now: berth (EASY backfill, shortest runs first), easy (backfill around the first waiting run's reservation), conservative (a reservation for every waiting run) or fcfs")
 	agentRes.add(cmd, "local agent's ")
 	return cmd
 }

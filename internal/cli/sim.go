@@ -85,7 +85,7 @@ dropped and counted. --json prints a JSON array, one object per policy. See docs
 				return err
 			}
 			if slices.Contains(names, "berth") {
-				fmt.Fprintln(out, "berth is EASY backfill until Berth's own priority factors arrive.")
+				fmt.Fprintln(out, "berth is EASY with shortest-first backfill; its fairshare and age factors are still to come.")
 			}
 			return nil
 		},

@@ -206,7 +206,7 @@ func randomSnapshot(rng *rand.Rand, policy Policy) Snapshot {
 func TestScheduleProperties(t *testing.T) {
 	for seed := range uint64(400) {
 		rng := rand.New(rand.NewPCG(seed, 7))
-		for _, policy := range []Policy{FCFS, EASY, Conservative} {
+		for _, policy := range []Policy{FCFS, EASY, Conservative, Berth} {
 			snap := randomSnapshot(rng, policy)
 			before := cloneSnapshot(snap)
 			plan := Schedule(snap, at(0))
@@ -284,6 +284,26 @@ func checkReservationsKept(t *testing.T, seed uint64, s Snapshot, plan Plan) {
 		again := Schedule(after, at(0))
 		if got, want := again.Estimates[id], plan.Estimates[id]; !got.Equal(want) {
 			t.Fatalf("seed %d policy %d: run %d reserved for %v, but the plan's starts push it to %v", seed, s.Policy, id, want, got)
+		}
+	}
+}
+
+// Berth's backfill tries the shortest runs first; EASY keeps priority order.
+func TestBerthBackfillsShortestFirst(t *testing.T) {
+	r1 := holding(1, "n", 3, 100)
+	snap := Snapshot{
+		Nodes:   []Node{busy(aNode("n", 4, 0), r1)},
+		Running: []Running{r1},
+		Pending: []Pending{aRun(2, 4).limit(10), aRun(3, 1).limit(60), aRun(4, 1).limit(5)},
+	}
+	for policy, want := range map[Policy]int64{EASY: 3, Berth: 4} {
+		snap.Policy = policy
+		plan := Schedule(snap, at(0))
+		if len(plan.Starts) != 1 || plan.Starts[0].RunID != want {
+			t.Errorf("%v started %+v, want run %d", policy, plan.Starts, want)
+		}
+		if !plan.Estimates[2].Equal(at(100)) {
+			t.Errorf("%v: the head's reservation is %v, want t=100", policy, plan.Estimates[2])
 		}
 	}
 }

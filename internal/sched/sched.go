@@ -81,6 +81,10 @@ const (
 	// Conservative backfill: every run that cannot start gets a
 	// reservation; a run starts now only if it delays none of them.
 	Conservative
+	// Berth is EASY whose backfill tries the shortest runs first (by time
+	// limit): short runs fill the holes before the reservation, which lowers
+	// slowdown without moving the reservation.
+	Berth
 )
 
 // Snapshot is the cluster as one scheduling pass sees it. Node's Free*
@@ -161,8 +165,9 @@ func Schedule(s Snapshot, now time.Time) Plan {
 	}
 	waiting := false
 	var failed misses
-	for _, i := range priorityOrder(s.Pending) {
-		pd := &s.Pending[i]
+	order := priorityOrder(s.Pending)
+	for k := 0; k < len(order); k++ {
+		pd := &s.Pending[order[k]]
 		if !Fits(s.Nodes, pd.Request, pd.Nodes, false) {
 			plan.Reasons[pd.RunID] = ReasonNoNode
 			continue
@@ -188,6 +193,9 @@ func Schedule(s Snapshot, now time.Time) Plan {
 		reason := ReasonPriority
 		if !waiting {
 			reason = ReasonResources
+			if s.Policy == Berth {
+				shortestFirst(s.Pending, order[k+1:])
+			}
 		}
 		plan.Reasons[pd.RunID] = reason
 		reserve := s.Policy == Conservative || !waiting
@@ -272,6 +280,18 @@ func priorityOrder(pending []Pending) []int {
 		return pa.RunID < pb.RunID
 	})
 	return order
+}
+
+// shortestFirst orders backfill candidates by time limit (none: last),
+// keeping priority order among equals.
+func shortestFirst(pending []Pending, order []int) {
+	key := func(i int) time.Duration {
+		if l := pending[i].Limit; l > 0 {
+			return l
+		}
+		return time.Duration(1<<63 - 1)
+	}
+	sort.SliceStable(order, func(a, b int) bool { return key(order[a]) < key(order[b]) })
 }
 
 func jobID(p *Pending, k int) int64 {
@@ -478,7 +498,7 @@ func without(have, take []int) []int {
 	return out
 }
 
-var policyNames = map[Policy]string{EASY: "easy", FCFS: "fcfs", Conservative: "conservative"}
+var policyNames = map[Policy]string{EASY: "easy", FCFS: "fcfs", Conservative: "conservative", Berth: "berth"}
 
 func (p Policy) String() string {
 	if n, ok := policyNames[p]; ok {
@@ -487,12 +507,12 @@ func (p Policy) String() string {
 	return fmt.Sprintf("Policy(%d)", int(p))
 }
 
-// ParsePolicy reads a policy's name: easy, fcfs or conservative.
+// ParsePolicy reads a policy's name: easy, fcfs, conservative or berth.
 func ParsePolicy(s string) (Policy, error) {
 	for p, n := range policyNames {
 		if n == s {
 			return p, nil
 		}
 	}
-	return 0, fmt.Errorf("sched: unknown policy %q (want easy, fcfs or conservative)", s)
+	return 0, fmt.Errorf("sched: unknown policy %q (want easy, fcfs, conservative or berth)", s)
 }

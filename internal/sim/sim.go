@@ -19,12 +19,9 @@ var Policies = []string{"fcfs", "easy", "conservative", "berth"}
 var ErrPolicy = errors.New("sim: unknown policy")
 
 // PolicyByName maps a policy name to sched's policy. "berth" is Berth's own
-// policy; until its extra factors (fairshare, age, per-user limits) exist it
-// is sched.EASY, so its figures equal easy's.
+// policy, sched.Berth: EASY whose backfill tries the shortest runs first
+// (its other factors — fairshare, age, limits — are still to come).
 func PolicyByName(name string) (sched.Policy, error) {
-	if name == "berth" {
-		return sched.EASY, nil
-	}
 	p, err := sched.ParsePolicy(name)
 	if err != nil {
 		return 0, fmt.Errorf("%w %q (want %s)", ErrPolicy, name, strings.Join(Policies, ", "))

@@ -288,7 +288,7 @@ func TestSchedMatchesReference(t *testing.T) {
 }
 
 func TestPolicyByName(t *testing.T) {
-	for name, want := range map[string]sched.Policy{"fcfs": sched.FCFS, "easy": sched.EASY, "conservative": sched.Conservative, "berth": sched.EASY} {
+	for name, want := range map[string]sched.Policy{"fcfs": sched.FCFS, "easy": sched.EASY, "conservative": sched.Conservative, "berth": sched.Berth} {
 		if got, err := PolicyByName(name); err != nil || got != want {
 			t.Errorf("PolicyByName(%q) = %v, %v; want %v", name, got, err, want)
 		}
