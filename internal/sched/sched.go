@@ -58,6 +58,11 @@ type Pending struct {
 	// Limit is the run's time limit (its estimate, for reservations);
 	// 0: none, the run may hold what it takes for ever.
 	Limit time.Duration
+	// User, QOSPriority and Nice feed the multifactor priority (see
+	// Priorities); Priority is the run's own 0..100.
+	User        string
+	QOSPriority int
+	Nice        int64
 }
 
 // Running is a run that holds resources now.
@@ -94,6 +99,10 @@ type Snapshot struct {
 	Running []Running
 	Pending []Pending
 	Policy  Policy
+	// Weights, when set, order runs by multifactor priority (Priorities);
+	// nil orders by the runs' own Priority field alone.
+	Weights *Weights
+	Usage   Usage
 }
 
 // Placement puts one job on one node.
@@ -165,7 +174,7 @@ func Schedule(s Snapshot, now time.Time) Plan {
 	}
 	waiting := false
 	var failed misses
-	order := priorityOrder(s.Pending)
+	order := priorityOrder(s, now)
 	for k := 0; k < len(order); k++ {
 		pd := &s.Pending[order[k]]
 		if !Fits(s.Nodes, pd.Request, pd.Nodes, false) {
@@ -264,16 +273,32 @@ func dominates(a, b *Pending) bool {
 		ga.MinMemory >= gb.MinMemory && (gb.MaxMemory == 0 || ga.MaxMemory != 0 && ga.MaxMemory <= gb.MaxMemory)
 }
 
-func priorityOrder(pending []Pending) []int {
+// priorityOrder is the order runs are considered in: by multifactor
+// priority when the snapshot has weights, else by their own priority; then
+// older first, then lower ID.
+func priorityOrder(s Snapshot, now time.Time) []int {
+	pending := s.Pending
+	key := make([]int64, len(pending))
+	if s.Weights != nil {
+		f := Priorities(s, now)
+		for i, p := range pending {
+			key[i] = f[p.RunID].Total
+		}
+	} else {
+		for i, p := range pending {
+			key[i] = int64(p.Priority)
+		}
+	}
 	order := make([]int, len(pending))
 	for i := range order {
 		order[i] = i
 	}
 	sort.SliceStable(order, func(a, b int) bool {
-		pa, pb := &pending[order[a]], &pending[order[b]]
-		if pa.Priority != pb.Priority {
-			return pa.Priority > pb.Priority
+		ia, ib := order[a], order[b]
+		if key[ia] != key[ib] {
+			return key[ia] > key[ib]
 		}
+		pa, pb := &pending[ia], &pending[ib]
 		if !pa.SubmittedAt.Equal(pb.SubmittedAt) {
 			return pa.SubmittedAt.Before(pb.SubmittedAt)
 		}

@@ -1,0 +1,69 @@
+package sched
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+func TestPriorities(t *testing.T) {
+	w := &Weights{Age: 1000, Fairshare: 10000, Size: 1000, QOS: 2000, Priority: 10000, MaxAge: 10 * time.Hour}
+	now := at(0)
+	p := func(id int64, user string, cpus, nodes int, agoHours float64) Pending {
+		r := aRun(id, cpus).nodes(nodes)
+		r.User = user
+		r.SubmittedAt = now.Add(-time.Duration(agoHours * float64(time.Hour)))
+		return r
+	}
+	heavy := p(1, "alice", 16, 2, 5)
+	heavy.QOSPriority, heavy.Priority = 50, 50
+	light := p(2, "bob", 8, 1, 20)
+	light.QOSPriority, light.Nice = 100, 300
+	fresh := p(3, "carol", 64, 1, 0)
+	snap := Snapshot{
+		Nodes:   []Node{aNode("n", 64, 0)},
+		Pending: []Pending{heavy, light, fresh},
+		Weights: w,
+		Usage:   Usage{"alice": 30, "bob": 10},
+	}
+	got := Priorities(snap, now)
+	// Three users share equally (1/3 each); alice used 3/4 of all, bob 1/4,
+	// carol nothing.
+	want := map[int64]Factors{
+		1: {Age: 0.5, Fairshare: math.Pow(2, -0.75*3), Size: 0.5, QOS: 0.5, Priority: 0.5},
+		2: {Age: 1, Fairshare: math.Pow(2, -0.25*3), Size: 0.125, QOS: 1, Nice: 300},
+		3: {Age: 0, Fairshare: 1, Size: 1, QOS: 0},
+	}
+	for id, f := range want {
+		f.Total = int64(math.Round(1000*f.Age+10000*f.Fairshare+1000*f.Size+2000*f.QOS+10000*f.Priority)) - f.Nice
+		want[id] = f
+	}
+	if diff := cmp.Diff(want, got, cmpopts.EquateApprox(0, 1e-9)); diff != "" {
+		t.Errorf("factors (-want +got):\n%s", diff)
+	}
+
+	// With the weights, the order follows the totals, not the own priority.
+	order := priorityOrder(snap, now)
+	var ids []int64
+	for _, i := range order {
+		ids = append(ids, snap.Pending[i].RunID)
+	}
+	if diff := cmp.Diff([]int64{3, 1, 2}, ids); diff != "" {
+		t.Errorf("order (-want +got):\n%s", diff)
+	}
+	snap.Weights = nil
+	order = priorityOrder(snap, now)
+	if first := snap.Pending[order[0]].RunID; first != 1 {
+		t.Errorf("without weights the own priority decides: first %d, want 1", first)
+	}
+}
+
+func TestPrioritiesFavorSmall(t *testing.T) {
+	snap := Snapshot{Nodes: []Node{aNode("n", 64, 0)}, Pending: []Pending{aRun(1, 8)}, Weights: &Weights{Size: 1, FavorSmall: true}}
+	if f := Priorities(snap, at(0))[1]; f.Size != 0.875 || f.Fairshare != 1 || f.Age != 0 {
+		t.Errorf("factors %+v", f)
+	}
+}
