@@ -257,3 +257,18 @@ type ServerStatus struct {
 	Batches int64 `json:"batches"`
 	Passes  int64 `json:"passes"`
 }
+
+// RunPriority is a pending run's multifactor priority, factor by factor,
+// each already multiplied by its weight (as Slurm's sprio prints them).
+type RunPriority struct {
+	RunID     int64  `json:"run_id"`
+	Name      string `json:"name"`
+	User      string `json:"user"`
+	Priority  int64  `json:"priority"`
+	Age       int64  `json:"age"`
+	Fairshare int64  `json:"fairshare"`
+	JobSize   int64  `json:"job_size"`
+	QOS       int64  `json:"qos"`
+	Own       int64  `json:"own"` // the run's own priority (0..100) weighted
+	Nice      int64  `json:"nice"`
+}

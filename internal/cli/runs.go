@@ -252,3 +252,33 @@ func completeRuns(activeOnly bool) func(*cobra.Command, []string, string) ([]str
 		return names, cobra.ShellCompDirectiveNoFileComp
 	}
 }
+
+func newSprioCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "sprio",
+		Short: "Show each pending run's priority, factor by factor (weighted, as Slurm's sprio)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := newClient()
+			if err != nil {
+				return err
+			}
+			ps, err := c.Priorities(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), ps)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintln(tw, "ID\tNAME\tUSER\tPRIORITY\tAGE\tFAIRSHARE\tJOBSIZE\tQOS\tOWN\tNICE\t")
+			for _, p := range ps {
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", p.RunID, p.Name, p.User, p.Priority, p.Age, p.Fairshare, p.JobSize, p.QOS, p.Own, p.Nice)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}

@@ -163,6 +163,12 @@ func (c *Client) Nodes(ctx context.Context) ([]api.Node, error) {
 	return ns, c.do(ctx, c.http, http.MethodGet, "/nodes", nil, &ns)
 }
 
+// Priorities lists the pending runs' priority factors, highest first.
+func (c *Client) Priorities(ctx context.Context) ([]api.RunPriority, error) {
+	var out []api.RunPriority
+	return out, c.do(ctx, c.http, http.MethodGet, "/priorities", nil, &out)
+}
+
 // Status is the server's account of itself.
 func (c *Client) Status(ctx context.Context) (*api.ServerStatus, error) {
 	var st api.ServerStatus

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"sort"
 	"strconv"
@@ -204,6 +205,34 @@ func (s *Server) handleStatus(w http.ResponseWriter, _ *http.Request, _ *store.U
 	st.Commits, st.Batches, st.Passes = s.metrics.commits.Load(), s.metrics.batches.Load(), s.metrics.cycles.Load()
 	writeJSON(w, http.StatusOK, st)
 }
+
+// handlePriorities lists every pending run's priority factors, highest first.
+func (s *Server) handlePriorities(w http.ResponseWriter, _ *http.Request, _ *store.User) {
+	now := s.clock.Now()
+	s.mu.Lock()
+	snap := s.snapshotLocked(s.pending)
+	names := map[int64][2]string{}
+	for id, rs := range s.pending {
+		names[id] = [2]string{rs.rec.Name, rs.user}
+	}
+	s.mu.Unlock()
+	wt := s.cfg.Weights
+	out := []api.RunPriority{}
+	for id, f := range sched.Priorities(snap, now) {
+		out = append(out, api.RunPriority{RunID: id, Name: names[id][0], User: names[id][1], Priority: f.Total,
+			Age: weighted(wt.Age, f.Age), Fairshare: weighted(wt.Fairshare, f.Fairshare), JobSize: weighted(wt.Size, f.Size),
+			QOS: weighted(wt.QOS, f.QOS), Own: weighted(wt.Priority, f.Priority), Nice: f.Nice})
+	}
+	sort.Slice(out, func(i, k int) bool {
+		if out[i].Priority != out[k].Priority {
+			return out[i].Priority > out[k].Priority
+		}
+		return out[i].RunID < out[k].RunID
+	})
+	writeJSON(w, http.StatusOK, out)
+}
+
+func weighted(w int64, f float64) int64 { return int64(math.Round(float64(w) * f)) }
 
 // apiRun is a run as the API shows it; t is its configuration when the
 // caller has it decoded already (else it is read from r.Spec).

@@ -46,8 +46,12 @@ type Config struct {
 	// PingEvery is how often agent streams carry a keep-alive.
 	PingEvery time.Duration
 	// Policy is how the scheduler treats runs that cannot start now
-	// (default EASY backfill).
+	// (zero: EASY backfill).
 	Policy sched.Policy
+	// Weights of the multifactor priority (nil: sched.DefaultWeights).
+	Weights *sched.Weights
+	// HalfLife decays past usage for fairshare (default 7 days).
+	HalfLife time.Duration
 }
 
 // Server is the control plane. New loads its state; Run runs its loops;
@@ -77,10 +81,13 @@ type Server struct {
 	reasonsDue time.Time
 	// reserved are the runs the last pass gave reservations, in order.
 	reserved []int64
-	nodes    map[string]*nodeState
-	nextRun  int64
-	nextJob  int64
-	broken   error
+	// usage is each user's past CPU-seconds, decayed to usageAt (fairshare).
+	usage   sched.Usage
+	usageAt time.Time
+	nodes   map[string]*nodeState
+	nextRun int64
+	nextJob int64
+	broken  error
 
 	commits chan *commitReq
 	wake    chan struct{}
@@ -111,9 +118,16 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.PingEvery == 0 {
 		cfg.PingEvery = 10 * time.Second
 	}
+	if cfg.Weights == nil {
+		w := sched.DefaultWeights
+		cfg.Weights = &w
+	}
+	if cfg.HalfLife == 0 {
+		cfg.HalfLife = 7 * 24 * time.Hour
+	}
 	s := &Server{
 		cfg: cfg, store: cfg.Store, log: cfg.Logger, clock: cfg.Clock,
-		runs: map[int64]*runState{}, jobs: map[int64]*jobState{}, pending: map[int64]*runState{}, fresh: map[int64]*runState{}, reasons: map[int64]*runState{},
+		runs: map[int64]*runState{}, jobs: map[int64]*jobState{}, pending: map[int64]*runState{}, fresh: map[int64]*runState{}, reasons: map[int64]*runState{}, usage: sched.Usage{},
 		nodes:   map[string]*nodeState{},
 		commits: make(chan *commitReq, 8192),
 		wake:    make(chan struct{}, 1),
@@ -191,6 +205,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET "+v+"/runs/{ref}/logs", s.auth(s.handleLogs))
 	mux.HandleFunc("GET "+v+"/nodes", s.auth(s.handleNodes))
 	mux.HandleFunc("GET "+v+"/server", s.auth(s.handleStatus))
+	mux.HandleFunc("GET "+v+"/priorities", s.auth(s.handlePriorities))
 	mux.HandleFunc("POST "+v+"/agent/register", s.auth(s.handleRegister))
 	mux.HandleFunc("GET "+v+"/agent/stream", s.auth(s.handleStream))
 	mux.HandleFunc("POST "+v+"/agent/events", s.auth(s.handleEvents))

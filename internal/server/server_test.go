@@ -435,3 +435,65 @@ func TestBackfill(t *testing.T) {
 		t.Errorf("the short run did not backfill: started %v, the long run ended %v", end.StartedAt, longRun.FinishedAt)
 	}
 }
+
+// Fairshare: a user who has used the cluster waits behind one who has not,
+// whatever the order they submitted in; the usage survives a restart.
+func TestFairshare(t *testing.T) {
+	dir := t.TempDir()
+	h := newHarness(t, dir)
+	ctx := context.Background()
+	bobID, err := h.st.EnsureUser(ctx, "bob", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.st.AddToken(ctx, bobID, HashToken("bob-token"), "bob"); err != nil {
+		t.Fatal(err)
+	}
+	bob := client.New(h.http.URL, "bob-token")
+	agentDir := t.TempDir()
+	startAgent(t, h, agentOpts{name: "n1", cpus: 1, dir: agentDir})
+	// The admin uses the node for a while.
+	used := submit(t, h, "type: task\ncommands: [\"sleep 0.5\"]\n")
+	follow(t, h, used.ID)
+	blocker := submit(t, h, "type: task\ncommands: [\"sleep 1\"]\n")
+	waitFor(t, "the blocker to run", func() bool {
+		r, err := h.c.Run(ctx, fmt.Sprint(blocker.ID))
+		return err == nil && r.Status == api.StatusRunning
+	})
+	adminRun := submit(t, h, "type: task\ncommands: [\"true\"]\n")
+	bobRun, err := bob.Submit(ctx, api.SubmitRequest{Spec: task(t, "type: task\ncommands: [\"true\"]\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := h.c.Priorities(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) != 2 || ps[0].RunID != bobRun.ID || ps[0].User != "bob" || ps[0].Fairshare != 10000 || ps[1].Fairshare >= 10000 {
+		t.Fatalf("priorities = %+v: bob first with the full fairshare factor", ps)
+	}
+	_, a := follow(t, h, adminRun.ID)
+	_, b := follow(t, h, bobRun.ID)
+	if !b.StartedAt.Before(*a.StartedAt) {
+		t.Errorf("bob's run started %v, after the admin's %v", b.StartedAt, a.StartedAt)
+	}
+	h.close()
+	h = newHarness(t, dir)
+	startAgent(t, h, agentOpts{name: "n1", cpus: 1, dir: agentDir})
+	if _, err := h.st.EnsureUser(ctx, "bob", false); err != nil {
+		t.Fatal(err)
+	}
+	blocker = submit(t, h, "type: task\ncommands: [\"sleep 1\"]\n")
+	waitFor(t, "the blocker to run", func() bool {
+		r, err := h.c.Run(ctx, fmt.Sprint(blocker.ID))
+		return err == nil && r.Status == api.StatusRunning
+	})
+	submit(t, h, "type: task\ncommands: [\"true\"]\n")
+	bob = client.New(h.http.URL, "bob-token")
+	if _, err := bob.Submit(ctx, api.SubmitRequest{Spec: task(t, "type: task\ncommands: [\"true\"]\n")}); err != nil {
+		t.Fatal(err)
+	}
+	if ps, err = h.c.Priorities(ctx); err != nil || len(ps) != 2 || ps[0].User != "bob" || ps[1].Fairshare >= ps[0].Fairshare {
+		t.Fatalf("after a restart: %+v (%v), want the admin's usage remembered", ps, err)
+	}
+}

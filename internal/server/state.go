@@ -27,6 +27,7 @@ type runState struct {
 	// placedAt is when the scheduler placed it: its expected end counts
 	// from its start, or from here until it has started.
 	placedAt time.Time
+	user     string // the owner's name (fairshare)
 }
 
 func newRunState(rec store.Run, t *spec.Task) *runState {
@@ -139,6 +140,7 @@ func (s *Server) load(ctx context.Context) error {
 		}
 		rs := newRunState(*r, &t)
 		rs.placedAt = s.clock.Now()
+		rs.user = s.name(ctx, 'u', r.UserID)
 		s.runs[r.ID] = rs
 	}
 	for _, j := range a.Jobs {
@@ -163,6 +165,9 @@ func (s *Server) load(ctx context.Context) error {
 		}
 	}
 	s.freed = true
+	if err := s.loadUsage(ctx); err != nil {
+		return err
+	}
 	s.log.Info("state loaded", "active_runs", len(s.runs), "active_jobs", len(s.jobs), "nodes", len(s.nodes))
 	return nil
 }
@@ -194,6 +199,7 @@ func (s *Server) submit(user *store.User, t *spec.Task) (*api.Run, error) {
 	}
 	rs := newRunState(store.Run{ID: id, ProjectID: s.projectID, UserID: user.ID, Name: name,
 		Status: string(api.StatusSubmitted), Priority: t.Priority, Spec: body, SubmittedAt: now}, t)
+	rs.user = user.Name
 	b := &store.Batch{}
 	for k := range max(t.Nodes, 1) {
 		s.nextJob++
@@ -273,6 +279,10 @@ func (s *Server) stop(id int64, abort bool) error {
 func (s *Server) finishJob(js *jobState, status api.Status, reason string, code *int, now time.Time, b *store.Batch) {
 	js.rec.Status, js.rec.Reason, js.rec.ExitCode = string(status), reason, code
 	js.rec.FinishedAt = now
+	if !js.rec.StartedAt.IsZero() {
+		s.decayTo(now)
+		s.addUsage(js.run.user, js.alloc.CPUs, js.rec.StartedAt, now)
+	}
 	if ns, ok := s.nodes[js.rec.Node]; ok {
 		ns.release(js)
 		s.freed = true
@@ -534,10 +544,12 @@ func (s *Server) snapshotLocked(pending map[int64]*runState) sched.Snapshot {
 		snap.Running = append(snap.Running, *held[id])
 	}
 	snap.Policy = s.cfg.Policy
+	snap.Weights = s.cfg.Weights
+	snap.Usage = s.usageAtLocked(s.clock.Now())
 	snap.Pending = make([]sched.Pending, 0, len(pending))
 	for _, rs := range pending {
 		p := sched.Pending{RunID: rs.rec.ID, Priority: rs.rec.Priority, SubmittedAt: rs.rec.SubmittedAt, Nodes: len(rs.jobs),
-			Request: rs.req, Limit: rs.limit}
+			Request: rs.req, Limit: rs.limit, User: rs.user}
 		p.JobIDs = make([]int64, len(rs.jobs))
 		for k, js := range rs.jobs {
 			p.JobIDs[k] = js.rec.ID

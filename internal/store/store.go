@@ -26,6 +26,9 @@ type Store interface {
 	// ReadLogs returns the job's log chunks at or after offset, in order, at most limit.
 	ReadLogs(ctx context.Context, jobID int64, offset int64, limit int) ([]*LogChunk, error)
 	ListEvents(ctx context.Context, runID int64) ([]*Event, error)
+	// UsageSince lists the jobs that ended at or after since, with their
+	// run's user: the history fairshare is computed from.
+	UsageSince(ctx context.Context, since time.Time) ([]*JobUsage, error)
 
 	// EnsureProject and EnsureUser create the record when missing and return its ID.
 	EnsureProject(ctx context.Context, name string) (int64, error)
@@ -99,6 +102,14 @@ type LogChunk struct {
 	Stream string
 	Time   time.Time
 	Data   []byte
+}
+
+// JobUsage is what one finished job used, and whose it was.
+type JobUsage struct {
+	UserID     int64
+	Alloc      []byte // JSON of api.Alloc
+	StartedAt  time.Time
+	FinishedAt time.Time
 }
 
 // User is an account that holds tokens.
