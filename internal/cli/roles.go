@@ -30,10 +30,11 @@ import (
 
 func newServerCmd() *cobra.Command {
 	var (
-		listen, db, sync, agentName, policy string
-		noAgent                             bool
-		grace                               time.Duration
-		agentRes                            resourceFlags
+		listen, db, sync, agentName, policy, weights string
+		halfLife                                     time.Duration
+		noAgent                                      bool
+		grace                                        time.Duration
+		agentRes                                     resourceFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -65,7 +66,11 @@ func newServerCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			srv, err := server.New(ctx, server.Config{Store: st, Logger: log, StopGrace: grace, Policy: pol})
+			wts, err := parseWeights(weights)
+			if err != nil {
+				return err
+			}
+			srv, err := server.New(ctx, server.Config{Store: st, Logger: log, StopGrace: grace, Policy: pol, Weights: wts, HalfLife: halfLife})
 			if err != nil {
 				return err
 			}
@@ -118,8 +123,44 @@ func newServerCmd() *cobra.Command {
 	f.StringVar(&agentName, "agent-name", "", "node name of the local agent (default: the host name)")
 	f.DurationVar(&grace, "stop-grace", 10*time.Second, "time between SIGTERM and SIGKILL when a run is stopped")
 	f.StringVar(&policy, "policy", "berth", "scheduling of runs that cannot start now: berth (EASY backfill, shortest runs first), easy (backfill around the first waiting run's reservation), conservative (a reservation for every waiting run) or fcfs")
+	f.StringVar(&weights, "priority-weights", "", "multifactor priority weights, e.g. age=1000,fairshare=10000,size=1000,qos=10000,priority=10000,max-age=168h,favor-small=true (unnamed ones keep their defaults)")
+	f.DurationVar(&halfLife, "fairshare-half-life", 7*24*time.Hour, "time after which past usage counts half for fairshare")
 	agentRes.add(cmd, "local agent's ")
 	return cmd
+}
+
+// parseWeights reads --priority-weights over sched.DefaultWeights.
+func parseWeights(s string) (*sched.Weights, error) {
+	w := sched.DefaultWeights
+	if strings.TrimSpace(s) == "" {
+		return &w, nil
+	}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok {
+			return nil, fmt.Errorf("--priority-weights: %q is not NAME=VALUE", kv)
+		}
+		var err error
+		switch k {
+		case "max-age":
+			w.MaxAge, err = time.ParseDuration(v)
+		case "favor-small":
+			w.FavorSmall, err = strconv.ParseBool(v)
+		default:
+			dst := map[string]*int64{"age": &w.Age, "fairshare": &w.Fairshare, "size": &w.Size, "qos": &w.QOS, "priority": &w.Priority}[k]
+			if dst == nil {
+				return nil, fmt.Errorf("--priority-weights: unknown weight %q (age, fairshare, size, qos, priority, max-age, favor-small)", k)
+			}
+			*dst, err = strconv.ParseInt(v, 10, 64)
+			if err == nil && *dst < 0 {
+				err = fmt.Errorf("negative")
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("--priority-weights: %s: %v", k, err)
+		}
+	}
+	return &w, nil
 }
 
 // adminToken returns the client config's token when the server knows it, else
