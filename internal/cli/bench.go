@@ -389,7 +389,7 @@ func newBenchSchedCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "sched",
-		Short: "One full scheduling pass (EASY backfill) on a synthetic cluster, in this process",
+		Short: "One full scheduling pass (the server's defaults) on a synthetic cluster, in this process",
 		Long: `Builds a seeded synthetic cluster (internal/sched/synth: nodes of 32-128 CPUs, a quarter with
 8 GPUs, half of every node held by running runs) and a queue of mixed pending runs (some
 multi-node, some asking for a GPU model), runs the scheduler on it several times and prints the
@@ -420,7 +420,7 @@ median pass time and the heap held per pending run by the snapshot.`,
 				return printJSON(cmd.OutOrStdout(), map[string]any{"pending": pending, "nodes": nodes, "cycles": len(times),
 					"median_cycle_ms": float64(median.Microseconds()) / 1000, "bytes_per_pending": perPending})
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "sched: %d pending on %d nodes, EASY: median pass %s over %d passes; %.0f bytes per pending run\n",
+			fmt.Fprintf(cmd.OutOrStdout(), "sched: %d pending on %d nodes, berth policy, multifactor priority: median pass %s over %d passes; %.0f bytes per pending run\n",
 				pending, nodes, ms(median), len(times), perPending)
 			return nil
 		},

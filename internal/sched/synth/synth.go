@@ -1,7 +1,9 @@
 // Package synth builds seeded, reproducible synthetic clusters and queues for
 // the scheduler's benchmarks (`berth bench sched`, go test -bench): mixed
 // node sizes, GPU nodes of two models, runs already holding resources, and a
-// queue of mixed runs, some multi-node, some asking for a GPU model.
+// queue of mixed runs of fifty users, some multi-node, some asking for a GPU
+// model, scheduled with the server's defaults (Berth's policy, default
+// priority weights).
 package synth
 
 import (
@@ -18,7 +20,13 @@ const gb = sched.Bytes(1 << 30)
 // held by running runs, and pending runs waiting, all drawn from seed.
 func Cluster(seed uint64, nodes, pending int, now time.Time) sched.Snapshot {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
-	s := sched.Snapshot{Policy: sched.EASY}
+	// The server's defaults: Berth's policy and the default weights, with
+	// fifty users of unequal past use.
+	w := sched.DefaultWeights
+	s := sched.Snapshot{Policy: sched.Berth, Weights: &w, Usage: sched.Usage{}}
+	for u := range 50 {
+		s.Usage[fmt.Sprintf("user%02d", u)] = float64(rng.IntN(1_000_000))
+	}
 	models := []string{"NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3"}
 	for i := range nodes {
 		n := sched.Node{Name: fmt.Sprintf("node%05d", i), Online: true}
@@ -53,7 +61,7 @@ func Cluster(seed uint64, nodes, pending int, now time.Time) sched.Snapshot {
 	}
 	for range pending {
 		p := sched.Pending{RunID: id, Priority: rng.IntN(101), SubmittedAt: now.Add(-time.Duration(rng.IntN(86400)) * time.Second),
-			Nodes: 1, Limit: time.Duration(60+rng.IntN(86400)) * time.Second}
+			Nodes: 1, Limit: time.Duration(60+rng.IntN(86400)) * time.Second, User: fmt.Sprintf("user%02d", rng.IntN(50))}
 		p.Request.CPUs = 1 << rng.IntN(7) // 1..64
 		p.Request.Memory = sched.Bytes(1+rng.IntN(128)) * gb
 		switch rng.IntN(10) {
