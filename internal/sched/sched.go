@@ -1,9 +1,9 @@
 package sched
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 )
@@ -172,6 +172,9 @@ func Schedule(s Snapshot, now time.Time) Plan {
 			}
 		}
 	}
+	// open are the nodes with a CPU free now: within a pass they only lose
+	// resources, so a node that fills up leaves the list for good.
+	open := slices.DeleteFunc(slices.Clone(profiles), func(p *profile) bool { return p.segs[0].cpus <= 0 })
 	waiting := false
 	var failed misses
 	order := priorityOrder(s, now)
@@ -187,7 +190,7 @@ func Schedule(s Snapshot, now time.Time) Plan {
 		}
 		if failed.covers(pd) {
 			// As large as a run that could not start: it cannot either.
-		} else if picks, ok := placeAt(profiles, now, pd); ok {
+		} else if picks, ok := placeAt(open, now, pd); ok {
 			st := Start{RunID: pd.RunID}
 			for k, pk := range picks {
 				pk.p.take(now, end(now, pd.Limit), pd.Request.CPUs, pd.Request.Memory, pk.gpus)
@@ -195,6 +198,9 @@ func Schedule(s Snapshot, now time.Time) Plan {
 					CPUs: pd.Request.CPUs, Memory: pd.Request.Memory, GPUs: pk.gpus})
 			}
 			plan.Starts = append(plan.Starts, st)
+			if slices.ContainsFunc(picks, func(pk pick) bool { return pk.p.segs[0].cpus <= 0 }) {
+				open = slices.DeleteFunc(open, func(p *profile) bool { return p.segs[0].cpus <= 0 })
+			}
 			continue
 		} else {
 			failed.add(pd)
@@ -293,16 +299,15 @@ func priorityOrder(s Snapshot, now time.Time) []int {
 	for i := range order {
 		order[i] = i
 	}
-	sort.SliceStable(order, func(a, b int) bool {
-		ia, ib := order[a], order[b]
+	slices.SortFunc(order, func(ia, ib int) int {
 		if key[ia] != key[ib] {
-			return key[ia] > key[ib]
+			return cmp.Compare(key[ib], key[ia])
 		}
 		pa, pb := &pending[ia], &pending[ib]
-		if !pa.SubmittedAt.Equal(pb.SubmittedAt) {
-			return pa.SubmittedAt.Before(pb.SubmittedAt)
+		if c := pa.SubmittedAt.Compare(pb.SubmittedAt); c != 0 {
+			return c
 		}
-		return pa.RunID < pb.RunID
+		return cmp.Compare(pa.RunID, pb.RunID)
 	})
 	return order
 }
@@ -316,7 +321,7 @@ func shortestFirst(pending []Pending, order []int) {
 		}
 		return time.Duration(1<<63 - 1)
 	}
-	sort.SliceStable(order, func(a, b int) bool { return key(order[a]) < key(order[b]) })
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(key(a), key(b)) })
 }
 
 func jobID(p *Pending, k int) int64 {
@@ -336,7 +341,13 @@ func placeAt(profiles []*profile, at time.Time, pd *Pending) ([]pick, bool) {
 	want := max(pd.Nodes, 1)
 	to := end(at, pd.Limit)
 	var picks []pick
+	now := len(profiles) > 0 && at.Equal(profiles[0].segs[0].at)
 	for _, p := range profiles {
+		// Starting now needs the first segment to hold it: the cheap test
+		// that rejects most nodes of a busy cluster.
+		if now && (p.segs[0].cpus < pd.Request.CPUs || p.segs[0].mem < pd.Request.Memory || len(p.segs[0].gpus) < pd.Request.GPU.Count) {
+			continue
+		}
 		if g, ok := p.fits(at, to, pd.Request); ok {
 			picks = append(picks, pick{p: p, gpus: g})
 			if len(picks) == want {
