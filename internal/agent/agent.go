@@ -34,6 +34,8 @@ type Config struct {
 	// Addr is the address other nodes reach this one at; empty: the local
 	// address of the route to the server.
 	Addr string
+	// Fleet is the fleet (Slurm: partition) the node belongs to.
+	Fleet string
 	// CPUs, Memory and GPUs declare resources instead of detecting them
 	// (0 / nil: detect).
 	CPUs         int
@@ -190,7 +192,7 @@ func (a *Agent) detect(ctx context.Context) error {
 	if addr == "" {
 		addr = routeAddr(a.cfg.Server)
 	}
-	a.info = api.NodeInfo{Name: a.cfg.Name, Addr: addr, CPUs: cpus, Memory: mem, GPUs: gpus, Declared: declared,
+	a.info = api.NodeInfo{Name: a.cfg.Name, Fleet: a.cfg.Fleet, Addr: addr, CPUs: cpus, Memory: mem, GPUs: gpus, Declared: declared,
 		Cgroups: "not used (process groups only)", Version: a.cfg.Version}
 	return nil
 }

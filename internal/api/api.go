@@ -112,6 +112,7 @@ type GPU struct {
 // NodeInfo is what an agent reports about its host when it registers.
 type NodeInfo struct {
 	Name     string `json:"name"`
+	Fleet    string `json:"fleet,omitempty"` // the fleet (Slurm: partition) the node belongs to
 	Addr     string `json:"addr"`
 	CPUs     int    `json:"cpus"`
 	Memory   int64  `json:"memory"`

@@ -30,11 +30,12 @@ import (
 
 func newServerCmd() *cobra.Command {
 	var (
-		listen, db, sync, agentName, policy, weights string
-		halfLife                                     time.Duration
-		noAgent                                      bool
-		grace                                        time.Duration
-		agentRes                                     resourceFlags
+		listen, db, sync, agentName, agentFleet, policy, weights string
+		halfLife                                                 time.Duration
+		depth                                                    int
+		noAgent                                                  bool
+		grace                                                    time.Duration
+		agentRes                                                 resourceFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -70,7 +71,7 @@ func newServerCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			srv, err := server.New(ctx, server.Config{Store: st, Logger: log, StopGrace: grace, Policy: pol, Weights: wts, HalfLife: halfLife})
+			srv, err := server.New(ctx, server.Config{Store: st, Logger: log, StopGrace: grace, Policy: pol, Weights: wts, HalfLife: halfLife, Depth: depth})
 			if err != nil {
 				return err
 			}
@@ -93,7 +94,7 @@ func newServerCmd() *cobra.Command {
 					return err
 				}
 				defer unlockAgent()
-				a, err := agent.New(agent.Config{Server: url, Token: token, Name: agentName, DataDir: filepath.Join(home, "agent"),
+				a, err := agent.New(agent.Config{Server: url, Token: token, Name: agentName, Fleet: agentFleet, DataDir: filepath.Join(home, "agent"),
 					CPUs: agentRes.cpus, Memory: agentRes.memory, GPUs: agentRes.gpus, DeclaredGPUs: agentRes.gpusSet,
 					Logger: log.With("role", "agent"), Version: Version})
 				if err != nil {
@@ -121,10 +122,12 @@ func newServerCmd() *cobra.Command {
 	f.StringVar(&sync, "sync", "normal", "SQLite durability: normal (survives any crash of the process) or full (also a power loss)")
 	f.BoolVar(&noAgent, "no-local-agent", false, "do not run an agent for this host in the server process")
 	f.StringVar(&agentName, "agent-name", "", "node name of the local agent (default: the host name)")
+	f.StringVar(&agentFleet, "agent-fleet", "", "fleet (Slurm: partition) of the local agent's node")
 	f.DurationVar(&grace, "stop-grace", 10*time.Second, "time between SIGTERM and SIGKILL when a run is stopped")
 	f.StringVar(&policy, "policy", "berth", "scheduling of runs that cannot start now: berth (EASY backfill, shortest runs first), easy (backfill around the first waiting run's reservation), conservative (a reservation for every waiting run) or fcfs")
 	f.StringVar(&weights, "priority-weights", "", "multifactor priority weights, e.g. age=1000,fairshare=10000,size=1000,qos=10000,priority=10000,max-age=168h,favor-small=true (unnamed ones keep their defaults)")
 	f.DurationVar(&halfLife, "fairshare-half-life", 7*24*time.Hour, "time after which past usage counts half for fairshare")
+	f.IntVar(&depth, "sched-depth", 0, "pending runs a scheduling pass considers, highest priority first (0: all; Slurm's bf_max_job_test)")
 	agentRes.add(cmd, "local agent's ")
 	return cmd
 }
@@ -234,8 +237,8 @@ func (r *resourceFlags) add(cmd *cobra.Command, prefix string) {
 
 func newAgentCmd() *cobra.Command {
 	var (
-		serverURL, name, dataDir, addr string
-		res                            resourceFlags
+		serverURL, name, dataDir, addr, fleet string
+		res                                   resourceFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "agent",
@@ -273,7 +276,7 @@ same --data-dir finds them again.`,
 			}
 			defer unlock()
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-			a, err := agent.New(agent.Config{Server: serverURL, Token: conn.Token, Name: name, DataDir: dataDir, Addr: addr,
+			a, err := agent.New(agent.Config{Server: serverURL, Token: conn.Token, Name: name, DataDir: dataDir, Addr: addr, Fleet: fleet,
 				CPUs: res.cpus, Memory: res.memory, GPUs: res.gpus, DeclaredGPUs: res.gpusSet, Logger: log, Version: Version})
 			if err != nil {
 				return err
@@ -286,6 +289,7 @@ same --data-dir finds them again.`,
 	f.StringVar(&name, "name", "", "this node's name (default: the host name)")
 	f.StringVar(&dataDir, "data-dir", "", "where the agent keeps its jobs' files (default $BERTH_HOME/agent)")
 	f.StringVar(&addr, "addr", "", "address other nodes reach this one at (default: the address of the route to the server)")
+	f.StringVar(&fleet, "fleet", "", "the fleet (Slurm: partition) this node belongs to; runs that name fleets go only to their nodes")
 	res.add(cmd, "")
 	return cmd
 }

@@ -307,3 +307,15 @@ func TestBerthBackfillsShortestFirst(t *testing.T) {
 		}
 	}
 }
+
+func TestDepth(t *testing.T) {
+	snap := Snapshot{Nodes: []Node{aNode("n", 8, 0)}, Pending: []Pending{aRun(1, 1), aRun(2, 1), aRun(3, 1)}, Depth: 2}
+	plan := Schedule(snap, at(0))
+	if len(plan.Starts) != 2 || plan.Reasons[3] != ReasonPriority {
+		t.Errorf("depth 2 started %d runs, reasons %v", len(plan.Starts), plan.Reasons)
+	}
+	snap.Depth = 0
+	if plan := Schedule(snap, at(0)); len(plan.Starts) != 3 {
+		t.Errorf("full depth started %d of 3", len(plan.Starts))
+	}
+}

@@ -69,6 +69,9 @@ func (p *profile) take(from, to time.Time, cpus int, mem Bytes, gpus []int) {
 // fits tells whether r fits over [from, to) (zero to: for ever) and which
 // GPUs it would take: those free in every segment of the interval.
 func (p *profile) fits(from, to time.Time, r Request) ([]int, bool) {
+	if !r.inFleet(p.node) {
+		return nil, false
+	}
 	var common []int
 	first := true
 	for i := range p.segs {

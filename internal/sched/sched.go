@@ -22,6 +22,7 @@ type GPU struct {
 // Node is a host as the scheduler sees it: what it has and what is free.
 type Node struct {
 	Name       string
+	Fleet      string // the fleet (partition) it belongs to; "" none
 	Online     bool
 	CPUs       int
 	Memory     Bytes
@@ -45,6 +46,13 @@ type Request struct {
 	CPUs   int
 	Memory Bytes
 	GPU    GPURequest
+	// Fleets are the fleets (partitions) the run may use; empty: any node.
+	Fleets []string
+}
+
+// inFleet tells whether r may use node n.
+func (r Request) inFleet(n *Node) bool {
+	return len(r.Fleets) == 0 || slices.Contains(r.Fleets, n.Fleet)
 }
 
 // Pending is a run waiting to start.
@@ -103,6 +111,10 @@ type Snapshot struct {
 	// nil orders by the runs' own Priority field alone.
 	Weights *Weights
 	Usage   Usage
+	// Depth bounds how many pending runs a pass considers, in priority
+	// order (Slurm's bf_max_job_test); the rest wait with reason Priority.
+	// 0: all of them, the default.
+	Depth int
 }
 
 // Placement puts one job on one node.
@@ -180,6 +192,10 @@ func Schedule(s Snapshot, now time.Time) Plan {
 	order := priorityOrder(s, now)
 	for k := 0; k < len(order); k++ {
 		pd := &s.Pending[order[k]]
+		if s.Depth > 0 && k >= s.Depth {
+			plan.Reasons[pd.RunID] = ReasonPriority
+			continue
+		}
 		if !Fits(s.Nodes, pd.Request, pd.Nodes, false) {
 			plan.Reasons[pd.RunID] = ReasonNoNode
 			continue
@@ -270,6 +286,9 @@ func dominates(a, b *Pending) bool {
 	}
 	if b.Limit > 0 && a.Limit > 0 && a.Limit < b.Limit || b.Limit == 0 && a.Limit != 0 {
 		return false // a shorter interval may fit where a longer did not
+	}
+	if len(b.Request.Fleets) > 0 && !slices.Equal(a.Request.Fleets, b.Request.Fleets) {
+		return false // other nodes
 	}
 	ga, gb := a.Request.GPU, b.Request.GPU
 	if gb.Count == 0 {
@@ -405,6 +424,9 @@ func FitsNode(n *Node, r Request) (now, ever bool, why string) {
 }
 
 func shortOf(n *Node, r Request, now bool) string {
+	if !r.inFleet(n) {
+		return "not in fleet " + strings.Join(r.Fleets, " or ")
+	}
 	cpus, mem, gpus := n.CPUs, n.Memory, len(n.GPUs)
 	if now {
 		if !n.Online {
@@ -436,6 +458,9 @@ func shortOf(n *Node, r Request, now bool) string {
 
 // fitsOn returns the GPU indices a job of r would take on n, and whether it fits.
 func fitsOn(n *Node, r Request, now bool) ([]int, bool) {
+	if !r.inFleet(n) {
+		return nil, false
+	}
 	cpus, mem := n.CPUs, n.Memory
 	free := make([]int, 0, len(n.GPUs))
 	if now {

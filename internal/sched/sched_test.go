@@ -110,6 +110,22 @@ func TestSchedule(t *testing.T) {
 			}}},
 			wantReasons: map[int64]string{1: ReasonNoNode},
 		},
+		"fleets: a run goes only to nodes of the fleets it names": {
+			snap: Snapshot{
+				Nodes: []Node{func() Node { n := aNode("c1", 4, 8*gb); n.Fleet = "cpu"; return n }(),
+					func() Node { n := aNode("g1", 4, 8*gb); n.Fleet = "gpu"; return n }()},
+				Pending: []Pending{
+					func() Pending { p := aRun(1, 1); p.Request.Fleets = []string{"gpu", "big"}; return p }(),
+					func() Pending { p := aRun(2, 1); p.Request.Fleets = []string{"nope"}; return p }(),
+					aRun(3, 1),
+				},
+			},
+			wantStarts: []Start{
+				{RunID: 1, Placements: []Placement{{JobID: 10, Node: "g1", CPUs: 1}}},
+				{RunID: 3, Placements: []Placement{{JobID: 30, Node: "c1", CPUs: 1}}},
+			},
+			wantReasons: map[int64]string{2: ReasonNoNode},
+		},
 		"offline nodes take nothing": {
 			snap: Snapshot{
 				Nodes:   []Node{func() Node { n := aNode("n1", 2, 8*gb); n.Online = false; return n }()},
@@ -152,6 +168,7 @@ func cloneSnapshot(s Snapshot) Snapshot {
 	}
 	for _, p := range s.Pending {
 		p.JobIDs = append([]int64(nil), p.JobIDs...)
+		p.Request.Fleets = append([]string(nil), p.Request.Fleets...)
 		c.Pending = append(c.Pending, p)
 	}
 	return c
@@ -170,6 +187,7 @@ func TestFitsNode(t *testing.T) {
 		"never":           {req: Request{CPUs: 8, Memory: 16 * gb}, why: "not enough CPUs, memory"},
 		"gpu busy":        {req: Request{CPUs: 1, GPU: GPURequest{Count: 1}}, ever: true, why: "not enough free GPUs"},
 		"gpu wrong model": {req: Request{CPUs: 1, GPU: GPURequest{Count: 1, Names: []string{"A100"}}}, why: "not enough matching GPUs"},
+		"other fleet":     {req: Request{CPUs: 1, Fleets: []string{"gpu"}}, why: "not in fleet gpu"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -51,7 +51,7 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, u *store.U
 // names every other field that is set, so nobody is misled.
 var supported = map[string]bool{
 	"type": true, "name": true, "commands": true, "env": true, "resources.cpu": true, "resources.memory": true,
-	"resources.gpu": true, "max_duration": true, "working_dir": true, "priority": true, "nodes": true,
+	"resources.gpu": true, "max_duration": true, "working_dir": true, "priority": true, "nodes": true, "fleets": true,
 }
 
 func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request, _ *store.User) {

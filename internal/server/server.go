@@ -52,6 +52,8 @@ type Config struct {
 	Weights *sched.Weights
 	// HalfLife decays past usage for fairshare (default 7 days).
 	HalfLife time.Duration
+	// Depth bounds the pending runs a pass considers (0: all).
+	Depth int
 }
 
 // Server is the control plane. New loads its state; Run runs its loops;

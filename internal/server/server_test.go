@@ -28,10 +28,11 @@ func TestMain(m *testing.M) {
 }
 
 type agentOpts struct {
-	name string
-	cpus int
-	gpus string
-	dir  string // data directory; default a new one
+	name  string
+	cpus  int
+	gpus  string
+	dir   string // data directory; default a new one
+	fleet string
 }
 
 // startAgent runs a real agent for h until the test ends (or stop is called).
@@ -40,7 +41,7 @@ func startAgent(t *testing.T, h *harness, o agentOpts) (stop func()) {
 	if o.dir == "" {
 		o.dir = t.TempDir()
 	}
-	cfg := agent.Config{Server: h.http.URL, Token: testToken, Name: o.name, DataDir: o.dir, CPUs: o.cpus,
+	cfg := agent.Config{Server: h.http.URL, Token: testToken, Name: o.name, Fleet: o.fleet, DataDir: o.dir, CPUs: o.cpus,
 		ShimCommand: []string{os.Args[0], "berth-shim"}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), LogTick: 20 * time.Millisecond}
 	if o.gpus != "" {
 		g, err := agent.ParseGPUs(o.gpus, func(s string) (int64, error) { b, err := spec.ParseBytes(s); return int64(b), err })
@@ -496,4 +497,28 @@ func TestFairshare(t *testing.T) {
 	if ps, err = h.c.Priorities(ctx); err != nil || len(ps) != 2 || ps[0].User != "bob" || ps[1].Fairshare >= ps[0].Fairshare {
 		t.Fatalf("after a restart: %+v (%v), want the admin's usage remembered", ps, err)
 	}
+}
+
+// Fleets are Slurm's partitions: a run that names fleets goes only to their
+// nodes, and the plan says why the others will not do.
+func TestFleets(t *testing.T) {
+	h := newHarness(t, t.TempDir())
+	startAgent(t, h, agentOpts{name: "c1", cpus: 2, fleet: "cpu"})
+	startAgent(t, h, agentOpts{name: "g1", cpus: 2, fleet: "gpu"})
+	r := submit(t, h, "type: task\nfleets: [gpu]\ncommands: [\"echo $BERTH_NODE_NAME\"]\n")
+	if out, end := follow(t, h, r.ID); out != "g1\n" || end.Status != api.StatusDone {
+		t.Errorf("ran on %q (%s), want g1", out, end.Status)
+	}
+	plan, err := h.c.Plan(context.Background(), api.SubmitRequest{Spec: task(t, "type: task\nfleets: [tpu]\ncommands: [\"true\"]\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.FitsNow || len(plan.Rows) != 2 || plan.Rows[0].Fits != "never" || plan.Rows[0].Why != "not in fleet tpu" || len(plan.Unsupported) != 0 {
+		t.Errorf("plan = %+v", plan)
+	}
+	nowhere := submit(t, h, "type: task\nfleets: [tpu]\ncommands: [\"true\"]\n")
+	waitFor(t, "the reason of a run for a fleet with no nodes", func() bool {
+		got, err := h.c.Run(context.Background(), fmt.Sprint(nowhere.ID))
+		return err == nil && got.Reason == api.ReasonNoNode
+	})
 }

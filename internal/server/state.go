@@ -97,6 +97,7 @@ func (n *nodeState) release(j *jobState) {
 // request is what each job of the run needs on its node.
 func request(t *spec.Task) sched.Request {
 	var r sched.Request
+	r.Fleets = t.Fleets
 	r.CPUs = 1
 	if t.Resources.CPU != nil {
 		r.CPUs = t.Resources.CPU.Count.Min
@@ -545,6 +546,7 @@ func (s *Server) snapshotLocked(pending map[int64]*runState) sched.Snapshot {
 	}
 	snap.Policy = s.cfg.Policy
 	snap.Weights = s.cfg.Weights
+	snap.Depth = s.cfg.Depth
 	snap.Usage = s.usageAtLocked(s.clock.Now())
 	snap.Pending = make([]sched.Pending, 0, len(pending))
 	for _, rs := range pending {
@@ -560,7 +562,7 @@ func (s *Server) snapshotLocked(pending map[int64]*runState) sched.Snapshot {
 }
 
 func (s *Server) schedNode(ns *nodeState) sched.Node {
-	n := sched.Node{Name: ns.info.Name, Online: ns.conn != nil, CPUs: ns.info.CPUs, Memory: sched.Bytes(ns.info.Memory),
+	n := sched.Node{Name: ns.info.Name, Fleet: ns.info.Fleet, Online: ns.conn != nil, CPUs: ns.info.CPUs, Memory: sched.Bytes(ns.info.Memory),
 		FreeCPUs: ns.info.CPUs - ns.usedCPU, FreeMemory: sched.Bytes(ns.info.Memory - ns.usedMem)}
 	for _, g := range ns.info.GPUs {
 		n.GPUs = append(n.GPUs, sched.GPU{Index: g.Index, Vendor: g.Vendor, Name: g.Name, Memory: sched.Bytes(g.Memory)})
