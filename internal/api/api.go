@@ -70,10 +70,13 @@ type Run struct {
 	FinishedAt  *time.Time `json:"finished_at,omitempty"`
 	// EstimatedStart is when the scheduler expects a waiting run to start.
 	EstimatedStart *time.Time `json:"estimated_start,omitempty"`
-	Resources      string     `json:"resources"`
-	Nodes          []string   `json:"nodes,omitempty"`
-	Jobs           []Job      `json:"jobs,omitempty"`
-	Spec           *spec.Task `json:"spec,omitempty"`
+	// BlockedBy are the runs a waiting run waits for (their allocations,
+	// reservations, or higher priority), as of the last scheduling pass.
+	BlockedBy []int64    `json:"blocked_by,omitempty"`
+	Resources string     `json:"resources"`
+	Nodes     []string   `json:"nodes,omitempty"`
+	Jobs      []Job      `json:"jobs,omitempty"`
+	Spec      *spec.Task `json:"spec,omitempty"`
 }
 
 // Job is one node's share of a run.

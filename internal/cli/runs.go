@@ -60,6 +60,13 @@ func printRuns(w io.Writer, runs []api.Run, verbose bool, now time.Time) {
 		if r.EstimatedStart != nil {
 			reason += " (start " + r.EstimatedStart.Local().Format("15:04:05") + ")"
 		}
+		if len(r.BlockedBy) > 0 {
+			ids := make([]string, len(r.BlockedBy))
+			for i, id := range r.BlockedBy {
+				ids[i] = fmt.Sprint(id)
+			}
+			reason += " behind " + strings.Join(ids, ",")
+		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.ID, orDash(r.Resources), r.Status, reason, ago(now, r.SubmittedAt), exitText(r.ExitCode))
 		if !verbose {
 			continue

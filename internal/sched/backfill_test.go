@@ -46,22 +46,26 @@ func TestPolicies(t *testing.T) {
 		reasons   map[int64]string
 		estimates map[int64]time.Time
 		reserved  []int64
+		blockedBy map[int64][]int64
 	}{
 		FCFS: {
 			reasons:   map[int64]string{2: ReasonResources, 3: ReasonPriority, 4: ReasonPriority},
 			estimates: map[int64]time.Time{2: at(10)},
 			reserved:  []int64{2},
+			blockedBy: map[int64][]int64{2: {1}, 3: {2}, 4: {2}},
 		},
 		EASY: {
 			starts:    startC,
 			reasons:   map[int64]string{2: ReasonResources, 3: ReasonPriority},
 			estimates: map[int64]time.Time{2: at(10)},
 			reserved:  []int64{2},
+			blockedBy: map[int64][]int64{2: {1}, 3: {2}},
 		},
 		Conservative: {
 			reasons:   map[int64]string{2: ReasonResources, 3: ReasonPriority, 4: ReasonPriority},
 			estimates: map[int64]time.Time{2: at(10), 3: at(110), 4: at(160)},
 			reserved:  []int64{2, 3, 4},
+			blockedBy: map[int64][]int64{2: {1}, 3: {1, 2}, 4: {1, 2, 3}},
 		},
 	}
 	for policy, tc := range tests {
@@ -80,6 +84,9 @@ func TestPolicies(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.reserved, got.Reserved); diff != "" {
 				t.Errorf("reserved (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.blockedBy, got.BlockedBy); diff != "" {
+				t.Errorf("blocked by (-want +got):\n%s", diff)
 			}
 		})
 	}

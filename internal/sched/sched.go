@@ -142,6 +142,10 @@ type Plan struct {
 	// Reserved are the waiting runs that hold a reservation, in priority
 	// order.
 	Reserved []int64
+	// BlockedBy are, for a waiting run, the runs it waits for: for a run
+	// with a reservation, those that hold or have reserved resources on its
+	// reserved nodes; for a run that waits behind a higher one, that run.
+	BlockedBy map[int64][]int64
 }
 
 // Pending reasons, as Slurm names them.
@@ -159,7 +163,8 @@ const (
 // a reservation at the earliest time it fits, which later runs then cannot
 // use; under FCFS nothing starts after the first that waits.
 func Schedule(s Snapshot, now time.Time) Plan {
-	plan := Plan{Reasons: map[int64]string{}, Estimates: map[int64]time.Time{}}
+	plan := Plan{Reasons: map[int64]string{}, Estimates: map[int64]time.Time{}, BlockedBy: map[int64][]int64{}}
+	holders := map[string][]int64{} // node -> runs holding or reserving on it
 	profiles := make([]*profile, 0, len(s.Nodes))
 	byName := map[string]*profile{}
 	for i := range s.Nodes {
@@ -171,6 +176,9 @@ func Schedule(s Snapshot, now time.Time) Plan {
 		byName[p.node.Name] = p
 	}
 	for _, r := range s.Running {
+		for _, pl := range r.Placements {
+			holders[pl.Node] = append(holders[pl.Node], r.RunID)
+		}
 		if r.End.IsZero() {
 			continue // holds its resources for as long as planning can see
 		}
@@ -188,12 +196,14 @@ func Schedule(s Snapshot, now time.Time) Plan {
 	// resources, so a node that fills up leaves the list for good.
 	open := slices.DeleteFunc(slices.Clone(profiles), func(p *profile) bool { return p.segs[0].cpus <= 0 })
 	waiting := false
+	var first []int64 // the first run that waits: what later ones wait behind
 	var failed misses
 	order := priorityOrder(s, now)
 	for k := 0; k < len(order); k++ {
 		pd := &s.Pending[order[k]]
 		if s.Depth > 0 && k >= s.Depth {
 			plan.Reasons[pd.RunID] = ReasonPriority
+			plan.BlockedBy[pd.RunID] = first
 			continue
 		}
 		if !Fits(s.Nodes, pd.Request, pd.Nodes, false) {
@@ -202,6 +212,7 @@ func Schedule(s Snapshot, now time.Time) Plan {
 		}
 		if s.Policy == FCFS && waiting {
 			plan.Reasons[pd.RunID] = ReasonPriority
+			plan.BlockedBy[pd.RunID] = first
 			continue
 		}
 		if failed.covers(pd) {
@@ -230,6 +241,11 @@ func Schedule(s Snapshot, now time.Time) Plan {
 		}
 		plan.Reasons[pd.RunID] = reason
 		reserve := s.Policy == Conservative || !waiting
+		if waiting {
+			plan.BlockedBy[pd.RunID] = first
+		} else {
+			first = []int64{pd.RunID}
+		}
 		waiting = true
 		if !reserve {
 			continue
@@ -240,9 +256,14 @@ func Schedule(s Snapshot, now time.Time) Plan {
 		}
 		plan.Estimates[pd.RunID] = at
 		plan.Reserved = append(plan.Reserved, pd.RunID)
+		var by []int64
 		for _, pk := range picks {
 			pk.p.take(at, end(at, pd.Limit), pd.Request.CPUs, pd.Request.Memory, pk.gpus)
+			by = append(by, holders[pk.p.node.Name]...)
+			holders[pk.p.node.Name] = append(holders[pk.p.node.Name], pd.RunID)
 		}
+		slices.Sort(by)
+		plan.BlockedBy[pd.RunID] = slices.Compact(by)
 	}
 	return plan
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -119,7 +120,7 @@ func (s *Server) handleListRuns(w http.ResponseWriter, r *http.Request, _ *store
 				return
 			}
 		}
-		out = append(out, s.apiRun(run, jobs, s.name(r.Context(), 'u', run.UserID), nil))
+		out = append(out, s.withBlockedBy(s.apiRun(run, jobs, s.name(r.Context(), 'u', run.UserID), nil)))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -150,7 +151,7 @@ func (s *Server) handleGetRun(w http.ResponseWriter, r *http.Request, _ *store.U
 		writeError(w, fmt.Errorf("server: run %d: %w", run.ID, err))
 		return
 	}
-	out := s.apiRun(run, jobs, s.name(r.Context(), 'u', run.UserID), &t)
+	out := s.withBlockedBy(s.apiRun(run, jobs, s.name(r.Context(), 'u', run.UserID), &t))
 	out.Spec = &t
 	writeJSON(w, http.StatusOK, out)
 }
@@ -234,6 +235,19 @@ func (s *Server) handlePriorities(w http.ResponseWriter, _ *http.Request, _ *sto
 
 func weighted(w int64, f float64) int64 { return int64(math.Round(float64(w) * f)) }
 
+// withBlockedBy adds what the last scheduling pass said a waiting run waits
+// for (memory only: it is derived, not state). Do not hold s.mu.
+func (s *Server) withBlockedBy(out *api.Run) *api.Run {
+	if out.Status == api.StatusSubmitted {
+		s.mu.Lock()
+		if rs, ok := s.pending[out.ID]; ok {
+			out.BlockedBy = slices.Clone(rs.blockedBy)
+		}
+		s.mu.Unlock()
+	}
+	return out
+}
+
 // apiRun is a run as the API shows it; t is its configuration when the
 // caller has it decoded already (else it is read from r.Spec).
 func (s *Server) apiRun(r *store.Run, jobs []*store.Job, user string, t *spec.Task) *api.Run {
@@ -249,6 +263,7 @@ func (s *Server) apiRun(r *store.Run, jobs []*store.Job, user string, t *spec.Ta
 	if t != nil {
 		out.Resources = t.Resources.String()
 	}
+
 	for _, j := range jobs {
 		var alloc api.Alloc
 		_ = json.Unmarshal(j.Alloc, &alloc)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -420,9 +421,14 @@ func TestBackfill(t *testing.T) {
 		return err1 == nil && err2 == nil && hr.Status == api.StatusSubmitted && hr.Reason == api.ReasonResources &&
 			ur.Status == api.StatusSubmitted && ur.Reason == api.ReasonPriority && hr.EstimatedStart != nil
 	})
-	// The head's estimate is the long run's expected end: its start plus its limit.
+	// The head's estimate is the long run's expected end: its start plus its
+	// limit; it waits for the long run, and the unlimited one waits for it.
 	hr, _ := h.c.Run(context.Background(), fmt.Sprint(head.ID))
 	lr, _ := h.c.Run(context.Background(), fmt.Sprint(long.ID))
+	ur, _ := h.c.Run(context.Background(), fmt.Sprint(unlimited.ID))
+	if !slices.Equal(hr.BlockedBy, []int64{long.ID}) || !slices.Equal(ur.BlockedBy, []int64{head.ID}) {
+		t.Errorf("blocked by: head %v (want [%d]), unlimited %v (want [%d])", hr.BlockedBy, long.ID, ur.BlockedBy, head.ID)
+	}
 	if lr.StartedAt == nil || !hr.EstimatedStart.Equal(lr.StartedAt.Add(60*time.Second)) {
 		t.Errorf("head's estimated start %v, want the long run's start %v + 60s", hr.EstimatedStart, lr.StartedAt)
 	}

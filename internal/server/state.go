@@ -26,8 +26,9 @@ type runState struct {
 	jobs  []*jobState
 	// placedAt is when the scheduler placed it: its expected end counts
 	// from its start, or from here until it has started.
-	placedAt time.Time
-	user     string // the owner's name (fairshare)
+	placedAt  time.Time
+	user      string  // the owner's name (fairshare)
+	blockedBy []int64 // from the last pass that considered it
 }
 
 func newRunState(rec store.Run, t *spec.Task) *runState {
@@ -638,6 +639,7 @@ func (s *Server) scheduleOnce() {
 	}
 	for id, reason := range plan.Reasons {
 		rs := s.runs[id]
+		rs.blockedBy = plan.BlockedBy[id]
 		est := plan.Estimates[id]
 		if rs.rec.Reason != reason || !rs.rec.EstimatedStart.Equal(est) {
 			rs.rec.Reason, rs.rec.EstimatedStart = reason, est
