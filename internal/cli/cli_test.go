@@ -2,12 +2,18 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/sim"
+	"github.com/berth-hq/berth/internal/store"
 )
 
 func TestPrefixer(t *testing.T) {
@@ -111,5 +117,54 @@ func TestParseWeights(t *testing.T) {
 		if _, err := parseWeights(bad); err == nil {
 			t.Errorf("%q was accepted", bad)
 		}
+	}
+}
+
+// --history reads finished runs as jobs: submit offsets from the first, run
+// time, CPUs over the nodes of the last attempt, max_duration as estimate.
+func TestHistoryJobs(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "berth.db")
+	st, err := store.OpenSQLite(ctx, path, store.SQLiteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := st.EnsureProject(ctx, "main")
+	uid, _ := st.EnsureUser(ctx, "alice", false)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	sec := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Second) }
+	b := &store.Batch{
+		Nodes: []*store.Node{{Name: "a", Info: []byte(`{"name":"a","cpus":8}`)}, {Name: "b", Info: []byte(`{"name":"b","cpus":4}`)}},
+		Runs: []*store.Run{
+			{ID: 1, ProjectID: pid, UserID: uid, Name: "x", Status: "done", Spec: []byte(`{"type":"task","max_duration":600}`),
+				SubmittedAt: sec(10), StartedAt: sec(12), FinishedAt: sec(72)},
+			{ID: 2, ProjectID: pid, UserID: uid, Name: "y", Status: "failed", Spec: []byte(`{"type":"task"}`),
+				SubmittedAt: sec(30), StartedAt: sec(40), FinishedAt: sec(45)},
+			{ID: 3, ProjectID: pid, UserID: uid, Name: "never", Status: "terminated", Spec: []byte(`{}`), SubmittedAt: sec(5), FinishedAt: sec(6)},
+			{ID: 4, ProjectID: pid, UserID: uid, Name: "running", Status: "running", Spec: []byte(`{}`), SubmittedAt: sec(50), StartedAt: sec(51)},
+		},
+		Jobs: []*store.Job{
+			{ID: 10, RunID: 1, Num: 0, Status: "done", Alloc: []byte(`{"cpus":2}`), SubmittedAt: sec(10)},
+			{ID: 11, RunID: 1, Num: 1, Status: "done", Alloc: []byte(`{"cpus":2}`), SubmittedAt: sec(10)},
+			{ID: 20, RunID: 2, Num: 0, Status: "failed", Alloc: []byte(`{"cpus":3}`), SubmittedAt: sec(30)},
+		},
+	}
+	if err := st.Apply(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	jobs, procs, err := historyJobs(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []sim.Job{
+		{ID: 2, User: "alice", Submit: 20 * time.Second, Run: 5 * time.Second, Procs: 3, Estimate: 5 * time.Second},
+		{ID: 1, User: "alice", Submit: 0, Run: 60 * time.Second, Procs: 4, Estimate: 600 * time.Second},
+	}
+	if diff := cmp.Diff(want, jobs); diff != "" || procs != 12 {
+		t.Errorf("jobs (-want +got):\n%s\nprocs %d, want 12", diff, procs)
+	}
+	if _, _, err := historyJobs(ctx, filepath.Join(t.TempDir(), "none.db")); err == nil {
+		t.Error("a missing database was accepted")
 	}
 }

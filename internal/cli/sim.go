@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,14 +13,17 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/sim"
+	"github.com/berth-hq/berth/internal/spec"
+	"github.com/berth-hq/berth/internal/store"
 )
 
 func newSimCmd() *cobra.Command {
 	var (
-		trace, policy  string
-		procs, maxJobs int
-		asJSON         bool
+		trace, policy, db string
+		procs, maxJobs    int
+		asJSON, history   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "sim --trace FILE.swf[.gz]",
@@ -28,13 +33,19 @@ Berth's scheduler on a virtual clock, on one pool of P processors (the trace's M
 else MaxNodes; --procs overrides), and print per policy: jobs, average, 95th-percentile
 (nearest rank) and maximum wait, average bounded slowdown (10 s threshold), utilization,
 makespan, and the replay's real run time. Without --policy, all of fcfs, easy, conservative and
-berth run, one row each. berth is Berth's own policy: until its extra factors exist it is EASY
-backfill, so its figures equal easy's. Jobs with run time <= 0 or processors outside 1..P are
-dropped and counted. --json prints a JSON array, one object per policy. See docs/simulator.md.`,
+berth run, one row each. berth is Berth's own policy: EASY whose backfill tries the shortest runs
+first (the server's default). Jobs with run time <= 0 or processors outside 1..P are dropped and
+counted. --json prints a JSON array, one object per policy. See docs/simulator.md.
+
+--history replays Berth's own finished runs instead, from the server's database ($BERTH_HOME/
+server/berth.db, or --db): each run's submit time, run time, CPUs over all its nodes and
+max_duration (its estimate; the run time when it has none), on a pool of the registered nodes'
+CPUs (--procs overrides), so a policy can be tried on the site's own history before it is
+deployed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if trace == "" {
-				return errors.New("sim: --trace FILE is required (an SWF trace, e.g. from the Parallel Workloads Archive)")
+			if (trace == "") == !history {
+				return errors.New("sim: --trace FILE is required (an SWF trace, e.g. from the Parallel Workloads Archive), or --history")
 			}
 			names := sim.Policies
 			if policy != "" {
@@ -46,18 +57,31 @@ dropped and counted. --json prints a JSON array, one object per policy. See docs
 			if procs < 0 || maxJobs < 0 {
 				return errors.New("sim: --procs and --max-jobs take a positive number (0: the default)")
 			}
-			tr, err := sim.OpenSWF(trace)
-			if err != nil {
-				return err
+			var all []sim.Job
+			p := 0
+			if history {
+				if db == "" {
+					db = filepath.Join(Home(), "server", "berth.db")
+				}
+				var err error
+				if all, p, err = historyJobs(cmd.Context(), db); err != nil {
+					return err
+				}
+				trace = db
+			} else {
+				tr, err := sim.OpenSWF(trace)
+				if err != nil {
+					return err
+				}
+				all, p = tr.Jobs, tr.MaxProcs
 			}
-			p := tr.MaxProcs
 			if procs > 0 {
 				p = procs
 			}
 			if p <= 0 {
-				return fmt.Errorf("sim: %s has no MaxProcs or MaxNodes header line: pass --procs N", trace)
+				return fmt.Errorf("sim: %s says nothing of the machine's size (no MaxProcs header, no nodes): pass --procs N", trace)
 			}
-			jobs, drops := sim.Keep(tr.Jobs, p)
+			jobs, drops := sim.Keep(all, p)
 			if maxJobs > 0 && len(jobs) > maxJobs {
 				jobs = jobs[:maxJobs]
 			}
@@ -92,6 +116,8 @@ dropped and counted. --json prints a JSON array, one object per policy. See docs
 	}
 	f := cmd.Flags()
 	f.StringVar(&trace, "trace", "", "SWF trace to replay (.swf or .swf.gz)")
+	f.BoolVar(&history, "history", false, "replay Berth's own finished runs from the server's database instead of a trace")
+	f.StringVar(&db, "db", "", "with --history: the SQLite file (default $BERTH_HOME/server/berth.db)")
 	f.StringVar(&policy, "policy", "", "only this policy: "+strings.Join(sim.Policies, ", ")+" (default: all)")
 	f.IntVar(&procs, "procs", 0, "processors of the machine (default: the trace's MaxProcs, else MaxNodes)")
 	f.IntVar(&maxJobs, "max-jobs", 0, "replay only the first N kept jobs in arrival order (default: all)")
@@ -111,4 +137,67 @@ func dropLine(d sim.Drops) string {
 		}
 	}
 	return fmt.Sprintf("%d dropped (%s)", d.Total(), strings.Join(why, ", "))
+}
+
+// historyJobs reads the finished runs of a Berth database as jobs to replay,
+// and the machine's size: the CPUs of its registered nodes.
+func historyJobs(ctx context.Context, path string) ([]sim.Job, int, error) {
+	if _, err := os.Stat(path); err != nil {
+		return nil, 0, fmt.Errorf("sim: --history: %w", err)
+	}
+	st, err := store.OpenSQLite(ctx, path, store.SQLiteOptions{})
+	if err != nil {
+		return nil, 0, err
+	}
+	defer st.Close()
+	procs := 0
+	nodes, err := st.ListNodes(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, n := range nodes {
+		var info api.NodeInfo
+		if json.Unmarshal(n.Info, &info) == nil {
+			procs += info.CPUs
+		}
+	}
+	runs, err := st.ListRuns(ctx, store.RunFilter{All: true})
+	if err != nil {
+		return nil, 0, err
+	}
+	var jobs []sim.Job
+	var submitted []time.Time
+	for _, r := range runs {
+		if r.StartedAt.IsZero() || r.FinishedAt.IsZero() {
+			continue // never ran, or still running
+		}
+		js, err := st.ListJobs(ctx, r.ID)
+		if err != nil {
+			return nil, 0, err
+		}
+		cpus := 0
+		for _, j := range js {
+			var a api.Alloc
+			if json.Unmarshal(j.Alloc, &a) == nil && j.Attempt == js[len(js)-1].Attempt {
+				cpus += a.CPUs
+			}
+		}
+		user, _ := st.UserName(ctx, r.UserID)
+		run := r.FinishedAt.Sub(r.StartedAt)
+		estimate := run
+		var t spec.Task
+		if json.Unmarshal(r.Spec, &t) == nil && t.MaxDuration != nil {
+			estimate = max(run, time.Duration(*t.MaxDuration)*time.Second)
+		}
+		jobs = append(jobs, sim.Job{ID: r.ID, User: user, Run: run, Procs: cpus, Estimate: estimate})
+		submitted = append(submitted, r.SubmittedAt)
+	}
+	// Submit times count from the first submission, as a trace's do.
+	if len(submitted) > 0 {
+		first := slices.MinFunc(submitted, func(a, b time.Time) int { return a.Compare(b) })
+		for i := range jobs {
+			jobs[i].Submit = submitted[i].Sub(first)
+		}
+	}
+	return jobs, procs, nil
 }
