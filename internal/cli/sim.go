@@ -78,8 +78,11 @@ deployed.`,
 			if procs > 0 {
 				p = procs
 			}
+			if p <= 0 && history {
+				return fmt.Errorf("sim: %s has no registered nodes: pass --procs N", trace)
+			}
 			if p <= 0 {
-				return fmt.Errorf("sim: %s says nothing of the machine's size (no MaxProcs header, no nodes): pass --procs N", trace)
+				return fmt.Errorf("sim: %s has no MaxProcs or MaxNodes header line: pass --procs N", trace)
 			}
 			jobs, drops := sim.Keep(all, p)
 			if maxJobs > 0 && len(jobs) > maxJobs {
