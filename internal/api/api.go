@@ -77,6 +77,17 @@ type Run struct {
 	Nodes     []string   `json:"nodes,omitempty"`
 	Jobs      []Job      `json:"jobs,omitempty"`
 	Spec      *spec.Task `json:"spec,omitempty"`
+	// Events are the run's history (placed, stop, job_finished, …); only
+	// GET /runs/{ref} gives them.
+	Events []Event `json:"events,omitempty"`
+}
+
+// Event is one line of a run's history.
+type Event struct {
+	Time    time.Time `json:"time"`
+	JobID   int64     `json:"job_id,omitempty"`
+	Type    string    `json:"type"`
+	Message string    `json:"message,omitempty"`
 }
 
 // Job is one node's share of a run.

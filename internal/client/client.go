@@ -63,9 +63,6 @@ func New(baseURL, token string) *Client {
 	}
 }
 
-// URL is the server's base URL.
-func (c *Client) URL() string { return c.base }
-
 func (c *Client) do(ctx context.Context, hc *http.Client, method, path string, in, out any) error {
 	var body io.Reader
 	if in != nil {

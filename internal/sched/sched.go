@@ -423,7 +423,7 @@ func earliest(profiles []*profile, now time.Time, pd *Pending) (time.Time, []pic
 func Fits(nodes []Node, r Request, count int, now bool) bool {
 	want, n := max(count, 1), 0
 	for i := range nodes {
-		if _, ok := fitsOn(&nodes[i], r, now); ok {
+		if fitsOn(&nodes[i], r, now) {
 			if n++; n == want {
 				return true
 			}
@@ -435,10 +435,10 @@ func Fits(nodes []Node, r Request, count int, now bool) bool {
 // FitsNode reports whether one node holds a job of r now, and if not, whether
 // it ever could; why says what is short.
 func FitsNode(n *Node, r Request) (now, ever bool, why string) {
-	if _, ok := fitsOn(n, r, false); !ok {
+	if !fitsOn(n, r, false) {
 		return false, false, shortOf(n, r, false)
 	}
-	if _, ok := fitsOn(n, r, true); !ok {
+	if !fitsOn(n, r, true) {
 		return false, true, shortOf(n, r, true)
 	}
 	return true, true, ""
@@ -477,41 +477,35 @@ func shortOf(n *Node, r Request, now bool) string {
 	return adj + strings.Join(why, ", ")
 }
 
-// fitsOn returns the GPU indices a job of r would take on n, and whether it fits.
-func fitsOn(n *Node, r Request, now bool) ([]int, bool) {
+// fitsOn tells whether a job of r fits on n: in its free resources (now) or
+// in its total ones. It allocates nothing: it runs for every node of every
+// pending run.
+func fitsOn(n *Node, r Request, now bool) bool {
 	if !r.inFleet(n) {
-		return nil, false
+		return false
 	}
 	cpus, mem := n.CPUs, n.Memory
-	free := make([]int, 0, len(n.GPUs))
 	if now {
 		if !n.Online {
-			return nil, false
+			return false
 		}
 		cpus, mem = n.FreeCPUs, n.FreeMemory
-		free = n.FreeGPUs
-	} else {
-		for _, g := range n.GPUs {
-			free = append(free, g.Index)
-		}
 	}
 	if r.CPUs > cpus || r.Memory > mem {
-		return nil, false
+		return false
 	}
 	if r.GPU.Count == 0 {
-		return nil, true
+		return true
 	}
-	var take []int
-	for _, idx := range free {
-		g, ok := gpuByIndex(n.GPUs, idx)
-		if ok && r.GPU.matches(g) {
-			take = append(take, idx)
-			if len(take) == r.GPU.Count {
-				return take, true
+	count := 0
+	for _, g := range n.GPUs {
+		if (!now || slices.Contains(n.FreeGPUs, g.Index)) && r.GPU.matches(g) {
+			if count++; count == r.GPU.Count {
+				return true
 			}
 		}
 	}
-	return nil, false
+	return false
 }
 
 func gpuByIndex(gs []GPU, idx int) (GPU, bool) {

@@ -151,8 +151,16 @@ func (s *Server) handleGetRun(w http.ResponseWriter, r *http.Request, _ *store.U
 		writeError(w, fmt.Errorf("server: run %d: %w", run.ID, err))
 		return
 	}
+	events, err := s.store.ListEvents(r.Context(), run.ID)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
 	out := s.withBlockedBy(s.apiRun(run, jobs, s.name(r.Context(), 'u', run.UserID), &t))
 	out.Spec = &t
+	for _, e := range events {
+		out.Events = append(out.Events, api.Event{Time: e.Time, JobID: e.JobID, Type: e.Type, Message: e.Message})
+	}
 	writeJSON(w, http.StatusOK, out)
 }
 

@@ -143,6 +143,18 @@ commands:
 	if len(end.Jobs) != 1 || end.Jobs[0].Node != "n1" || end.Jobs[0].Alloc.CPUs != 1 {
 		t.Errorf("jobs = %+v", end.Jobs)
 	}
+	// The history of the run is kept and shown.
+	got, err := h.c.Run(context.Background(), "life")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, e := range got.Events {
+		types = append(types, e.Type+": "+e.Message)
+	}
+	if want := []string{"placed: on n1", "job_finished: done (done_by_runner) exit code 0"}; !slices.Equal(types, want) {
+		t.Errorf("events = %q, want %q", types, want)
+	}
 	// The node has everything back.
 	waitFor(t, "node idle", func() bool {
 		ns, _ := h.c.Nodes(context.Background())
