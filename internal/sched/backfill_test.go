@@ -3,6 +3,7 @@ package sched
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -205,6 +206,120 @@ func randomSnapshot(rng *rand.Rand, policy Policy) Snapshot {
 		id++
 	}
 	return s
+}
+
+// richSnapshot adds what the scheduler core grew after backfill: blocks,
+// exclusive runs, QOS with preemption, limits and a switch tree.
+func richSnapshot(rng *rand.Rand, policy Policy) Snapshot {
+	s := randomSnapshot(rng, policy)
+	qos := []string{"high", "low", "normal"}
+	s.QOS = map[string]QOS{"high": {Priority: 100, Preempt: []string{"low"}, Mode: PreemptMode(rng.IntN(2))}, "low": {}, "normal": {Priority: 10}}
+	users := []string{"u1", "u2", "u3"}
+	for i := range s.Running {
+		r := &s.Running[i]
+		r.QOS, r.User, r.Project = qos[rng.IntN(3)], users[rng.IntN(3)], "p"
+		r.Priority = int64(rng.IntN(5))
+		r.Ending = rng.IntN(8) == 0
+	}
+	for i := range s.Pending {
+		p := &s.Pending[i]
+		p.QOS, p.User, p.Project = qos[rng.IntN(3)], users[rng.IntN(3)], "p"
+		p.Request.Exclusive = rng.IntN(6) == 0
+	}
+	for i := range s.Nodes {
+		if n := &s.Nodes[i]; rng.IntN(3) == 0 && n.FreeCPUs == n.CPUs {
+			n.Blocks = 2
+		}
+	}
+	s.Limits = map[LimitKey]Limits{
+		{ScopeUser, "u1"}:          {Jobs: 1 + rng.IntN(2)},
+		{ScopeQOSUser, "normal"}:   {TRES: TRES{CPUs: 2 + rng.IntN(6)}},
+		{ScopeProject, "p"}:        {TRES: TRES{GPUs: 1 + rng.IntN(3)}},
+		{ScopeQOS, "high"}:         {Wall: time.Duration(30+rng.IntN(100)) * time.Second},
+		{ScopeQOSUser, "no-runs"}:  {Jobs: 1},
+		{ScopeProject, "no-where"}: {Jobs: 1},
+	}
+	if len(s.Nodes) > 2 && rng.IntN(2) == 0 {
+		topo, err := NewTopology([]Switch{{Name: "a", Nodes: []string{"n0", "n1"}}, {Name: "b", Nodes: []string{"n2", "n3"}}, {Name: "top", Switches: []string{"a", "b"}}})
+		if err != nil {
+			panic(err)
+		}
+		s.Topology = topo
+	}
+	return s
+}
+
+// Properties of the richer snapshots: no over-allocation (CPUs, memory,
+// GPUs), limits never exceeded by what the plan starts, whole blocks on
+// split nodes, victims only of a QOS the preemptor may preempt, each once.
+func TestRichProperties(t *testing.T) {
+	for seed := range uint64(400) {
+		rng := rand.New(rand.NewPCG(seed, 11))
+		for _, policy := range []Policy{FCFS, EASY, Conservative, Berth} {
+			snap := richSnapshot(rng, policy)
+			before := cloneSnapshot(snap)
+			plan := Schedule(snap, at(0))
+			if diff := cmp.Diff(before, cloneSnapshot(snap), cmp.AllowUnexported(Topology{})); diff != "" {
+				t.Fatalf("seed %d: Schedule changed its input", seed)
+			}
+			if again := Schedule(snap, at(0)); !cmp.Equal(plan, again) {
+				t.Fatalf("seed %d policy %d: not deterministic", seed, policy)
+			}
+			checkNoOverAllocation(t, seed, snap, plan)
+			checkRich(t, seed, snap, plan)
+		}
+	}
+}
+
+func checkRich(t *testing.T, seed uint64, s Snapshot, plan Plan) {
+	t.Helper()
+	nodes := map[string]*Node{}
+	for i := range s.Nodes {
+		nodes[s.Nodes[i].Name] = &s.Nodes[i]
+	}
+	byID := map[int64]*Pending{}
+	for i := range s.Pending {
+		byID[s.Pending[i].RunID] = &s.Pending[i]
+	}
+	mem := map[string]Bytes{}
+	acct := newAccounts(&s, nodes)
+	for _, st := range plan.Starts {
+		pd := byID[st.RunID]
+		for _, p := range st.Placements {
+			mem[p.Node] += p.Memory
+			n := nodes[p.Node]
+			if n.Blocks > 1 && p.CPUs != n.CPUs && p.CPUs%(n.CPUs/n.Blocks) != 0 {
+				t.Fatalf("seed %d: run %d takes %d CPUs of %s, not whole blocks of %d", seed, st.RunID, p.CPUs, n.Name, n.CPUs/n.Blocks)
+			}
+			if pd.Request.Exclusive && (p.CPUs != n.CPUs || p.Memory != n.Memory) {
+				t.Fatalf("seed %d: exclusive run %d does not hold all of %s", seed, st.RunID, n.Name)
+			}
+		}
+		if why := acct.blocked(pd); why != "" {
+			t.Fatalf("seed %d: run %d started past a limit: %s", seed, st.RunID, why)
+		}
+		acct.charge(keysOf(pd.User, pd.Project, pd.QOS), startTRES(st, nodes), 1)
+	}
+	for name, m := range mem {
+		if m > nodes[name].FreeMemory {
+			t.Fatalf("seed %d: %s has %d bytes free, the plan starts %d", seed, name, nodes[name].FreeMemory, m)
+		}
+	}
+	running := map[int64]*Running{}
+	for i := range s.Running {
+		running[s.Running[i].RunID] = &s.Running[i]
+	}
+	seen := map[int64]bool{}
+	for _, p := range plan.Preemptions {
+		v, by := running[p.Victim], byID[p.By]
+		if v == nil || by == nil || seen[p.Victim] || v.Ending {
+			t.Fatalf("seed %d: bad preemption %+v", seed, p)
+		}
+		seen[p.Victim] = true
+		if !slices.Contains(s.QOS[by.QOS].Preempt, v.QOS) {
+			t.Fatalf("seed %d: %s run %d preempts %s run %d", seed, by.QOS, by.RunID, v.QOS, v.RunID)
+		}
+	}
 }
 
 // Properties over many random clusters: nothing is over-allocated, the plan

@@ -13,6 +13,7 @@ type Weights struct {
 	Fairshare int64
 	Size      int64
 	QOS       int64
+	Partition int64 // the tier of the fleets (partitions) a run may use
 	Priority  int64 // the run's own priority: 0..100 (dstack's field)
 	// MaxAge is the age at which the age factor reaches 1.
 	MaxAge time.Duration
@@ -22,11 +23,26 @@ type Weights struct {
 
 // DefaultWeights rank runs mostly by their own priority and fairshare, with
 // age growing to matter as much as a priority of 10 over a week.
-var DefaultWeights = Weights{Age: 1000, Fairshare: 10000, Size: 1000, QOS: 10000, Priority: 10000, MaxAge: 7 * 24 * time.Hour}
+var DefaultWeights = Weights{Age: 1000, Fairshare: 10000, Size: 1000, QOS: 10000, Partition: 1000, Priority: 10000, MaxAge: 7 * 24 * time.Hour}
 
-// Usage is recent resource use, decayed, by user: CPU-seconds (the caller
-// decays them with its half-life) against which fairshare is computed.
-type Usage map[string]float64
+// Account is who uses resources: a user within a project.
+type Account struct {
+	Project string
+	User    string
+}
+
+// Usage is recent resource use, decayed, by account: CPU-seconds (the
+// caller decays them with its half-life) against which fairshare is
+// computed.
+type Usage map[Account]float64
+
+// Shares are the fairshare tree: each project's share of the cluster, and
+// each user's share within a project. Unlisted projects and users that use
+// or ask for resources hold 1 share.
+type Shares struct {
+	Projects map[string]int
+	Users    map[string]map[string]int // project -> user -> shares
+}
 
 // Factors is one pending run's priority, factor by factor (Slurm's sprio).
 type Factors struct {
@@ -34,6 +50,7 @@ type Factors struct {
 	Fairshare float64 `json:"fairshare"`
 	Size      float64 `json:"size"`
 	QOS       float64 `json:"qos"`
+	Partition float64 `json:"partition"`
 	Priority  float64 `json:"priority"`
 	Nice      int64   `json:"nice"`
 	// Total is the weighted sum minus Nice: the order runs are considered in.
@@ -41,9 +58,11 @@ type Factors struct {
 }
 
 // Priorities computes every pending run's factors under the snapshot's
-// weights. Fairshare follows Slurm's classic formula, 2^(-usage/shares),
-// with usage the user's share of all recent usage and shares split equally
-// among the users that have used or are asking for resources.
+// weights. Fairshare follows Slurm's classic formula on a two-level tree,
+// projects then users: 2^(-UE/S), where S is the user's normalized share
+// (its share among its project's users times the project's among projects)
+// and UE its effective usage, its own share of all usage pulled toward its
+// project's: UE = U + (Uproject - U) * s/siblings.
 func Priorities(s Snapshot, now time.Time) map[int64]Factors {
 	w := s.Weights
 	if w == nil {
@@ -53,18 +72,15 @@ func Priorities(s Snapshot, now time.Time) map[int64]Factors {
 	for _, n := range s.Nodes {
 		totalCPUs += n.CPUs
 	}
-	var used float64
-	users := map[string]bool{}
-	for u, v := range s.Usage {
-		used += v
-		users[u] = true
+	fs := newFairshare(&s)
+	maxQOS, maxTier := 0, 0
+	for _, q := range s.QOS {
+		maxQOS = max(maxQOS, q.Priority)
 	}
-	maxQOS := 0
 	for _, p := range s.Pending {
-		users[p.User] = true
-		maxQOS = max(maxQOS, p.QOSPriority)
+		maxQOS = max(maxQOS, qosPriority(&s, &p))
+		maxTier = max(maxTier, p.Tier)
 	}
-	shares := 1 / float64(max(len(users), 1))
 	out := make(map[int64]Factors, len(s.Pending))
 	for _, p := range s.Pending {
 		var f Factors
@@ -72,10 +88,7 @@ func Priorities(s Snapshot, now time.Time) map[int64]Factors {
 			f.Age = min(float64(now.Sub(p.SubmittedAt))/float64(w.MaxAge), 1)
 			f.Age = max(f.Age, 0)
 		}
-		f.Fairshare = 1
-		if used > 0 {
-			f.Fairshare = math.Pow(2, -(s.Usage[p.User]/used)/shares)
-		}
+		f.Fairshare = fs.factor(Account{p.Project, p.User})
 		if totalCPUs > 0 {
 			f.Size = min(float64(p.Request.CPUs*max(p.Nodes, 1))/float64(totalCPUs), 1)
 			if w.FavorSmall {
@@ -83,13 +96,98 @@ func Priorities(s Snapshot, now time.Time) map[int64]Factors {
 			}
 		}
 		if maxQOS > 0 {
-			f.QOS = float64(p.QOSPriority) / float64(maxQOS)
+			f.QOS = float64(qosPriority(&s, &p)) / float64(maxQOS)
+		}
+		if maxTier > 0 {
+			f.Partition = float64(p.Tier) / float64(maxTier)
 		}
 		f.Priority = float64(p.Priority) / 100
 		f.Nice = p.Nice
 		f.Total = int64(math.Round(float64(w.Age)*f.Age+float64(w.Fairshare)*f.Fairshare+float64(w.Size)*f.Size+
-			float64(w.QOS)*f.QOS+float64(w.Priority)*f.Priority)) - p.Nice
+			float64(w.QOS)*f.QOS+float64(w.Partition)*f.Partition+float64(w.Priority)*f.Priority)) - p.Nice
 		out[p.RunID] = f
 	}
 	return out
+}
+
+// qosPriority is a run's QOS priority: from the snapshot's QOS table when
+// it defines the QOS, else what the run carries.
+func qosPriority(s *Snapshot, p *Pending) int {
+	if q, ok := s.QOS[p.QOS]; ok {
+		return q.Priority
+	}
+	return p.QOSPriority
+}
+
+// fairshare holds the tree's normalized shares and usages for one pass.
+type fairshare struct {
+	total     float64
+	projUsage map[string]float64
+	projShare map[string]float64 // normalized among projects
+	userShare map[Account]float64
+	sibling   map[string]float64 // project -> sum of its users' raw shares
+	usage     Usage
+	shares    *Shares
+}
+
+func newFairshare(s *Snapshot) *fairshare {
+	f := &fairshare{projUsage: map[string]float64{}, projShare: map[string]float64{}, userShare: map[Account]float64{},
+		sibling: map[string]float64{}, usage: s.Usage, shares: s.Shares}
+	if f.shares == nil {
+		f.shares = &Shares{}
+	}
+	accounts := map[Account]bool{}
+	for a, v := range s.Usage {
+		f.total += v
+		f.projUsage[a.Project] += v
+		accounts[a] = true
+	}
+	for _, p := range s.Pending {
+		accounts[Account{p.Project, p.User}] = true
+	}
+	for p, users := range f.shares.Users {
+		for u := range users {
+			accounts[Account{p, u}] = true
+		}
+	}
+	projects := map[string]bool{}
+	for p := range f.shares.Projects {
+		projects[p] = true
+	}
+	for a := range accounts {
+		projects[a.Project] = true
+		f.userShare[a] = float64(shareOf(f.shares.Users[a.Project], a.User))
+		f.sibling[a.Project] += f.userShare[a]
+	}
+	var all float64
+	for p := range projects {
+		all += float64(shareOf(f.shares.Projects, p))
+	}
+	for p := range projects {
+		f.projShare[p] = float64(shareOf(f.shares.Projects, p)) / all
+	}
+	return f
+}
+
+func shareOf(m map[string]int, name string) int {
+	if v, ok := m[name]; ok {
+		return max(v, 0)
+	}
+	return 1
+}
+
+func (f *fairshare) factor(a Account) float64 {
+	if f.total <= 0 {
+		return 1
+	}
+	s := f.userShare[a]
+	if s <= 0 || f.sibling[a.Project] <= 0 || f.projShare[a.Project] <= 0 {
+		return 0 // no shares: last
+	}
+	frac := s / f.sibling[a.Project]
+	norm := f.projShare[a.Project] * frac
+	u := f.usage[a] / f.total
+	up := f.projUsage[a.Project] / f.total
+	ue := u + (up-u)*frac
+	return math.Pow(2, -ue/norm)
 }

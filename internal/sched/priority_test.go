@@ -14,7 +14,7 @@ func TestPriorities(t *testing.T) {
 	now := at(0)
 	p := func(id int64, user string, cpus, nodes int, agoHours float64) Pending {
 		r := aRun(id, cpus).nodes(nodes)
-		r.User = user
+		r.User, r.Project = user, user // one project each: the tree is flat
 		r.SubmittedAt = now.Add(-time.Duration(agoHours * float64(time.Hour)))
 		return r
 	}
@@ -27,7 +27,7 @@ func TestPriorities(t *testing.T) {
 		Nodes:   []Node{aNode("n", 64, 0)},
 		Pending: []Pending{heavy, light, fresh},
 		Weights: w,
-		Usage:   Usage{"alice": 30, "bob": 10},
+		Usage:   Usage{{"alice", "alice"}: 30, {"bob", "bob"}: 10},
 	}
 	got := Priorities(snap, now)
 	// Three users share equally (1/3 each); alice used 3/4 of all, bob 1/4,
@@ -65,5 +65,46 @@ func TestPrioritiesFavorSmall(t *testing.T) {
 	snap := Snapshot{Nodes: []Node{aNode("n", 64, 0)}, Pending: []Pending{aRun(1, 8)}, Weights: &Weights{Size: 1, FavorSmall: true}}
 	if f := Priorities(snap, at(0))[1]; f.Size != 0.875 || f.Fairshare != 1 || f.Age != 0 {
 		t.Errorf("factors %+v", f)
+	}
+}
+
+// TestFairshareTree checks the two-level formula by hand: project ml holds
+// 3 shares and infra 1; in ml, ann holds 2 shares and ben 1.
+func TestFairshareTree(t *testing.T) {
+	run := func(id int64, project, user string) Pending {
+		r := aRun(id, 1)
+		r.Project, r.User = project, user
+		return r
+	}
+	snap := Snapshot{
+		Nodes:   []Node{aNode("n", 8, 0)},
+		Pending: []Pending{run(1, "ml", "ann"), run(2, "ml", "ben"), run(3, "infra", "cid")},
+		Weights: &Weights{Fairshare: 1},
+		Usage:   Usage{{"ml", "ann"}: 60, {"ml", "ben"}: 20, {"infra", "cid"}: 20},
+		Shares:  &Shares{Projects: map[string]int{"ml": 3, "infra": 1}, Users: map[string]map[string]int{"ml": {"ann": 2, "ben": 1}}},
+	}
+	got := Priorities(snap, at(0))
+	// ann: S = 3/4 * 2/3 = 0.5; U = 0.6; Uml = 0.8; UE = 0.6 + 0.2*2/3.
+	// ben: S = 3/4 * 1/3 = 0.25; U = 0.2; UE = 0.2 + 0.6/3 = 0.4.
+	// cid: S = 1/4; UE = U = 0.2.
+	want := map[int64]float64{
+		1: math.Pow(2, -(0.6+0.2*2/3)/0.5),
+		2: math.Pow(2, -0.4/0.25),
+		3: math.Pow(2, -0.2/0.25),
+	}
+	for id, w := range want {
+		if g := got[id].Fairshare; math.Abs(g-w) > 1e-9 {
+			t.Errorf("run %d: fairshare %v, want %v", id, g, w)
+		}
+	}
+	// No usage yet: everyone 1. A user with 0 shares: last.
+	snap.Usage = nil
+	if f := Priorities(snap, at(0))[2].Fairshare; f != 1 {
+		t.Errorf("no usage: fairshare %v, want 1", f)
+	}
+	snap.Usage = Usage{{"ml", "ann"}: 1}
+	snap.Shares.Users["ml"]["ben"] = 0
+	if f := Priorities(snap, at(0))[2].Fairshare; f != 0 {
+		t.Errorf("zero shares: fairshare %v, want 0", f)
 	}
 }

@@ -30,6 +30,9 @@ type Node struct {
 	FreeCPUs   int
 	FreeMemory Bytes
 	FreeGPUs   []int // indices into GPUs' Index values that no job holds
+	// Blocks splits the node in that many equal shares of CPUs, memory and
+	// GPUs (dstack's blocks); a job takes whole blocks. 0 or 1: not split.
+	Blocks int
 }
 
 // GPURequest is what a run needs of GPUs on each node.
@@ -48,6 +51,8 @@ type Request struct {
 	GPU    GPURequest
 	// Fleets are the fleets (partitions) the run may use; empty: any node.
 	Fleets []string
+	// Exclusive jobs take their whole node, whatever they ask for.
+	Exclusive bool
 }
 
 // inFleet tells whether r may use node n.
@@ -66,10 +71,15 @@ type Pending struct {
 	// Limit is the run's time limit (its estimate, for reservations);
 	// 0: none, the run may hold what it takes for ever.
 	Limit time.Duration
-	// User, QOSPriority and Nice feed the multifactor priority (see
-	// Priorities); Priority is the run's own 0..100.
+	// User, Project, QOS, QOSPriority, Tier and Nice feed the multifactor
+	// priority (see Priorities); Priority is the run's own 0..100. User,
+	// Project and QOS also say which limits apply (Snapshot.Limits) and
+	// whom the run may preempt (Snapshot.QOS).
 	User        string
-	QOSPriority int
+	Project     string
+	QOS         string
+	QOSPriority int // used when Snapshot.QOS does not define QOS
+	Tier        int // the highest priority tier of the fleets it may use
 	Nice        int64
 }
 
@@ -80,6 +90,16 @@ type Running struct {
 	// End is when the run is expected to give its resources back (start +
 	// time limit); zero: never, as far as planning knows.
 	End time.Time
+	// User, Project and QOS count its resources against limits and say
+	// whether a higher QOS may preempt it.
+	User    string
+	Project string
+	QOS     string
+	// Priority ranks victims for preemption (lower goes first); Start is
+	// when it started (run time lost); Ending: it is being stopped already.
+	Priority int64
+	Start    time.Time
+	Ending   bool
 }
 
 // Policy is how runs that cannot start now are treated.
@@ -111,10 +131,17 @@ type Snapshot struct {
 	// nil orders by the runs' own Priority field alone.
 	Weights *Weights
 	Usage   Usage
+	Shares  *Shares // the fairshare tree; nil: one share each
 	// Depth bounds how many pending runs a pass considers, in priority
 	// order (Slurm's bf_max_job_test); the rest wait with reason Priority.
 	// 0: all of them, the default.
 	Depth int
+	// Limits bound what users, projects and QOS may hold at once.
+	Limits map[LimitKey]Limits
+	// QOS defines the qualities of service runs may name.
+	QOS map[string]QOS
+	// Topology is the switch tree multi-node runs are placed on (nil: flat).
+	Topology *Topology
 }
 
 // Placement puts one job on one node.
@@ -144,8 +171,30 @@ type Plan struct {
 	Reserved []int64
 	// BlockedBy are, for a waiting run, the runs it waits for: for a run
 	// with a reservation, those that hold or have reserved resources on its
-	// reserved nodes; for a run that waits behind a higher one, that run.
+	// reserved nodes; for a run that waits behind a higher one, that run;
+	// for a run that preempts, its victims.
 	BlockedBy map[int64][]int64
+	// Preemptions are the running runs to stop for higher-QOS runs.
+	Preemptions []Preemption
+}
+
+// preempt records the victims chosen for pd: those not ending yet are to be
+// stopped, all of them are what pd waits for.
+func (plan *Plan) preempt(s Snapshot, pd *Pending, vs []*Running) {
+	var by []int64
+	for _, v := range vs {
+		by = append(by, v.RunID)
+		if v.Ending {
+			continue
+		}
+		mode := s.QOS[pd.QOS].Mode
+		if q, ok := s.QOS[v.QOS]; ok {
+			mode = q.Mode
+		}
+		plan.Preemptions = append(plan.Preemptions, Preemption{Victim: v.RunID, By: pd.RunID, Mode: mode})
+	}
+	slices.Sort(by)
+	plan.BlockedBy[pd.RunID] = by
 }
 
 // Pending reasons, as Slurm names them.
@@ -195,6 +244,12 @@ func Schedule(s Snapshot, now time.Time) Plan {
 	// open are the nodes with a CPU free now: within a pass they only lose
 	// resources, so a node that fills up leaves the list for good.
 	open := slices.DeleteFunc(slices.Clone(profiles), func(p *profile) bool { return p.segs[0].cpus <= 0 })
+	nodeByName := make(map[string]*Node, len(s.Nodes))
+	for i := range s.Nodes {
+		nodeByName[s.Nodes[i].Name] = &s.Nodes[i]
+	}
+	acct := newAccounts(&s, nodeByName)
+	pre := newPreemptor(&s, now, profiles)
 	waiting := false
 	var first []int64 // the first run that waits: what later ones wait behind
 	var failed misses
@@ -210,6 +265,12 @@ func Schedule(s Snapshot, now time.Time) Plan {
 			plan.Reasons[pd.RunID] = ReasonNoNode
 			continue
 		}
+		if why := acct.blocked(pd); why != "" {
+			// Held by a limit: it neither starts nor reserves, and runs
+			// behind it are not held up by it (Slurm does the same).
+			plan.Reasons[pd.RunID] = why
+			continue
+		}
 		if s.Policy == FCFS && waiting {
 			plan.Reasons[pd.RunID] = ReasonPriority
 			plan.BlockedBy[pd.RunID] = first
@@ -217,20 +278,31 @@ func Schedule(s Snapshot, now time.Time) Plan {
 		}
 		if failed.covers(pd) {
 			// As large as a run that could not start: it cannot either.
-		} else if picks, ok := placeAt(open, now, pd); ok {
+		} else if picks, ok := placeAt(open, now, pd, s.Topology); ok {
 			st := Start{RunID: pd.RunID}
 			for k, pk := range picks {
-				pk.p.take(now, end(now, pd.Limit), pd.Request.CPUs, pd.Request.Memory, pk.gpus)
+				pk.p.take(now, end(now, pd.Limit), pk.req.CPUs, pk.req.Memory, pk.gpus)
 				st.Placements = append(st.Placements, Placement{JobID: jobID(pd, k), Node: pk.p.node.Name,
-					CPUs: pd.Request.CPUs, Memory: pd.Request.Memory, GPUs: pk.gpus})
+					CPUs: pk.req.CPUs, Memory: pk.req.Memory, GPUs: pk.gpus})
 			}
 			plan.Starts = append(plan.Starts, st)
+			for _, pk := range picks {
+				holders[pk.p.node.Name] = append(holders[pk.p.node.Name], pd.RunID)
+			}
+			if acct != nil {
+				acct.charge(keysOf(pd.User, pd.Project, pd.QOS), startTRES(st, nodeByName), 1)
+			}
 			if slices.ContainsFunc(picks, func(pk pick) bool { return pk.p.segs[0].cpus <= 0 }) {
 				open = slices.DeleteFunc(open, func(p *profile) bool { return p.segs[0].cpus <= 0 })
 			}
 			continue
 		} else {
 			failed.add(pd)
+		}
+		preempting := false
+		if vs, ok := pre.victims(pd); ok {
+			plan.preempt(s, pd, vs)
+			preempting = true
 		}
 		reason := ReasonPriority
 		if !waiting {
@@ -240,17 +312,22 @@ func Schedule(s Snapshot, now time.Time) Plan {
 			}
 		}
 		plan.Reasons[pd.RunID] = reason
-		reserve := s.Policy == Conservative || !waiting
-		if waiting {
+		// A run that preempts waits for its victims to leave, not for a
+		// reservation: it starts in the pass after they have gone.
+		reserve := (s.Policy == Conservative || !waiting) && !preempting
+		switch {
+		case preempting:
+		case waiting:
 			plan.BlockedBy[pd.RunID] = first
-		} else {
+		}
+		if !waiting {
 			first = []int64{pd.RunID}
 		}
 		waiting = true
 		if !reserve {
 			continue
 		}
-		at, picks, ok := earliest(profiles, now, pd)
+		at, picks, ok := earliest(profiles, now, pd, s.Topology)
 		if !ok {
 			continue // behind runs that never end: no estimate
 		}
@@ -258,7 +335,7 @@ func Schedule(s Snapshot, now time.Time) Plan {
 		plan.Reserved = append(plan.Reserved, pd.RunID)
 		var by []int64
 		for _, pk := range picks {
-			pk.p.take(at, end(at, pd.Limit), pd.Request.CPUs, pd.Request.Memory, pk.gpus)
+			pk.p.take(at, end(at, pd.Limit), pk.req.CPUs, pk.req.Memory, pk.gpus)
 			by = append(by, holders[pk.p.node.Name]...)
 			holders[pk.p.node.Name] = append(holders[pk.p.node.Name], pd.RunID)
 		}
@@ -307,6 +384,9 @@ func dominates(a, b *Pending) bool {
 	}
 	if b.Limit > 0 && a.Limit > 0 && a.Limit < b.Limit || b.Limit == 0 && a.Limit != 0 {
 		return false // a shorter interval may fit where a longer did not
+	}
+	if b.Request.Exclusive && !a.Request.Exclusive {
+		return false // b needed whole nodes, a may share one
 	}
 	if len(b.Request.Fleets) > 0 && !slices.Equal(a.Request.Fleets, b.Request.Fleets) {
 		return false // other nodes
@@ -373,34 +453,44 @@ func jobID(p *Pending, k int) int64 {
 
 type pick struct {
 	p    *profile
+	req  Request // what the job takes there (whole blocks, whole node)
 	gpus []int
 }
 
-// placeAt finds distinct nodes for every job of pd over [at, at+limit).
-func placeAt(profiles []*profile, at time.Time, pd *Pending) ([]pick, bool) {
+// placeAt finds distinct nodes for every job of pd over [at, at+limit): the
+// first that fit, or on a switch tree those under the fewest switches.
+func placeAt(profiles []*profile, at time.Time, pd *Pending, topo *Topology) ([]pick, bool) {
 	want := max(pd.Nodes, 1)
 	to := end(at, pd.Limit)
 	var picks []pick
 	now := len(profiles) > 0 && at.Equal(profiles[0].segs[0].at)
+	collect := topo != nil && want > 1
 	for _, p := range profiles {
-		// Starting now needs the first segment to hold it: the cheap test
-		// that rejects most nodes of a busy cluster.
-		if now && (p.segs[0].cpus < pd.Request.CPUs || p.segs[0].mem < pd.Request.Memory || len(p.segs[0].gpus) < pd.Request.GPU.Count) {
+		r, ok := pd.Request.on(p.node, pd.Nodes)
+		if !ok {
 			continue
 		}
-		if g, ok := p.fits(at, to, pd.Request); ok {
-			picks = append(picks, pick{p: p, gpus: g})
-			if len(picks) == want {
+		// Starting now needs the first segment to hold it: the cheap test
+		// that rejects most nodes of a busy cluster.
+		if now && (p.segs[0].cpus < r.CPUs || p.segs[0].mem < r.Memory || len(p.segs[0].gpus) < r.GPU.Count) {
+			continue
+		}
+		if g, ok := p.fits(at, to, r); ok {
+			picks = append(picks, pick{p: p, req: r, gpus: g})
+			if len(picks) == want && !collect {
 				return picks, true
 			}
 		}
+	}
+	if collect && len(picks) >= want {
+		return topo.choose(picks, want), true
 	}
 	return nil, false
 }
 
 // earliest is the first time at which every job of pd fits: a profile only
 // changes at its segments' starts, so those are the only candidates.
-func earliest(profiles []*profile, now time.Time, pd *Pending) (time.Time, []pick, bool) {
+func earliest(profiles []*profile, now time.Time, pd *Pending, topo *Topology) (time.Time, []pick, bool) {
 	var times []time.Time
 	for _, p := range profiles {
 		times = append(times, p.changes()...)
@@ -411,11 +501,56 @@ func earliest(profiles []*profile, now time.Time, pd *Pending) (time.Time, []pic
 		if t.Before(now) {
 			continue
 		}
-		if picks, ok := placeAt(profiles, t, pd); ok {
+		if picks, ok := placeAt(profiles, t, pd, topo); ok {
 			return t, picks, true
 		}
 	}
 	return time.Time{}, nil, false
+}
+
+// on is what one job of r takes on n, and whether n could ever hold it. An
+// exclusive job takes the whole node; on a node split in blocks a job takes
+// whole blocks — as many as its largest need — and a run spanning several
+// nodes takes every block (dstack: distributed runs do not share nodes).
+func (r Request) on(n *Node, nodes int) (Request, bool) {
+	split := n.Blocks > 1
+	if !r.Exclusive && !split {
+		return r, true
+	}
+	if r.CPUs > n.CPUs || r.Memory > n.Memory || r.GPU.Count > len(n.GPUs) {
+		return r, false
+	}
+	whole := r.Exclusive || nodes > 1
+	k := n.Blocks
+	if !whole {
+		k = max(1, blocksFor(r.CPUs, n.CPUs, n.Blocks), blocksFor(int(r.Memory/(1<<20)), int(n.Memory/(1<<20)), n.Blocks),
+			blocksFor(r.GPU.Count, len(n.GPUs), n.Blocks))
+		whole = k >= n.Blocks
+	}
+	out := r
+	if whole {
+		out.CPUs, out.Memory, out.GPU.Count = n.CPUs, n.Memory, len(n.GPUs)
+	} else {
+		b := Bytes(n.Blocks)
+		out.CPUs, out.Memory, out.GPU.Count = k*(n.CPUs/n.Blocks), Bytes(k)*(n.Memory/b), k*(len(n.GPUs)/n.Blocks)
+	}
+	if r.GPU.Count == 0 {
+		out.GPU = GPURequest{Count: out.GPU.Count} // GPUs that come with the blocks: any
+	}
+	return out, true
+}
+
+// blocksFor is how many of blocks equal shares of total hold need; more
+// than blocks when a share is empty but something is needed.
+func blocksFor(need, total, blocks int) int {
+	if need <= 0 {
+		return 0
+	}
+	per := total / blocks
+	if per <= 0 {
+		return blocks + 1
+	}
+	return (need + per - 1) / per
 }
 
 // Fits reports whether count distinct nodes could hold a job of r: now (free
@@ -447,6 +582,9 @@ func FitsNode(n *Node, r Request) (now, ever bool, why string) {
 func shortOf(n *Node, r Request, now bool) string {
 	if !r.inFleet(n) {
 		return "not in fleet " + strings.Join(r.Fleets, " or ")
+	}
+	if eff, ok := r.on(n, 1); ok {
+		r = eff
 	}
 	cpus, mem, gpus := n.CPUs, n.Memory, len(n.GPUs)
 	if now {
@@ -483,6 +621,12 @@ func shortOf(n *Node, r Request, now bool) string {
 func fitsOn(n *Node, r Request, now bool) bool {
 	if !r.inFleet(n) {
 		return false
+	}
+	if r.Exclusive || n.Blocks > 1 {
+		var ok bool
+		if r, ok = r.on(n, 1); !ok {
+			return false
+		}
 	}
 	cpus, mem := n.CPUs, n.Memory
 	if now {

@@ -25,7 +25,7 @@ func Cluster(seed uint64, nodes, pending int, now time.Time) sched.Snapshot {
 	w := sched.DefaultWeights
 	s := sched.Snapshot{Policy: sched.Berth, Weights: &w, Usage: sched.Usage{}}
 	for u := range 50 {
-		s.Usage[fmt.Sprintf("user%02d", u)] = float64(rng.IntN(1_000_000))
+		s.Usage[sched.Account{Project: "main", User: fmt.Sprintf("user%02d", u)}] = float64(rng.IntN(1_000_000))
 	}
 	models := []string{"NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3"}
 	for i := range nodes {
@@ -61,7 +61,7 @@ func Cluster(seed uint64, nodes, pending int, now time.Time) sched.Snapshot {
 	}
 	for range pending {
 		p := sched.Pending{RunID: id, Priority: rng.IntN(101), SubmittedAt: now.Add(-time.Duration(rng.IntN(86400)) * time.Second),
-			Nodes: 1, Limit: time.Duration(60+rng.IntN(86400)) * time.Second, User: fmt.Sprintf("user%02d", rng.IntN(50))}
+			Nodes: 1, Limit: time.Duration(60+rng.IntN(86400)) * time.Second, User: fmt.Sprintf("user%02d", rng.IntN(50)), Project: "main"}
 		p.Request.CPUs = 1 << rng.IntN(7) // 1..64
 		p.Request.Memory = sched.Bytes(1+rng.IntN(128)) * gb
 		switch rng.IntN(10) {
