@@ -53,6 +53,12 @@ const (
 	ReasonFailedToStart     = "failed_to_start"
 	ReasonLostByAgent       = "lost_by_agent"
 	ReasonTerminatedByAgent = "terminated_by_agent"
+	// ReasonPreempted ends a run stopped for a higher QOS (mode cancel);
+	// one preempted with mode requeue goes back to the queue instead.
+	ReasonPreempted = "preempted"
+	// ReasonPartitionTimeLimit holds a run whose time limit is longer than
+	// every fleet it may use allows.
+	ReasonPartitionTimeLimit = "PartitionTimeLimit"
 )
 
 // Run is what a user submitted: one configuration, one or more jobs.
@@ -284,6 +290,7 @@ type RunPriority struct {
 	Fairshare int64  `json:"fairshare"`
 	JobSize   int64  `json:"job_size"`
 	QOS       int64  `json:"qos"`
-	Own       int64  `json:"own"` // the run's own priority (0..100) weighted
+	Partition int64  `json:"partition"` // the tier of its fleets, weighted
+	Own       int64  `json:"own"`       // the run's own priority (0..100) weighted
 	Nice      int64  `json:"nice"`
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/berth-hq/berth/internal/agent"
 	"github.com/berth-hq/berth/internal/api"
+	rules "github.com/berth-hq/berth/internal/policy"
 	"github.com/berth-hq/berth/internal/sched"
 	"github.com/berth-hq/berth/internal/server"
 	"github.com/berth-hq/berth/internal/spec"
@@ -30,12 +31,12 @@ import (
 
 func newServerCmd() *cobra.Command {
 	var (
-		listen, db, sync, agentName, agentFleet, policy, weights string
-		halfLife                                                 time.Duration
-		depth                                                    int
-		noAgent                                                  bool
-		grace                                                    time.Duration
-		agentRes                                                 resourceFlags
+		listen, db, sync, agentName, agentFleet, policy, weights, policyFile string
+		halfLife                                                             time.Duration
+		depth                                                                int
+		noAgent                                                              bool
+		grace                                                                time.Duration
+		agentRes                                                             resourceFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -71,7 +72,11 @@ func newServerCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			srv, err := server.New(ctx, server.Config{Store: st, Logger: log, StopGrace: grace, Policy: pol, Weights: wts, HalfLife: halfLife, Depth: depth})
+			rules, err := loadRules(policyFile, home)
+			if err != nil {
+				return err
+			}
+			srv, err := server.New(ctx, server.Config{Store: st, Logger: log, StopGrace: grace, Policy: pol, Weights: wts, HalfLife: halfLife, Depth: depth, Rules: rules})
 			if err != nil {
 				return err
 			}
@@ -127,9 +132,22 @@ func newServerCmd() *cobra.Command {
 	f.StringVar(&policy, "policy", "berth", "scheduling of runs that cannot start now: berth (EASY backfill, shortest runs first), easy (backfill around the first waiting run's reservation), conservative (a reservation for every waiting run) or fcfs")
 	f.StringVar(&weights, "priority-weights", "", "multifactor priority weights, e.g. age=1000,fairshare=10000,size=1000,qos=10000,priority=10000,max-age=168h,favor-small=true (unnamed ones keep their defaults)")
 	f.DurationVar(&halfLife, "fairshare-half-life", 7*24*time.Hour, "time after which past usage counts half for fairshare")
+	f.StringVar(&policyFile, "policy-file", "", "scheduling rules: QOS, limits, fairshare shares, fleets as partitions, switch topology (default $BERTH_HOME/policy.yml when it exists; see docs/configuration.md)")
 	f.IntVar(&depth, "sched-depth", 0, "pending runs a scheduling pass considers, highest priority first (0: all; Slurm's bf_max_job_test)")
 	agentRes.add(cmd, "local agent's ")
 	return cmd
+}
+
+// loadRules reads the policy file: the one named, or $BERTH_HOME/policy.yml
+// when it exists, or none.
+func loadRules(path, home string) (*rules.Policy, error) {
+	if path == "" {
+		path = filepath.Join(home, "policy.yml")
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			return rules.Empty(), nil
+		}
+	}
+	return rules.Load(path)
 }
 
 // parseWeights reads --priority-weights over sched.DefaultWeights.
@@ -150,9 +168,9 @@ func parseWeights(s string) (*sched.Weights, error) {
 		case "favor-small":
 			w.FavorSmall, err = strconv.ParseBool(v)
 		default:
-			dst := map[string]*int64{"age": &w.Age, "fairshare": &w.Fairshare, "size": &w.Size, "qos": &w.QOS, "priority": &w.Priority}[k]
+			dst := map[string]*int64{"age": &w.Age, "fairshare": &w.Fairshare, "size": &w.Size, "qos": &w.QOS, "partition": &w.Partition, "priority": &w.Priority}[k]
 			if dst == nil {
-				return nil, fmt.Errorf("--priority-weights: unknown weight %q (age, fairshare, size, qos, priority, max-age, favor-small)", k)
+				return nil, fmt.Errorf("--priority-weights: unknown weight %q (age, fairshare, size, qos, partition, priority, max-age, favor-small)", k)
 			}
 			*dst, err = strconv.ParseInt(v, 10, 64)
 			if err == nil && *dst < 0 {

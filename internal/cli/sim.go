@@ -14,6 +14,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/sched"
+	"github.com/berth-hq/berth/internal/sched/scenario"
 	"github.com/berth-hq/berth/internal/sim"
 	"github.com/berth-hq/berth/internal/spec"
 	"github.com/berth-hq/berth/internal/store"
@@ -21,12 +23,12 @@ import (
 
 func newSimCmd() *cobra.Command {
 	var (
-		trace, policy, db string
-		procs, maxJobs    int
-		asJSON, history   bool
+		trace, policy, db, scenarioFile string
+		procs, maxJobs                  int
+		asJSON, history                 bool
 	)
 	cmd := &cobra.Command{
-		Use:   "sim --trace FILE.swf[.gz]",
+		Use:   "sim --trace FILE.swf[.gz] | --history | --scenario FILE",
 		Short: "Replay a workload trace through the scheduler and compare policies",
 		Long: `Replay a Standard Workload Format trace (Parallel Workloads Archive, gzipped or plain) through
 Berth's scheduler on a virtual clock, on one pool of P processors (the trace's MaxProcs header,
@@ -41,9 +43,16 @@ counted. --json prints a JSON array, one object per policy. See docs/simulator.m
 server/berth.db, or --db): each run's submit time, run time, CPUs over all its nodes and
 max_duration (its estimate; the run time when it has none), on a pool of the registered nodes'
 CPUs (--procs overrides), so a policy can be tried on the site's own history before it is
-deployed.`,
+deployed.
+
+--scenario FILE prints the plan one scheduling pass makes of a situation written as text (nodes,
+running and pending runs, QOS, limits, switches: the format of internal/sched/scenario, the
+scheduler's own golden tests), so a decision seen in production can be replayed and discussed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if scenarioFile != "" {
+				return runScenario(cmd, scenarioFile, policy)
+			}
 			if (trace == "") == !history {
 				return errors.New("sim: --trace FILE is required (an SWF trace, e.g. from the Parallel Workloads Archive), or --history")
 			}
@@ -119,6 +128,7 @@ deployed.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&trace, "trace", "", "SWF trace to replay (.swf or .swf.gz)")
+	f.StringVar(&scenarioFile, "scenario", "", "print the plan of one scheduling pass over a scenario file instead")
 	f.BoolVar(&history, "history", false, "replay Berth's own finished runs from the server's database instead of a trace")
 	f.StringVar(&db, "db", "", "with --history: the SQLite file (default $BERTH_HOME/server/berth.db)")
 	f.StringVar(&policy, "policy", "", "only this policy: "+strings.Join(sim.Policies, ", ")+" (default: all)")
@@ -203,4 +213,24 @@ func historyJobs(ctx context.Context, path string) ([]sim.Job, int, error) {
 		}
 	}
 	return jobs, procs, nil
+}
+
+// runScenario prints the plan of one pass over a scenario file.
+func runScenario(cmd *cobra.Command, path, policy string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("sim: %w", err)
+	}
+	text, _, _ := strings.Cut(string(data), "----\n") // a golden file's expected plan is not input
+	snap, err := scenario.Parse(text)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if policy != "" {
+		if snap.Policy, err = sched.ParsePolicy(policy); err != nil {
+			return fmt.Errorf("--policy: %w", err)
+		}
+	}
+	_, err = fmt.Fprint(cmd.OutOrStdout(), scenario.Format(snap, sched.Schedule(snap, scenario.Now), scenario.Now))
+	return err
 }

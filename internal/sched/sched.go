@@ -51,13 +51,19 @@ type Request struct {
 	GPU    GPURequest
 	// Fleets are the fleets (partitions) the run may use; empty: any node.
 	Fleets []string
+	// NotFleets are fleets the run may not use (their time limit is
+	// shorter than its own), when it names none.
+	NotFleets []string
 	// Exclusive jobs take their whole node, whatever they ask for.
 	Exclusive bool
 }
 
 // inFleet tells whether r may use node n.
 func (r Request) inFleet(n *Node) bool {
-	return len(r.Fleets) == 0 || slices.Contains(r.Fleets, n.Fleet)
+	if len(r.Fleets) == 0 {
+		return len(r.NotFleets) == 0 || !slices.Contains(r.NotFleets, n.Fleet)
+	}
+	return slices.Contains(r.Fleets, n.Fleet)
 }
 
 // Pending is a run waiting to start.
@@ -388,7 +394,8 @@ func dominates(a, b *Pending) bool {
 	if b.Request.Exclusive && !a.Request.Exclusive {
 		return false // b needed whole nodes, a may share one
 	}
-	if len(b.Request.Fleets) > 0 && !slices.Equal(a.Request.Fleets, b.Request.Fleets) {
+	if len(b.Request.Fleets) > 0 && !slices.Equal(a.Request.Fleets, b.Request.Fleets) ||
+		len(b.Request.NotFleets) > 0 && !slices.Equal(a.Request.NotFleets, b.Request.NotFleets) {
 		return false // other nodes
 	}
 	ga, gb := a.Request.GPU, b.Request.GPU

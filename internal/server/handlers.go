@@ -19,7 +19,7 @@ import (
 
 // readSpec reads a submission's configuration, normalized and validated
 // again on the server: clients are not trusted to have done it.
-func readSpec(r *http.Request) (*spec.Task, error) {
+func (s *Server) readSpec(r *http.Request) (*spec.Task, error) {
 	var req api.SubmitRequest
 	if err := decode(r, &req); err != nil {
 		return nil, err
@@ -31,11 +31,16 @@ func readSpec(r *http.Request) (*spec.Task, error) {
 	if err := req.Spec.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
+	q, err := s.cfg.Rules.QOSOf(req.Spec.QOS)
+	if err != nil {
+		return nil, fmt.Errorf("%w: qos: %v", ErrInvalid, err)
+	}
+	req.Spec.QOS = q
 	return req.Spec, nil
 }
 
 func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, u *store.User) {
-	t, err := readSpec(r)
+	t, err := s.readSpec(r)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -53,10 +58,11 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, u *store.U
 var supported = map[string]bool{
 	"type": true, "name": true, "commands": true, "env": true, "resources.cpu": true, "resources.memory": true,
 	"resources.gpu": true, "max_duration": true, "working_dir": true, "priority": true, "nodes": true, "fleets": true,
+	"qos": true, "nice": true, "exclusive": true,
 }
 
 func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request, _ *store.User) {
-	t, err := readSpec(r)
+	t, err := s.readSpec(r)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -66,7 +72,8 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request, _ *store.Use
 
 // plan answers where t would run: each node, whether it fits now, later or never.
 func (s *Server) plan(t *spec.Task) *api.Plan {
-	req := request(t)
+	rs := s.newRunState(store.Run{}, t, "", "")
+	req := rs.req
 	p := &api.Plan{Name: t.Name, Resources: t.Resources.String(), Nodes: max(t.Nodes, 1)}
 	for _, f := range t.SetFields() {
 		if !supported[f] {
@@ -83,6 +90,9 @@ func (s *Server) plan(t *spec.Task) *api.Plan {
 	for i := range nodes {
 		now, ever, why := sched.FitsNode(&nodes[i], req)
 		row := api.PlanRow{Node: nodes[i].Name, Resources: nodeResources(&nodes[i]), Fits: "never", Why: why}
+		if slices.Contains(req.NotFleets, nodes[i].Fleet) || rs.hold != "" {
+			row.Why = "max_duration is over the fleet's time limit (PartitionTimeLimit)"
+		}
 		switch {
 		case now:
 			row.Fits = "now"
@@ -230,7 +240,7 @@ func (s *Server) handlePriorities(w http.ResponseWriter, _ *http.Request, _ *sto
 	for id, f := range sched.Priorities(snap, now) {
 		out = append(out, api.RunPriority{RunID: id, Name: names[id][0], User: names[id][1], Priority: f.Total,
 			Age: weighted(wt.Age, f.Age), Fairshare: weighted(wt.Fairshare, f.Fairshare), JobSize: weighted(wt.Size, f.Size),
-			QOS: weighted(wt.QOS, f.QOS), Own: weighted(wt.Priority, f.Priority), Nice: f.Nice})
+			QOS: weighted(wt.QOS, f.QOS), Partition: weighted(wt.Partition, f.Partition), Own: weighted(wt.Priority, f.Priority), Nice: f.Nice})
 	}
 	sort.Slice(out, func(i, k int) bool {
 		if out[i].Priority != out[k].Priority {

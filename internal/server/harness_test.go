@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/berth-hq/berth/internal/client"
+	"github.com/berth-hq/berth/internal/policy"
 	"github.com/berth-hq/berth/internal/spec"
 	"github.com/berth-hq/berth/internal/store"
 )
@@ -33,12 +34,18 @@ func newHarness(tb testing.TB, dir string) *harness {
 // newHarnessAt serves on addr, so that a restarted server keeps its URL.
 func newHarnessAt(tb testing.TB, dir, addr string) *harness {
 	tb.Helper()
+	return newHarnessWith(tb, dir, addr, nil)
+}
+
+// newHarnessWith serves with a scheduling policy file's rules.
+func newHarnessWith(tb testing.TB, dir, addr string, rules *policy.Policy) *harness {
+	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	st, err := store.OpenSQLite(ctx, filepath.Join(dir, "berth.db"), store.SQLiteOptions{})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	srv, err := New(ctx, Config{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), StopGrace: 1e9, PingEvery: 2e8})
+	srv, err := New(ctx, Config{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), StopGrace: 1e9, PingEvery: 2e8, Rules: rules})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/policy"
 	"github.com/berth-hq/berth/internal/sched"
 	"github.com/berth-hq/berth/internal/store"
 )
@@ -54,6 +55,9 @@ type Config struct {
 	HalfLife time.Duration
 	// Depth bounds the pending runs a pass considers (0: all).
 	Depth int
+	// Rules are the policy file's QOS, limits, shares, fleets and topology
+	// (nil: none, one implicit QOS).
+	Rules *policy.Policy
 }
 
 // Server is the control plane. New loads its state; Run runs its loops;
@@ -87,6 +91,9 @@ type Server struct {
 	usage   sched.Usage
 	usageAt time.Time
 	nodes   map[string]*nodeState
+	// active counts the active runs under each limit key, for the policy's
+	// submit limits.
+	active  map[sched.LimitKey]int
 	nextRun int64
 	nextJob int64
 	broken  error
@@ -127,9 +134,13 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.HalfLife == 0 {
 		cfg.HalfLife = 7 * 24 * time.Hour
 	}
+	if cfg.Rules == nil {
+		cfg.Rules = policy.Empty()
+	}
 	s := &Server{
 		cfg: cfg, store: cfg.Store, log: cfg.Logger, clock: cfg.Clock,
 		runs: map[int64]*runState{}, jobs: map[int64]*jobState{}, pending: map[int64]*runState{}, fresh: map[int64]*runState{}, reasons: map[int64]*runState{}, usage: sched.Usage{},
+		active:  map[sched.LimitKey]int{},
 		nodes:   map[string]*nodeState{},
 		commits: make(chan *commitReq, 8192),
 		wake:    make(chan struct{}, 1),

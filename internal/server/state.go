@@ -27,16 +27,63 @@ type runState struct {
 	// placedAt is when the scheduler placed it: its expected end counts
 	// from its start, or from here until it has started.
 	placedAt  time.Time
-	user      string  // the owner's name (fairshare)
+	user      string  // the owner's name (fairshare, limits)
+	project   string  // its project's name
 	blockedBy []int64 // from the last pass that considered it
+	tier      int     // the highest tier of the fleets it may use
+	// hold, when set, is why the run may not be scheduled at all (a reason
+	// the scheduler need not see, e.g. PartitionTimeLimit).
+	hold string
 }
 
-func newRunState(rec store.Run, t *spec.Task) *runState {
-	rs := &runState{rec: rec, spec: t, req: request(t)}
+// Stop requests, in runs' stop_req: a user's stop and abort, and the
+// scheduler's preemptions (requeue: back to the queue once stopped).
+const (
+	stopUser           = 1
+	stopAbort          = 2
+	stopPreemptRequeue = 3
+	stopPreemptCancel  = 4
+)
+
+// newRunState builds an active run from its record and configuration,
+// resolving its fleets, tier and time limit against the policy.
+func (s *Server) newRunState(rec store.Run, t *spec.Task, user, project string) *runState {
+	rs := &runState{rec: rec, spec: t, user: user, project: project}
 	if t.MaxDuration != nil {
 		rs.limit = time.Duration(*t.MaxDuration) * time.Second
 	}
+	rs.req = request(t)
+	rules := s.cfg.Rules
+	rs.req.Fleets = rules.ResolveFleets(t.Fleets)
+	rs.tier = rules.Tier(rs.req.Fleets)
+	if rs.limit > 0 {
+		// Fleets whose time limit the run exceeds are not for it.
+		var ok []string
+		for _, f := range rs.req.Fleets {
+			if w := rules.Fleets[f].MaxWall; w == 0 || w >= rs.limit {
+				ok = append(ok, f)
+			}
+		}
+		if len(rs.req.Fleets) > 0 && len(ok) == 0 {
+			rs.hold = api.ReasonPartitionTimeLimit
+		}
+		rs.req.Fleets = ok
+		if len(t.Fleets) == 0 {
+			for name, f := range rules.Fleets {
+				if f.MaxWall > 0 && f.MaxWall < rs.limit {
+					rs.req.NotFleets = append(rs.req.NotFleets, name)
+				}
+			}
+			slices.Sort(rs.req.NotFleets)
+		}
+	}
 	return rs
+}
+
+// keys are the limit keys the run counts under.
+func (rs *runState) keys() []sched.LimitKey {
+	return []sched.LimitKey{{Scope: sched.ScopeUser, Name: rs.user}, {Scope: sched.ScopeProject, Name: rs.project},
+		{Scope: sched.ScopeQOS, Name: rs.spec.QOS}, {Scope: sched.ScopeQOSUser, Name: rs.spec.QOS + "\x00" + rs.user}}
 }
 
 // expectedEnd is when the run should give its resources back (zero: no
@@ -99,6 +146,7 @@ func (n *nodeState) release(j *jobState) {
 func request(t *spec.Task) sched.Request {
 	var r sched.Request
 	r.Fleets = t.Fleets
+	r.Exclusive = t.Exclusive
 	r.CPUs = 1
 	if t.Resources.CPU != nil {
 		r.CPUs = t.Resources.CPU.Count.Min
@@ -140,10 +188,10 @@ func (s *Server) load(ctx context.Context) error {
 		if err := json.Unmarshal(r.Spec, &t); err != nil {
 			return fmt.Errorf("server: run %d: %w", r.ID, err)
 		}
-		rs := newRunState(*r, &t)
+		rs := s.newRunState(*r, &t, s.name(ctx, 'u', r.UserID), s.name(ctx, 'p', r.ProjectID))
 		rs.placedAt = s.clock.Now()
-		rs.user = s.name(ctx, 'u', r.UserID)
 		s.runs[r.ID] = rs
+		s.countActive(rs, 1)
 	}
 	for _, j := range a.Jobs {
 		rs, ok := s.runs[j.RunID]
@@ -193,15 +241,20 @@ func (s *Server) submit(user *store.User, t *spec.Task) (*api.Run, error) {
 	}
 	now := s.clock.Now()
 	s.mu.Lock()
+	rs := s.newRunState(store.Run{ProjectID: s.projectID, UserID: user.ID, Status: string(api.StatusSubmitted), Priority: t.Priority,
+		Spec: body, SubmittedAt: now}, t, user.Name, s.name(context.Background(), 'p', s.projectID))
+	if err := s.submitLimitLocked(rs); err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
 	s.nextRun++
 	id := s.nextRun
 	name := t.Name
 	if name == "" {
 		name = runName(id)
 	}
-	rs := newRunState(store.Run{ID: id, ProjectID: s.projectID, UserID: user.ID, Name: name,
-		Status: string(api.StatusSubmitted), Priority: t.Priority, Spec: body, SubmittedAt: now}, t)
-	rs.user = user.Name
+	rs.rec.ID, rs.rec.Name = id, name
+	s.countActive(rs, 1)
 	b := &store.Batch{}
 	for k := range max(t.Nodes, 1) {
 		s.nextJob++
@@ -250,7 +303,8 @@ func (s *Server) stop(id int64, abort bool) error {
 	}
 	b := &store.Batch{}
 	var after []func()
-	if rs.rec.StopReq < level {
+	if rs.rec.StopReq < level || rs.rec.StopReq >= stopPreemptRequeue {
+		// A user's stop wins over a preemption: the run is not requeued.
 		rs.rec.StopReq = level
 		b.Events = append(b.Events, &store.Event{RunID: id, Time: now, Type: "stop", Message: map[bool]string{false: "stop requested", true: "abort requested"}[abort]})
 	}
@@ -283,7 +337,7 @@ func (s *Server) finishJob(js *jobState, status api.Status, reason string, code 
 	js.rec.FinishedAt = now
 	if !js.rec.StartedAt.IsZero() {
 		s.decayTo(now)
-		s.addUsage(js.run.user, js.alloc.CPUs, js.rec.StartedAt, now)
+		s.addUsage(sched.Account{Project: js.run.project, User: js.run.user}, js.alloc.CPUs, js.rec.StartedAt, now)
 	}
 	if ns, ok := s.nodes[js.rec.Node]; ok {
 		ns.release(js)
@@ -319,6 +373,8 @@ func (s *Server) aggregate(rs *runState, now time.Time, b *store.Batch) {
 		}
 	}
 	switch {
+	case final && rs.rec.StopReq == stopPreemptRequeue:
+		s.requeueLocked(rs, now, b)
 	case final:
 		s.finalRun(rs, now)
 	case terminating || rs.rec.StopReq > 0:
@@ -351,6 +407,7 @@ func (s *Server) finalRun(rs *runState, now time.Time) {
 	delete(s.runs, rs.rec.ID)
 	delete(s.pending, rs.rec.ID)
 	delete(s.fresh, rs.rec.ID)
+	s.countActive(rs, -1)
 }
 
 // exitStatus maps a shim's report onto a job's final state.
@@ -359,6 +416,9 @@ func exitStatus(ev api.AgentEvent, stopReq int) (api.Status, string) {
 	case "stopped":
 		if stopReq == 0 {
 			return api.StatusTerminated, api.ReasonTerminatedByAgent
+		}
+		if stopReq >= stopPreemptRequeue {
+			return api.StatusTerminated, api.ReasonPreempted
 		}
 		return api.StatusTerminated, api.ReasonTerminatedByUser
 	case "aborted":
@@ -517,6 +577,8 @@ func (s *Server) flushReasonsLocked(b *store.Batch, now time.Time) {
 // pending runs.
 func (s *Server) snapshotLocked(pending map[int64]*runState) sched.Snapshot {
 	var snap sched.Snapshot
+	now := s.clock.Now()
+	rules := s.cfg.Rules
 	names := make([]string, 0, len(s.nodes))
 	for n := range s.nodes {
 		names = append(names, n)
@@ -533,7 +595,15 @@ func (s *Server) snapshotLocked(pending map[int64]*runState) sched.Snapshot {
 		for _, js := range s.nodes[name].jobs {
 			r, ok := held[js.rec.RunID]
 			if !ok {
-				r = &sched.Running{RunID: js.rec.RunID, End: js.run.expectedEnd()}
+				rs := js.run
+				r = &sched.Running{RunID: js.rec.RunID, End: rs.expectedEnd(), User: rs.user, Project: rs.project, QOS: rs.spec.QOS,
+					Priority: int64(rs.rec.Priority), Start: rs.rec.StartedAt, Ending: rs.rec.StopReq > 0}
+				if r.Ending {
+					// Being stopped: gone within the grace period.
+					if by := now.Add(s.cfg.StopGrace); r.End.IsZero() || by.Before(r.End) {
+						r.End = by
+					}
+				}
 				held[js.rec.RunID] = r
 				ids = append(ids, js.rec.RunID)
 			}
@@ -548,11 +618,15 @@ func (s *Server) snapshotLocked(pending map[int64]*runState) sched.Snapshot {
 	snap.Policy = s.cfg.Policy
 	snap.Weights = s.cfg.Weights
 	snap.Depth = s.cfg.Depth
-	snap.Usage = s.usageAtLocked(s.clock.Now())
+	snap.Usage = s.usageAtLocked(now)
+	snap.Limits, snap.QOS, snap.Shares, snap.Topology = rules.Limits, rules.QOS, rules.Shares, rules.Topology
 	snap.Pending = make([]sched.Pending, 0, len(pending))
 	for _, rs := range pending {
+		if rs.hold != "" {
+			continue
+		}
 		p := sched.Pending{RunID: rs.rec.ID, Priority: rs.rec.Priority, SubmittedAt: rs.rec.SubmittedAt, Nodes: len(rs.jobs),
-			Request: rs.req, Limit: rs.limit, User: rs.user}
+			Request: rs.req, Limit: rs.limit, User: rs.user, Project: rs.project, QOS: rs.spec.QOS, Tier: rs.tier, Nice: rs.spec.Nice}
 		p.JobIDs = make([]int64, len(rs.jobs))
 		for k, js := range rs.jobs {
 			p.JobIDs[k] = js.rec.ID
@@ -564,7 +638,7 @@ func (s *Server) snapshotLocked(pending map[int64]*runState) sched.Snapshot {
 
 func (s *Server) schedNode(ns *nodeState) sched.Node {
 	n := sched.Node{Name: ns.info.Name, Fleet: ns.info.Fleet, Online: ns.conn != nil, CPUs: ns.info.CPUs, Memory: sched.Bytes(ns.info.Memory),
-		FreeCPUs: ns.info.CPUs - ns.usedCPU, FreeMemory: sched.Bytes(ns.info.Memory - ns.usedMem)}
+		FreeCPUs: ns.info.CPUs - ns.usedCPU, FreeMemory: sched.Bytes(ns.info.Memory - ns.usedMem), Blocks: s.cfg.Rules.Fleets[ns.info.Fleet].Blocks}
 	for _, g := range ns.info.GPUs {
 		n.GPUs = append(n.GPUs, sched.GPU{Index: g.Index, Vendor: g.Vendor, Name: g.Name, Memory: sched.Bytes(g.Memory)})
 		if _, used := ns.usedGPU[g.Index]; !used {
@@ -609,8 +683,16 @@ func (s *Server) scheduleOnce() {
 	s.fresh = map[int64]*runState{}
 	s.metrics.cycles.Add(1)
 	plan := sched.Schedule(s.snapshotLocked(candidates), now)
+	for id, rs := range candidates {
+		if rs.hold != "" {
+			plan.Reasons[id] = rs.hold
+		}
+	}
 	b := &store.Batch{}
 	var after []func()
+	for _, p := range plan.Preemptions {
+		after = append(after, s.preemptLocked(p, now, b)...)
+	}
 	s.reserved = plan.Reserved
 	for _, st := range plan.Starts {
 		rs := s.runs[st.RunID]
@@ -653,4 +735,91 @@ func (s *Server) scheduleOnce() {
 	if !b.Empty() {
 		s.enqueue(b, after...)
 	}
+}
+
+// countActive adds d to the active-run counts of rs's limit keys.
+func (s *Server) countActive(rs *runState, d int) {
+	if len(s.cfg.Rules.Submit) == 0 {
+		return
+	}
+	for _, k := range rs.keys() {
+		if s.active[k] += d; s.active[k] <= 0 {
+			delete(s.active, k)
+		}
+	}
+}
+
+// submitLimitLocked refuses a run that would exceed a submit limit, with
+// Slurm's names for the limit.
+func (s *Server) submitLimitLocked(rs *runState) error {
+	rules := s.cfg.Rules
+	for _, k := range rs.keys() {
+		lk := k
+		if k.Scope == sched.ScopeQOSUser {
+			lk.Name = rs.spec.QOS
+		}
+		max, ok := rules.Submit[lk]
+		if !ok || s.active[k] < max {
+			continue
+		}
+		what := map[sched.Scope]string{sched.ScopeUser: "AssocMaxSubmitJobLimit: user " + rs.user,
+			sched.ScopeProject: "AssocGrpSubmitJobsLimit: project " + rs.project, sched.ScopeQOS: "QOSGrpSubmitJobsLimit: QOS " + rs.spec.QOS,
+			sched.ScopeQOSUser: "QOSMaxSubmitJobPerUserLimit: QOS " + rs.spec.QOS + " for user " + rs.user}[k.Scope]
+		return fmt.Errorf("%w: %s already has %d active runs, the most it may have (Slurm: Job violates accounting/QOS policy)", ErrInvalid, what, s.active[k])
+	}
+	return nil
+}
+
+// requeueLocked puts a run whose jobs have all ended back in the queue, as
+// a new attempt with fresh jobs: it keeps its name, ID, submit time and
+// history.
+func (s *Server) requeueLocked(rs *runState, now time.Time, b *store.Batch) {
+	attempt := 0
+	for _, js := range rs.jobs {
+		attempt = max(attempt, js.rec.Attempt)
+	}
+	attempt++
+	n := len(rs.jobs)
+	rs.jobs = nil
+	for k := range n {
+		s.nextJob++
+		js := &jobState{run: rs, rec: store.Job{ID: s.nextJob, RunID: rs.rec.ID, Num: k, Attempt: attempt, Status: string(api.StatusSubmitted), SubmittedAt: now, Alloc: []byte("{}")}}
+		rs.jobs = append(rs.jobs, js)
+		s.jobs[js.rec.ID] = js
+		b.Jobs = append(b.Jobs, jobCopy(js))
+	}
+	rs.rec.Status, rs.rec.Reason, rs.rec.StopReq, rs.rec.StartedAt = string(api.StatusSubmitted), "", 0, time.Time{}
+	rs.placedAt = time.Time{}
+	s.pending[rs.rec.ID] = rs
+	s.fresh[rs.rec.ID] = rs
+	b.Events = append(b.Events, &store.Event{RunID: rs.rec.ID, Time: now, Type: "requeued", Message: fmt.Sprintf("preempted; back in the queue as attempt %d", attempt)})
+}
+
+// preemptLocked stops the plan's victims: their jobs get the stop signal and
+// grace period of a user's stop; the run's stop_req says what follows.
+func (s *Server) preemptLocked(p sched.Preemption, now time.Time, b *store.Batch) []func() {
+	rs, ok := s.runs[p.Victim]
+	if !ok || rs.rec.StopReq > 0 {
+		return nil
+	}
+	rs.rec.StopReq = stopPreemptRequeue
+	if p.Mode == sched.Cancel {
+		rs.rec.StopReq = stopPreemptCancel
+	}
+	b.Events = append(b.Events, &store.Event{RunID: rs.rec.ID, Time: now, Type: "preempted",
+		Message: fmt.Sprintf("preempted by run %d (%s)", p.By, p.Mode)})
+	var after []func()
+	for _, js := range rs.jobs {
+		switch api.Status(js.rec.Status) {
+		case api.StatusProvisioning, api.StatusPulling, api.StatusRunning:
+			js.rec.Status = string(api.StatusTerminating)
+			b.Jobs = append(b.Jobs, jobCopy(js))
+			if ns, ok := s.nodes[js.rec.Node]; ok && ns.conn != nil {
+				c, jobID := ns.conn, js.rec.ID
+				after = append(after, func() { c.send(api.AgentMessage{Type: "stop", Stop: &api.StopJob{JobID: jobID}}) })
+			}
+		}
+	}
+	s.aggregate(rs, now, b)
+	return append(after, s.notify(rs.rec.ID))
 }

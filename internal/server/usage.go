@@ -27,18 +27,18 @@ func (s *Server) loadUsage(ctx context.Context) error {
 		if json.Unmarshal(r.Alloc, &a) != nil {
 			continue
 		}
-		s.addUsage(s.name(ctx, 'u', r.UserID), a.CPUs, r.StartedAt, r.FinishedAt)
+		s.addUsage(sched.Account{Project: s.name(ctx, 'p', r.ProjectID), User: s.name(ctx, 'u', r.UserID)}, a.CPUs, r.StartedAt, r.FinishedAt)
 	}
 	return nil
 }
 
 // addUsage adds a job's CPU-seconds, ended at end, decayed to usageAt.
-func (s *Server) addUsage(user string, cpus int, start, end time.Time) {
+func (s *Server) addUsage(acct sched.Account, cpus int, start, end time.Time) {
 	cpuSeconds := float64(cpus) * end.Sub(start).Seconds()
 	if cpuSeconds <= 0 {
 		return
 	}
-	s.usage[user] += cpuSeconds * s.decay(s.usageAt.Sub(end))
+	s.usage[acct] += cpuSeconds * s.decay(s.usageAt.Sub(end))
 }
 
 // decay is the weight left after d.

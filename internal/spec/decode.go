@@ -156,6 +156,14 @@ func (w *walker) field(t *Task, e entry) {
 		if n, ok := w.integer(v, p); ok {
 			t.Priority = n
 		}
+	case "qos":
+		str(&t.QOS)
+	case "nice":
+		if n, ok := w.integer(v, p); ok {
+			t.Nice = int64(n)
+		}
+	case "exclusive":
+		boolean(&t.Exclusive)
 	case "schedule":
 		t.Schedule = w.schedule(v, p)
 	case "retry":

@@ -29,7 +29,13 @@ type Task struct {
 	Resources    Resources     `json:"resources"`
 	Volumes      []Volume      `json:"volumes,omitempty"`
 
-	Priority          int                `json:"priority"` // 0..100
+	Priority int `json:"priority"` // 0..100
+	// QOS, Nice and Exclusive are Berth's, after Slurm's --qos, --nice and
+	// --exclusive: a quality of service the server defines, a priority
+	// decrease, and a whole node for each job.
+	QOS               string             `json:"qos,omitempty"`
+	Nice              int64              `json:"nice,omitempty"`
+	Exclusive         bool               `json:"exclusive,omitempty"`
 	Schedule          *Schedule          `json:"schedule,omitempty"`
 	Retry             *Retry             `json:"retry,omitempty"`
 	MaxDuration       *Duration          `json:"max_duration,omitempty"`  // nil = no limit ("off")
@@ -175,6 +181,9 @@ var taskFields = []field{
 	{"resources", nil},
 	{"volumes", func(t *Task) bool { return len(t.Volumes) > 0 }},
 	{"priority", func(t *Task) bool { return t.Priority != 0 }},
+	{"qos", func(t *Task) bool { return t.QOS != "" }},
+	{"nice", func(t *Task) bool { return t.Nice != 0 }},
+	{"exclusive", func(t *Task) bool { return t.Exclusive }},
 	{"schedule", func(t *Task) bool { return t.Schedule != nil }},
 	{"retry", func(t *Task) bool { return t.Retry != nil }},
 	{"max_duration", func(t *Task) bool { return t.MaxDuration != nil }},

@@ -26,6 +26,9 @@ func (t *Task) Validate() error {
 // runName is dstack's rule for run names.
 var runName = regexp.MustCompile(`^[a-z][a-z0-9-]{1,40}$`)
 
+// qosName is what a QOS may be called (Slurm allows about the same).
+var qosName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
 // check is every semantic rule of the schema, in schema order, with full
 // field paths. Parse runs it after decoding and places each problem at the
 // YAML node of its path.
@@ -161,6 +164,12 @@ func (t *Task) check() []problem {
 		}
 	}
 
+	if t.Nice < -2147483645 || t.Nice > 2147483645 {
+		add("nice", "must be between -2147483645 and 2147483645 (Slurm's range), got %d", t.Nice)
+	}
+	if t.QOS != "" && !qosName.MatchString(t.QOS) {
+		add("qos", "%q is not a QOS name: use letters, digits, '-', '_' and '.'", t.QOS)
+	}
 	if t.Priority < 0 || t.Priority > 100 {
 		add("priority", "must be between 0 and 100, got %d", t.Priority)
 	}

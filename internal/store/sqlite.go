@@ -535,11 +535,11 @@ func (s *SQLite) UsageSince(ctx context.Context, since time.Time) ([]*JobUsage, 
 		var u JobUsage
 		var alloc string
 		var st, fin int64
-		if err := sc.Scan(&u.UserID, &alloc, &st, &fin); err != nil {
+		if err := sc.Scan(&u.ProjectID, &u.UserID, &alloc, &st, &fin); err != nil {
 			return nil, err
 		}
 		u.Alloc, u.StartedAt, u.FinishedAt = []byte(alloc), fromNanos(st), fromNanos(fin)
 		return &u, nil
-	}, `SELECT r.user_id, j.alloc, j.started_at, j.finished_at FROM jobs j JOIN runs r ON r.id = j.run_id
+	}, `SELECT r.project_id, r.user_id, j.alloc, j.started_at, j.finished_at FROM jobs j JOIN runs r ON r.id = j.run_id
  WHERE j.active = 0 AND j.started_at > 0 AND j.finished_at >= ? ORDER BY j.finished_at`, nanos(since))
 }

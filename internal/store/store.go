@@ -106,6 +106,7 @@ type LogChunk struct {
 
 // JobUsage is what one finished job used, and whose it was.
 type JobUsage struct {
+	ProjectID  int64
 	UserID     int64
 	Alloc      []byte // JSON of api.Alloc
 	StartedAt  time.Time

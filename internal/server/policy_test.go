@@ -1,0 +1,165 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/client"
+	"github.com/berth-hq/berth/internal/policy"
+	"github.com/berth-hq/berth/internal/store"
+)
+
+func rules(t *testing.T, text string) *policy.Policy {
+	t.Helper()
+	p, err := policy.Parse("policy.yml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// runReason waits until the run waits with the given reason.
+func waitReason(t *testing.T, h *harness, id int64, reason string) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("run %d to wait with %s", id, reason), func() bool {
+		r, err := h.c.Run(context.Background(), fmt.Sprint(id))
+		return err == nil && r.Status == api.StatusSubmitted && r.Reason == reason
+	})
+}
+
+func TestQOSAndSubmitLimits(t *testing.T) {
+	h := newHarnessWith(t, t.TempDir(), "127.0.0.1:0", rules(t, `
+qos:
+  normal:
+    user_limits: {submit: 2}
+  high: {priority: 100}
+`))
+	var apiErr *client.APIError
+	_, err := h.c.Submit(context.Background(), api.SubmitRequest{Spec: task(t, "type: task\ncommands: [\"true\"]\nqos: gold\n")})
+	if !errors.As(err, &apiErr) || apiErr.Status != 400 || !strings.Contains(err.Error(), `unknown QOS "gold" (defined: high, normal`) {
+		t.Fatalf("unknown QOS: %v", err)
+	}
+	// No agent: runs stay pending, and count as submitted.
+	a := submit(t, h, "type: task\ncommands: [\"true\"]\n")
+	submit(t, h, "type: task\ncommands: [\"true\"]\nqos: normal\n")
+	submit(t, h, "type: task\ncommands: [\"true\"]\nqos: high\n") // another QOS: fine
+	_, err = h.c.Submit(context.Background(), api.SubmitRequest{Spec: task(t, "type: task\ncommands: [\"true\"]\n")})
+	if !errors.As(err, &apiErr) || apiErr.Status != 400 || !strings.Contains(err.Error(), "QOSMaxSubmitJobPerUserLimit") {
+		t.Fatalf("third normal run: %v, want a 400 naming QOSMaxSubmitJobPerUserLimit", err)
+	}
+	runs, _ := h.st.ListRuns(context.Background(), store.RunFilter{All: true})
+	if len(runs) != 3 {
+		t.Fatalf("%d runs stored, want 3", len(runs))
+	}
+	r, _ := h.c.Run(context.Background(), fmt.Sprint(a.ID))
+	if r.Spec.QOS != "normal" {
+		t.Errorf("run without qos got %q, want the default normal", r.Spec.QOS)
+	}
+	// Once one ends, another may be submitted.
+	if _, err := h.c.Stop(context.Background(), fmt.Sprint(a.ID), false); err != nil {
+		t.Fatal(err)
+	}
+	submit(t, h, "type: task\ncommands: [\"true\"]\n")
+}
+
+func TestLimitHoldsRun(t *testing.T) {
+	h := newHarnessWith(t, t.TempDir(), "127.0.0.1:0", rules(t, "users:\n  admin:\n    limits: {jobs: 1}\n"))
+	startAgent(t, h, agentOpts{name: "n1", cpus: 2})
+	first := submit(t, h, "type: task\ncommands: [\"sleep 2\"]\n")
+	second := submit(t, h, "type: task\ncommands: [\"true\"]\n")
+	waitReason(t, h, second.ID, "AssocMaxJobsLimit")
+	_, a := follow(t, h, first.ID)
+	_, b := follow(t, h, second.ID)
+	if b.Status != api.StatusDone || !b.StartedAt.After(*a.FinishedAt) && !b.StartedAt.Equal(*a.FinishedAt) {
+		t.Errorf("second started %v, first ended %v: one at a time", b.StartedAt, a.FinishedAt)
+	}
+}
+
+func TestPreemptRequeue(t *testing.T) {
+	h := newHarnessWith(t, t.TempDir(), "127.0.0.1:0", rules(t, `
+default_qos: low
+qos:
+  low: {preempt_mode: requeue}
+  high: {priority: 100, preempt: [low]}
+`))
+	startAgent(t, h, agentOpts{name: "n1", cpus: 1})
+	marker := filepath.Join(t.TempDir(), "ran-once")
+	// The first attempt waits to be preempted; the second ends at once.
+	low := submit(t, h, fmt.Sprintf("type: task\ncommands: [\"echo attempt $BERTH_RUN_ID\", \"if [ -e %s ]; then exit 0; fi; touch %s; sleep 30\"]\n", marker, marker))
+	waitFor(t, "the low run's first attempt to start sleeping", func() bool {
+		_, err := os.Stat(marker)
+		return err == nil
+	})
+	high := submit(t, h, "type: task\ncommands: [\"echo high\"]\nqos: high\n")
+	out, hr := follow(t, h, high.ID)
+	if hr.Status != api.StatusDone || out != "high\n" {
+		t.Fatalf("high run %s %q", hr.Status, out)
+	}
+	waitFor(t, "the low run to end", func() bool {
+		r, err := h.c.Run(context.Background(), fmt.Sprint(low.ID))
+		return err == nil && r.Status.Finished()
+	})
+	lr, err := h.c.Run(context.Background(), fmt.Sprint(low.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Both attempts stay in the run's history.
+	if lr.Status != api.StatusDone || len(lr.Jobs) != 2 || lr.Jobs[0].Reason != api.ReasonPreempted || lr.Jobs[1].Attempt != 1 || lr.Jobs[1].Status != api.StatusDone {
+		t.Fatalf("low run %s jobs %+v: want the first attempt preempted, the second done", lr.Status, lr.Jobs)
+	}
+	var types []string
+	for _, e := range lr.Events {
+		types = append(types, e.Type)
+	}
+	if got := strings.Join(types, ","); !strings.Contains(got, "preempted") || !strings.Contains(got, "requeued") {
+		t.Errorf("low run's events %s: want preempted and requeued", got)
+	}
+	if !lr.StartedAt.After(*hr.StartedAt) {
+		t.Errorf("low's second attempt started %v, before the high run %v", lr.StartedAt, hr.StartedAt)
+	}
+}
+
+func TestPreemptCancel(t *testing.T) {
+	h := newHarnessWith(t, t.TempDir(), "127.0.0.1:0", rules(t, `
+default_qos: scavenger
+qos:
+  scavenger: {preempt_mode: cancel}
+  high: {priority: 100, preempt: [scavenger]}
+`))
+	startAgent(t, h, agentOpts{name: "n1", cpus: 1})
+	low := submit(t, h, "type: task\ncommands: [\"sleep 30\"]\n")
+	waitFor(t, "the low run to run", func() bool {
+		r, err := h.c.Run(context.Background(), fmt.Sprint(low.ID))
+		return err == nil && r.Status == api.StatusRunning
+	})
+	high := submit(t, h, "type: task\ncommands: [\"true\"]\nqos: high\n")
+	_, lr := follow(t, h, low.ID)
+	if lr.Status != api.StatusTerminated || lr.Reason != api.ReasonPreempted {
+		t.Errorf("low run ended %s (%s), want terminated (preempted)", lr.Status, lr.Reason)
+	}
+	if _, hr := follow(t, h, high.ID); hr.Status != api.StatusDone {
+		t.Errorf("high run %s", hr.Status)
+	}
+}
+
+func TestFleetPolicy(t *testing.T) {
+	h := newHarnessWith(t, t.TempDir(), "127.0.0.1:0", rules(t, `
+fleets:
+  gpu: {partitions: [batch], blocks: 2, max_wall: 1h, tier: 1}
+`))
+	startAgent(t, h, agentOpts{name: "b1", cpus: 4, fleet: "gpu"})
+	// A partition name reaches the fleet; blocks round 1 CPU up to 2.
+	r := submit(t, h, "type: task\ncommands: [\"echo $SLURM_CPUS_ON_NODE\"]\nfleets: [batch]\nmax_duration: 10m\n")
+	out, end := follow(t, h, r.ID)
+	if end.Status != api.StatusDone || end.Jobs[0].Alloc.CPUs != 2 {
+		t.Errorf("run %s with %d CPUs (output %q), want done with one block of 2", end.Status, end.Jobs[0].Alloc.CPUs, out)
+	}
+	long := submit(t, h, "type: task\ncommands: [\"true\"]\nfleets: [batch]\nmax_duration: 2h\n")
+	waitReason(t, h, long.ID, api.ReasonPartitionTimeLimit)
+}
