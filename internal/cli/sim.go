@@ -121,7 +121,7 @@ scheduler's own golden tests), so a decision seen in production can be replayed 
 				return err
 			}
 			if slices.Contains(names, "berth") {
-				fmt.Fprintln(out, "berth is EASY with shortest-first backfill; its fairshare and age factors are still to come.")
+				fmt.Fprintln(out, "berth is the server's default: multifactor priority (age, fairshare, size, expansion factor), EASY backfill shortest first.")
 			}
 			return nil
 		},

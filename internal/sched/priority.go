@@ -15,6 +15,12 @@ type Weights struct {
 	QOS       int64
 	Partition int64 // the tier of the fleets (partitions) a run may use
 	Priority  int64 // the run's own priority: 0..100 (dstack's field)
+	// Expansion weighs how long a run has waited against its time limit:
+	// wait/(wait+limit), 0 for runs without a limit. It is Berth's, not
+	// Slurm's: short runs climb fast, long ones slowly but surely, which
+	// lowers slowdown without starving anyone (largest expansion factor
+	// first, Chiang and Vernon).
+	Expansion int64
 	// MaxAge is the age at which the age factor reaches 1.
 	MaxAge time.Duration
 	// FavorSmall makes the size factor favour small runs instead of large.
@@ -23,7 +29,7 @@ type Weights struct {
 
 // DefaultWeights rank runs mostly by their own priority and fairshare, with
 // age growing to matter as much as a priority of 10 over a week.
-var DefaultWeights = Weights{Age: 1000, Fairshare: 10000, Size: 1000, QOS: 10000, Partition: 1000, Priority: 10000, MaxAge: 7 * 24 * time.Hour}
+var DefaultWeights = Weights{Age: 1000, Fairshare: 10000, Size: 1000, QOS: 10000, Partition: 1000, Priority: 10000, Expansion: 10000, MaxAge: 7 * 24 * time.Hour}
 
 // Account is who uses resources: a user within a project.
 type Account struct {
@@ -52,6 +58,7 @@ type Factors struct {
 	QOS       float64 `json:"qos"`
 	Partition float64 `json:"partition"`
 	Priority  float64 `json:"priority"`
+	Expansion float64 `json:"expansion"`
 	Nice      int64   `json:"nice"`
 	// Total is the weighted sum minus Nice: the order runs are considered in.
 	Total int64 `json:"total"`
@@ -102,9 +109,12 @@ func Priorities(s Snapshot, now time.Time) map[int64]Factors {
 			f.Partition = float64(p.Tier) / float64(maxTier)
 		}
 		f.Priority = float64(p.Priority) / 100
+		if wait := now.Sub(p.SubmittedAt); p.Limit > 0 && wait > 0 {
+			f.Expansion = float64(wait) / float64(wait+p.Limit)
+		}
 		f.Nice = p.Nice
 		f.Total = int64(math.Round(float64(w.Age)*f.Age+float64(w.Fairshare)*f.Fairshare+float64(w.Size)*f.Size+
-			float64(w.QOS)*f.QOS+float64(w.Partition)*f.Partition+float64(w.Priority)*f.Priority)) - p.Nice
+			float64(w.QOS)*f.QOS+float64(w.Partition)*f.Partition+float64(w.Priority)*f.Priority+float64(w.Expansion)*f.Expansion)) - p.Nice
 		out[p.RunID] = f
 	}
 	return out

@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -19,8 +20,10 @@ var Policies = []string{"fcfs", "easy", "conservative", "berth"}
 var ErrPolicy = errors.New("sim: unknown policy")
 
 // PolicyByName maps a policy name to sched's policy. "berth" is Berth's own
-// policy, sched.Berth: EASY whose backfill tries the shortest runs first
-// (its other factors — fairshare, age, limits — are still to come).
+// policy, sched.Berth, as the server runs it by default: the queue ordered by
+// multifactor priority with the default weights (age, fairshare from the
+// replayed usage, job size, expansion factor), EASY backfill that tries the
+// shortest runs first.
 func PolicyByName(name string) (sched.Policy, error) {
 	p, err := sched.ParsePolicy(name)
 	if err != nil {
@@ -38,6 +41,8 @@ type Config struct {
 	Policy sched.Policy
 	// Schedule decides each pass; nil: sched.Schedule.
 	Schedule Scheduler
+	// Weights order the queue by multifactor priority (nil: submit order).
+	Weights *sched.Weights
 }
 
 // epoch is the instant the virtual clock starts from: a job submitted at
@@ -98,6 +103,10 @@ func Run(jobs []Job, cfg Config) (Result, error) {
 	if cfg.Procs <= 0 {
 		return Result{}, fmt.Errorf("%w: the machine has %d processors", ErrJob, cfg.Procs)
 	}
+	if cfg.Policy == sched.Berth && cfg.Weights == nil {
+		w := sched.DefaultWeights // Berth's policy is the server's default, all factors
+		cfg.Weights = &w
+	}
 	out := make([]Outcome, len(jobs))
 	for i, j := range jobs {
 		out[i] = Outcome{Job: j, Start: -1}
@@ -137,6 +146,11 @@ func Run(jobs []Job, cfg Config) (Result, error) {
 		started = make([]bool, len(out))
 		ended   = make([]bool, len(out))
 		nodes   = make([]sched.Node, 1)
+		// usage is each user's processor-seconds, decayed with the
+		// server's default half-life, when the queue is ordered by
+		// multifactor priority (fairshare).
+		usage   = sched.Usage{}
+		usageAt time.Duration
 	)
 	for next < len(out) || len(ends) > 0 {
 		// The next event time: the sooner of the next arrival and the
@@ -157,6 +171,11 @@ func Run(jobs []Job, cfg Config) (Result, error) {
 		for len(ends) > 0 && ends[0].at == now {
 			e := heap.Pop(&ends).(end)
 			free += out[e.idx].Job.Procs
+			if cfg.Weights != nil {
+				j := &out[e.idx].Job
+				decayUsage(usage, &usageAt, now)
+				usage[sched.Account{User: j.User}] += float64(j.Procs) * j.Run.Seconds()
+			}
 			ended[e.idx] = true
 			completed = true
 		}
@@ -173,6 +192,7 @@ func Run(jobs []Job, cfg Config) (Result, error) {
 				JobIDs:      []int64{j.ID},
 				Request:     sched.Request{CPUs: j.Procs},
 				Limit:       j.Estimate,
+				User:        j.User,
 			})
 			next++
 		}
@@ -182,7 +202,12 @@ func Run(jobs []Job, cfg Config) (Result, error) {
 		}
 		nodes[0] = sched.Node{Name: PoolNode, Online: true, CPUs: cfg.Procs, FreeCPUs: free}
 		at := epoch.Add(now)
-		plan := schedule(sched.Snapshot{Nodes: nodes, Running: running, Pending: pending, Policy: cfg.Policy}, at)
+		snap := sched.Snapshot{Nodes: nodes, Running: running, Pending: pending, Policy: cfg.Policy, Weights: cfg.Weights}
+		if cfg.Weights != nil {
+			decayUsage(usage, &usageAt, now)
+			snap.Usage = usage
+		}
+		plan := schedule(snap, at)
 		res.Passes++
 		if len(plan.Starts) == 0 {
 			continue
@@ -274,4 +299,19 @@ func (h *endHeap) Pop() any {
 	e := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return e
+}
+
+// usageHalfLife is the server's default fairshare half-life.
+const usageHalfLife = 7 * 24 * time.Hour
+
+// decayUsage ages every user's usage from *at to now.
+func decayUsage(u sched.Usage, at *time.Duration, now time.Duration) {
+	if now <= *at {
+		return
+	}
+	f := math.Pow(2, -float64(now-*at)/float64(usageHalfLife))
+	for k, v := range u {
+		u[k] = v * f
+	}
+	*at = now
 }

@@ -76,3 +76,49 @@ func TestReferenceTraces(t *testing.T) {
 		}
 	}
 }
+
+// TestBerthBeatsEASY is the scheduler issue's goal for the default policy,
+// on every shared trace: a lower average bounded slowdown than EASY, a
+// utilization no lower, and a longest wait at most twice EASY's.
+func TestBerthBeatsEASY(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("replays whole traces: a few seconds, minutes under -race")
+	}
+	dir := os.Getenv("BERTH_TRACES")
+	if dir == "" {
+		dir = "/work/shared/traces"
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.swf.gz"))
+	if len(files) == 0 {
+		t.Skip("no traces in " + dir)
+	}
+	for _, path := range files {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			tr, err := OpenSWF(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			jobs, _ := Keep(tr.Jobs, tr.MaxProcs)
+			var m [2]Metrics
+			for i, p := range []sched.Policy{sched.EASY, sched.Berth} {
+				res, err := Run(jobs, Config{Procs: tr.MaxProcs, Policy: p})
+				if err != nil {
+					t.Fatal(err)
+				}
+				m[i] = res.Metrics()
+			}
+			easy, berth := m[0], m[1]
+			t.Logf("bsld easy %.4f berth %.4f; utilization %.6f %.6f; max wait %.0f %.0f", easy.AvgBoundedSlowdown, berth.AvgBoundedSlowdown,
+				easy.Utilization, berth.Utilization, easy.MaxWait, berth.MaxWait)
+			if berth.AvgBoundedSlowdown >= easy.AvgBoundedSlowdown {
+				t.Errorf("bounded slowdown %.4f, not below EASY's %.4f", berth.AvgBoundedSlowdown, easy.AvgBoundedSlowdown)
+			}
+			if berth.Utilization < easy.Utilization-1e-9 {
+				t.Errorf("utilization %.6f, below EASY's %.6f", berth.Utilization, easy.Utilization)
+			}
+			if berth.MaxWait > 2*easy.MaxWait {
+				t.Errorf("longest wait %.0f s, over twice EASY's %.0f s", berth.MaxWait, easy.MaxWait)
+			}
+		})
+	}
+}
