@@ -401,6 +401,10 @@ func (w *walker) volumes(n ast.Node, path string) []Volume {
 				return Volume{}, false
 			}
 			v := Volume{Path: dst}
+			// Docker's mode suffix: /host:/data:ro mounts read-only.
+			if p, mode, ok := strings.Cut(dst, ":"); ok && (mode == "ro" || mode == "rw") {
+				v.Path, v.ReadOnly = p, mode == "ro"
+			}
 			if strings.HasPrefix(src, "/") || strings.HasPrefix(src, "~") {
 				v.InstancePath = src
 			} else {
@@ -408,7 +412,7 @@ func (w *walker) volumes(n ast.Node, path string) []Volume {
 			}
 			return v, true
 		}
-		entries, ok := w.mapping(it, p, []string{"name", "path", "instance_path", "optional"}, nil)
+		entries, ok := w.mapping(it, p, []string{"name", "path", "instance_path", "optional", "read_only"}, nil)
 		if !ok {
 			return Volume{}, false
 		}
@@ -418,6 +422,10 @@ func (w *walker) volumes(n ast.Node, path string) []Volume {
 			case "optional":
 				if b, ok := w.boolean(e.value, e.fieldPath); ok {
 					v.Optional = b
+				}
+			case "read_only":
+				if b, ok := w.boolean(e.value, e.fieldPath); ok {
+					v.ReadOnly = b
 				}
 			default:
 				s, ok := w.str(e.value, e.fieldPath)
