@@ -561,6 +561,7 @@ func (a *Agent) removeLocked(j *localJob) {
 		j.out.Close()
 	}
 	delete(a.jobs, j.id)
+	a.dropContainerLocked(j) // agent_container.go
 	if j.dir != "" {
 		if err := os.RemoveAll(j.dir); err != nil {
 			a.log.Warn("remove job directory", "job_id", j.id, "err", err)

@@ -51,3 +51,34 @@ func (a *Agent) resumeContainerLocked(j *localJob) bool {
 	}()
 	return true
 }
+
+// dropContainerLocked removes the container of a job whose directory goes:
+// its shim removes it after recording the exit, but a shim that died in
+// between leaves it behind. Best effort, in the background.
+func (a *Agent) dropContainerLocked(j *localJob) {
+	if j.dir == "" {
+		return
+	}
+	var rec containerRecord
+	if err := readJSON(filepath.Join(j.dir, fileContainer), &rec); err != nil || rec.Name == "" {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		e, err := container.Open(ctx)
+		if err != nil {
+			return
+		}
+		defer e.Close()
+		c, err := e.Get(ctx, rec.Name)
+		if err != nil {
+			return
+		}
+		if err := c.Remove(ctx); err != nil {
+			a.log.Warn("remove a finished job's container", "job_id", j.id, "container", rec.Name, "err", err)
+		} else {
+			a.log.Info("removed a finished job's leftover container", "job_id", j.id, "container", rec.Name)
+		}
+	}()
+}

@@ -327,3 +327,38 @@ func TestAgentRestoreResumesContainer(t *testing.T) {
 		t.Errorf("output %q, want begin and end once each", out)
 	}
 }
+
+// A finished job's directory goes with any container its shim left behind.
+func TestAgentRemovesLeftoverContainer(t *testing.T) {
+	e := containertest.Engine(t)
+	dir := t.TempDir()
+	name := container.NewName("shimtest", containerJobID)
+	c, err := e.Create(context.Background(), container.Spec{Name: name, Image: containertest.Image, Cmd: []string{"true"},
+		Labels: map[string]string{container.LabelDir: dir}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Remove(context.Background()) })
+	if err := writeJSONAtomic(filepath.Join(dir, fileContainer), containerRecord{Name: name, Started: true}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(Config{Name: "n1", DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := &localJob{id: 1, dir: dir, exit: &shimExit{}}
+	a.mu.Lock()
+	a.jobs[1] = j
+	a.removeLocked(j)
+	a.mu.Unlock()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := e.Get(context.Background(), name); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the leftover container is still there")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
