@@ -146,12 +146,16 @@ func runContainer(dir string, sp *shimSpec, fw *frameWriter, ex *shimExit, sigs 
 		defer close(logsDone)
 		copyLogs(logCtx, c, fw, skip)
 	}()
-	exited := make(chan container.State, 1)
+	type waited struct {
+		st   container.State
+		gone bool // removed behind our back
+	}
+	exited := make(chan waited, 1)
 	go func() {
 		for backoff := 100 * time.Millisecond; ; backoff = min(backoff*2, 5*time.Second) {
 			st, err := c.Wait(ctx)
-			if err == nil {
-				exited <- st
+			if err == nil || errors.Is(err, container.ErrNotFound) {
+				exited <- waited{st, err != nil}
 				return
 			}
 			select {
@@ -201,8 +205,13 @@ func runContainer(dir string, sp *shimSpec, fw *frameWriter, ex *shimExit, sigs 
 	}
 	for done := false; !done; {
 		select {
-		case st = <-exited:
-			done = true
+		case w := <-exited:
+			if w.gone {
+				stopLogs()
+				<-logsDone
+				return lost("the job's container %s was removed by someone else", rec.Name)
+			}
+			st, done = w.st, true
 		case s := <-sigs:
 			switch s {
 			case sigStop:

@@ -362,3 +362,25 @@ func TestAgentRemovesLeftoverContainer(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// A container removed behind the shim's back (docker rm -f) ends the job:
+// killed (137) when the engine still tells the exit, else lost; never a
+// shim waiting for ever.
+func TestShimContainerRemovedBehindItsBack(t *testing.T) {
+	e := containertest.Engine(t)
+	dir, cmd := startContainerShim(t, e, containerJob("echo ready", "sleep 60"))
+	waitForOutput(t, dir, "ready")
+	found, err := e.Find(context.Background(), map[string]string{container.LabelDir: dir})
+	if err != nil || len(found) != 1 {
+		t.Fatalf("Find = %v, %v", found, err)
+	}
+	if err := found[0].Remove(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ex, _, _ := finishShim(t, dir, cmd)
+	killed := ex.ExitCode == 137 && ex.Reason == ""
+	lost := ex.Reason == api.ReasonLostByAgent && strings.Contains(ex.Message, "removed by someone else")
+	if !killed && !lost {
+		t.Errorf("exit = %+v, want killed (137) or lost", ex)
+	}
+}
