@@ -127,6 +127,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := a.detect(ctx); err != nil {
 		return err
 	}
+	a.detectContainers(ctx) // agent_container.go
 	if err := os.MkdirAll(filepath.Join(a.cfg.DataDir, "jobs"), 0o700); err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
@@ -370,7 +371,7 @@ func (a *Agent) startLocked(asg api.Assignment) {
 	}
 	workDir := asg.WorkingDir
 	mk := dir
-	if workDir == "" {
+	if workDir == "" || asg.Container != nil { // a container's working_dir is in the container
 		workDir = filepath.Join(dir, "work")
 		mk = workDir
 	}
@@ -537,6 +538,10 @@ func (a *Agent) finished(j *localJob) {
 			return
 		}
 	}
+	if j.exit == nil && err != nil && a.resumeContainerLocked(j) {
+		a.mu.Unlock()
+		return
+	}
 	if j.exit == nil {
 		if err != nil {
 			ex = shimExit{ExitCode: -1, Reason: api.ReasonLostByAgent, Message: "the job's supervisor ended without a status: " + err.Error(), FinishedAt: time.Now().UTC()}
@@ -556,6 +561,7 @@ func (a *Agent) removeLocked(j *localJob) {
 		j.out.Close()
 	}
 	delete(a.jobs, j.id)
+	a.dropContainerLocked(j) // agent_container.go
 	if j.dir != "" {
 		if err := os.RemoveAll(j.dir); err != nil {
 			a.log.Warn("remove job directory", "job_id", j.id, "err", err)
@@ -612,6 +618,9 @@ func (a *Agent) restore() error {
 		}
 		if neverStarted(dir) {
 			j.rerun = true
+			continue
+		}
+		if a.resumeContainerLocked(j) {
 			continue
 		}
 		j.exit = &shimExit{ExitCode: -1, Reason: api.ReasonLostByAgent, Message: "the job's supervisor is gone", FinishedAt: time.Now().UTC()}

@@ -129,6 +129,9 @@ func runShim(dir string) error {
 		b, _ := json.Marshal(ex)
 		return writeFileAtomic(filepath.Join(dir, fileExit), b)
 	}
+	if sp.Assignment.Container != nil {
+		return runContainer(dir, &sp, fw, &ex, sigs, finish) // shim_container.go
+	}
 	// A stop asked for before the job started (the agent leaves a note, in
 	// case its signal came before the shim could catch it): never start it.
 	if level := stopRequested(dir); level > 0 {

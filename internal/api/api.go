@@ -59,6 +59,9 @@ const (
 	// ReasonPartitionTimeLimit holds a run whose time limit is longer than
 	// every fleet it may use allows.
 	ReasonPartitionTimeLimit = "PartitionTimeLimit"
+	// ReasonOOM: the job was killed for using more memory than it holds
+	// (Slurm's OUT_OF_MEMORY).
+	ReasonOOM = "OOM"
 )
 
 // Run is what a user submitted: one configuration, one or more jobs.
@@ -139,7 +142,10 @@ type NodeInfo struct {
 	GPUs     []GPU  `json:"gpus,omitempty"`
 	Declared bool   `json:"declared"`
 	Cgroups  string `json:"cgroups"`
-	Version  string `json:"version"`
+	// Containers says whether the node runs `image:` jobs: "docker 1.41"
+	// (the engine and its API version), or "none (why)". See CanRunContainers.
+	Containers string `json:"containers"`
+	Version    string `json:"version"`
 }
 
 // Node is a host of the cluster as the server sees it.
@@ -219,6 +225,9 @@ type Assignment struct {
 	Alloc       Alloc    `json:"alloc"`
 	LogSize     int64    `json:"log_size"`       // bytes of the job's log the server holds
 	Stop        int      `json:"stop,omitempty"` // 1 graceful, 2 abort
+	// Container, when set, runs the job in a container (the run's `image:`)
+	// instead of as processes on the host; see ContainerFor.
+	Container *Container `json:"container,omitempty"`
 }
 
 // AgentMessage is one line of the stream from the server to an agent.

@@ -409,6 +409,10 @@ func (w *walker) volumes(n ast.Node, path string) []Volume {
 				return Volume{}, false
 			}
 			v := Volume{Path: dst}
+			// Docker's mode suffix: /host:/data:ro mounts read-only.
+			if p, mode, ok := strings.Cut(dst, ":"); ok && (mode == "ro" || mode == "rw") {
+				v.Path, v.ReadOnly = p, mode == "ro"
+			}
 			if strings.HasPrefix(src, "/") || strings.HasPrefix(src, "~") {
 				v.InstancePath = src
 			} else {
@@ -416,7 +420,7 @@ func (w *walker) volumes(n ast.Node, path string) []Volume {
 			}
 			return v, true
 		}
-		entries, ok := w.mapping(it, p, []string{"name", "path", "instance_path", "optional"}, nil)
+		entries, ok := w.mapping(it, p, []string{"name", "path", "instance_path", "optional", "read_only"}, nil)
 		if !ok {
 			return Volume{}, false
 		}
@@ -426,6 +430,10 @@ func (w *walker) volumes(n ast.Node, path string) []Volume {
 			case "optional":
 				if b, ok := w.boolean(e.value, e.fieldPath); ok {
 					v.Optional = b
+				}
+			case "read_only":
+				if b, ok := w.boolean(e.value, e.fieldPath); ok {
+					v.ReadOnly = b
 				}
 			default:
 				s, ok := w.str(e.value, e.fieldPath)
