@@ -33,6 +33,8 @@ type Node struct {
 	// Blocks splits the node in that many equal shares of CPUs, memory and
 	// GPUs (dstack's blocks); a job takes whole blocks. 0 or 1: not split.
 	Blocks int
+	// Containers: the node has a container engine.
+	Containers bool
 }
 
 // GPURequest is what a run needs of GPUs on each node.
@@ -56,10 +58,15 @@ type Request struct {
 	NotFleets []string
 	// Exclusive jobs take their whole node, whatever they ask for.
 	Exclusive bool
+	// Containers: the run has an image and needs a node with an engine.
+	Containers bool
 }
 
 // inFleet tells whether r may use node n.
 func (r Request) inFleet(n *Node) bool {
+	if r.Containers && !n.Containers {
+		return false
+	}
 	if len(r.Fleets) == 0 {
 		return len(r.NotFleets) == 0 || !slices.Contains(r.NotFleets, n.Fleet)
 	}
@@ -87,6 +94,10 @@ type Pending struct {
 	QOSPriority int // used when Snapshot.QOS does not define QOS
 	Tier        int // the highest priority tier of the fleets it may use
 	Nice        int64
+	// Hold, when set, is why the run is not eligible yet (Slurm's
+	// Dependency, BeginTime, JobHeldUser, ...): it waits with that reason,
+	// neither starts nor reserves, and holds no one up.
+	Hold string
 }
 
 // Running is a run that holds resources now.
@@ -267,6 +278,10 @@ func Schedule(s Snapshot, now time.Time) Plan {
 			plan.BlockedBy[pd.RunID] = first
 			continue
 		}
+		if pd.Hold != "" {
+			plan.Reasons[pd.RunID] = pd.Hold
+			continue
+		}
 		if !Fits(s.Nodes, pd.Request, pd.Nodes, false) {
 			plan.Reasons[pd.RunID] = ReasonNoNode
 			continue
@@ -390,6 +405,9 @@ func dominates(a, b *Pending) bool {
 	}
 	if b.Limit > 0 && a.Limit > 0 && a.Limit < b.Limit || b.Limit == 0 && a.Limit != 0 {
 		return false // a shorter interval may fit where a longer did not
+	}
+	if b.Request.Containers && !a.Request.Containers {
+		return false // b needed an engine, a runs anywhere
 	}
 	if b.Request.Exclusive && !a.Request.Exclusive {
 		return false // b needed whole nodes, a may share one
@@ -587,6 +605,9 @@ func FitsNode(n *Node, r Request) (now, ever bool, why string) {
 }
 
 func shortOf(n *Node, r Request, now bool) string {
+	if r.Containers && !n.Containers {
+		return "no container engine"
+	}
 	if !r.inFleet(n) {
 		return "not in fleet " + strings.Join(r.Fleets, " or ")
 	}

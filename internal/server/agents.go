@@ -208,6 +208,14 @@ func (s *Server) assignment(js *jobState, hosts, ips []string) api.Assignment {
 		a.MaxDuration = int64(*t.MaxDuration)
 	}
 	a.Env = jobEnv(js, hosts, ips)
+	if c := api.ContainerFor(t); c != nil {
+		// dstack's rule: host network when the job has its node to itself
+		// (a multi-node run always does), a bridge when it shares it.
+		if ns, ok := s.nodes[js.rec.Node]; ok {
+			c.HostNetwork = len(rs.jobs) > 1 || js.alloc.CPUs >= ns.info.CPUs && len(js.alloc.GPUs) == len(ns.info.GPUs)
+		}
+		a.Container = c
+	}
 	return a
 }
 

@@ -31,6 +31,11 @@ func (s *Server) readSpec(r *http.Request) (*spec.Task, error) {
 	if err := req.Spec.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
+	for i, v := range req.Spec.Volumes {
+		if v.Name != "" {
+			return nil, fmt.Errorf("%w: volumes[%d]: network volume %q: Berth mounts instance paths only (write `- /host/dir:%s`)", ErrInvalid, i, v.Name, v.Path)
+		}
+	}
 	q, err := s.cfg.Rules.QOSOf(req.Spec.QOS)
 	if err != nil {
 		return nil, fmt.Errorf("%w: qos: %v", ErrInvalid, err)
@@ -59,6 +64,8 @@ var supported = map[string]bool{
 	"type": true, "name": true, "commands": true, "env": true, "resources.cpu": true, "resources.memory": true,
 	"resources.gpu": true, "max_duration": true, "working_dir": true, "priority": true, "nodes": true, "fleets": true,
 	"qos": true, "nice": true, "exclusive": true,
+	"image": true, "registry_auth": true, "shell": true, "user": true, "privileged": true, "volumes": true, "ports": true,
+	"resources.shm_size": true,
 }
 
 func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request, _ *store.User) {
@@ -82,14 +89,19 @@ func (s *Server) plan(t *spec.Task) *api.Plan {
 	}
 	s.mu.Lock()
 	var nodes []sched.Node
+	engines := map[string]string{}
 	for _, ns := range s.nodes {
 		nodes = append(nodes, s.schedNode(ns))
+		engines[ns.info.Name] = ns.info.Containers
 	}
 	s.mu.Unlock()
 	sort.Slice(nodes, func(i, k int) bool { return nodes[i].Name < nodes[k].Name })
 	for i := range nodes {
 		now, ever, why := sched.FitsNode(&nodes[i], req)
 		row := api.PlanRow{Node: nodes[i].Name, Resources: nodeResources(&nodes[i]), Fits: "never", Why: why}
+		if req.Containers && !nodes[i].Containers {
+			row.Why = "no container engine: " + engines[nodes[i].Name]
+		}
 		if slices.Contains(req.NotFleets, nodes[i].Fleet) || rs.hold != "" {
 			row.Why = "max_duration is over the fleet's time limit (PartitionTimeLimit)"
 		}

@@ -147,6 +147,7 @@ func request(t *spec.Task) sched.Request {
 	var r sched.Request
 	r.Fleets = t.Fleets
 	r.Exclusive = t.Exclusive
+	r.Containers = t.Image != ""
 	r.CPUs = 1
 	if t.Resources.CPU != nil {
 		r.CPUs = t.Resources.CPU.Count.Min
@@ -429,6 +430,8 @@ func exitStatus(ev api.AgentEvent, stopReq int) (api.Status, string) {
 		return api.StatusFailed, api.ReasonFailedToStart
 	case api.ReasonLostByAgent:
 		return api.StatusFailed, api.ReasonLostByAgent
+	case api.ReasonOOM:
+		return api.StatusFailed, api.ReasonOOM
 	}
 	if ev.ExitCode == 0 {
 		return api.StatusDone, api.ReasonDone
@@ -622,10 +625,7 @@ func (s *Server) snapshotLocked(pending map[int64]*runState) sched.Snapshot {
 	snap.Limits, snap.QOS, snap.Shares, snap.Topology = rules.Limits, rules.QOS, rules.Shares, rules.Topology
 	snap.Pending = make([]sched.Pending, 0, len(pending))
 	for _, rs := range pending {
-		if rs.hold != "" {
-			continue
-		}
-		p := sched.Pending{RunID: rs.rec.ID, Priority: rs.rec.Priority, SubmittedAt: rs.rec.SubmittedAt, Nodes: len(rs.jobs),
+		p := sched.Pending{Hold: rs.hold, RunID: rs.rec.ID, Priority: rs.rec.Priority, SubmittedAt: rs.rec.SubmittedAt, Nodes: len(rs.jobs),
 			Request: rs.req, Limit: rs.limit, User: rs.user, Project: rs.project, QOS: rs.spec.QOS, Tier: rs.tier, Nice: rs.spec.Nice}
 		p.JobIDs = make([]int64, len(rs.jobs))
 		for k, js := range rs.jobs {
@@ -638,7 +638,8 @@ func (s *Server) snapshotLocked(pending map[int64]*runState) sched.Snapshot {
 
 func (s *Server) schedNode(ns *nodeState) sched.Node {
 	n := sched.Node{Name: ns.info.Name, Fleet: ns.info.Fleet, Online: ns.conn != nil, CPUs: ns.info.CPUs, Memory: sched.Bytes(ns.info.Memory),
-		FreeCPUs: ns.info.CPUs - ns.usedCPU, FreeMemory: sched.Bytes(ns.info.Memory - ns.usedMem), Blocks: s.cfg.Rules.Fleets[ns.info.Fleet].Blocks}
+		FreeCPUs: ns.info.CPUs - ns.usedCPU, FreeMemory: sched.Bytes(ns.info.Memory - ns.usedMem), Blocks: s.cfg.Rules.Fleets[ns.info.Fleet].Blocks,
+		Containers: ns.info.CanRunContainers()}
 	for _, g := range ns.info.GPUs {
 		n.GPUs = append(n.GPUs, sched.GPU{Index: g.Index, Vendor: g.Vendor, Name: g.Name, Memory: sched.Bytes(g.Memory)})
 		if _, used := ns.usedGPU[g.Index]; !used {
@@ -683,11 +684,6 @@ func (s *Server) scheduleOnce() {
 	s.fresh = map[int64]*runState{}
 	s.metrics.cycles.Add(1)
 	plan := sched.Schedule(s.snapshotLocked(candidates), now)
-	for id, rs := range candidates {
-		if rs.hold != "" {
-			plan.Reasons[id] = rs.hold
-		}
-	}
 	b := &store.Batch{}
 	var after []func()
 	for _, p := range plan.Preemptions {

@@ -17,7 +17,7 @@
 //	switch NAME nodes=a+b | switches=x+y
 //	running ID place=NODE:cpus=N:mem=M:gpus=0+1[,NODE:...] [end=+1h] [start=-5m] [user= project= qos=] [prio=N] [ending]
 //	pending ID [cpus=N] [mem=M] [gpus=N] [gpu=A100+H100] [gpu-mem=40G] [nodes=N] [limit=D] [user= project= qos=]
-//	        [prio=N] [nice=N] [submit=-5m] [fleets=a+b] [tier=N] [exclusive]
+//	        [prio=N] [nice=N] [submit=-5m] [fleets=a+b] [tier=N] [exclusive] [hold=REASON]
 //
 // Running runs hold what they are placed on: the nodes' free resources are
 // computed from them unless a node says free-* itself.
@@ -438,6 +438,8 @@ func pending(s *sched.Snapshot, args []string) error {
 			p.Tier, err = strconv.Atoi(v)
 		case "exclusive":
 			p.Request.Exclusive = true
+		case "hold":
+			p.Hold = v
 		default:
 			return fmt.Errorf("pending %d: unknown field %q", id, k)
 		}
