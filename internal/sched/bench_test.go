@@ -13,7 +13,7 @@ import (
 // cluster (see internal/sched/synth).
 func BenchmarkSchedule(b *testing.B) {
 	now := time.Unix(1_700_000_000, 0)
-	for _, size := range []struct{ pending, nodes int }{{1000, 100}, {10000, 1000}} {
+	for _, size := range []struct{ pending, nodes int }{{1000, 100}, {10000, 1000}, {100000, 10000}} {
 		b.Run(fmt.Sprintf("pending=%d/nodes=%d", size.pending, size.nodes), func(b *testing.B) {
 			snap := synth.Cluster(1, size.nodes, size.pending, now)
 			b.ResetTimer()

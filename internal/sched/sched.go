@@ -259,8 +259,11 @@ func Schedule(s Snapshot, now time.Time) Plan {
 		}
 	}
 	// open are the nodes with a CPU free now: within a pass they only lose
-	// resources, so a node that fills up leaves the list for good.
+	// resources, so a node that fills up leaves the list for good — lazily:
+	// placeAt's first test skips full nodes, and the list is compacted once
+	// half of it is full (one scan per fill would cost a pass dearly).
 	open := slices.DeleteFunc(slices.Clone(profiles), func(p *profile) bool { return p.segs[0].cpus <= 0 })
+	full := 0
 	nodeByName := make(map[string]*Node, len(s.Nodes))
 	for i := range s.Nodes {
 		nodeByName[s.Nodes[i].Name] = &s.Nodes[i]
@@ -313,8 +316,14 @@ func Schedule(s Snapshot, now time.Time) Plan {
 			if acct != nil {
 				acct.charge(keysOf(pd.User, pd.Project, pd.QOS), startTRES(st, nodeByName), 1)
 			}
-			if slices.ContainsFunc(picks, func(pk pick) bool { return pk.p.segs[0].cpus <= 0 }) {
+			for _, pk := range picks {
+				if pk.p.segs[0].cpus <= 0 {
+					full++
+				}
+			}
+			if full > len(open)/2 {
 				open = slices.DeleteFunc(open, func(p *profile) bool { return p.segs[0].cpus <= 0 })
+				full = 0
 			}
 			continue
 		} else {
@@ -460,13 +469,30 @@ func priorityOrder(s Snapshot, now time.Time) []int {
 // shortestFirst orders backfill candidates by time limit (none: last),
 // keeping priority order among equals.
 func shortestFirst(pending []Pending, order []int) {
-	key := func(i int) time.Duration {
-		if l := pending[i].Limit; l > 0 {
-			return l
-		}
-		return time.Duration(1<<63 - 1)
+	// Sorting (limit, position) pairs is stable by construction, and much
+	// cheaper than a stable sort of the indices.
+	type item struct {
+		limit time.Duration
+		pos   int
+		idx   int
 	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(key(a), key(b)) })
+	items := make([]item, len(order))
+	for k, i := range order {
+		l := pending[i].Limit
+		if l <= 0 {
+			l = time.Duration(1<<63 - 1)
+		}
+		items[k] = item{l, k, i}
+	}
+	slices.SortFunc(items, func(a, b item) int {
+		if c := cmp.Compare(a.limit, b.limit); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.pos, b.pos)
+	})
+	for k, it := range items {
+		order[k] = it.idx
+	}
 }
 
 func jobID(p *Pending, k int) int64 {
@@ -490,18 +516,23 @@ func placeAt(profiles []*profile, at time.Time, pd *Pending, topo *Topology) ([]
 	var picks []pick
 	now := len(profiles) > 0 && at.Equal(profiles[0].segs[0].at)
 	collect := topo != nil && want > 1
+	exclusive := pd.Request.Exclusive
 	for _, p := range profiles {
-		r, ok := pd.Request.on(p.node, pd.Nodes)
-		if !ok {
-			continue
+		r := &pd.Request
+		if exclusive || p.node.Blocks > 1 {
+			eff, ok := pd.Request.on(p.node, pd.Nodes)
+			if !ok {
+				continue
+			}
+			r = &eff
 		}
 		// Starting now needs the first segment to hold it: the cheap test
 		// that rejects most nodes of a busy cluster.
 		if now && (p.segs[0].cpus < r.CPUs || p.segs[0].mem < r.Memory || len(p.segs[0].gpus) < r.GPU.Count) {
 			continue
 		}
-		if g, ok := p.fits(at, to, r); ok {
-			picks = append(picks, pick{p: p, req: r, gpus: g})
+		if g, ok := p.fits(at, to, *r); ok {
+			picks = append(picks, pick{p: p, req: *r, gpus: g})
 			if len(picks) == want && !collect {
 				return picks, true
 			}
