@@ -300,6 +300,7 @@ type RunPriority struct {
 	JobSize   int64  `json:"job_size"`
 	QOS       int64  `json:"qos"`
 	Partition int64  `json:"partition"` // the tier of its fleets, weighted
+	Expansion int64  `json:"expansion"` // wait against time limit, weighted
 	Own       int64  `json:"own"`       // the run's own priority (0..100) weighted
 	Nice      int64  `json:"nice"`
 }

@@ -130,7 +130,7 @@ func newServerCmd() *cobra.Command {
 	f.StringVar(&agentFleet, "agent-fleet", "", "fleet (Slurm: partition) of the local agent's node")
 	f.DurationVar(&grace, "stop-grace", 10*time.Second, "time between SIGTERM and SIGKILL when a run is stopped")
 	f.StringVar(&policy, "policy", "berth", "scheduling of runs that cannot start now: berth (EASY backfill, shortest runs first), easy (backfill around the first waiting run's reservation), conservative (a reservation for every waiting run) or fcfs")
-	f.StringVar(&weights, "priority-weights", "", "multifactor priority weights, e.g. age=1000,fairshare=10000,size=1000,qos=10000,priority=10000,max-age=168h,favor-small=true (unnamed ones keep their defaults)")
+	f.StringVar(&weights, "priority-weights", "", "multifactor priority weights, e.g. age=1000,fairshare=10000,size=1000,qos=10000,partition=1000,priority=10000,expansion=10000,max-age=168h,favor-small=true (unnamed ones keep their defaults)")
 	f.DurationVar(&halfLife, "fairshare-half-life", 7*24*time.Hour, "time after which past usage counts half for fairshare")
 	f.StringVar(&policyFile, "policy-file", "", "scheduling rules: QOS, limits, fairshare shares, fleets as partitions, switch topology (default $BERTH_HOME/policy.yml when it exists; see docs/configuration.md)")
 	f.IntVar(&depth, "sched-depth", 0, "pending runs a scheduling pass considers, highest priority first (0: all; Slurm's bf_max_job_test)")
@@ -168,9 +168,9 @@ func parseWeights(s string) (*sched.Weights, error) {
 		case "favor-small":
 			w.FavorSmall, err = strconv.ParseBool(v)
 		default:
-			dst := map[string]*int64{"age": &w.Age, "fairshare": &w.Fairshare, "size": &w.Size, "qos": &w.QOS, "partition": &w.Partition, "priority": &w.Priority}[k]
+			dst := map[string]*int64{"age": &w.Age, "fairshare": &w.Fairshare, "size": &w.Size, "qos": &w.QOS, "partition": &w.Partition, "priority": &w.Priority, "expansion": &w.Expansion}[k]
 			if dst == nil {
-				return nil, fmt.Errorf("--priority-weights: unknown weight %q (age, fairshare, size, qos, partition, priority, max-age, favor-small)", k)
+				return nil, fmt.Errorf("--priority-weights: unknown weight %q (age, fairshare, size, qos, partition, priority, expansion, max-age, favor-small)", k)
 			}
 			*dst, err = strconv.ParseInt(v, 10, 64)
 			if err == nil && *dst < 0 {

@@ -279,9 +279,9 @@ func newSprioCmd() *cobra.Command {
 				return printJSON(cmd.OutOrStdout(), ps)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "ID\tNAME\tUSER\tPRIORITY\tAGE\tFAIRSHARE\tJOBSIZE\tPARTITION\tQOS\tOWN\tNICE\t")
+			fmt.Fprintln(tw, "ID\tNAME\tUSER\tPRIORITY\tAGE\tFAIRSHARE\tJOBSIZE\tPARTITION\tQOS\tEXPANSION\tOWN\tNICE\t")
 			for _, p := range ps {
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", p.RunID, p.Name, p.User, p.Priority, p.Age, p.Fairshare, p.JobSize, p.Partition, p.QOS, p.Own, p.Nice)
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", p.RunID, p.Name, p.User, p.Priority, p.Age, p.Fairshare, p.JobSize, p.Partition, p.QOS, p.Expansion, p.Own, p.Nice)
 			}
 			return tw.Flush()
 		},

@@ -252,7 +252,7 @@ func (s *Server) handlePriorities(w http.ResponseWriter, _ *http.Request, _ *sto
 	for id, f := range sched.Priorities(snap, now) {
 		out = append(out, api.RunPriority{RunID: id, Name: names[id][0], User: names[id][1], Priority: f.Total,
 			Age: weighted(wt.Age, f.Age), Fairshare: weighted(wt.Fairshare, f.Fairshare), JobSize: weighted(wt.Size, f.Size),
-			QOS: weighted(wt.QOS, f.QOS), Partition: weighted(wt.Partition, f.Partition), Own: weighted(wt.Priority, f.Priority), Nice: f.Nice})
+			QOS: weighted(wt.QOS, f.QOS), Partition: weighted(wt.Partition, f.Partition), Expansion: weighted(wt.Expansion, f.Expansion), Own: weighted(wt.Priority, f.Priority), Nice: f.Nice})
 	}
 	sort.Slice(out, func(i, k int) bool {
 		if out[i].Priority != out[k].Priority {
