@@ -207,6 +207,11 @@ func (s *Server) assignment(js *jobState, hosts, ips []string) api.Assignment {
 	if t.MaxDuration != nil {
 		a.MaxDuration = int64(*t.MaxDuration)
 	}
+	// The run's own stop_duration is its grace period (dstack's meaning);
+	// off: SIGKILL at once.
+	if d := t.StopDuration; d != nil {
+		a.Grace = max(int64(*d), 0)
+	}
 	a.Env = jobEnv(js, hosts, ips)
 	if c := api.ContainerFor(t); c != nil {
 		// dstack's rule: host network when the job has its node to itself

@@ -63,7 +63,7 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, u *store.U
 var supported = map[string]bool{
 	"type": true, "name": true, "commands": true, "env": true, "resources.cpu": true, "resources.memory": true,
 	"resources.gpu": true, "max_duration": true, "working_dir": true, "priority": true, "nodes": true, "fleets": true,
-	"qos": true, "nice": true, "exclusive": true,
+	"qos": true, "nice": true, "exclusive": true, "stop_duration": true,
 	"image": true, "registry_auth": true, "shell": true, "user": true, "privileged": true, "volumes": true, "ports": true,
 	"resources.shm_size": true,
 }

@@ -163,3 +163,18 @@ fleets:
 	long := submit(t, h, "type: task\ncommands: [\"true\"]\nfleets: [batch]\nmax_duration: 2h\n")
 	waitReason(t, h, long.ID, api.ReasonPartitionTimeLimit)
 }
+
+// A run's stop_duration is its grace period; off kills at once; without it
+// the server's --stop-grace applies.
+func TestStopDurationIsGrace(t *testing.T) {
+	h := newHarness(t, t.TempDir())
+	for text, want := range map[string]int64{"": 1, "stop_duration: 45s\n": 45, "stop_duration: off\n": 0} {
+		tk := task(t, "type: task\ncommands: [\"true\"]\n"+text)
+		rs := h.srv.newRunState(store.Run{ID: 1}, tk, "u", "p")
+		js := &jobState{run: rs}
+		rs.jobs = []*jobState{js}
+		if got := h.srv.assignment(js, []string{"n"}, []string{"127.0.0.1"}).Grace; got != want {
+			t.Errorf("%q: grace %d, want %d", text, got, want)
+		}
+	}
+}
