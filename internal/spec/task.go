@@ -33,9 +33,19 @@ type Task struct {
 	// QOS, Nice and Exclusive are Berth's, after Slurm's --qos, --nice and
 	// --exclusive: a quality of service the server defines, a priority
 	// decrease, and a whole node for each job.
-	QOS               string             `json:"qos,omitempty"`
-	Nice              int64              `json:"nice,omitempty"`
-	Exclusive         bool               `json:"exclusive,omitempty"`
+	QOS       string `json:"qos,omitempty"`
+	Nice      int64  `json:"nice,omitempty"`
+	Exclusive bool   `json:"exclusive,omitempty"`
+	// Array, DependsOn, DependencyPolicy, Singleton, KillInvalidDepend and
+	// Groups are Berth's workflows, after Slurm's --array, --dependency
+	// (`,` is all, `?` is any), singleton, --kill-on-invalid-dep and
+	// heterogeneous jobs.
+	Array             string             `json:"array,omitempty"` // as written: "1-100%10", "0-15:4", "1,3,5-7"; see ParseArray
+	DependsOn         []Dependency       `json:"depends_on,omitempty"`
+	DependencyPolicy  string             `json:"dependency_policy,omitempty"` // "all" (default) or "any"
+	Singleton         bool               `json:"singleton,omitempty"`
+	KillInvalidDepend bool               `json:"kill_invalid_depend,omitempty"`
+	Groups            []Group            `json:"groups,omitempty"`
 	Schedule          *Schedule          `json:"schedule,omitempty"`
 	Retry             *Retry             `json:"retry,omitempty"`
 	MaxDuration       *Duration          `json:"max_duration,omitempty"`  // nil = no limit ("off")
@@ -53,6 +63,25 @@ type Task struct {
 	IdleDuration      *Duration         `json:"idle_duration,omitempty"` // nil = default; DurationOff = off
 	Fleets            []string          `json:"fleets,omitempty"`
 	Tags              map[string]string `json:"tags,omitempty"`
+}
+
+// Dependency is one condition on other runs: Type is after, afterany,
+// afterok, afternotok or aftercorr; Runs names them by name or ID as
+// written ("train", "42", "42_3"). The server resolves them at submission
+// into IDs, kept beside.
+type Dependency struct {
+	Type string   `json:"type"`
+	Runs []string `json:"runs"`
+	IDs  []int64  `json:"ids,omitempty"` // set by the server
+}
+
+// Group is one component of a heterogeneous run: its own node count and
+// resources, and optionally its own commands (default: the run's).
+type Group struct {
+	Name      string    `json:"name,omitempty"`
+	Nodes     int       `json:"nodes"` // default 1
+	Resources Resources `json:"resources"`
+	Commands  []string  `json:"commands,omitempty"`
 }
 
 // RegistryAuth is the credentials for pulling a private image. Values are
