@@ -225,6 +225,11 @@ func richSnapshot(rng *rand.Rand, policy Policy) Snapshot {
 		p := &s.Pending[i]
 		p.QOS, p.User, p.Project = qos[rng.IntN(3)], users[rng.IntN(3)], "p"
 		p.Request.Exclusive = rng.IntN(6) == 0
+		if rng.IntN(8) == 0 {
+			g := []Group{{Nodes: 1, Request: Request{CPUs: 1}}, {Nodes: 1, Request: p.Request}}
+			*p = p.nodes(2)
+			p.Groups = g
+		}
 	}
 	for i := range s.Nodes {
 		if n := &s.Nodes[i]; rng.IntN(3) == 0 && n.FreeCPUs == n.CPUs {
@@ -298,7 +303,7 @@ func checkRich(t *testing.T, seed uint64, s Snapshot, plan Plan) {
 		if why := acct.blocked(pd); why != "" {
 			t.Fatalf("seed %d: run %d started past a limit: %s", seed, st.RunID, why)
 		}
-		acct.charge(keysOf(pd.User, pd.Project, pd.QOS), startTRES(st, nodes), 1)
+		acct.charge(keysOf(pd.User, pd.Project, pd.QOS, pd.Array), startTRES(st, nodes), 1)
 	}
 	for name, m := range mem {
 		if m > nodes[name].FreeMemory {

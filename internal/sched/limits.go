@@ -17,6 +17,8 @@ const (
 	ScopeQOS
 	// ScopeQOSUser: each user's runs of one QOS (the QOS's Max*PerUser).
 	ScopeQOSUser
+	// ScopeArray: the tasks of one array (its throttle, Slurm's %N).
+	ScopeArray
 )
 
 // LimitKey names one limit: its scope and the user, project or QOS.
@@ -93,6 +95,7 @@ const (
 	ReasonQOSMaxMemUser  = "QOSMaxMemoryPerUser"
 	ReasonQOSMaxGRESUser = "QOSMaxGRESPerUser"
 	ReasonQOSMaxWall     = "QOSMaxWallDurationPerJobLimit"
+	ReasonArrayTaskLimit = "JobArrayTaskLimit"
 )
 
 // reasonFor names what limit a scope hit: what is one of "jobs", "cpu",
@@ -103,6 +106,7 @@ func reasonFor(s Scope, what string) string {
 		ScopeProject: {"jobs": ReasonAssocGrpJobs, "cpu": ReasonAssocGrpCPU, "mem": ReasonAssocGrpMem, "gres": ReasonAssocGrpGRES, "wall": ReasonAssocMaxWall},
 		ScopeQOS:     {"jobs": ReasonQOSGrpJobs, "cpu": ReasonQOSGrpCPU, "mem": ReasonQOSGrpMem, "gres": ReasonQOSGrpGRES, "wall": ReasonQOSMaxWall},
 		ScopeQOSUser: {"jobs": ReasonQOSMaxJobsUser, "cpu": ReasonQOSMaxCPUUser, "mem": ReasonQOSMaxMemUser, "gres": ReasonQOSMaxGRESUser, "wall": ReasonQOSMaxWall},
+		ScopeArray:   {"jobs": ReasonArrayTaskLimit, "cpu": ReasonArrayTaskLimit, "mem": ReasonArrayTaskLimit, "gres": ReasonArrayTaskLimit, "wall": ReasonArrayTaskLimit},
 	}
 	return table[s][what]
 }
@@ -139,14 +143,15 @@ func newAccounts(s *Snapshot, nodes map[string]*Node) *accounts {
 	a := &accounts{limits: s.Limits, held: map[LimitKey]*held{}}
 	for i := range s.Running {
 		r := &s.Running[i]
-		a.charge(keysOf(r.User, r.Project, r.QOS), runningTRES(r, nodes), 1)
+		a.charge(keysOf(r.User, r.Project, r.QOS, r.Array), runningTRES(r, nodes), 1)
 	}
 	return a
 }
 
-// keysOf lists the limit keys a run of this user, project and QOS counts under.
-func keysOf(user, project, qos string) [4]LimitKey {
-	return [4]LimitKey{{ScopeUser, user}, {ScopeProject, project}, {ScopeQOS, qos}, {ScopeQOSUser, qos + "\x00" + user}}
+// keysOf lists the limit keys a run of this user, project, QOS and array
+// counts under.
+func keysOf(user, project, qos, array string) [5]LimitKey {
+	return [5]LimitKey{{ScopeUser, user}, {ScopeProject, project}, {ScopeQOS, qos}, {ScopeQOSUser, qos + "\x00" + user}, {ScopeArray, array}}
 }
 
 // limitOf is the limit of a key; per-user QOS limits are configured once per QOS.
@@ -159,7 +164,7 @@ func (a *accounts) limitOf(k LimitKey) (Limits, bool) {
 	return l, ok
 }
 
-func (a *accounts) charge(keys [4]LimitKey, t TRES, sign int) {
+func (a *accounts) charge(keys [5]LimitKey, t TRES, sign int) {
 	for _, k := range keys {
 		if _, ok := a.limitOf(k); !ok {
 			continue
@@ -179,7 +184,7 @@ func (a *accounts) blocked(pd *Pending) string {
 		return ""
 	}
 	want := pendingTRES(pd)
-	for _, k := range keysOf(pd.User, pd.Project, pd.QOS) {
+	for _, k := range keysOf(pd.User, pd.Project, pd.QOS, pd.Array) {
 		l, ok := a.limitOf(k)
 		if !ok {
 			continue
@@ -213,6 +218,20 @@ func (a *accounts) blocked(pd *Pending) string {
 // pendingTRES is what a pending run asks for over all its nodes. GPUs count
 // under a model only when the run names exactly that one model.
 func pendingTRES(pd *Pending) TRES {
+	if len(pd.Groups) > 0 {
+		var t TRES
+		for _, g := range pd.Groups {
+			one := pendingTRES(&Pending{Nodes: g.Nodes, Request: g.Request})
+			t.CPUs, t.Memory, t.GPUs = t.CPUs+one.CPUs, t.Memory+one.Memory, t.GPUs+one.GPUs
+			for k, v := range one.GPUTypes {
+				if t.GPUTypes == nil {
+					t.GPUTypes = map[string]int{}
+				}
+				t.GPUTypes[k] += v
+			}
+		}
+		return t
+	}
 	n := max(pd.Nodes, 1)
 	t := TRES{CPUs: n * pd.Request.CPUs, Memory: Bytes(n) * pd.Request.Memory, GPUs: n * pd.Request.GPU.Count}
 	if g := pd.Request.GPU; g.Count > 0 && len(g.Names) == 1 {

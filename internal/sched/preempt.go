@@ -68,8 +68,8 @@ func (pr *preemptor) cost(a, b *Running) int {
 // set of preemptable runs makes room. Runs already ending count as room
 // for the highest waiting preemptor and are claimed by it.
 func (pr *preemptor) victims(pd *Pending) ([]*Running, bool) {
-	if pr == nil {
-		return nil, false
+	if pr == nil || len(pd.Groups) > 0 {
+		return nil, false // heterogeneous runs do not preempt (yet)
 	}
 	q, ok := pr.s.QOS[pd.QOS]
 	if !ok || len(q.Preempt) == 0 {

@@ -94,10 +94,24 @@ type Pending struct {
 	QOSPriority int // used when Snapshot.QOS does not define QOS
 	Tier        int // the highest priority tier of the fleets it may use
 	Nice        int64
+	// Groups, when set, make the run heterogeneous (Slurm's hetjob): each
+	// group's jobs need its own request, on nodes of their own, all groups
+	// at once or none. Nodes is then the total and Request the first
+	// group's (for the size factor); JobIDs go group by group.
+	Groups []Group
+	// Array names the array the run is a task of ("": none), for the
+	// array's throttle (a ScopeArray limit).
+	Array string
 	// Hold, when set, is why the run is not eligible yet (Slurm's
 	// Dependency, BeginTime, JobHeldUser, ...): it waits with that reason,
 	// neither starts nor reserves, and holds no one up.
 	Hold string
+}
+
+// Group is one component of a heterogeneous run.
+type Group struct {
+	Nodes   int
+	Request Request
 }
 
 // Running is a run that holds resources now.
@@ -112,6 +126,7 @@ type Running struct {
 	User    string
 	Project string
 	QOS     string
+	Array   string
 	// Priority ranks victims for preemption (lower goes first); Start is
 	// when it started (run time lost); Ending: it is being stopped already.
 	Priority int64
@@ -285,7 +300,7 @@ func Schedule(s Snapshot, now time.Time) Plan {
 			plan.Reasons[pd.RunID] = pd.Hold
 			continue
 		}
-		if !Fits(s.Nodes, pd.Request, pd.Nodes, false) {
+		if len(pd.Groups) > 0 && !fitsGroups(s.Nodes, pd.Groups) || len(pd.Groups) == 0 && !Fits(s.Nodes, pd.Request, pd.Nodes, false) {
 			plan.Reasons[pd.RunID] = ReasonNoNode
 			continue
 		}
@@ -300,7 +315,7 @@ func Schedule(s Snapshot, now time.Time) Plan {
 			plan.BlockedBy[pd.RunID] = first
 			continue
 		}
-		if failed.covers(pd) {
+		if len(pd.Groups) == 0 && failed.covers(pd) {
 			// As large as a run that could not start: it cannot either.
 		} else if picks, ok := placeAt(open, now, pd, s.Topology); ok {
 			st := Start{RunID: pd.RunID}
@@ -314,7 +329,7 @@ func Schedule(s Snapshot, now time.Time) Plan {
 				holders[pk.p.node.Name] = append(holders[pk.p.node.Name], pd.RunID)
 			}
 			if acct != nil {
-				acct.charge(keysOf(pd.User, pd.Project, pd.QOS), startTRES(st, nodeByName), 1)
+				acct.charge(keysOf(pd.User, pd.Project, pd.QOS, pd.Array), startTRES(st, nodeByName), 1)
 			}
 			for _, pk := range picks {
 				if pk.p.segs[0].cpus <= 0 {
@@ -326,7 +341,7 @@ func Schedule(s Snapshot, now time.Time) Plan {
 				full = 0
 			}
 			continue
-		} else {
+		} else if len(pd.Groups) == 0 {
 			failed.add(pd)
 		}
 		preempting := false
@@ -511,6 +526,9 @@ type pick struct {
 // placeAt finds distinct nodes for every job of pd over [at, at+limit): the
 // first that fit, or on a switch tree those under the fewest switches.
 func placeAt(profiles []*profile, at time.Time, pd *Pending, topo *Topology) ([]pick, bool) {
+	if len(pd.Groups) > 0 {
+		return placeGroups(profiles, at, pd)
+	}
 	want := max(pd.Nodes, 1)
 	to := end(at, pd.Limit)
 	var picks []pick
@@ -542,6 +560,49 @@ func placeAt(profiles []*profile, at time.Time, pd *Pending, topo *Topology) ([]
 		return topo.choose(picks, want), true
 	}
 	return nil, false
+}
+
+// placeGroups places a heterogeneous run: each group's jobs on nodes no
+// other job of the run uses, first fit, every group or none.
+func placeGroups(profiles []*profile, at time.Time, pd *Pending) ([]pick, bool) {
+	to := end(at, pd.Limit)
+	used := map[*profile]bool{}
+	var picks []pick
+	for _, g := range pd.Groups {
+		n := 0
+		for _, p := range profiles {
+			if n == max(g.Nodes, 1) {
+				break
+			}
+			if used[p] {
+				continue
+			}
+			r, ok := g.Request.on(p.node, pd.Nodes)
+			if !ok {
+				continue
+			}
+			if gpus, ok := p.fits(at, to, r); ok {
+				picks = append(picks, pick{p: p, req: r, gpus: gpus})
+				used[p] = true
+				n++
+			}
+		}
+		if n < max(g.Nodes, 1) {
+			return nil, false
+		}
+	}
+	return picks, true
+}
+
+// fitsGroups tells whether every group of a heterogeneous run could ever
+// find its nodes (each group alone: a necessary condition).
+func fitsGroups(nodes []Node, groups []Group) bool {
+	for _, g := range groups {
+		if !Fits(nodes, g.Request, g.Nodes, false) {
+			return false
+		}
+	}
+	return true
 }
 
 // earliest is the first time at which every job of pd fits: a profile only

@@ -11,13 +11,14 @@
 //	weights age=1000 fairshare=10000 size=1000 qos=10000 partition=1000 priority=10000 maxage=168h
 //	node NAME cpus=N mem=16G [gpus=A100:80G*4] [fleet=F] [tier=N] [blocks=N] [offline] [free-cpus=N free-mem=M free-gpus=0+1]
 //	qos NAME [priority=N] [preempt=a+b] [mode=requeue|cancel]
-//	limit user|project|qos|qos-user:NAME [jobs=N] [cpus=N] [mem=M] [gpus=N] [gpu:TYPE=N] [wall=D]
+//	limit user|project|qos|qos-user|array:NAME [jobs=N] [cpus=N] [mem=M] [gpus=N] [gpu:TYPE=N] [wall=D]
 //	shares project:NAME=N | user:PROJECT/NAME=N
 //	usage PROJECT/USER=CPU_SECONDS
 //	switch NAME nodes=a+b | switches=x+y
 //	running ID place=NODE:cpus=N:mem=M:gpus=0+1[,NODE:...] [end=+1h] [start=-5m] [user= project= qos=] [prio=N] [ending]
 //	pending ID [cpus=N] [mem=M] [gpus=N] [gpu=A100+H100] [gpu-mem=40G] [nodes=N] [limit=D] [user= project= qos=]
 //	        [prio=N] [nice=N] [submit=-5m] [fleets=a+b] [tier=N] [exclusive] [hold=REASON]
+//	        [group=NODES:cpus=N:mem=M:gpus=G ...] (a heterogeneous run, one per group)
 //
 // Running runs hold what they are placed on: the nodes' free resources are
 // computed from them unless a node says free-* itself.
@@ -260,7 +261,7 @@ func qos(s *sched.Snapshot, args []string) error {
 	return nil
 }
 
-var scopes = map[string]sched.Scope{"user": sched.ScopeUser, "project": sched.ScopeProject, "qos": sched.ScopeQOS, "qos-user": sched.ScopeQOSUser}
+var scopes = map[string]sched.Scope{"user": sched.ScopeUser, "project": sched.ScopeProject, "qos": sched.ScopeQOS, "qos-user": sched.ScopeQOSUser, "array": sched.ScopeArray}
 
 func limit(s *sched.Snapshot, args []string) error {
 	if len(args) == 0 {
@@ -379,6 +380,8 @@ func running(s *sched.Snapshot, args []string) error {
 			r.Project = v
 		case "qos":
 			r.QOS = v
+		case "array":
+			r.Array = v
 		case "prio":
 			r.Priority, err = strconv.ParseInt(v, 10, 64)
 		case "ending":
@@ -426,6 +429,8 @@ func pending(s *sched.Snapshot, args []string) error {
 			p.Project = v
 		case "qos":
 			p.QOS = v
+		case "array":
+			p.Array = v
 		case "prio":
 			p.Priority, err = strconv.Atoi(v)
 		case "nice":
@@ -440,11 +445,39 @@ func pending(s *sched.Snapshot, args []string) error {
 			p.Request.Exclusive = true
 		case "hold":
 			p.Hold = v
+		case "group":
+			g := sched.Group{Nodes: 1, Request: sched.Request{CPUs: 1}}
+			parts := strings.Split(v, ":")
+			if g.Nodes, err = strconv.Atoi(parts[0]); err == nil {
+				for _, kv := range parts[1:] {
+					gk, gv, _ := strings.Cut(kv, "=")
+					switch gk {
+					case "cpus":
+						g.Request.CPUs, err = strconv.Atoi(gv)
+					case "mem":
+						g.Request.Memory, err = bytes(gv)
+					case "gpus":
+						g.Request.GPU.Count, err = strconv.Atoi(gv)
+					default:
+						err = fmt.Errorf("unknown %q", gk)
+					}
+					if err != nil {
+						break
+					}
+				}
+			}
+			p.Groups = append(p.Groups, g)
 		default:
 			return fmt.Errorf("pending %d: unknown field %q", id, k)
 		}
 		if err != nil {
 			return fmt.Errorf("pending %d: %s: %w", id, k, err)
+		}
+	}
+	if len(p.Groups) > 0 {
+		p.Nodes, p.Request = 0, p.Groups[0].Request
+		for _, g := range p.Groups {
+			p.Nodes += g.Nodes
 		}
 	}
 	for k := range p.Nodes {
