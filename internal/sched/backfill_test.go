@@ -296,7 +296,7 @@ func checkRich(t *testing.T, seed uint64, s Snapshot, plan Plan) {
 			if n.Blocks > 1 && p.CPUs != n.CPUs && p.CPUs%(n.CPUs/n.Blocks) != 0 {
 				t.Fatalf("seed %d: run %d takes %d CPUs of %s, not whole blocks of %d", seed, st.RunID, p.CPUs, n.Name, n.CPUs/n.Blocks)
 			}
-			if pd.Request.Exclusive && (p.CPUs != n.CPUs || p.Memory != n.Memory) {
+			if pd.Request.Exclusive && len(pd.Groups) == 0 && (p.CPUs != n.CPUs || p.Memory != n.Memory) {
 				t.Fatalf("seed %d: exclusive run %d does not hold all of %s", seed, st.RunID, n.Name)
 			}
 		}
