@@ -53,6 +53,9 @@ const (
 	ReasonFailedToStart     = "failed_to_start"
 	ReasonLostByAgent       = "lost_by_agent"
 	ReasonTerminatedByAgent = "terminated_by_agent"
+	// ReasonOutOfMemory: the kernel killed a process of the job for using
+	// more memory than the job was allocated (Slurm: OUT_OF_MEMORY).
+	ReasonOutOfMemory = "OOM"
 )
 
 // Run is what a user submitted: one configuration, one or more jobs.
@@ -132,8 +135,11 @@ type NodeInfo struct {
 	Memory   int64  `json:"memory"`
 	GPUs     []GPU  `json:"gpus,omitempty"`
 	Declared bool   `json:"declared"`
-	Cgroups  string `json:"cgroups"`
-	Version  string `json:"version"`
+	Cgroups  string `json:"cgroups"` // v1, v2, or none
+	// Limits says what the kernel enforces on this node's jobs ("memory,
+	// cpu (cgroup v1)"), or "none (why)".
+	Limits  string `json:"limits"`
+	Version string `json:"version"`
 }
 
 // Node is a host of the cluster as the server sees it.
@@ -245,6 +251,9 @@ type AgentEvent struct {
 	Message  string    `json:"message,omitempty"`
 	// NeverStarted says the job ended before its commands ran.
 	NeverStarted bool `json:"never_started,omitempty"`
+	// OOMKilled says the kernel killed a process of the job for exceeding
+	// its memory.
+	OOMKilled bool `json:"oom_killed,omitempty"`
 }
 
 // AgentEvents is a batch of events from one node, in order.

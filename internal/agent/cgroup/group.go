@@ -77,6 +77,9 @@ type Group struct {
 	v2   *cgroup2.Manager
 }
 
+// Spec is what the group was made or found with.
+func (g *Group) Spec() Spec { return g.spec }
+
 // Create makes the group with its limits. Nothing of it is left when it
 // fails.
 func Create(s Spec) (*Group, error) {
@@ -364,7 +367,7 @@ func (g *Group) Kill(timeout time.Duration) error {
 
 // freezeWait bounds how long Kill waits for a group to freeze before it
 // kills anyway.
-const freezeWait = 500 * time.Millisecond
+const freezeWait = 100 * time.Millisecond
 
 // freeze asks the kernel to freeze the group and waits a little for it; the
 // returned func thaws it. Without a freezer it does nothing.
