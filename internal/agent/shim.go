@@ -244,8 +244,9 @@ func runShim(dir string) error {
 	// Whatever the job left behind in its process group ends with it, and
 	// so does whatever left the group but not the job's cgroup.
 	_ = unix.Kill(-pgid, unix.SIGKILL)
+	var oomKills uint64
 	if grp != nil {
-		ex.OOMKilled = endGroup(grp, fw)
+		oomKills = endGroup(grp)
 	}
 	done := make(chan struct{})
 	go func() { copiers.Wait(); close(done) }()
@@ -257,6 +258,12 @@ func runShim(dir string) error {
 			r.Close()
 		}
 		<-done
+	}
+	if oomKills > 0 {
+		// Said after the job's last words, as slurmstepd does.
+		ex.OOMKilled = true
+		_ = fw.write(2, []byte(fmt.Sprintf("berth: the job exceeded its memory (%s): the kernel killed %d of its processes (OOM)\n",
+			memoryText(sp.Cgroup.Memory), oomKills)))
 	}
 	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		ex.ExitCode = 128 + int(ws.Signal())
@@ -325,10 +332,10 @@ func startJob(cmd *exec.Cmd, spec *cgroup.Spec) (*cgroup.Group, error) {
 	return grp, nil
 }
 
-// endGroup kills what is left of the job in its group, tells the job's
-// output whether the kernel killed some of it for memory (as slurmstepd
-// does), and removes the group. It returns whether it did.
-func endGroup(grp *cgroup.Group, fw *frameWriter) (oom bool) {
+// endGroup kills what is left of the job in its group, removes the group,
+// and returns how many of the job's processes the kernel killed for want of
+// memory. Errors go to the shims' log: the job has ended either way.
+func endGroup(grp *cgroup.Group) (oomKills uint64) {
 	if err := grp.Kill(10 * time.Second); err != nil {
 		fmt.Fprintf(os.Stderr, "berth shim: %v\n", err)
 	}
@@ -338,14 +345,10 @@ func endGroup(grp *cgroup.Group, fw *frameWriter) (oom bool) {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "berth shim: %v\n", err)
 	}
-	if n > 0 {
-		_ = fw.write(2, []byte(fmt.Sprintf("berth: the job exceeded its memory (%s): the kernel killed %d of its processes (OOM)\n",
-			memoryText(grp.Spec().Memory), n)))
-	}
 	if err := grp.Delete(); err != nil {
 		fmt.Fprintf(os.Stderr, "berth shim: %v\n", err)
 	}
-	return n > 0
+	return n
 }
 
 // memoryText writes a limit in the units of a configuration's memory.

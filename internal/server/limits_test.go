@@ -9,10 +9,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/berth-hq/berth/internal/agent/cgroup"
 	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/client"
 )
 
 // These run real agents whose jobs get real cgroups (the agent's own
@@ -85,8 +87,9 @@ func TestRunLimitsApplied(t *testing.T) {
 		return true
 	})
 	waitFor(t, "the job running in its group", func() bool {
-		b, _ := os.ReadFile(filepath.Join(spec.Dirs()[0], "cgroup.procs"))
-		return len(strings.TrimSpace(string(b))) > 0
+		var out strings.Builder
+		_, err := h.c.Logs(context.Background(), fmt.Sprint(r.ID), client.LogOptions{Job: -1}, func(e api.LogEntry) { out.Write(e.Data) })
+		return err == nil && strings.Contains(out.String(), "ready\n")
 	})
 	// The lower bounds of the ranges are allocated, and enforced.
 	want := map[string]string{"cpu/cpu.cfs_quota_us": "200000", "cpu/cpu.cfs_period_us": "100000", "memory/memory.limit_in_bytes": "268435456"}
@@ -119,6 +122,77 @@ func TestRunLimitsApplied(t *testing.T) {
 			t.Errorf("the job's cgroup was left behind: %s", d)
 		}
 	}
+}
+
+// A job whose supervisor dies is lost, and does not outlive it: the agent
+// empties and removes the job's cgroup.
+func TestLostJobKilled(t *testing.T) {
+	requireLimits(t)
+	h := newHarness(t, t.TempDir())
+	dir := t.TempDir()
+	startAgent(t, h, agentOpts{name: "n1", cpus: 2, dir: dir})
+	marker := fmt.Sprintf("berth-lost-%d", os.Getpid())
+	r := submit(t, h, "type: task\nname: lost\ncommands:\n  - bash -c 'exec -a "+marker+" sleep 300' & wait\n")
+	var jobDir string
+	waitFor(t, "the job running", func() bool {
+		dirs, _ := filepath.Glob(filepath.Join(dir, "jobs", "*"))
+		if len(dirs) == 1 {
+			jobDir = dirs[0]
+		}
+		return jobDir != "" && exists(filepath.Join(jobDir, "shim.pid")) && len(procsWith(marker)) > 0
+	})
+	var js struct {
+		Cgroup *cgroup.Spec `json:"cgroup"`
+	}
+	b, err := os.ReadFile(filepath.Join(jobDir, "job.json"))
+	if err != nil || json.Unmarshal(b, &js) != nil || js.Cgroup == nil {
+		t.Fatalf("job.json: %s, %v", b, err)
+	}
+	b, err = os.ReadFile(filepath.Join(jobDir, "shim.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids := procsWith(marker) // the job's bash and its sleep
+	var shim int
+	if _, err := fmt.Sscan(string(b), &shim); err != nil || syscall.Kill(shim, syscall.SIGKILL) != nil {
+		t.Fatalf("kill the shim %q: %v", b, err)
+	}
+	_, end := follow(t, h, r.ID)
+	if end.Status != api.StatusFailed || end.Reason != api.ReasonLostByAgent {
+		t.Errorf("final run = %s %s, want failed lost_by_agent", end.Status, end.Reason)
+	}
+	waitFor(t, "the job's processes gone", func() bool {
+		for _, pid := range pids {
+			if st, err := os.ReadFile("/proc/" + pid + "/stat"); err == nil && !strings.Contains(string(st), ") Z") {
+				return false
+			}
+		}
+		return true
+	})
+	for _, d := range js.Cgroup.Dirs() {
+		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the job's cgroup was left behind: %s", d)
+		}
+	}
+}
+
+// procsWith lists the live processes whose command line holds marker.
+func procsWith(marker string) []string {
+	var found []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		st, _ := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err == nil && strings.Contains(string(b), marker) && !strings.Contains(string(st), ") Z") {
+			found = append(found, e.Name())
+		}
+	}
+	return found
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 func codeOf(c *int) string {

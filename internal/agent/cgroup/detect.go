@@ -164,8 +164,8 @@ func detectV2(s sys, m *mount, own map[string]string) (*Host, error) {
 	}
 	h.memory = slices.Contains(enabled, "memory")
 	h.cpu = slices.Contains(enabled, "cpu")
-	// memory.swap.max exists where swap is accounted; Create looks for it
-	// in each new group (the root group has none to look at here).
+	// memory.swap.max exists where swap is accounted; only a child group
+	// has one to look at (Probe).
 	h.swap = h.memory
 	return h, nil
 }
@@ -279,13 +279,21 @@ func (h *Host) Groups(prefix string) ([]string, error) {
 }
 
 // Probe makes a group called name with limits and removes it again: the way
-// to learn that this process may (permissions, a read-only mount).
+// to learn that this process may (permissions, a read-only mount), and, on
+// v2, whether swap is accounted.
 func (h *Host) Probe(name string) error {
 	s := h.Spec(name, 64<<20, 1)
 	g, err := Create(s)
 	if err != nil {
 		_ = Remove(s)
 		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	if h.version == 2 && h.memory {
+		// v2 has memory.swap.max only where swap is accounted.
+		h.swap = exists(filepath.Join(s.Dirs()[0], "memory.swap.max"))
+		if !h.swap {
+			h.notes = append(h.notes, "swap: not accounted (memory.swap.max missing)")
+		}
 	}
 	if err := g.Delete(); err != nil {
 		return fmt.Errorf("%w: %v", ErrUnavailable, err)

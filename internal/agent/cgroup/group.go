@@ -77,9 +77,6 @@ type Group struct {
 	v2   *cgroup2.Manager
 }
 
-// Spec is what the group was made or found with.
-func (g *Group) Spec() Spec { return g.spec }
-
 // Create makes the group with its limits. Nothing of it is left when it
 // fails.
 func Create(s Spec) (*Group, error) {

@@ -260,3 +260,25 @@ func procCgroups(t *testing.T, pid int) map[string]string {
 	}
 	return out
 }
+
+// Probe makes and removes a group; a v2 group without memory.swap.max
+// (swap not accounted) is reported as such.
+func TestV2ProbeWithoutSwapAccounting(t *testing.T) {
+	root, s := fakeV2(t)
+	h, err := detect(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Probe("berth-probe"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "user.slice/agent/berth-probe")); !os.IsNotExist(err) {
+		t.Errorf("the probe group was left: %v", err)
+	}
+	if got := h.Limits(); got != "memory (swap not limited), cpu (cgroup v2; swap: not accounted (memory.swap.max missing))" {
+		t.Errorf("Limits = %q", got)
+	}
+	if s := h.Spec("j", 1<<30, 1); s.Swap {
+		t.Errorf("Spec asks to limit swap: %+v", s)
+	}
+}
