@@ -316,11 +316,9 @@ func startJob(cmd *exec.Cmd, spec *cgroup.Spec) (*cgroup.Group, error) {
 	if spec == nil {
 		return nil, cmd.Start()
 	}
-	// A group of the same name is a leftover of an earlier shim of this
-	// job that died starting it (the agent then starts a new shim).
-	if err := cgroup.Remove(*spec); err != nil {
-		return nil, err
-	}
+	// A group of the same name left by an earlier shim of this job that
+	// died is emptied by the agent before it starts this one (finished,
+	// restore); Create reuses what is left.
 	grp, err := cgroup.Create(*spec)
 	if err != nil {
 		return nil, fmt.Errorf("cannot confine it: %w", err)

@@ -24,10 +24,7 @@ type Host struct {
 	root string
 	// base: the agent's group, a path inside its hierarchy (v1: one per
 	// controller; v2: key ""). Jobs' groups are made under it.
-	base map[string]string
-	// home: where the agent and its shims live (same keys as base): on v2 a
-	// leaf under base once the agent had to leave base (see enableV2).
-	home   map[string]string
+	base   map[string]string
 	memory bool // the memory controller limits jobs
 	swap   bool // memory+swap can be limited too (v1 memsw; v2 memory.swap.max)
 	cpu    bool // the cpu controller can set a quota
@@ -124,7 +121,6 @@ func detectV1(mounts []mount, own map[string]string) (*Host, error) {
 	if len(h.base) == 0 {
 		return nil, fmt.Errorf("%w: cgroup v1: %s", ErrUnavailable, strings.Join(h.notes, "; "))
 	}
-	h.home = h.base
 	_, h.memory = h.base["memory"]
 	_, h.cpu = h.base["cpu"]
 	if h.memory {
@@ -146,7 +142,7 @@ func detectV2(s sys, m *mount, own map[string]string) (*Host, error) {
 		return nil, fmt.Errorf("%w: cgroup v2: own group %s is outside the mount's root %s", ErrUnavailable, p, m.root)
 	}
 	base := filepath.Join("/", rel)
-	h := &Host{version: 2, root: m.point, base: map[string]string{"": base}, home: map[string]string{"": base}}
+	h := &Host{version: 2, root: m.point, base: map[string]string{"": base}}
 	dir := filepath.Join(m.point, base)
 	avail := fields(filepath.Join(dir, "cgroup.controllers"))
 	var want []string
@@ -204,7 +200,6 @@ func (h *Host) enableV2(pid int, want []string) error {
 	if mvErr := os.WriteFile(filepath.Join(leaf, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); mvErr != nil {
 		return fmt.Errorf("cannot enable %s for child groups of %s: %v; nor move into %s: %v", strings.Join(missing, ", "), h.base[""], err, leaf, mvErr)
 	}
-	h.home = map[string]string{"": filepath.Join(h.base[""], v2Leaf)}
 	if err := os.WriteFile(ctl, []byte(line), 0); err != nil {
 		return fmt.Errorf("cannot enable %s for child groups of %s: %v (other processes share the agent's group: give the agent a group of its own, e.g. systemd Delegate=yes)",
 			strings.Join(missing, ", "), h.base[""], err)
@@ -244,7 +239,7 @@ func (h *Host) Limits() string {
 // the limits this host can enforce of those asked for: memory in bytes and
 // whole CPUs, 0 for none.
 func (h *Host) Spec(name string, memory int64, cpus int) Spec {
-	s := Spec{Version: h.version, Root: h.root, Paths: map[string]string{}, Home: h.home}
+	s := Spec{Version: h.version, Root: h.root, Paths: map[string]string{}}
 	for c, p := range h.base {
 		s.Paths[c] = filepath.Join(p, name)
 	}

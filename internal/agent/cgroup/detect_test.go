@@ -76,8 +76,7 @@ func TestDetectV1Nested(t *testing.T) {
 	}
 	s := h.Spec("berth-abc-7", 64<<20, 2)
 	want := Spec{Version: 1, Root: root, Memory: 64 << 20, Swap: true, CPUs: 2,
-		Paths: map[string]string{"memory": "/sandbox/s1/berth-abc-7", "cpu": "/berth-abc-7", "freezer": "/berth-abc-7"},
-		Home:  map[string]string{"memory": "/sandbox/s1", "cpu": "/", "freezer": "/"}}
+		Paths: map[string]string{"memory": "/sandbox/s1/berth-abc-7", "cpu": "/berth-abc-7", "freezer": "/berth-abc-7"}}
 	if diff := cmp.Diff(want, s); diff != "" {
 		t.Errorf("Spec (-want +got):\n%s", diff)
 	}
@@ -131,7 +130,7 @@ func TestDetectV2EnablesControllers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.Version() != 2 || h.root != root || h.base[""] != "/user.slice/agent" || h.home[""] != "/user.slice/agent" {
+	if h.Version() != 2 || h.root != root || h.base[""] != "/user.slice/agent" {
 		t.Fatalf("host = %+v", h)
 	}
 	if got := readFile(t, filepath.Join(root, "user.slice/agent/cgroup.subtree_control")); got != "+memory +cpu" {
@@ -161,9 +160,6 @@ func TestDetectV2CannotEnable(t *testing.T) {
 	}
 	if got := readFile(t, filepath.Join(root, "user.slice/agent", v2Leaf, "cgroup.procs")); got != "4242" {
 		t.Errorf("the agent did not move into its leaf: %q", got)
-	}
-	if h.home[""] != "/user.slice/agent/"+v2Leaf {
-		t.Errorf("home = %q", h.home[""])
 	}
 	got := h.Limits()
 	if !strings.HasPrefix(got, "none (cgroup v2; cannot enable memory, cpu for child groups of /user.slice/agent") || !strings.Contains(got, "Delegate=yes") {

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/containerd/cgroups/v3/cgroup1"
@@ -30,10 +29,7 @@ type Spec struct {
 	Root string `json:"root"`
 	// Paths is the group inside each hierarchy: v1, one per controller;
 	// v2, one under the key "".
-	Paths map[string]string `json:"paths"`
-	// Home is where the shim lives (same keys as Paths): it returns there
-	// after starting the job inside the group (see Start).
-	Home   map[string]string `json:"home,omitempty"`
+	Paths  map[string]string `json:"paths"`
 	Memory int64             `json:"memory,omitempty"` // bytes; 0: not limited
 	// Swap limits memory+swap to Memory as well (v1 memsw; v2 no swap at
 	// all), so that a job over its memory is OOM-killed, not swapped out.
@@ -211,50 +207,58 @@ func (s Spec) v2Resources() *cgroup2.Resources {
 	return r
 }
 
-// moving serialises Start's moves of this process (see Start).
-var moving sync.Mutex
-
 // Start starts cmd inside the group, so that the job is confined from its
 // first instruction and every process it forks is too.
 //
-// The caller moves itself into the group, forks the child there (a child
-// starts in its parent's group) and moves itself back home: the child never
-// runs anywhere else, and no other child of the caller is forked meanwhile
-// (moving is held). A move takes the whole process, all its threads. If the
-// caller cannot get home, the child is killed: a shim inside its job's group
-// would be limited, charged and killed with the job. (On v2, clone3's
-// CLONE_INTO_CGROUP would place the child without moving; moving works on
-// every kernel and both versions, and is the one path tested on this host.)
+// The caller never enters the group: whoever kills the group (the agent,
+// another shim of the same job) would kill it too. Instead cmd is started
+// behind a gate: bash, waiting on a pipe, is moved into the group (all
+// hierarchies), and only then released to exec cmd (same pid, same process
+// group), so the job's own code never runs outside. The gate is bash's
+// startup and one read, charged to the caller's group. (On v2, clone3's
+// CLONE_INTO_CGROUP could place the child directly; the gate works on every
+// kernel and both versions, and is the one path tested on this host.)
 func (g *Group) Start(cmd *exec.Cmd) error {
-	moving.Lock()
-	defer moving.Unlock()
-	self := os.Getpid()
-	if err := g.movePid(self, g.spec.Paths); err != nil {
-		_ = g.movePid(self, g.spec.Home)
-		return fmt.Errorf("cgroup: enter %s: %w", strings.Join(g.spec.Dirs(), ", "), err)
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		return fmt.Errorf("cgroup: the start gate needs bash: %w", err)
 	}
-	startErr := cmd.Start()
-	if err := g.movePid(self, g.spec.Home); err != nil {
-		if startErr == nil {
-			_ = cmd.Process.Kill()
-			_, _ = cmd.Process.Wait()
-		}
-		return fmt.Errorf("cgroup: leave %s: %w", strings.Join(g.spec.Dirs(), ", "), err)
+	r, w, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("cgroup: %w", err)
 	}
-	return startErr
+	defer w.Close()
+	fd := 3 + len(cmd.ExtraFiles)
+	gate := fmt.Sprintf(`read -r -u %d _ || exit 126; exec %d<&- -a "$0" "$@"`, fd, fd)
+	path, argv0 := cmd.Path, cmd.Path
+	if len(cmd.Args) > 0 {
+		argv0 = cmd.Args[0]
+	}
+	cmd.Path = bash
+	cmd.Args = append([]string{"bash", "-c", gate, argv0, path}, cmd.Args[min(1, len(cmd.Args)):]...)
+	cmd.ExtraFiles = append(cmd.ExtraFiles, r)
+	err = cmd.Start()
+	r.Close()
+	if err != nil {
+		return err
+	}
+	if err := g.movePid(cmd.Process.Pid, g.spec.Paths); err != nil {
+		_ = cmd.Process.Kill()
+		_, _ = cmd.Process.Wait()
+		return fmt.Errorf("cgroup: place the job in %s: %w", strings.Join(g.spec.Dirs(), ", "), err)
+	}
+	if _, err := w.Write([]byte("\n")); err != nil {
+		_ = cmd.Process.Kill()
+		_, _ = cmd.Process.Wait()
+		return fmt.Errorf("cgroup: release the job: %w", err)
+	}
+	return nil
 }
 
 // movePid moves a whole process (all its threads) into the groups at paths.
 func (g *Group) movePid(pid int, paths map[string]string) error {
-	if len(paths) == 0 {
-		return errors.New("no group to move to")
-	}
 	var errs []error
 	for _, c := range g.spec.keys() {
-		if _, ok := paths[c]; !ok {
-			errs = append(errs, fmt.Errorf("no %s group", c))
-			continue
-		}
 		if err := os.WriteFile(filepath.Join(g.spec.dir(c, paths), "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
 			errs = append(errs, err)
 		}
