@@ -45,7 +45,7 @@ const cfsPeriod = 100000
 func (s Spec) Dirs() []string {
 	var out []string
 	for _, c := range s.keys() {
-		out = append(out, s.dir(c, s.Paths))
+		out = append(out, s.dir(c))
 	}
 	return out
 }
@@ -59,11 +59,12 @@ func (s Spec) keys() []string {
 	return keys
 }
 
-func (s Spec) dir(c string, paths map[string]string) string {
+// dir is the group's directory in hierarchy c (v1 controller; "" on v2).
+func (s Spec) dir(c string) string {
 	if s.Version == 1 {
-		return filepath.Join(s.Root, c, paths[c])
+		return filepath.Join(s.Root, c, s.Paths[c])
 	}
-	return filepath.Join(s.Root, paths[""])
+	return filepath.Join(s.Root, s.Paths[""])
 }
 
 // Group is a job's control group, made or found.
@@ -86,7 +87,7 @@ func Create(s Spec) (*Group, error) {
 		if err == nil && s.Swap && s.Memory > 0 {
 			// Only where swap is accounted; no swap for the job at all,
 			// as v2 counts swap apart from memory.
-			if exists(filepath.Join(s.dir("", s.Paths), "memory.swap.max")) {
+			if exists(filepath.Join(s.dir(""), "memory.swap.max")) {
 				zero := int64(0)
 				err = g.v2.Update(&cgroup2.Resources{Memory: &cgroup2.Memory{Swap: &zero}})
 			}
@@ -242,7 +243,7 @@ func (g *Group) Start(cmd *exec.Cmd) error {
 	if err != nil {
 		return err
 	}
-	if err := g.movePid(cmd.Process.Pid, g.spec.Paths); err != nil {
+	if err := g.add(cmd.Process.Pid); err != nil {
 		_ = cmd.Process.Kill()
 		_, _ = cmd.Process.Wait()
 		return fmt.Errorf("cgroup: place the job in %s: %w", strings.Join(g.spec.Dirs(), ", "), err)
@@ -255,11 +256,12 @@ func (g *Group) Start(cmd *exec.Cmd) error {
 	return nil
 }
 
-// movePid moves a whole process (all its threads) into the groups at paths.
-func (g *Group) movePid(pid int, paths map[string]string) error {
+// add moves a whole process (all its threads) into the group, in every
+// hierarchy.
+func (g *Group) add(pid int) error {
 	var errs []error
 	for _, c := range g.spec.keys() {
-		if err := os.WriteFile(filepath.Join(g.spec.dir(c, paths), "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
+		if err := os.WriteFile(filepath.Join(g.spec.dir(c), "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -333,7 +335,7 @@ func (g *Group) Signal(sig unix.Signal) error {
 func (g *Group) Kill(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	pause := time.Millisecond
-	killFile := filepath.Join(g.spec.dir("", g.spec.Paths), "cgroup.kill")
+	killFile := filepath.Join(g.spec.dir(""), "cgroup.kill")
 	useKill := g.spec.Version == 2 && exists(killFile)
 	for {
 		pids, err := g.Procs()
@@ -380,14 +382,14 @@ func (g *Group) freeze() (thaw func()) {
 		if _, ok := g.spec.Paths["freezer"]; !ok {
 			return func() {}
 		}
-		file = filepath.Join(g.spec.dir("freezer", g.spec.Paths), "freezer.state")
+		file = filepath.Join(g.spec.dir("freezer"), "freezer.state")
 		frozen, thawed = "FROZEN", "THAWED"
 		done = func() bool {
 			b, err := os.ReadFile(file)
 			return err != nil || strings.TrimSpace(string(b)) == frozen
 		}
 	case 2:
-		dir := g.spec.dir("", g.spec.Paths)
+		dir := g.spec.dir("")
 		file = filepath.Join(dir, "cgroup.freeze")
 		frozen, thawed = "1", "0"
 		done = func() bool {
@@ -413,14 +415,14 @@ func (g *Group) OOMKills() (uint64, error) {
 		if _, ok := g.spec.Paths["memory"]; !ok {
 			return 0, nil
 		}
-		file := filepath.Join(g.spec.dir("memory", g.spec.Paths), "memory.oom_control")
+		file := filepath.Join(g.spec.dir("memory"), "memory.oom_control")
 		n, err := readKey(file, "oom_kill")
 		if errors.Is(err, errNoKey) {
 			n, err = readKey(file, "under_oom")
 		}
 		return n, err
 	case 2:
-		n, err := readKey(filepath.Join(g.spec.dir("", g.spec.Paths), "memory.events"), "oom_kill")
+		n, err := readKey(filepath.Join(g.spec.dir(""), "memory.events"), "oom_kill")
 		if errors.Is(err, os.ErrNotExist) || errors.Is(err, errNoKey) {
 			return 0, nil // no memory controller in this group
 		}

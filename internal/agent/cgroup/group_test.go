@@ -69,7 +69,7 @@ func TestV1LimitsAndPlacement(t *testing.T) {
 	}
 	for f, v := range want {
 		c, file, _ := strings.Cut(f, "/")
-		if got := readFile(t, filepath.Join(spec.dir(c, spec.Paths), file)); got != v {
+		if got := readFile(t, filepath.Join(spec.dir(c), file)); got != v {
 			t.Errorf("%s = %s, want %s", f, got, v)
 		}
 	}
@@ -205,7 +205,8 @@ func TestRemoveMissing(t *testing.T) {
 	}
 }
 
-// processesNamed lists the live processes whose command line holds marker.
+// processesNamed lists the live processes called marker (argv[0]), as
+// `exec -a marker` names them.
 func processesNamed(marker string) []int {
 	var found []int
 	ents, _ := os.ReadDir("/proc")
@@ -215,7 +216,7 @@ func processesNamed(marker string) []int {
 			continue
 		}
 		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err == nil && strings.Contains(string(b), marker) && alive(pid) {
+		if err == nil && strings.HasPrefix(string(b), marker+"\x00") && alive(pid) {
 			found = append(found, pid)
 		}
 	}
