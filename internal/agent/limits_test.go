@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/berth-hq/berth/internal/agent/cgroup"
+	"github.com/berth-hq/berth/internal/api"
 )
 
 // testHost is this machine's cgroup host, or the test skips.
@@ -125,5 +127,34 @@ func TestAgentReportsLimits(t *testing.T) {
 	// Agents on one host never share a group name.
 	if groupPrefix("n", "/a") == groupPrefix("n", "/b") || groupPrefix("n", "/a") == groupPrefix("m", "/a") {
 		t.Error("group prefixes collide")
+	}
+}
+
+// An OOM kill recorded in exit.json reaches the server even when the agent
+// restarted after the job ended.
+func TestRestoredOOMIsReported(t *testing.T) {
+	dataDir := t.TempDir()
+	dir := filepath.Join(dataDir, "jobs", "9")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeJSONAtomic(filepath.Join(dir, fileSpec), shimSpec{Script: "true", Assignment: api.Assignment{JobID: 9}}); err != nil {
+		t.Fatal(err)
+	}
+	end := time.Now().UTC()
+	if err := writeJSONAtomic(filepath.Join(dir, fileExit), shimExit{ExitCode: 137, Signal: "SIGKILL", OOMKilled: true, StartedAt: end.Add(-time.Second), FinishedAt: end}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(Config{Server: "http://127.0.0.1:1", Name: "n", DataDir: dataDir, NoCgroups: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.restore(); err != nil {
+		t.Fatal(err)
+	}
+	a.jobs[9].synced = true
+	evs, _ := a.collect()
+	if len(evs) == 0 || evs[len(evs)-1].Type != "exited" || !evs[len(evs)-1].OOMKilled || evs[len(evs)-1].ExitCode != 137 {
+		t.Errorf("events = %+v, want an exit with oom_killed", evs)
 	}
 }
