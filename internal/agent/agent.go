@@ -21,6 +21,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/berth-hq/berth/internal/agent/cgroup"
 	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/client"
 )
@@ -46,8 +47,11 @@ type Config struct {
 	ShimCommand []string
 	// LogTick is how often output of running jobs is shipped (default 100ms).
 	LogTick time.Duration
-	Logger  *slog.Logger
-	Version string
+	// NoCgroups runs jobs without control groups: no limits are enforced,
+	// and the node says so.
+	NoCgroups bool
+	Logger    *slog.Logger
+	Version   string
 }
 
 // Agent runs the jobs the server assigns to its node and reports on them.
@@ -56,6 +60,10 @@ type Agent struct {
 	c    *client.Client
 	log  *slog.Logger
 	info api.NodeInfo
+	// cg is where jobs' control groups go; nil: jobs run without (the node
+	// info says why). prefix names this agent's groups.
+	cg     *cgroup.Host
+	prefix string
 
 	mu   sync.Mutex
 	jobs map[int64]*localJob
@@ -72,6 +80,7 @@ type localJob struct {
 	id          int64
 	dir         string
 	asg         api.Assignment
+	cg          *cgroup.Spec // the job's control group, nil without
 	out         *os.File
 	acked       int64 // bytes of output.log the server holds
 	synced      bool  // acked came from the server
@@ -112,12 +121,13 @@ func New(cfg Config) (*Agent, error) {
 		cfg.Logger = slog.Default()
 	}
 	return &Agent{
-		cfg:  cfg,
-		c:    client.New(cfg.Server, cfg.Token),
-		log:  cfg.Logger.With("node", cfg.Name),
-		jobs: map[int64]*localJob{},
-		kick: make(chan struct{}, 1),
-		warm: make(chan *warmShim, warmShims),
+		cfg:    cfg,
+		prefix: groupPrefix(cfg.Name, cfg.DataDir),
+		c:      client.New(cfg.Server, cfg.Token),
+		log:    cfg.Logger.With("node", cfg.Name),
+		jobs:   map[int64]*localJob{},
+		kick:   make(chan struct{}, 1),
+		warm:   make(chan *warmShim, warmShims),
 	}, nil
 }
 
@@ -134,8 +144,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := a.restore(); err != nil {
 		return err
 	}
+	a.sweepGroups()
 	a.log.Info("agent starting", "server", a.cfg.Server, "cpus", a.info.CPUs, "memory", a.info.Memory,
-		"gpus", len(a.info.GPUs), "jobs_found", len(a.jobs))
+		"gpus", len(a.info.GPUs), "jobs_found", len(a.jobs), "limits", a.info.Limits)
 	go a.sender(ctx)
 	a.mu.Lock()
 	a.refillShims()
@@ -193,8 +204,9 @@ func (a *Agent) detect(ctx context.Context) error {
 	if addr == "" {
 		addr = routeAddr(a.cfg.Server)
 	}
+	version, limits := a.detectCgroups()
 	a.info = api.NodeInfo{Name: a.cfg.Name, Fleet: a.cfg.Fleet, Addr: addr, CPUs: cpus, Memory: mem, GPUs: gpus, Declared: declared,
-		Cgroups: "not used (process groups only)", Version: a.cfg.Version}
+		Cgroups: version, Limits: limits, Version: a.cfg.Version}
 	return nil
 }
 
@@ -363,7 +375,7 @@ func (a *Agent) signalLocked(j *localJob, abort bool) {
 // startLocked writes the job's directory and starts its shim.
 func (a *Agent) startLocked(asg api.Assignment) {
 	dir := filepath.Join(a.cfg.DataDir, "jobs", strconv.FormatInt(asg.JobID, 10))
-	j := &localJob{id: asg.JobID, dir: dir, asg: asg, acked: asg.LogSize, synced: true, started: time.Now().UTC()}
+	j := &localJob{id: asg.JobID, dir: dir, asg: asg, cg: a.jobGroup(asg.JobID, asg.Alloc), acked: asg.LogSize, synced: true, started: time.Now().UTC()}
 	a.jobs[asg.JobID] = j
 	fail := func(err error) {
 		a.log.Error("cannot start job", "job_id", asg.JobID, "err", err)
@@ -381,7 +393,8 @@ func (a *Agent) startLocked(asg api.Assignment) {
 	}
 	// One file holds what the shim runs and what the agent needs to find
 	// the job again after a restart.
-	sp := shimSpec{Script: script(asg.Commands), Env: jobEnv(asg), Dir: workDir, MaxDuration: asg.MaxDuration, Grace: asg.Grace, Assignment: asg}
+	sp := shimSpec{Script: script(asg.Commands), Env: jobEnv(asg), Dir: workDir, MaxDuration: asg.MaxDuration, Grace: asg.Grace, Assignment: asg,
+		Cgroup: j.cg}
 	if err := writeJSONAtomic(filepath.Join(dir, fileSpec), sp); err != nil {
 		fail(err)
 		return
@@ -513,6 +526,8 @@ const maxShimStarts = 3
 
 // finished records the shim's end, once.
 func (a *Agent) finished(j *localJob) {
+	// The shim removes the job's group; one that died could not.
+	a.removeGroup(j)
 	var ex shimExit
 	err := readJSON(filepath.Join(j.dir, fileExit), &ex)
 	a.mu.Lock()
@@ -591,11 +606,12 @@ func (a *Agent) restore() error {
 			continue
 		}
 		asg := sp.Assignment
-		j := &localJob{id: id, dir: dir, asg: asg, startedSent: false}
+		j := &localJob{id: id, dir: dir, asg: asg, cg: sp.Cgroup, startedSent: false}
 		a.jobs[id] = j
 		var ex shimExit
 		if err := readJSON(filepath.Join(dir, fileExit), &ex); err == nil {
 			j.exit, j.started = &ex, ex.StartedAt
+			a.removeGroup(j) // in case the shim could not
 			continue
 		}
 		pid, err := readPid(filepath.Join(dir, fileShimID))
@@ -609,9 +625,11 @@ func (a *Agent) restore() error {
 				continue
 			}
 		}
-		// The shim is gone without leaving a status: check once more for a
-		// status written meanwhile; a job that never started is dropped here
-		// and started again when the server's sync lists it; else it is lost.
+		// The shim is gone without leaving a status: what it ran must not
+		// outlive it. Check once more for a status written meanwhile; a job
+		// that never started is dropped here and started again when the
+		// server's sync lists it; else it is lost.
+		a.removeGroup(j)
 		if err := readJSON(filepath.Join(dir, fileExit), &ex); err == nil {
 			j.exit, j.started = &ex, ex.StartedAt
 			continue
@@ -793,7 +811,8 @@ func (a *Agent) collect() (evs []api.AgentEvent, more bool) {
 		}
 		if j.exit != nil && complete && !j.exitSent {
 			evs = append(evs, api.AgentEvent{JobID: id, Type: "exited", Time: j.exit.FinishedAt, ExitCode: j.exit.ExitCode,
-				Signal: j.exit.Signal, Reason: j.exit.Reason, Message: j.exit.Message, NeverStarted: j.exit.StartedAt.IsZero()})
+				Signal: j.exit.Signal, Reason: j.exit.Reason, Message: j.exit.Message, NeverStarted: j.exit.StartedAt.IsZero(),
+				OOMKilled: j.exit.OOMKilled})
 		}
 		if budget <= 0 {
 			break

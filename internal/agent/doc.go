@@ -1,7 +1,7 @@
 // Package agent is Berth's compute plane: `berth agent` on every host. It
 // detects the host's CPUs, memory and GPUs, registers them with the server,
 // keeps one stream open for assignments, runs each job under its own
-// supervisor (the shim, see shim.go) and ships the job's events and output
-// back. It keeps its state in its data directory, so a restarted agent finds
+// supervisor (the shim, see shim.go) in a cgroup of its own (limits.go,
+// package cgroup) and ships the job's events and output back. It keeps its state in its data directory, so a restarted agent finds
 // its running jobs again.
 package agent

@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/berth-hq/berth/internal/agent/cgroup"
 	"github.com/berth-hq/berth/internal/api"
 )
 
@@ -66,6 +67,9 @@ type shimSpec struct {
 	SplitStderr bool `json:"split_stderr,omitempty"`
 	// Assignment is the server's word on the job, for a restarted agent.
 	Assignment api.Assignment `json:"assignment"`
+	// Cgroup is the job's control group, made by the shim before the job
+	// starts and removed when it ends; nil: the job runs without one.
+	Cgroup *cgroup.Spec `json:"cgroup,omitempty"`
 }
 
 type shimExit struct {
@@ -75,6 +79,9 @@ type shimExit struct {
 	Message    string    `json:"message,omitempty"`
 	StartedAt  time.Time `json:"started_at"`
 	FinishedAt time.Time `json:"finished_at"`
+	// OOMKilled: the kernel killed a process of the job for exceeding its
+	// memory (counted in the job's cgroup).
+	OOMKilled bool `json:"oom_killed,omitempty"`
 }
 
 // RunShim supervises the job described in dir/job.json and returns the shim's
@@ -167,7 +174,8 @@ func runShim(dir string) error {
 	cmd.Dir = sp.Dir
 	cmd.Stdout, cmd.Stderr = stdoutW, stderrW
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	grp, err := startJob(cmd, sp.Cgroup)
+	if err != nil {
 		closeWriters()
 		msg := fmt.Sprintf("berth: cannot start the job: %v\n", err)
 		_ = fw.write(2, []byte(msg))
@@ -176,6 +184,14 @@ func runShim(dir string) error {
 	}
 	closeWriters()
 	pgid := cmd.Process.Pid
+	// signalJob reaches every process of the job: those in its cgroup
+	// (where a daemon that left the process group still is), else those of
+	// its process group.
+	signalJob := func(sig unix.Signal) {
+		if grp == nil || grp.Signal(sig) != nil {
+			_ = unix.Kill(-pgid, sig)
+		}
+	}
 
 	var copiers sync.WaitGroup
 	for stream, r := range readers {
@@ -204,7 +220,7 @@ func runShim(dir string) error {
 		if ex.Reason == "" {
 			ex.Reason = reason
 		}
-		_ = unix.Kill(-pgid, unix.SIGTERM)
+		signalJob(unix.SIGTERM)
 		if killAfter == nil {
 			killAfter = time.After(grace)
 		}
@@ -219,17 +235,22 @@ func runShim(dir string) error {
 				terminate(exitStopped)
 			case sigAbort:
 				ex.Reason = exitAborted
-				_ = unix.Kill(-pgid, unix.SIGKILL)
+				signalJob(unix.SIGKILL)
 			}
 		case <-deadline:
 			deadline = nil
 			terminate(exitMaxDuration)
 		case <-killAfter:
-			_ = unix.Kill(-pgid, unix.SIGKILL)
+			signalJob(unix.SIGKILL)
 		}
 	}
-	// Whatever the job left behind in its process group ends with it.
+	// Whatever the job left behind in its process group ends with it, and
+	// so does whatever left the group but not the job's cgroup.
 	_ = unix.Kill(-pgid, unix.SIGKILL)
+	var oomKills uint64
+	if grp != nil {
+		oomKills = endGroup(grp)
+	}
 	done := make(chan struct{})
 	go func() { copiers.Wait(); close(done) }()
 	select {
@@ -240,6 +261,12 @@ func runShim(dir string) error {
 			r.Close()
 		}
 		<-done
+	}
+	if oomKills > 0 {
+		// Said after the job's last words, as slurmstepd does.
+		ex.OOMKilled = true
+		_ = fw.write(2, []byte(fmt.Sprintf("berth: the job exceeded its memory (%s): the kernel killed %d of its processes (OOM)\n",
+			memoryText(sp.Cgroup.Memory), oomKills)))
 	}
 	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		ex.ExitCode = 128 + int(ws.Signal())
@@ -285,4 +312,55 @@ func writeFileAtomic(path string, data []byte) error {
 		return errors.Join(err, os.Remove(tmp))
 	}
 	return nil
+}
+
+// startJob starts cmd, inside a new control group when spec asks for one.
+func startJob(cmd *exec.Cmd, spec *cgroup.Spec) (*cgroup.Group, error) {
+	if spec == nil {
+		return nil, cmd.Start()
+	}
+	// A group of the same name left by an earlier shim of this job that
+	// died is emptied by the agent before it starts this one (finished,
+	// restore); Create reuses what is left.
+	grp, err := cgroup.Create(*spec)
+	if err != nil {
+		return nil, fmt.Errorf("cannot confine it: %w", err)
+	}
+	if err := grp.Start(cmd); err != nil {
+		_ = grp.Delete()
+		return nil, err
+	}
+	return grp, nil
+}
+
+// endGroup kills what is left of the job in its group, removes the group,
+// and returns how many of the job's processes the kernel killed for want of
+// memory. Errors go to the shims' log: the job has ended either way.
+func endGroup(grp *cgroup.Group) (oomKills uint64) {
+	if err := grp.Kill(10 * time.Second); err != nil {
+		fmt.Fprintf(os.Stderr, "berth shim: %v\n", err)
+	}
+	// Read after the kill: a process of the job OOM-killed at the end
+	// counts too.
+	n, err := grp.OOMKills()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "berth shim: %v\n", err)
+	}
+	if err := grp.Delete(); err != nil {
+		fmt.Fprintf(os.Stderr, "berth shim: %v\n", err)
+	}
+	return n
+}
+
+// memoryText writes a limit in the units of a configuration's memory.
+func memoryText(b int64) string {
+	switch {
+	case b <= 0:
+		return "no limit"
+	case b%(1<<30) == 0:
+		return fmt.Sprintf("%dGB", b>>30)
+	case b%(1<<20) == 0:
+		return fmt.Sprintf("%dMB", b>>20)
+	}
+	return fmt.Sprintf("%d bytes", b)
 }

@@ -62,6 +62,9 @@ const (
 	// ReasonOOM: the job was killed for using more memory than it holds
 	// (Slurm's OUT_OF_MEMORY).
 	ReasonOOM = "OOM"
+	// ReasonOutOfMemory is the same reason, as the agent's cgroup code
+	// names it.
+	ReasonOutOfMemory = ReasonOOM
 )
 
 // Run is what a user submitted: one configuration, one or more jobs.
@@ -141,7 +144,10 @@ type NodeInfo struct {
 	Memory   int64  `json:"memory"`
 	GPUs     []GPU  `json:"gpus,omitempty"`
 	Declared bool   `json:"declared"`
-	Cgroups  string `json:"cgroups"`
+	Cgroups  string `json:"cgroups"` // v1, v2, or none
+	// Limits says what the kernel enforces on this node's jobs ("memory,
+	// cpu (cgroup v1)"), or "none (why)".
+	Limits string `json:"limits"`
 	// Containers says whether the node runs `image:` jobs: "docker 1.41"
 	// (the engine and its API version), or "none (why)". See CanRunContainers.
 	Containers string `json:"containers"`
@@ -260,6 +266,9 @@ type AgentEvent struct {
 	Message  string    `json:"message,omitempty"`
 	// NeverStarted says the job ended before its commands ran.
 	NeverStarted bool `json:"never_started,omitempty"`
+	// OOMKilled says the kernel killed a process of the job for exceeding
+	// its memory.
+	OOMKilled bool `json:"oom_killed,omitempty"`
 }
 
 // AgentEvents is a batch of events from one node, in order.

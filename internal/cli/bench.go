@@ -34,8 +34,12 @@ fresh temporary $BERTH_HOME and SQLite, drives it over HTTP on loopback, prints 
 and removes everything it made.`,
 	}
 	cmd.AddCommand(newBenchSubmitCmd(), newBenchLatencyCmd(), newBenchDrainCmd(), newBenchSchedCmd())
+	cmd.PersistentFlags().BoolVar(&benchNoCgroups, "no-cgroups", false, "run the benchmark's jobs without cgroups (to measure what they cost)")
 	return cmd
 }
+
+// benchNoCgroups passes --no-cgroups to the benchmark's agents.
+var benchNoCgroups bool
 
 // benchServer is a berth server started for a benchmark.
 type benchServer struct {
@@ -60,6 +64,9 @@ func startBenchServer(ctx context.Context, localAgent bool) (*benchServer, error
 	args := []string{"server", "--listen", "127.0.0.1:0"}
 	if !localAgent {
 		args = append(args, "--no-local-agent")
+	}
+	if benchNoCgroups {
+		args = append(args, "--no-cgroups")
 	}
 	logf, err := os.Create(filepath.Join(home, "server.log"))
 	if err != nil {
@@ -128,7 +135,11 @@ func (b *benchServer) startAgent(name string) error {
 		return err
 	}
 	defer logf.Close()
-	cmd := exec.Command(exe, "agent", "--server", b.url, "--name", name, "--data-dir", filepath.Join(b.home, name))
+	args := []string{"agent", "--server", b.url, "--name", name, "--data-dir", filepath.Join(b.home, name)}
+	if benchNoCgroups {
+		args = append(args, "--no-cgroups")
+	}
+	cmd := exec.Command(exe, args...)
 	cmd.Env = append(os.Environ(), "BERTH_HOME="+b.home, "BERTH_TOKEN="+b.tok)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {

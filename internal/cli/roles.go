@@ -100,7 +100,7 @@ func newServerCmd() *cobra.Command {
 				}
 				defer unlockAgent()
 				a, err := agent.New(agent.Config{Server: url, Token: token, Name: agentName, Fleet: agentFleet, DataDir: filepath.Join(home, "agent"),
-					CPUs: agentRes.cpus, Memory: agentRes.memory, GPUs: agentRes.gpus, DeclaredGPUs: agentRes.gpusSet,
+					CPUs: agentRes.cpus, Memory: agentRes.memory, GPUs: agentRes.gpus, DeclaredGPUs: agentRes.gpusSet, NoCgroups: agentRes.noCgroups,
 					Logger: log.With("role", "agent"), Version: Version})
 				if err != nil {
 					return err
@@ -218,6 +218,8 @@ type resourceFlags struct {
 	gpusSet bool
 	mem     string
 	gpu     string
+	// noCgroups: jobs run without limits (agent.Config.NoCgroups).
+	noCgroups bool
 }
 
 func (r *resourceFlags) add(cmd *cobra.Command, prefix string) {
@@ -225,6 +227,7 @@ func (r *resourceFlags) add(cmd *cobra.Command, prefix string) {
 	f.IntVar(&r.cpus, "cpus", 0, prefix+"CPUs to offer (default: detected)")
 	f.StringVar(&r.mem, "memory", "", prefix+"memory to offer, e.g. 64GB (default: detected)")
 	f.StringVar(&r.gpu, "gpus", "", prefix+"GPUs to offer instead of detecting them, like gres.conf: 4, A100:80GB:4, A100:80GB:4,T4:16GB:2")
+	f.BoolVar(&r.noCgroups, "no-cgroups", false, prefix+"jobs run without cgroups: memory and CPU limits are not enforced (berth fleet shows it)")
 	prev := cmd.PreRunE
 	cmd.PreRunE = func(c *cobra.Command, args []string) error {
 		if prev != nil {
@@ -295,7 +298,7 @@ same --data-dir finds them again.`,
 			defer unlock()
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			a, err := agent.New(agent.Config{Server: serverURL, Token: conn.Token, Name: name, DataDir: dataDir, Addr: addr, Fleet: fleet,
-				CPUs: res.cpus, Memory: res.memory, GPUs: res.gpus, DeclaredGPUs: res.gpusSet, Logger: log, Version: Version})
+				CPUs: res.cpus, Memory: res.memory, GPUs: res.gpus, DeclaredGPUs: res.gpusSet, NoCgroups: res.noCgroups, Logger: log, Version: Version})
 			if err != nil {
 				return err
 			}

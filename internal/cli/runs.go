@@ -209,20 +209,29 @@ func newFleetCmd() *cobra.Command {
 				return printJSON(cmd.OutOrStdout(), nodes)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "FLEET\tNODE\tADDRESS\tSTATUS\tCPU (free/total)\tMEMORY (free/total)\tGPU (free/total)\tJOBS\tCGROUPS\tCONTAINERS")
+			fmt.Fprintln(tw, "FLEET\tNODE\tADDRESS\tSTATUS\tCPU (free/total)\tMEMORY (free/total)\tGPU (free/total)\tJOBS\tLIMITS\tCONTAINERS")
 			for _, n := range nodes {
 				gpu := "-"
 				if len(n.GPUs) > 0 {
 					gpu = fmt.Sprintf("%d/%d %s", len(n.GPUs)-n.AllocGPUs, len(n.GPUs), gpuModel(n.GPUs))
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s/%s\t%s\t%d\t%s\t%s\n", orDash(n.Fleet), n.Name, n.Addr, n.Status, n.CPUs-n.AllocCPUs, n.CPUs,
-					spec.Bytes(n.Memory-n.AllocMemory).Approx(), spec.Bytes(n.Memory).Approx(), gpu, n.Jobs, n.Cgroups, orDash(n.Containers))
+					spec.Bytes(n.Memory-n.AllocMemory).Approx(), spec.Bytes(n.Memory).Approx(), gpu, n.Jobs, limitsText(n), orDash(n.Containers))
 			}
 			return tw.Flush()
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// limitsText says what the kernel enforces on a node's jobs, as its agent
+// reported it ("memory, cpu (cgroup v1)", "none (why)").
+func limitsText(n api.Node) string {
+	if n.Limits != "" {
+		return n.Limits
+	}
+	return orDash(n.Cgroups) // an agent from before limits were reported
 }
 
 func gpuModel(gs []api.GPU) string {

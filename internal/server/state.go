@@ -433,6 +433,11 @@ func exitStatus(ev api.AgentEvent, stopReq int) (api.Status, string) {
 	case api.ReasonOOM:
 		return api.StatusFailed, api.ReasonOOM
 	}
+	// As Slurm's OUT_OF_MEMORY: an OOM kill in the job fails it, whatever
+	// its exit code (a stop asked for above still reads as the stop).
+	if ev.OOMKilled {
+		return api.StatusFailed, api.ReasonOutOfMemory
+	}
 	if ev.ExitCode == 0 {
 		return api.StatusDone, api.ReasonDone
 	}

@@ -1,0 +1,487 @@
+package cgroup
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/containerd/cgroups/v3/cgroup1"
+	"github.com/containerd/cgroups/v3/cgroup2"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+)
+
+// Spec is one job's group: where it is and what it limits. The agent writes
+// it into the job's directory, so that the shim and a restarted agent find
+// the same group.
+type Spec struct {
+	Version int `json:"version"`
+	// Root: v1, the directory where each controller is mounted as
+	// Root/<controller>; v2, the unified mount.
+	Root string `json:"root"`
+	// Paths is the group inside each hierarchy: v1, one per controller;
+	// v2, one under the key "".
+	Paths  map[string]string `json:"paths"`
+	Memory int64             `json:"memory,omitempty"` // bytes; 0: not limited
+	// Swap limits memory+swap to Memory as well (v1 memsw; v2 no swap at
+	// all), so that a job over its memory is OOM-killed, not swapped out.
+	Swap bool `json:"swap,omitempty"`
+	CPUs int  `json:"cpus,omitempty"` // CFS quota of CPUs × period; 0: not limited
+}
+
+// cfsPeriod is the CFS period the quota is a multiple of: the kernel's
+// default, 100ms.
+const cfsPeriod = 100000
+
+// Dirs are the group's directories, one per hierarchy.
+func (s Spec) Dirs() []string {
+	var out []string
+	for _, c := range s.keys() {
+		out = append(out, s.dir(c))
+	}
+	return out
+}
+
+func (s Spec) keys() []string {
+	keys := make([]string, 0, len(s.Paths))
+	for c := range s.Paths {
+		keys = append(keys, c)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// dir is the group's directory in hierarchy c (v1 controller; "" on v2).
+func (s Spec) dir(c string) string {
+	if s.Version == 1 {
+		return filepath.Join(s.Root, c, s.Paths[c])
+	}
+	return filepath.Join(s.Root, s.Paths[""])
+}
+
+// Group is a job's control group, made or found.
+type Group struct {
+	spec Spec
+	v1   cgroup1.Cgroup
+	v2   *cgroup2.Manager
+}
+
+// Create makes the group with its limits. Nothing of it is left when it
+// fails.
+func Create(s Spec) (*Group, error) {
+	g := &Group{spec: s}
+	var err error
+	switch s.Version {
+	case 1:
+		g.v1, err = cgroup1.New(s.v1Path, s.v1Resources(), cgroup1.WithHierarchy(s.v1Hierarchy))
+	case 2:
+		g.v2, err = cgroup2.NewManager(s.Root, s.Paths[""], s.v2Resources())
+		if err == nil && s.Swap && s.Memory > 0 {
+			// Only where swap is accounted; no swap for the job at all,
+			// as v2 counts swap apart from memory.
+			if exists(filepath.Join(s.dir(""), "memory.swap.max")) {
+				zero := int64(0)
+				err = g.v2.Update(&cgroup2.Resources{Memory: &cgroup2.Memory{Swap: &zero}})
+			}
+		}
+	default:
+		return nil, fmt.Errorf("cgroup: version %d", s.Version)
+	}
+	if err != nil {
+		for _, d := range s.Dirs() {
+			_ = os.Remove(d)
+		}
+		return nil, fmt.Errorf("cgroup: create %s: %w", strings.Join(s.Dirs(), ", "), err)
+	}
+	return g, nil
+}
+
+// Load finds an existing group; it fails with an error that is
+// os.ErrNotExist when there is none.
+func Load(s Spec) (*Group, error) {
+	g := &Group{spec: s}
+	found := false
+	for _, d := range s.Dirs() {
+		found = found || exists(d)
+	}
+	if !found {
+		return nil, fmt.Errorf("cgroup: %s: %w", strings.Join(s.Dirs(), ", "), os.ErrNotExist)
+	}
+	var err error
+	switch s.Version {
+	case 1:
+		g.v1, err = cgroup1.Load(s.v1Path, cgroup1.WithHierarchy(s.v1Hierarchy))
+		if errors.Is(err, cgroup1.ErrCgroupDeleted) {
+			err = fmt.Errorf("%w (%w)", err, os.ErrNotExist)
+		}
+	case 2:
+		g.v2, err = cgroup2.Load(s.Paths[""], cgroup2.WithMountpoint(s.Root))
+	default:
+		err = fmt.Errorf("version %d", s.Version)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cgroup: load: %w", err)
+	}
+	return g, nil
+}
+
+// Remove kills what runs in the group described by s and removes it; no
+// group is no error.
+func Remove(s Spec) error {
+	g, err := Load(s)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := g.Kill(killTimeout); err != nil {
+		return err
+	}
+	return g.Delete()
+}
+
+// killTimeout bounds how long Remove keeps killing.
+const killTimeout = 10 * time.Second
+
+func (s Spec) v1Path(n cgroup1.Name) (string, error) {
+	p, ok := s.Paths[string(n)]
+	if !ok {
+		return "", cgroup1.ErrControllerNotActive
+	}
+	return p, nil
+}
+
+func (s Spec) v1Hierarchy() ([]cgroup1.Subsystem, error) {
+	var subs []cgroup1.Subsystem
+	for _, c := range s.keys() {
+		switch c {
+		case "memory":
+			subs = append(subs, cgroup1.NewMemory(s.Root))
+		case "cpu":
+			subs = append(subs, cgroup1.NewCpu(s.Root))
+		case "freezer":
+			subs = append(subs, cgroup1.NewFreezer(s.Root))
+		default:
+			return nil, fmt.Errorf("cgroup: v1 controller %q is not used", c)
+		}
+	}
+	return subs, nil
+}
+
+func (s Spec) v1Resources() *specs.LinuxResources {
+	r := &specs.LinuxResources{}
+	if s.Memory > 0 {
+		m := s.Memory
+		r.Memory = &specs.LinuxMemory{Limit: &m}
+		if s.Swap {
+			// memsw is memory+swap: equal to the limit, no swap at all.
+			sw := m
+			r.Memory.Swap = &sw
+		}
+	}
+	if s.CPUs > 0 {
+		quota, period := int64(s.CPUs)*cfsPeriod, uint64(cfsPeriod)
+		r.CPU = &specs.LinuxCPU{Quota: &quota, Period: &period}
+	}
+	return r
+}
+
+func (s Spec) v2Resources() *cgroup2.Resources {
+	r := &cgroup2.Resources{}
+	if s.Memory > 0 {
+		m := s.Memory
+		r.Memory = &cgroup2.Memory{Max: &m}
+	}
+	if s.CPUs > 0 {
+		quota, period := int64(s.CPUs)*cfsPeriod, uint64(cfsPeriod)
+		r.CPU = &cgroup2.CPU{Max: cgroup2.NewCPUMax(&quota, &period)}
+	}
+	return r
+}
+
+// Start starts cmd inside the group, so that the job is confined from its
+// first instruction and every process it forks is too.
+//
+// The caller never enters the group: whoever kills the group (the agent,
+// another shim of the same job) would kill it too. Instead cmd is started
+// behind a gate: bash, waiting on a pipe, is moved into the group (all
+// hierarchies), and only then released to exec cmd (same pid, same process
+// group), so the job's own code never runs outside. The gate is bash's
+// startup and one read, charged to the caller's group. (On v2, clone3's
+// CLONE_INTO_CGROUP could place the child directly; the gate works on every
+// kernel and both versions, and is the one path tested on this host.)
+func (g *Group) Start(cmd *exec.Cmd) error {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		return fmt.Errorf("cgroup: the start gate needs bash: %w", err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("cgroup: %w", err)
+	}
+	defer w.Close()
+	fd := 3 + len(cmd.ExtraFiles)
+	gate := fmt.Sprintf(`read -r -u %d _ || exit 126; exec %d<&- -a "$0" "$@"`, fd, fd)
+	path, argv0 := cmd.Path, cmd.Path
+	if len(cmd.Args) > 0 {
+		argv0 = cmd.Args[0]
+	}
+	cmd.Path = bash
+	cmd.Args = append([]string{"bash", "-c", gate, argv0, path}, cmd.Args[min(1, len(cmd.Args)):]...)
+	cmd.ExtraFiles = append(cmd.ExtraFiles, r)
+	err = cmd.Start()
+	r.Close()
+	if err != nil {
+		return err
+	}
+	if err := g.add(cmd.Process.Pid); err != nil {
+		_ = cmd.Process.Kill()
+		_, _ = cmd.Process.Wait()
+		return fmt.Errorf("cgroup: place the job in %s: %w", strings.Join(g.spec.Dirs(), ", "), err)
+	}
+	if _, err := w.Write([]byte("\n")); err != nil {
+		_ = cmd.Process.Kill()
+		_, _ = cmd.Process.Wait()
+		return fmt.Errorf("cgroup: release the job: %w", err)
+	}
+	return nil
+}
+
+// add moves a whole process (all its threads) into the group, in every
+// hierarchy.
+func (g *Group) add(pid int) error {
+	var errs []error
+	for _, c := range g.spec.keys() {
+		if err := os.WriteFile(filepath.Join(g.spec.dir(c), "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Procs lists the processes in the group and its subgroups, in every
+// hierarchy (a process moved out of one is still found in another), but
+// never the caller.
+func (g *Group) Procs() ([]int, error) {
+	seen := map[int]bool{}
+	self := os.Getpid()
+	for _, d := range g.spec.Dirs() {
+		err := filepath.WalkDir(d, func(p string, e fs.DirEntry, err error) error {
+			if err != nil {
+				if errors.Is(err, os.ErrNotExist) {
+					return nil
+				}
+				return err
+			}
+			if e.IsDir() || e.Name() != "cgroup.procs" {
+				return nil
+			}
+			pids, err := readPids(p)
+			if errors.Is(err, os.ErrNotExist) {
+				return nil
+			}
+			for _, pid := range pids {
+				if pid != self {
+					seen[pid] = true
+				}
+			}
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("cgroup: procs: %w", err)
+		}
+	}
+	out := make([]int, 0, len(seen))
+	for pid := range seen {
+		out = append(out, pid)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// Signal sends sig to every process in the group: a graceful stop reaches
+// what left the job's process group too.
+func (g *Group) Signal(sig unix.Signal) error {
+	pids, err := g.Procs()
+	if err != nil {
+		return err
+	}
+	for _, pid := range pids {
+		if err := unix.Kill(pid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("cgroup: signal %d: %w", pid, err)
+		}
+	}
+	return nil
+}
+
+// Kill kills every process in the group and returns once it is empty, or
+// fails after timeout. v2 has cgroup.kill (5.14+), which no fork escapes.
+// Elsewhere the group is frozen so that nothing forks between listing and
+// killing, every process gets SIGKILL, and the group is thawed so that the
+// signals land; repeated until no process is left.
+//
+// The freezing is done here, not with the library's Freeze: that waits
+// without a bound for the group to freeze, and a process in uninterruptible
+// sleep (a hung NFS read) can keep it freezing for ever.
+func (g *Group) Kill(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	pause := time.Millisecond
+	killFile := filepath.Join(g.spec.dir(""), "cgroup.kill")
+	useKill := g.spec.Version == 2 && exists(killFile)
+	for {
+		pids, err := g.Procs()
+		if err != nil {
+			return err
+		}
+		if len(pids) == 0 {
+			return nil
+		}
+		if useKill {
+			if err := os.WriteFile(killFile, []byte("1"), 0); err != nil {
+				return fmt.Errorf("cgroup: kill: %w", err)
+			}
+		} else {
+			thaw := g.freeze()
+			if pids, err = g.Procs(); err != nil {
+				thaw()
+				return err
+			}
+			for _, pid := range pids {
+				_ = unix.Kill(pid, unix.SIGKILL)
+			}
+			thaw()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("cgroup: %d processes still in %s after %v: %v", len(pids), strings.Join(g.spec.Dirs(), ", "), timeout, pids)
+		}
+		time.Sleep(pause)
+		pause = min(2*pause, 50*time.Millisecond)
+	}
+}
+
+// freezeWait bounds how long Kill waits for a group to freeze before it
+// kills anyway.
+const freezeWait = 100 * time.Millisecond
+
+// freeze asks the kernel to freeze the group and waits a little for it; the
+// returned func thaws it. Without a freezer it does nothing.
+func (g *Group) freeze() (thaw func()) {
+	var file, frozen, thawed string
+	var done func() bool
+	switch g.spec.Version {
+	case 1:
+		if _, ok := g.spec.Paths["freezer"]; !ok {
+			return func() {}
+		}
+		file = filepath.Join(g.spec.dir("freezer"), "freezer.state")
+		frozen, thawed = "FROZEN", "THAWED"
+		done = func() bool {
+			b, err := os.ReadFile(file)
+			return err != nil || strings.TrimSpace(string(b)) == frozen
+		}
+	case 2:
+		dir := g.spec.dir("")
+		file = filepath.Join(dir, "cgroup.freeze")
+		frozen, thawed = "1", "0"
+		done = func() bool {
+			v, err := readKey(filepath.Join(dir, "cgroup.events"), "frozen")
+			return err != nil || v == 1
+		}
+	}
+	if err := os.WriteFile(file, []byte(frozen), 0); err != nil {
+		return func() {}
+	}
+	for end := time.Now().Add(freezeWait); !done() && time.Now().Before(end); {
+		time.Sleep(time.Millisecond)
+	}
+	return func() { _ = os.WriteFile(file, []byte(thawed), 0) }
+}
+
+// OOMKills counts the processes of the group that the kernel killed for
+// want of memory (v1 memory.oom_control, v2 memory.events: oom_kill). A v1
+// kernel before 4.13 has no counter: a group still under OOM then counts 1.
+func (g *Group) OOMKills() (uint64, error) {
+	switch g.spec.Version {
+	case 1:
+		if _, ok := g.spec.Paths["memory"]; !ok {
+			return 0, nil
+		}
+		file := filepath.Join(g.spec.dir("memory"), "memory.oom_control")
+		n, err := readKey(file, "oom_kill")
+		if errors.Is(err, errNoKey) {
+			n, err = readKey(file, "under_oom")
+		}
+		return n, err
+	case 2:
+		n, err := readKey(filepath.Join(g.spec.dir(""), "memory.events"), "oom_kill")
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, errNoKey) {
+			return 0, nil // no memory controller in this group
+		}
+		return n, err
+	}
+	return 0, nil
+}
+
+// Delete removes the empty group (Kill it first).
+func (g *Group) Delete() error {
+	var err error
+	if g.v1 != nil {
+		err = g.v1.Delete()
+		if errors.Is(err, cgroup1.ErrCgroupDeleted) {
+			err = nil
+		}
+	} else {
+		err = g.v2.Delete()
+	}
+	if err != nil {
+		return fmt.Errorf("cgroup: delete: %w", err)
+	}
+	return nil
+}
+
+var errNoKey = errors.New("cgroup: no such key")
+
+// readKey reads the value of key from a flat-keyed file ("key value" lines).
+func readKey(path, key string) (uint64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), " ")
+		if ok && k == key {
+			return strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("%w %q in %s", errNoKey, key, path)
+}
+
+func readPids(path string) ([]int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(b)) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		pids = append(pids, pid)
+	}
+	return pids, nil
+}

@@ -1,0 +1,224 @@
+package cgroup
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
+)
+
+// These tests make real groups on this host (cgroup v1 here) and skip where
+// that cannot be done (not root, no controllers).
+
+// testName is a group name unique to this test run: other sessions share
+// the machine.
+func testName(t *testing.T) string {
+	return fmt.Sprintf("berth-test-%d-%s", os.Getpid(), strings.NewReplacer("/", "-", " ", "-").Replace(t.Name()))
+}
+
+func realV1(t *testing.T) *Host {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	h, err := Detect()
+	if err != nil {
+		t.Skip(err)
+	}
+	if h.Version() != 1 {
+		t.Skipf("cgroup v%d host", h.Version())
+	}
+	return h
+}
+
+func assertGone(t *testing.T, s Spec) {
+	t.Helper()
+	for _, d := range s.Dirs() {
+		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("group left behind: %s (%v)", d, err)
+		}
+	}
+}
+
+func TestV1LimitsAndPlacement(t *testing.T) {
+	h := realV1(t)
+	if !h.memory || !h.cpu {
+		t.Skipf("limits here: %s", h.Limits())
+	}
+	spec := h.Spec(testName(t), 64<<20, 2)
+	g, err := Create(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = Remove(spec) })
+	want := map[string]string{
+		"memory/memory.limit_in_bytes": "67108864",
+		"cpu/cpu.cfs_quota_us":         "200000",
+		"cpu/cpu.cfs_period_us":        "100000",
+	}
+	if spec.Swap {
+		want["memory/memory.memsw.limit_in_bytes"] = "67108864"
+	}
+	for f, v := range want {
+		c, file, _ := strings.Cut(f, "/")
+		if got := readFile(t, filepath.Join(spec.dir(c), file)); got != v {
+			t.Errorf("%s = %s, want %s", f, got, v)
+		}
+	}
+	before := procCgroups(t, os.Getpid())
+	cmd := exec.Command("sleep", "30")
+	if err := g.Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	// The child is in the job's group in every hierarchy, and the caller is
+	// back where it was.
+	in := procCgroups(t, cmd.Process.Pid)
+	for c, p := range spec.Paths {
+		if in[c] != p {
+			t.Errorf("child's %s group = %s, want %s", c, in[c], p)
+		}
+	}
+	if diff := cmp.Diff(before, procCgroups(t, os.Getpid())); diff != "" {
+		t.Errorf("the caller did not get home (-before +after):\n%s", diff)
+	}
+	if pids, err := g.Procs(); err != nil || !slices.Equal(pids, []int{cmd.Process.Pid}) {
+		t.Errorf("Procs = %v, %v; want [%d]", pids, err, cmd.Process.Pid)
+	}
+	if err := Remove(spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Errorf("sleep ended with %v, want killed", err)
+	}
+	assertGone(t, spec)
+}
+
+// A job over its memory is killed by the kernel, and the group tells.
+func TestV1OOM(t *testing.T) {
+	h := realV1(t)
+	if !h.memory {
+		t.Skipf("limits here: %s", h.Limits())
+	}
+	spec := h.Spec(testName(t), 32<<20, 1)
+	g, err := Create(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = Remove(spec) })
+	cmd := exec.Command("bash", "-c", "head -c 200M /dev/zero | tail")
+	if err := g.Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 137 {
+		t.Errorf("exit = %v (code %d), want 137 (tail SIGKILLed)", err, code)
+	}
+	if n, err := g.OOMKills(); n < 1 || err != nil {
+		t.Errorf("OOMKills = %d, %v; want >= 1", n, err)
+	}
+	if err := Remove(spec); err != nil {
+		t.Fatal(err)
+	}
+	assertGone(t, spec)
+}
+
+// A job that double-forks and starts a session of its own leaves its
+// process group, but not its cgroup: Kill finds and kills it.
+func TestV1KillDoubleForkSetsid(t *testing.T) {
+	h := realV1(t)
+	spec := h.Spec(testName(t), 0, 0)
+	g, err := Create(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = Remove(spec) })
+	runOrphanTest(t, g, spec)
+}
+
+// runOrphanTest starts a job that leaves a daemon behind (double fork,
+// setsid) and checks that Kill ends it and Delete leaves nothing.
+func runOrphanTest(t *testing.T, g *Group, spec Spec) {
+	t.Helper()
+	marker := testName(t) + "-orphan"
+	cmd := exec.Command("bash", "-c", "(setsid bash -c 'exec -a "+marker+" sleep 300' </dev/null >/dev/null 2>&1 &); exit 0")
+	if err := g.Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	var orphan int
+	for end := time.Now().Add(5 * time.Second); orphan == 0; {
+		if pids := processesNamed(marker); len(pids) > 0 {
+			orphan = pids[0]
+		} else if time.Now().After(end) {
+			t.Fatal("the daemon never started")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// It leads a session of its own, but has not left the group.
+	if sid, err := unix.Getsid(orphan); err != nil || sid != orphan {
+		t.Fatalf("the daemon's session = %d, %v; want its own", sid, err)
+	}
+	if pids, err := g.Procs(); err != nil || !slices.Contains(pids, orphan) {
+		t.Fatalf("Procs = %v, %v; want the daemon %d in it", pids, err, orphan)
+	}
+	if err := g.Kill(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(2 * time.Second); len(processesNamed(marker)) > 0; {
+		if time.Now().After(end) {
+			t.Fatalf("the daemon survived: %v", processesNamed(marker))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := g.Delete(); err != nil {
+		t.Fatal(err)
+	}
+	assertGone(t, spec)
+}
+
+func TestV1Probe(t *testing.T) {
+	h := realV1(t)
+	name := testName(t)
+	if err := h.Probe(name); err != nil {
+		t.Fatal(err)
+	}
+	assertGone(t, h.Spec(name, 1, 1))
+	if names, err := h.Groups(name); err != nil || len(names) != 0 {
+		t.Errorf("Groups = %v, %v", names, err)
+	}
+}
+
+func TestRemoveMissing(t *testing.T) {
+	h := realV1(t)
+	if err := Remove(h.Spec(testName(t), 0, 0)); err != nil {
+		t.Errorf("Remove of no group = %v", err)
+	}
+}
+
+// processesNamed lists the live processes called marker (argv[0]), as
+// `exec -a marker` names them.
+func processesNamed(marker string) []int {
+	var found []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		var pid int
+		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && strings.HasPrefix(string(b), marker+"\x00") && alive(pid) {
+			found = append(found, pid)
+		}
+	}
+	return found
+}
