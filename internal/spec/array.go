@@ -52,12 +52,25 @@ type ArraySpec struct {
 // "1,3,5-7", "0-15:4", "1-100%10"). Indexes run from 0 to MaxArrayIndex;
 // repeated or overlapping items are merged, as Slurm does.
 func ParseArray(s string) (*ArraySpec, error) {
-	v := strings.TrimSpace(s)
-	if v == "" {
+	if strings.TrimSpace(s) == "" {
 		return nil, invalid("empty array (expected e.g. 0-15, 1,3,5-7, 0-15:4 or 1-100%%10)")
 	}
-	fail := func(format string, args ...any) (*ArraySpec, error) {
-		return nil, invalid("array %q: %s", s, fmt.Sprintf(format, args...))
+	a, msg := parseArray(s)
+	if msg != "" {
+		return nil, invalid("array %q: %s", s, msg)
+	}
+	return a, nil
+}
+
+// parseArray is ParseArray with a bare message, "" on success, for
+// check(), whose errors already point at the value.
+func parseArray(s string) (*ArraySpec, string) {
+	v := strings.TrimSpace(s)
+	if v == "" {
+		return nil, "empty: give task indexes such as 0-15, or remove `array`"
+	}
+	fail := func(format string, args ...any) (*ArraySpec, string) {
+		return nil, fmt.Sprintf(format, args...)
 	}
 	a := &ArraySpec{}
 	body, throttle, hasThrottle := strings.Cut(v, "%")
@@ -95,7 +108,7 @@ func ParseArray(s string) (*ArraySpec, error) {
 	if !a.normalize() {
 		return fail("too many overlapping items to merge; write them as fewer ranges")
 	}
-	return a, nil
+	return a, ""
 }
 
 // parseArrayItem reads N, A-B or A-B:STEP; the message is "" on success.
