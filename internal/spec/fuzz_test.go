@@ -11,6 +11,8 @@ import (
 func seedCorpus(f *testing.F) [][]byte {
 	f.Helper()
 	files, _ := filepath.Glob("testdata/seeds/*.yml")
+	workflows, _ := filepath.Glob("testdata/workflows/*.yml")
+	files = append(files, workflows...)
 	var out [][]byte
 	for _, p := range files {
 		data, err := os.ReadFile(p)
