@@ -105,8 +105,8 @@ func parseArray(s string) (*ArraySpec, string) {
 		}
 		a.Ranges = append(a.Ranges, r)
 	}
-	if !a.normalize() {
-		return fail("too many overlapping items to merge; write them as fewer ranges")
+	if msg := a.normalize(); msg != "" {
+		return fail("%s", msg)
 	}
 	return a, ""
 }
@@ -177,11 +177,15 @@ func arrayNumber(s, what string) (int, string) {
 
 // normalize sorts the ranges, expands and recompresses any whose intervals
 // overlap (a bitmap over their span, at most MaxArrayIndex bits), and
-// merges neighbours that continue each other. It reports false, leaving
-// the ranges in any order, when overlapping stepped items would cost more
-// than a few passes over the whole index space to expand: no real array
-// needs that, and a configuration must not make the server spin.
-func (a *ArraySpec) normalize() bool {
+// merges neighbours that continue each other. It refuses overlapping
+// stepped items that would cost more than a few passes over the whole
+// index space to expand, or whose union takes over maxMergedRanges ranges
+// (0-4000000:3,1-4000000:3 would take 1,333,334): no real array needs
+// that, and a configuration must not make the server spin. The message is
+// "" on success; otherwise the ranges are left in any order.
+func (a *ArraySpec) normalize() string {
+	const tooCostly = "overlapping items too costly to merge; write the indexes as ranges that do not overlap"
+
 	rs := a.Ranges
 	slices.SortFunc(rs, func(x, y IndexRange) int {
 		return cmp.Or(cmp.Compare(x.First, y.First), cmp.Compare(x.Last, y.Last), cmp.Compare(x.Step, y.Step))
@@ -206,15 +210,22 @@ func (a *ArraySpec) normalize() bool {
 				}
 			}
 			if budget < 0 {
-				return false
+				return tooCostly
 			}
-			out = appendCompressed(out, cluster, cluster[0].First, hi)
+			var ok bool
+			if out, ok = appendCompressed(out, cluster, cluster[0].First, hi); !ok {
+				return fmt.Sprintf("overlapping items merge into more than %d separate ranges; write the indexes as ranges that do not overlap", maxMergedRanges)
+			}
 		}
 		i = j
 	}
 	a.Ranges = out
-	return true
+	return ""
 }
+
+// maxMergedRanges bounds the ranges that merging one group of overlapping
+// items may produce, beyond a few per item.
+const maxMergedRanges = 10_000
 
 // appendMerged appends r, or extends the last range when r continues it:
 // consecutive indexes (1-3 then 4-7 is 1-7) or the same progression (0-8:4
@@ -239,8 +250,11 @@ func appendMerged(out []IndexRange, r IndexRange) []IndexRange {
 
 // appendCompressed appends the union of overlapping ranges, spanning
 // [lo, hi], as few progressions: runs of consecutive indexes first, other
-// steps when at least three indexes share them.
-func appendCompressed(out []IndexRange, rs []IndexRange, lo, hi int) []IndexRange {
+// steps when at least three indexes share them. Overlapping items of real
+// arrays give a few ranges; interleaved progressions can give millions, so
+// it stops and reports false past maxMergedRanges beyond a few per item.
+func appendCompressed(out []IndexRange, rs []IndexRange, lo, hi int) ([]IndexRange, bool) {
+	limit := len(out) + 4*len(rs) + maxMergedRanges
 	set := make([]uint64, (hi-lo)/64+1)
 	for _, r := range rs {
 		if r.Step == 1 {
@@ -265,6 +279,9 @@ func appendCompressed(out []IndexRange, rs []IndexRange, lo, hi int) []IndexRang
 		n = 0
 	}
 	for w, word := range set {
+		if len(out) > limit {
+			return out, false
+		}
 		for word != 0 {
 			x := lo + w*64 + bits.TrailingZeros64(word)
 			word &= word - 1
@@ -289,7 +306,7 @@ func appendCompressed(out []IndexRange, rs []IndexRange, lo, hi int) []IndexRang
 		}
 	}
 	flush()
-	return out
+	return out, len(out) <= limit
 }
 
 // setBits sets bits a to b (inclusive), a word at a time.

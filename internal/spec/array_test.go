@@ -251,8 +251,17 @@ func TestArrayWorstCase(t *testing.T) {
 		items = append(items, strconv.Itoa(i)+"-"+strconv.Itoa(MaxArrayIndex)+":2")
 	}
 	_, err = ParseArray(strings.Join(items, ","))
-	want := "too many overlapping items to merge; write them as fewer ranges"
+	want := "overlapping items too costly to merge; write the indexes as ranges that do not overlap"
 	if err == nil || !strings.HasSuffix(err.Error(), want) {
 		t.Fatalf("40 overlapping stepped full ranges: err = %v, want %q", err, want)
+	}
+	_, err = ParseArray("0-4000000:3,1-4000000:3") // would be 1,333,334 ranges
+	want = "overlapping items merge into more than 10000 separate ranges; write the indexes as ranges that do not overlap"
+	if err == nil || !strings.HasSuffix(err.Error(), want) {
+		t.Fatalf("interleaved progressions: err = %v, want %q", err, want)
+	}
+	a, err = ParseArray("0-100:2,50-60,1-99:2")
+	if err != nil || a.String() != "0-100" {
+		t.Fatalf("ordinary overlaps: %v, %v", a, err)
 	}
 }
