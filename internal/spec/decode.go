@@ -164,6 +164,18 @@ func (w *walker) field(t *Task, e entry) {
 		}
 	case "exclusive":
 		boolean(&t.Exclusive)
+	case "array":
+		t.Array = w.array(v, p)
+	case "depends_on":
+		t.DependsOn = w.dependsOn(v, p)
+	case "dependency_policy":
+		str(&t.DependencyPolicy)
+	case "singleton":
+		boolean(&t.Singleton)
+	case "kill_invalid_depend":
+		boolean(&t.KillInvalidDepend)
+	case "groups":
+		t.Groups = w.groups(v, p)
 	case "schedule":
 		t.Schedule = w.schedule(v, p)
 	case "retry":

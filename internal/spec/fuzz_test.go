@@ -11,6 +11,8 @@ import (
 func seedCorpus(f *testing.F) [][]byte {
 	f.Helper()
 	files, _ := filepath.Glob("testdata/seeds/*.yml")
+	workflows, _ := filepath.Glob("testdata/workflows/*.yml")
+	files = append(files, workflows...)
 	var out [][]byte
 	for _, p := range files {
 		data, err := os.ReadFile(p)
@@ -90,6 +92,44 @@ func FuzzGPU(f *testing.F) {
 		b, _ := json.Marshal(again)
 		if !bytes.Equal(a, b) {
 			t.Fatalf("ParseGPU(%q) → %q changes the value:\n%s\n%s", s, g.String(), a, b)
+		}
+	})
+}
+
+// FuzzArray: ParseArray never panics; what it accepts is normalized, reads
+// back from String to the same spec, and At, Ordinal, Contains and All
+// agree with one another.
+func FuzzArray(f *testing.F) {
+	for _, s := range []string{"7", "0-15", "1-100%10", "0-15:4", "1,3,5-7", "3,3,1-5", "0-8:4,12,16-20:4", "0-10:2,1-9:2", "1-9:2,4-6", "1-0", "1-7:0", "5:2", "%4", "1-10%0", "0-4000000", "1--3", "1,,3"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		a, err := ParseArray(s)
+		if err != nil {
+			if a != nil {
+				t.Fatalf("ParseArray returned a spec and an error")
+			}
+			return
+		}
+		checkArrayRoundTrip(t, s, a)
+		if a.Count() > 5000 {
+			return
+		}
+		k := 0
+		for i := range a.All() {
+			if a.At(k) != i || !a.Contains(i) {
+				t.Fatalf("ParseArray(%q): At(%d) = %d, Contains(%d) = %v", s, k, a.At(k), i, a.Contains(i))
+			}
+			if o, ok := a.Ordinal(i); !ok || o != k {
+				t.Fatalf("ParseArray(%q): Ordinal(%d) = %d, %v, want %d", s, i, o, ok, k)
+			}
+			if !a.Contains(i) || (k > 0 && a.Contains(i-1) != (a.At(k-1) == i-1)) {
+				t.Fatalf("ParseArray(%q): Contains(%d) disagrees with At", s, i-1)
+			}
+			k++
+		}
+		if k != a.Count() {
+			t.Fatalf("ParseArray(%q): All yields %d indexes, Count is %d", s, k, a.Count())
 		}
 	})
 }

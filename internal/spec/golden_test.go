@@ -38,8 +38,16 @@ func goldenOutput(t *testing.T, name string, data []byte) []byte {
 // TestSeedCorpus pins every YAML example of the seed documents (extracted
 // verbatim, de-indented) to its parsed form. Regenerate with -update and
 // review the diff.
-func TestSeedCorpus(t *testing.T) {
-	files, err := filepath.Glob("testdata/seeds/*.yml")
+func TestSeedCorpus(t *testing.T) { checkCorpus(t, "testdata/seeds") }
+
+// TestWorkflowCorpus pins Berth's workflow examples (arrays, dependencies,
+// heterogeneous runs, and their common mistakes), which dstack's documents
+// have none of.
+func TestWorkflowCorpus(t *testing.T) { checkCorpus(t, "testdata/workflows") }
+
+// checkCorpus compares each dir/*.yml with its .golden.json.
+func checkCorpus(t *testing.T, dir string) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.yml"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no corpus files: %v", err)
 	}

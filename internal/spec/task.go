@@ -165,7 +165,8 @@ var DefaultCPU = CPUSpec{Count: IntRange{Min: 1, Max: &one}}
 var one = 1
 
 // Normalize fills defaults: Type "task", Nodes 1 and the default CPU
-// request. Parse calls it; call it on a Task decoded from JSON before use.
+// request, for the run and for each of its groups. Parse calls it; call it
+// on a Task decoded from JSON before use.
 func (t *Task) Normalize() {
 	if t.Type == "" {
 		t.Type = "task"
@@ -173,9 +174,20 @@ func (t *Task) Normalize() {
 	if t.Nodes == 0 {
 		t.Nodes = 1
 	}
-	if t.Resources.CPU == nil {
+	t.Resources.normalize()
+	for i := range t.Groups {
+		g := &t.Groups[i]
+		if g.Nodes == 0 {
+			g.Nodes = 1
+		}
+		g.Resources.normalize()
+	}
+}
+
+func (r *Resources) normalize() {
+	if r.CPU == nil {
 		c := DefaultCPU
-		t.Resources.CPU = &c
+		r.CPU = &c
 	}
 }
 
@@ -215,6 +227,12 @@ var taskFields = []field{
 	{"qos", func(t *Task) bool { return t.QOS != "" }},
 	{"nice", func(t *Task) bool { return t.Nice != 0 }},
 	{"exclusive", func(t *Task) bool { return t.Exclusive }},
+	{"array", func(t *Task) bool { return t.Array != "" }},
+	{"depends_on", func(t *Task) bool { return len(t.DependsOn) > 0 }},
+	{"dependency_policy", func(t *Task) bool { return t.DependencyPolicy != "" }},
+	{"singleton", func(t *Task) bool { return t.Singleton }},
+	{"kill_invalid_depend", func(t *Task) bool { return t.KillInvalidDepend }},
+	{"groups", func(t *Task) bool { return len(t.Groups) > 0 }},
 	{"schedule", func(t *Task) bool { return t.Schedule != nil }},
 	{"retry", func(t *Task) bool { return t.Retry != nil }},
 	{"max_duration", func(t *Task) bool { return t.MaxDuration != nil }},
@@ -270,22 +288,29 @@ func (t *Task) SetFields() []string {
 			}
 			continue
 		}
-		r := t.Resources
-		if r.CPU != nil && !(r.CPU.Arch == "" && r.CPU.Count.Min == DefaultCPU.Count.Min && r.CPU.Count.Max != nil && *r.CPU.Count.Max == *DefaultCPU.Count.Max) {
-			out = append(out, "resources.cpu")
-		}
-		if r.Memory != nil {
-			out = append(out, "resources.memory")
-		}
-		if r.SHMSize != nil {
-			out = append(out, "resources.shm_size")
-		}
-		if r.GPU != nil {
-			out = append(out, "resources.gpu")
-		}
-		if r.Disk != nil {
-			out = append(out, "resources.disk")
-		}
+		out = append(out, resourceSetFields(t.Resources)...)
+	}
+	return out
+}
+
+// resourceSetFields lists "resources.<x>" for each sub-field of r that
+// holds a non-default value.
+func resourceSetFields(r Resources) []string {
+	var out []string
+	if r.CPU != nil && !(r.CPU.Arch == "" && r.CPU.Count.Min == DefaultCPU.Count.Min && r.CPU.Count.Max != nil && *r.CPU.Count.Max == *DefaultCPU.Count.Max) {
+		out = append(out, "resources.cpu")
+	}
+	if r.Memory != nil {
+		out = append(out, "resources.memory")
+	}
+	if r.SHMSize != nil {
+		out = append(out, "resources.shm_size")
+	}
+	if r.GPU != nil {
+		out = append(out, "resources.gpu")
+	}
+	if r.Disk != nil {
+		out = append(out, "resources.disk")
 	}
 	return out
 }

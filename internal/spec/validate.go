@@ -55,8 +55,12 @@ func (t *Task) check() []problem {
 	if t.Type != "" && t.Type != "task" {
 		add("type", "%s", unsupportedType(t.Type))
 	}
-	if t.Name != "" && !runName.MatchString(t.Name) {
-		add("name", "%q is not a valid run name: use 2 to 41 lowercase letters, digits and hyphens, starting with a letter", t.Name)
+	if name, ok := t.nameAsRun(); t.Name != "" && ok && !runName.MatchString(name) {
+		if name != t.Name {
+			add("name", "%q is not a valid run name for the tasks of this array (it gives %q): use 2 to 41 lowercase letters, digits and hyphens, starting with a letter", t.Name, name)
+		} else {
+			add("name", "%q is not a valid run name: use 2 to 41 lowercase letters, digits and hyphens, starting with a letter", t.Name)
+		}
 	}
 	if t.Nodes < 0 {
 		add("nodes", "must be at least 1, got %d", t.Nodes)
@@ -134,7 +138,14 @@ func (t *Task) check() []problem {
 		}
 	}
 	if len(t.Commands) == 0 && t.Image == "" {
-		add("commands", "required: give `commands`, or an `image` whose entrypoint does the work")
+		if len(t.Groups) == 0 {
+			add("commands", "required: give `commands`, or an `image` whose entrypoint does the work")
+		}
+		for i, g := range t.Groups {
+			if len(g.Commands) == 0 {
+				add(fmt.Sprintf("groups[%d].commands", i), "required: give `commands` to this group or to the run, or an `image` whose entrypoint does the work")
+			}
+		}
 	}
 	for i, pm := range t.Ports {
 		p := fmt.Sprintf("ports[%d]", i)
@@ -173,6 +184,7 @@ func (t *Task) check() []problem {
 	if t.Priority < 0 || t.Priority > 100 {
 		add("priority", "must be between 0 and 100, got %d", t.Priority)
 	}
+	t.checkWorkflow(add)
 	if s := t.Schedule; s != nil {
 		if len(s.Cron) == 0 {
 			add("schedule.cron", "required: at least one cron expression")
