@@ -12,6 +12,7 @@ require (
 	github.com/moby/moby/client v0.6.2
 	github.com/opencontainers/runtime-spec v1.3.0
 	github.com/pressly/goose/v3 v3.28.0
+	github.com/robfig/cron/v3 v3.0.1
 	github.com/spf13/cobra v1.10.2
 	golang.org/x/sys v0.49.0
 	modernc.org/sqlite v1.60.1

@@ -618,6 +618,13 @@ func (a *Agent) restore() error {
 		if err != nil {
 			pid, err = shimIn(dir)
 		}
+		if err == nil && !shimAlive(pid, dir) && isShim(pid) {
+			// A warm shim that was told its job just before the agent
+			// died may not have moved into the job's directory yet:
+			// give it a moment, or it would be taken for gone and the
+			// job started twice.
+			settleWarmShim(pid, dir)
+		}
 		if err == nil && shimAlive(pid, dir) {
 			j.shimPid = pid
 			j.started = time.Now().UTC()
@@ -705,6 +712,24 @@ func readPid(path string) (int, error) {
 
 // shimAlive tells whether pid is still the shim of dir (and not a reused
 // pid): a shim works in its job's directory.
+// isShim tells whether pid is a `berth shim` process.
+func isShim(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	args := strings.Split(string(b), "\x00")
+	return err == nil && len(args) > 1 && strings.HasSuffix(args[1], "shim")
+}
+
+// settleWarmShim waits, up to a few seconds, until shim pid works in dir or
+// is gone. A warm shim that got its directory moves there at once; one that
+// did not sees its input close with the agent and exits.
+func settleWarmShim(pid int, dir string) {
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if shimAlive(pid, dir) || !isShim(pid) {
+			return
+		}
+	}
+}
+
 func shimAlive(pid int, dir string) bool {
 	cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
 	if err != nil {

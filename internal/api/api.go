@@ -27,6 +27,9 @@ const (
 	StatusFailed       Status = "failed"
 	StatusTerminated   Status = "terminated"
 	StatusAborted      Status = "aborted"
+	// StatusScheduled is a schedule's own run: it submits a run at each
+	// tick of its cron expressions until stopped.
+	StatusScheduled Status = "scheduled"
 )
 
 // Finished reports whether s is a final state.
@@ -92,6 +95,23 @@ type Run struct {
 	// Events are the run's history (placed, stop, job_finished, …); only
 	// GET /runs/{ref} gives them.
 	Events []Event `json:"events,omitempty"`
+	// Array is set on an array's own run; ArrayID and ArrayIndex on each of
+	// its tasks.
+	Array      *ArrayInfo `json:"array,omitempty"`
+	ArrayID    int64      `json:"array_id,omitempty"`
+	ArrayIndex *int       `json:"array_index,omitempty"`
+}
+
+// ArrayInfo is an array's progress: its indices as written, its throttle,
+// and the tasks not created yet (Slurm's folded pending line, e.g.
+// "7-100"), with their count.
+type ArrayInfo struct {
+	Indices  string `json:"indices"`
+	Count    int    `json:"count"`
+	Throttle int    `json:"throttle"`
+	Waiting  string `json:"waiting,omitempty"`
+	NWaiting int    `json:"n_waiting"`
+	Failed   int    `json:"failed"`
 }
 
 // Event is one line of a run's history.

@@ -32,7 +32,8 @@ import (
 func newServerCmd() *cobra.Command {
 	var (
 		listen, db, sync, agentName, agentFleet, policy, weights, policyFile string
-		halfLife                                                             time.Duration
+		halfLife, nodeTimeout                                                time.Duration
+		maxArray                                                             int
 		depth                                                                int
 		noAgent                                                              bool
 		grace                                                                time.Duration
@@ -76,7 +77,8 @@ func newServerCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			srv, err := server.New(ctx, server.Config{Store: st, Logger: log, StopGrace: grace, Policy: pol, Weights: wts, HalfLife: halfLife, Depth: depth, Rules: rules})
+			srv, err := server.New(ctx, server.Config{Store: st, Logger: log, StopGrace: grace, Policy: pol, Weights: wts, HalfLife: halfLife, Depth: depth, Rules: rules,
+				NodeTimeout: nodeTimeout, MaxArraySize: maxArray})
 			if err != nil {
 				return err
 			}
@@ -129,6 +131,8 @@ func newServerCmd() *cobra.Command {
 	f.StringVar(&agentName, "agent-name", "", "node name of the local agent (default: the host name)")
 	f.StringVar(&agentFleet, "agent-fleet", "", "fleet (Slurm: partition) of the local agent's node")
 	f.DurationVar(&grace, "stop-grace", 10*time.Second, "time between SIGTERM and SIGKILL when a run is stopped")
+	f.DurationVar(&nodeTimeout, "node-timeout", time.Minute, "how long a node's agent may stay disconnected before its jobs fail as unreachable (an agent back sooner keeps them)")
+	f.IntVar(&maxArray, "max-array-size", 1_000_001, "array indices must be below this (Slurm's MaxArraySize)")
 	f.StringVar(&policy, "policy", "berth", "scheduling of runs that cannot start now: berth (EASY backfill, shortest runs first), easy (backfill around the first waiting run's reservation), conservative (a reservation for every waiting run) or fcfs")
 	f.StringVar(&weights, "priority-weights", "", "multifactor priority weights, e.g. age=1000,fairshare=10000,size=1000,qos=10000,partition=1000,priority=10000,expansion=10000,max-age=168h,favor-small=true (unnamed ones keep their defaults)")
 	f.DurationVar(&halfLife, "fairshare-half-life", 7*24*time.Hour, "time after which past usage counts half for fairshare")

@@ -57,8 +57,28 @@ func printRuns(w io.Writer, runs []api.Run, verbose bool, now time.Time) {
 	fmt.Fprintln(tw, "NAME\tID\tRESOURCES\tSTATUS\tREASON\tSUBMITTED\tEXIT")
 	for _, r := range runs {
 		reason := orDash(r.Reason)
-		if r.EstimatedStart != nil {
+		name := r.Name
+		switch {
+		case r.Status == api.StatusScheduled && r.EstimatedStart != nil:
+			reason = "next " + r.EstimatedStart.Local().Format("2006-01-02 15:04")
+		case r.EstimatedStart != nil:
 			reason += " (start " + r.EstimatedStart.Local().Format("15:04:05") + ")"
+		}
+		if a := r.Array; a != nil {
+			// The tasks not created yet fold into one line, as squeue's
+			// NAME_[7-100%10]; created tasks are listed as runs.
+			if a.NWaiting == 0 {
+				name += "_[]"
+			} else {
+				name += "_[" + a.Waiting
+				if a.Throttle > 0 {
+					name += fmt.Sprintf("%%%d", a.Throttle)
+				}
+				name += "]"
+				if a.Throttle > 0 && reason == "-" {
+					reason = "JobArrayTaskLimit"
+				}
+			}
 		}
 		if len(r.BlockedBy) > 0 {
 			ids := make([]string, len(r.BlockedBy))
@@ -67,7 +87,7 @@ func printRuns(w io.Writer, runs []api.Run, verbose bool, now time.Time) {
 			}
 			reason += " behind " + strings.Join(ids, ",")
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.ID, orDash(r.Resources), r.Status, reason, ago(now, r.SubmittedAt), exitText(r.ExitCode))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", name, r.ID, orDash(r.Resources), r.Status, reason, ago(now, r.SubmittedAt), exitText(r.ExitCode))
 		if !verbose {
 			continue
 		}

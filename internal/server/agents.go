@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/spec"
 	"github.com/berth-hq/berth/internal/store"
 )
 
@@ -107,6 +108,7 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request, _ *store.U
 		ns.conn.close()
 	}
 	ns.conn = conn
+	ns.downSince, ns.unreachable = time.Time{}, false
 	s.freed = true
 	sync := s.syncLocked(ns)
 	// The sync goes out once everything it reflects is durable, ahead of any
@@ -126,6 +128,7 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request, _ *store.U
 		if ns.conn == conn {
 			ns.conn = nil
 			ns.rec.LastSeen = s.clock.Now()
+			ns.downSince = ns.rec.LastSeen
 			rec := ns.rec
 			s.enqueue(&store.Batch{Nodes: []*store.Node{&rec}})
 		}
@@ -177,6 +180,9 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request, _ *store.U
 func (s *Server) syncLocked(ns *nodeState) api.AgentMessage {
 	m := api.AgentMessage{Type: "sync", Jobs: []api.Assignment{}}
 	for _, js := range ns.jobs {
+		if js.held {
+			continue // startup_order: sent once the jobs it waits for run
+		}
 		hosts, ips := s.runHosts(js.run)
 		m.Jobs = append(m.Jobs, s.assignment(js, hosts, ips))
 	}
@@ -201,7 +207,7 @@ func (s *Server) assignment(js *jobState, hosts, ips []string) api.Assignment {
 	t := rs.spec
 	a := api.Assignment{
 		JobID: js.rec.ID, RunID: rs.rec.ID, RunName: rs.rec.Name, JobNum: js.rec.Num, Attempt: js.rec.Attempt,
-		Status: api.Status(js.rec.Status), Commands: t.Commands, WorkingDir: t.WorkingDir,
+		Status: api.Status(js.rec.Status), Commands: groupCommands(t, js.rec.Num), WorkingDir: t.WorkingDir,
 		Alloc: js.alloc, LogSize: js.rec.LogSize, Stop: rs.rec.StopReq, Grace: int64(s.cfg.StopGrace / time.Second),
 	}
 	if t.MaxDuration != nil {
@@ -257,6 +263,22 @@ func jobEnv(js *jobState, hosts, ips []string) []string {
 	if len(gpus) > 0 {
 		kv = append(kv, [2]string{"SLURM_JOB_GPUS", strings.Join(gpus, ",")}, [2]string{"GPU_DEVICE_ORDINAL", strings.Join(gpus, ",")})
 	}
+	if len(rs.spec.Groups) > 0 {
+		g := strconv.Itoa(groupOf(rs.spec, js.rec.Num))
+		kv = append(kv, [2]string{"BERTH_GROUP", g}, [2]string{"SLURM_HET_JOB_ID", id}, [2]string{"SLURM_JOB_COMPONENT_ID", g},
+			[2]string{"SLURM_HET_SIZE", strconv.Itoa(len(rs.spec.Groups))})
+		if name := rs.spec.Groups[groupOf(rs.spec, js.rec.Num)].Name; name != "" {
+			kv = append(kv, [2]string{"BERTH_GROUP_NAME", name})
+		}
+	}
+	if p := rs.parent; p != nil && p.array != nil {
+		a := p.array.spec
+		idx, count := strconv.Itoa(rs.rec.ArrayIndex), strconv.Itoa(a.Count())
+		kv = append(kv, [2]string{"BERTH_ARRAY_ID", strconv.FormatInt(p.rec.ID, 10)}, [2]string{"BERTH_ARRAY_INDEX", idx}, [2]string{"BERTH_ARRAY_COUNT", count},
+			[2]string{"SLURM_ARRAY_JOB_ID", strconv.FormatInt(p.rec.ID, 10)}, [2]string{"SLURM_ARRAY_TASK_ID", idx},
+			[2]string{"SLURM_ARRAY_TASK_COUNT", count}, [2]string{"SLURM_ARRAY_TASK_MIN", strconv.Itoa(a.Min())},
+			[2]string{"SLURM_ARRAY_TASK_MAX", strconv.Itoa(a.Max())}, [2]string{"SLURM_ARRAY_TASK_STEP", strconv.Itoa(a.Step())})
+	}
 	env := make([]string, 0, len(kv)+len(rs.spec.Env))
 	for _, p := range kv {
 		env = append(env, p[0]+"="+p[1])
@@ -276,4 +298,14 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, _ *store.U
 		return
 	}
 	writeJSON(w, http.StatusOK, ack)
+}
+
+// groupCommands are job k's commands: its group's own, else the run's.
+func groupCommands(t *spec.Task, k int) []string {
+	if len(t.Groups) > 0 {
+		if c := t.Groups[groupOf(t, k)].Commands; len(c) > 0 {
+			return c
+		}
+	}
+	return t.Commands
 }

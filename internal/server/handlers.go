@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -50,7 +51,12 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, u *store.U
 		writeError(w, err)
 		return
 	}
-	run, err := s.submit(u, t)
+	seen, err := s.resolveDeps(r.Context(), t)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	run, err := s.submit(u, t, seen)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -64,6 +70,7 @@ var supported = map[string]bool{
 	"type": true, "name": true, "commands": true, "env": true, "resources.cpu": true, "resources.memory": true,
 	"resources.gpu": true, "max_duration": true, "working_dir": true, "priority": true, "nodes": true, "fleets": true,
 	"qos": true, "nice": true, "exclusive": true, "stop_duration": true,
+	"array": true, "depends_on": true, "dependency_policy": true, "singleton": true, "kill_invalid_depend": true, "schedule": true, "groups": true,
 	"image": true, "registry_auth": true, "shell": true, "user": true, "privileged": true, "volumes": true, "ports": true,
 	"resources.shm_size": true,
 }
@@ -154,7 +161,55 @@ func (s *Server) findRun(ctx context.Context, ref string) (*store.Run, error) {
 			return run, nil
 		}
 	}
-	return s.store.FindRun(ctx, s.projectID, ref)
+	run, err := s.store.FindRun(ctx, s.projectID, ref)
+	if errors.Is(err, store.ErrNotFound) {
+		// ARRAYID_INDEX, as Slurm names array tasks.
+		if array, index, ok := s.arrayTaskRef(ctx, ref); ok {
+			if task, err := s.store.FindArrayTask(ctx, array, index); err == nil {
+				return task, nil
+			}
+		}
+	}
+	return run, err
+}
+
+// arrayTaskRef reads ARRAYID_INDEX or NAME_INDEX where the array exists.
+func (s *Server) arrayTaskRef(ctx context.Context, ref string) (int64, int, bool) {
+	m := taskRef.FindStringSubmatch(ref)
+	if m == nil {
+		return 0, 0, false
+	}
+	index, _ := strconv.Atoi(m[2])
+	var array *store.Run
+	var err error
+	if id, perr := strconv.ParseInt(m[1], 10, 64); perr == nil {
+		array, err = s.store.GetRun(ctx, id)
+	} else {
+		array, err = s.store.FindRun(ctx, s.projectID, m[1])
+	}
+	if err != nil || array.ArrayID != 0 || len(array.Meta) == 0 {
+		return 0, 0, false
+	}
+	return array.ID, index, true
+}
+
+// cancelTask stops task index of an array before it exists.
+func (s *Server) cancelTask(array int64, index int) error {
+	now := s.clock.Now()
+	s.mu.Lock()
+	rs, ok := s.arrays[array]
+	if !ok {
+		s.mu.Unlock()
+		return nil // the array has ended
+	}
+	b := &store.Batch{}
+	if err := s.cancelTaskLocked(rs, index, now, b); err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	done := s.enqueue(b, s.notify(array), s.wakeScheduler)
+	s.mu.Unlock()
+	return <-done
 }
 
 func (s *Server) handleGetRun(w http.ResponseWriter, r *http.Request, _ *store.User) {
@@ -192,7 +247,19 @@ func (s *Server) handleStop(w http.ResponseWriter, r *http.Request, _ *store.Use
 		writeError(w, err)
 		return
 	}
-	run, err := s.findRun(r.Context(), r.PathValue("ref"))
+	ref := r.PathValue("ref")
+	run, err := s.findRun(r.Context(), ref)
+	if errors.Is(err, store.ErrNotFound) {
+		// A task of an array that does not exist yet: it never will.
+		if array, index, ok := s.arrayTaskRef(r.Context(), ref); ok {
+			if err := s.cancelTask(array, index); err != nil {
+				writeError(w, err)
+				return
+			}
+			writeJSON(w, http.StatusOK, &api.Run{ID: array, Name: ref, Status: api.StatusTerminated, Reason: api.ReasonTerminatedByUser})
+			return
+		}
+	}
 	if err != nil {
 		writeError(w, err)
 		return
@@ -241,7 +308,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, _ *http.Request, _ *store.U
 func (s *Server) handlePriorities(w http.ResponseWriter, _ *http.Request, _ *store.User) {
 	now := s.clock.Now()
 	s.mu.Lock()
-	snap := s.snapshotLocked(s.pending)
+	snap := s.snapshotLocked(s.pending, nil)
 	names := map[int64][2]string{}
 	for id, rs := range s.pending {
 		names[id] = [2]string{rs.rec.Name, rs.user}
@@ -292,6 +359,23 @@ func (s *Server) apiRun(r *store.Run, jobs []*store.Job, user string, t *spec.Ta
 	}
 	if t != nil {
 		out.Resources = t.Resources.String()
+	}
+	if r.ArrayID != 0 {
+		out.ArrayID = r.ArrayID
+		idx := r.ArrayIndex
+		out.ArrayIndex = &idx
+	} else if len(r.Meta) > 0 && t != nil && t.Array != "" {
+		var m runMeta
+		if json.Unmarshal(r.Meta, &m) == nil && m.Array != nil {
+			if as, err := spec.ParseArray(t.Array); err == nil {
+				m.Array.spec = as
+				info := &api.ArrayInfo{Indices: as.String(), Count: as.Count(), Throttle: m.Array.Throttle, Failed: m.Array.Failed}
+				if !api.Status(r.Status).Finished() {
+					info.Waiting, info.NWaiting = m.Array.pendingIndices()
+				}
+				out.Array = info
+			}
+		}
 	}
 
 	for _, j := range jobs {

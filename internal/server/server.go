@@ -58,6 +58,12 @@ type Config struct {
 	// Rules are the policy file's QOS, limits, shares, fleets and topology
 	// (nil: none, one implicit QOS).
 	Rules *policy.Policy
+	// NodeTimeout is how long a node's agent may stay disconnected before
+	// its jobs are failed as unreachable (default 60 s).
+	NodeTimeout time.Duration
+	// MaxArraySize bounds array indices, as Slurm's MaxArraySize: indices
+	// 0..MaxArraySize-1 (default 1,000,001).
+	MaxArraySize int
 }
 
 // Server is the control plane. New loads its state; Run runs its loops;
@@ -85,6 +91,9 @@ type Server struct {
 	// must be.
 	reasons    map[int64]*runState
 	reasonsDue time.Time
+	// holdUntil is the earliest time a run held for a while (a retry's
+	// back-off) becomes eligible: a full pass is due then.
+	holdUntil time.Time
 	// reserved are the runs the last pass gave reservations, in order.
 	reserved []int64
 	// usage is each user's past CPU-seconds, decayed to usageAt (fairshare).
@@ -93,10 +102,22 @@ type Server struct {
 	nodes   map[string]*nodeState
 	// active counts the active runs under each limit key, for the policy's
 	// submit limits.
-	active  map[sched.LimitKey]int
-	nextRun int64
-	nextJob int64
-	broken  error
+	active map[sched.LimitKey]int
+	// waiters are, per run (or array) ID, the pending runs whose
+	// dependencies name it; ended caches the outcomes of final runs they
+	// may ask about (see deps.go).
+	waiters map[int64][]int64
+	ended   map[int64]outcome
+	// arrays are the active arrays (their own run records), by ID;
+	// schedules the active schedules.
+	arrays    map[int64]*runState
+	schedules map[int64]*runState
+	// doneArrays keep the task IDs of ended arrays that dependencies may
+	// still ask about (aftercorr, ID_INDEX), bounded like ended.
+	doneArrays map[int64]*arrayState
+	nextRun    int64
+	nextJob    int64
+	broken     error
 
 	commits chan *commitReq
 	wake    chan struct{}
@@ -137,10 +158,16 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Rules == nil {
 		cfg.Rules = policy.Empty()
 	}
+	if cfg.NodeTimeout == 0 {
+		cfg.NodeTimeout = time.Minute
+	}
+	if cfg.MaxArraySize == 0 {
+		cfg.MaxArraySize = 1_000_001
+	}
 	s := &Server{
 		cfg: cfg, store: cfg.Store, log: cfg.Logger, clock: cfg.Clock,
 		runs: map[int64]*runState{}, jobs: map[int64]*jobState{}, pending: map[int64]*runState{}, fresh: map[int64]*runState{}, reasons: map[int64]*runState{}, usage: sched.Usage{},
-		active:  map[sched.LimitKey]int{},
+		active: map[sched.LimitKey]int{}, waiters: map[int64][]int64{}, ended: map[int64]outcome{}, arrays: map[int64]*runState{}, schedules: map[int64]*runState{}, doneArrays: map[int64]*arrayState{},
 		nodes:   map[string]*nodeState{},
 		commits: make(chan *commitReq, 8192),
 		wake:    make(chan struct{}, 1),

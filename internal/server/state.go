@@ -34,6 +34,14 @@ type runState struct {
 	// hold, when set, is why the run may not be scheduled at all (a reason
 	// the scheduler need not see, e.g. PartitionTimeLimit).
 	hold string
+	// groups are a heterogeneous run's components (nil: one request, req).
+	groups []sched.Group
+	retry  *retryState // see faults.go; nil until needed
+	// array is set on an array's own run; parent on each of its tasks;
+	// sched on a schedule's own run.
+	array  *arrayState
+	parent *runState
+	sched  *scheduleState
 }
 
 // Stop requests, in runs' stop_req: a user's stop and abort, and the
@@ -77,6 +85,14 @@ func (s *Server) newRunState(rec store.Run, t *spec.Task, user, project string) 
 			slices.Sort(rs.req.NotFleets)
 		}
 	}
+	for _, g := range t.Groups {
+		gr := requestOf(t, g.Resources)
+		gr.Fleets, gr.NotFleets = rs.req.Fleets, rs.req.NotFleets
+		rs.groups = append(rs.groups, sched.Group{Nodes: max(g.Nodes, 1), Request: gr})
+	}
+	if len(rs.groups) > 0 {
+		rs.req = rs.groups[0].Request
+	}
 	return rs
 }
 
@@ -104,6 +120,10 @@ type jobState struct {
 	rec   store.Job
 	alloc api.Alloc
 	run   *runState
+	// stopping: the server stops it because a sibling failed (or the
+	// master is done); held: its assignment waits for startup_order.
+	stopping bool
+	held     bool
 }
 
 // nodeState is a node in memory: what it has, what its jobs hold, its stream.
@@ -115,6 +135,10 @@ type nodeState struct {
 	usedCPU int
 	usedMem int64
 	usedGPU map[int]int64 // device index -> job ID
+	// downSince is when the agent's stream ended (zero while connected);
+	// unreachable: it stayed away longer than NodeTimeout.
+	downSince   time.Time
+	unreachable bool
 }
 
 func newNode(info api.NodeInfo) *nodeState {
@@ -144,18 +168,24 @@ func (n *nodeState) release(j *jobState) {
 
 // request is what each job of the run needs on its node.
 func request(t *spec.Task) sched.Request {
+	return requestOf(t, t.Resources)
+}
+
+// requestOf is what one job with these resources needs, under t's fleets,
+// exclusivity and image.
+func requestOf(t *spec.Task, res spec.Resources) sched.Request {
 	var r sched.Request
 	r.Fleets = t.Fleets
 	r.Exclusive = t.Exclusive
 	r.Containers = t.Image != ""
 	r.CPUs = 1
-	if t.Resources.CPU != nil {
-		r.CPUs = t.Resources.CPU.Count.Min
+	if res.CPU != nil {
+		r.CPUs = res.CPU.Count.Min
 	}
-	if t.Resources.Memory != nil {
-		r.Memory = sched.Bytes(t.Resources.Memory.Min)
+	if res.Memory != nil {
+		r.Memory = sched.Bytes(res.Memory.Min)
 	}
-	if g := t.Resources.GPU; g != nil {
+	if g := res.GPU; g != nil {
 		r.GPU.Count = g.Count.Min
 		r.GPU.Vendor = g.Vendor
 		r.GPU.Names = g.Names
@@ -211,9 +241,62 @@ func (s *Server) load(ctx context.Context) error {
 	}
 	for _, rs := range s.runs {
 		sort.Slice(rs.jobs, func(i, k int) bool { return rs.jobs[i].rec.Num < rs.jobs[k].rec.Num })
+		if rs.spec.Array != "" && rs.rec.ArrayID == 0 {
+			tasks, err := s.store.ListRuns(ctx, store.RunFilter{All: true, ArrayID: rs.rec.ID})
+			if err != nil {
+				return err
+			}
+			if err := s.loadArray(rs, tasks); err != nil {
+				return err
+			}
+			s.arrays[rs.rec.ID] = rs
+			continue
+		}
+		if api.Status(rs.rec.Status) == api.StatusScheduled {
+			if err := s.loadSchedule(rs); err != nil {
+				return err
+			}
+			s.schedules[rs.rec.ID] = rs
+			continue
+		}
 		if api.Status(rs.rec.Status) == api.StatusSubmitted {
 			s.pending[rs.rec.ID] = rs
 		}
+	}
+	for _, rs := range s.pending {
+		for _, d := range rs.spec.DependsOn {
+			for _, ref := range d.Runs {
+				id, _ := parseRef(ref)
+				if _, active := s.runs[id]; active {
+					continue
+				}
+				r, err := s.store.GetRun(ctx, id)
+				if err != nil {
+					continue
+				}
+				s.ended[id] = outcomeOf(r)
+				_, index := parseRef(ref)
+				if _, known := s.doneArrays[id]; (d.Type == "aftercorr" || index >= 0) && !known && r.ArrayID == 0 && len(r.Meta) > 0 {
+					tasks, err := s.store.ListRuns(ctx, store.RunFilter{All: true, ArrayID: id})
+					if err != nil {
+						return err
+					}
+					a := &arrayState{tasks: map[int]int64{}}
+					var t spec.Task
+					if json.Unmarshal(r.Spec, &t) == nil {
+						a.spec, _ = spec.ParseArray(t.Array)
+					}
+					for _, tk := range tasks {
+						a.tasks[tk.ArrayIndex] = tk.ID
+						s.ended[tk.ID] = outcomeOf(tk)
+					}
+					if a.spec != nil {
+						s.doneArrays[id] = a
+					}
+				}
+			}
+		}
+		s.watchLocked(rs)
 	}
 	s.freed = true
 	if err := s.loadUsage(ctx); err != nil {
@@ -235,7 +318,7 @@ func runName(id int64) string {
 
 // submit creates a run of the valid configuration t and returns it once it
 // is durable.
-func (s *Server) submit(user *store.User, t *spec.Task) (*api.Run, error) {
+func (s *Server) submit(user *store.User, t *spec.Task, ended map[int64]outcome) (*api.Run, error) {
 	body, err := json.Marshal(t)
 	if err != nil {
 		return nil, fmt.Errorf("server: encode spec: %w", err)
@@ -255,9 +338,38 @@ func (s *Server) submit(user *store.User, t *spec.Task) (*api.Run, error) {
 		name = runName(id)
 	}
 	rs.rec.ID, rs.rec.Name = id, name
+	if t.Schedule != nil {
+		err := error(nil)
+		if t.Array != "" {
+			err = fmt.Errorf("%w: schedule: a scheduled array is not supported; schedule a run that submits the array", ErrInvalid)
+		} else {
+			err = s.newScheduleLocked(rs, now)
+		}
+		if err != nil {
+			s.nextRun--
+			s.mu.Unlock()
+			return nil, err
+		}
+	}
+	if t.Array != "" {
+		if err := s.newArrayLocked(rs); err != nil {
+			s.nextRun--
+			s.mu.Unlock()
+			return nil, err
+		}
+	}
 	s.countActive(rs, 1)
+	for rid, o := range ended {
+		if _, active := s.runs[rid]; !active {
+			s.ended[rid] = o
+		}
+	}
+	s.watchLocked(rs)
 	b := &store.Batch{}
-	for k := range max(t.Nodes, 1) {
+	for k := range jobCount(t) {
+		if rs.array != nil || rs.sched != nil {
+			break // an array's tasks, a schedule's runs have the jobs
+		}
 		s.nextJob++
 		js := &jobState{run: rs, rec: store.Job{ID: s.nextJob, RunID: id, Num: k, Status: string(api.StatusSubmitted), SubmittedAt: now, Alloc: []byte("{}")}}
 		rs.jobs = append(rs.jobs, js)
@@ -265,8 +377,14 @@ func (s *Server) submit(user *store.User, t *spec.Task) (*api.Run, error) {
 		b.Jobs = append(b.Jobs, jobCopy(js))
 	}
 	s.runs[id] = rs
-	s.pending[id] = rs
-	s.fresh[id] = rs
+	if rs.array != nil {
+		s.arrays[id] = rs
+	} else if rs.sched != nil {
+		s.schedules[id] = rs
+	} else {
+		s.pending[id] = rs
+		s.fresh[id] = rs
+	}
 	run := rs.rec
 	b.Runs = append(b.Runs, &run)
 	out := s.apiRun(&run, nil, user.Name, t)
@@ -304,6 +422,29 @@ func (s *Server) stop(id int64, abort bool) error {
 	}
 	b := &store.Batch{}
 	var after []func()
+	if rs.sched != nil {
+		s.stopScheduleLocked(rs, now, b)
+	} else if rs.array != nil {
+		// An array: no more tasks, and every live one stops.
+		b.Events = append(b.Events, &store.Event{RunID: id, Time: now, Type: "stop", Message: "array stopped"})
+		for _, tid := range s.stopArrayLocked(rs, abort) {
+			after = append(after, s.stopLocked(s.runs[tid], level, abort, now, b)...)
+		}
+		s.arrayFinishedLocked(rs, now)
+		b.Runs = append(b.Runs, runCopy(rs))
+	} else {
+		after = s.stopLocked(rs, level, abort, now, b)
+	}
+	done := s.enqueue(b, append(after, s.notify(id), s.wakeScheduler)...)
+	s.mu.Unlock()
+	return <-done
+}
+
+// stopLocked asks one run's jobs to end, recording it in b; it returns what
+// to send once b is committed.
+func (s *Server) stopLocked(rs *runState, level int, abort bool, now time.Time, b *store.Batch) []func() {
+	id := rs.rec.ID
+	var after []func()
 	if rs.rec.StopReq < level || rs.rec.StopReq >= stopPreemptRequeue {
 		// A user's stop wins over a preemption: the run is not requeued.
 		rs.rec.StopReq = level
@@ -327,9 +468,7 @@ func (s *Server) stop(id int64, abort bool) error {
 		}
 	}
 	s.aggregate(rs, now, b)
-	done := s.enqueue(b, append(after, s.notify(id), s.wakeScheduler)...)
-	s.mu.Unlock()
-	return <-done
+	return append(after, s.notify(id))
 }
 
 // finishJob makes a job final, releases what it held and records it in b.
@@ -375,13 +514,20 @@ func (s *Server) aggregate(rs *runState, now time.Time, b *store.Batch) {
 	}
 	switch {
 	case final && rs.rec.StopReq == stopPreemptRequeue:
-		s.requeueLocked(rs, now, b)
+		s.requeueLocked(rs, now, b, "preempted; back in the queue")
+	case final && s.retryLocked(rs, now, b):
 	case final:
 		s.finalRun(rs, now)
+		if rs.parent != nil {
+			s.taskEndedLocked(rs, now)
+			b.Runs = append(b.Runs, runCopy(rs.parent))
+		}
 	case terminating || rs.rec.StopReq > 0:
 		rs.rec.Status = string(api.StatusTerminating)
+		s.parentRunningLocked(rs, b)
 	case running:
 		rs.rec.Status, rs.rec.Reason = string(api.StatusRunning), ""
+		s.parentRunningLocked(rs, b)
 	case provisioning:
 		rs.rec.Status, rs.rec.Reason = string(api.StatusProvisioning), ""
 	}
@@ -396,6 +542,9 @@ func (s *Server) finalRun(rs *runState, now time.Time) {
 	rank := map[api.Status]int{api.StatusDone: 0, api.StatusTerminated: 1, api.StatusFailed: 2, api.StatusAborted: 3}
 	for _, js := range rs.jobs {
 		st := api.Status(js.rec.Status)
+		if js.rec.Reason == reasonByServer {
+			continue // stopped because of another job: that job's end decides
+		}
 		if rank[st] > rank[status] {
 			status, reason = st, js.rec.Reason
 		}
@@ -409,6 +558,8 @@ func (s *Server) finalRun(rs *runState, now time.Time) {
 	delete(s.pending, rs.rec.ID)
 	delete(s.fresh, rs.rec.ID)
 	s.countActive(rs, -1)
+	s.changedLocked(rs.rec.ID, rs.rec.ArrayID)
+	s.endedLocked(rs)
 }
 
 // exitStatus maps a shim's report onto a job's final state.
@@ -453,6 +604,7 @@ func (s *Server) agentEvents(node string, evs []api.AgentEvent) (*api.AgentAck, 
 	touched := map[int64]*jobState{}
 	runs := map[int64]*runState{}
 	finished := false
+	var extra []func() // messages to agents once committed
 	for _, ev := range evs {
 		js, ok := s.jobs[ev.JobID]
 		if !ok || js.rec.Node != node {
@@ -469,7 +621,9 @@ func (s *Server) agentEvents(node string, evs []api.AgentEvent) (*api.AgentAck, 
 				js.rec.StartedAt = ev.Time
 				if js.run.rec.StartedAt.IsZero() {
 					js.run.rec.StartedAt = ev.Time
+					s.changedLocked(js.run.rec.ID, js.run.rec.ArrayID) // for `after` dependencies
 				}
+				extra = append(extra, s.releaseHeldLocked(js.run)...)
 				runs[js.rec.RunID] = js.run
 			}
 		case "log":
@@ -485,9 +639,13 @@ func (s *Server) agentEvents(node string, evs []api.AgentEvent) (*api.AgentAck, 
 				js.run.rec.StartedAt = js.rec.StartedAt
 			}
 			status, reason := exitStatus(ev, js.run.rec.StopReq)
+			if js.stopping && ev.Reason == "stopped" {
+				status, reason = api.StatusTerminated, reasonByServer
+			}
 			code := ev.ExitCode
 			delete(touched, js.rec.ID)
 			s.finishJob(js, status, reason, &code, ev.Time, b)
+			extra = append(extra, s.jobFailedLocked(js, now, b)...)
 			if ev.Message != "" {
 				b.Events = append(b.Events, &store.Event{RunID: js.rec.RunID, JobID: js.rec.ID, Time: now, Type: "agent", Message: ev.Message})
 			}
@@ -504,7 +662,7 @@ func (s *Server) agentEvents(node string, evs []api.AgentEvent) (*api.AgentAck, 
 	for _, rs := range runs {
 		s.aggregate(rs, now, b)
 	}
-	after := []func(){}
+	after := extra
 	notified := map[int64]bool{}
 	for _, js := range touched {
 		notified[js.rec.RunID] = true
@@ -550,13 +708,25 @@ func (s *Server) schedLoop(ctx context.Context) {
 				s.mu.Unlock()
 			}
 		}
+		next := s.tickSchedules()
+		if lost := s.checkNodes(); !lost.IsZero() && (next.IsZero() || lost.Before(next)) {
+			next = lost
+		}
 		s.scheduleOnce()
+		s.mu.Lock()
+		if h := s.holdUntil; !h.IsZero() && (next.IsZero() || h.Before(next)) {
+			next = h
+		}
+		s.mu.Unlock()
 		wait := s.cfg.ResyncEvery
 		s.mu.Lock()
 		if len(s.reasons) > 0 {
 			wait = min(wait, max(time.Until(s.reasonsDue), time.Millisecond))
 		}
 		s.mu.Unlock()
+		if !next.IsZero() {
+			wait = min(wait, max(next.Sub(s.clock.Now()), time.Millisecond))
+		}
 		t.Reset(wait)
 	}
 }
@@ -583,7 +753,7 @@ func (s *Server) flushReasonsLocked(b *store.Batch, now time.Time) {
 
 // snapshotLocked builds the scheduler's view of the cluster, with the given
 // pending runs.
-func (s *Server) snapshotLocked(pending map[int64]*runState) sched.Snapshot {
+func (s *Server) snapshotLocked(pending map[int64]*runState, holds map[int64]string) sched.Snapshot {
 	var snap sched.Snapshot
 	now := s.clock.Now()
 	rules := s.cfg.Rules
@@ -605,7 +775,7 @@ func (s *Server) snapshotLocked(pending map[int64]*runState) sched.Snapshot {
 			if !ok {
 				rs := js.run
 				r = &sched.Running{RunID: js.rec.RunID, End: rs.expectedEnd(), User: rs.user, Project: rs.project, QOS: rs.spec.QOS,
-					Priority: int64(rs.rec.Priority), Start: rs.rec.StartedAt, Ending: rs.rec.StopReq > 0}
+					Priority: int64(rs.rec.Priority), Start: rs.rec.StartedAt, Ending: rs.rec.StopReq > 0, Array: arrayKey(rs)}
 				if r.Ending {
 					// Being stopped: gone within the grace period.
 					if by := now.Add(s.cfg.StopGrace); r.End.IsZero() || by.Before(r.End) {
@@ -627,11 +797,11 @@ func (s *Server) snapshotLocked(pending map[int64]*runState) sched.Snapshot {
 	snap.Weights = s.cfg.Weights
 	snap.Depth = s.cfg.Depth
 	snap.Usage = s.usageAtLocked(now)
-	snap.Limits, snap.QOS, snap.Shares, snap.Topology = rules.Limits, rules.QOS, rules.Shares, rules.Topology
+	snap.Limits, snap.QOS, snap.Shares, snap.Topology = s.arrayLimitsLocked(rules.Limits), rules.QOS, rules.Shares, rules.Topology
 	snap.Pending = make([]sched.Pending, 0, len(pending))
 	for _, rs := range pending {
-		p := sched.Pending{Hold: rs.hold, RunID: rs.rec.ID, Priority: rs.rec.Priority, SubmittedAt: rs.rec.SubmittedAt, Nodes: len(rs.jobs),
-			Request: rs.req, Limit: rs.limit, User: rs.user, Project: rs.project, QOS: rs.spec.QOS, Tier: rs.tier, Nice: rs.spec.Nice}
+		p := sched.Pending{Hold: holds[rs.rec.ID], RunID: rs.rec.ID, Priority: rs.rec.Priority, SubmittedAt: rs.rec.SubmittedAt, Nodes: len(rs.jobs),
+			Request: rs.req, Limit: rs.limit, User: rs.user, Project: rs.project, QOS: rs.spec.QOS, Tier: rs.tier, Nice: rs.spec.Nice, Array: arrayKey(rs), Groups: rs.groups}
 		p.JobIDs = make([]int64, len(rs.jobs))
 		for k, js := range rs.jobs {
 			p.JobIDs[k] = js.rec.ID
@@ -665,6 +835,11 @@ func (s *Server) scheduleOnce() {
 		return
 	}
 	now := s.clock.Now()
+	b := &store.Batch{}
+	if h := s.holdUntil; !h.IsZero() && !now.Before(h) {
+		s.holdUntil, s.freed = time.Time{}, true // held runs are due: a full pass
+	}
+	s.topUpArraysLocked(now, b)
 	candidates := s.fresh
 	if s.freed {
 		candidates = s.pending
@@ -678,7 +853,6 @@ func (s *Server) scheduleOnce() {
 		}
 	}
 	if len(candidates) == 0 {
-		b := &store.Batch{}
 		s.flushReasonsLocked(b, now)
 		if !b.Empty() {
 			s.enqueue(b)
@@ -688,9 +862,9 @@ func (s *Server) scheduleOnce() {
 	s.freed = false
 	s.fresh = map[int64]*runState{}
 	s.metrics.cycles.Add(1)
-	plan := sched.Schedule(s.snapshotLocked(candidates), now)
-	b := &store.Batch{}
 	var after []func()
+	holds := s.holdsLocked(candidates, now, b)
+	plan := sched.Schedule(s.snapshotLocked(candidates, holds), now)
 	for _, p := range plan.Preemptions {
 		after = append(after, s.preemptLocked(p, now, b)...)
 	}
@@ -712,7 +886,8 @@ func (s *Server) scheduleOnce() {
 			js.alloc = api.Alloc{CPUs: p.CPUs, Memory: int64(p.Memory), GPUs: p.GPUs}
 			ns.take(js)
 			b.Jobs = append(b.Jobs, jobCopy(js))
-			if ns.conn != nil {
+			js.held = startupHeld(rs.spec, k, func(int) bool { return false }, len(rs.jobs))
+			if ns.conn != nil && !js.held {
 				c, asg := ns.conn, s.assignment(js, hosts, nodeIPs)
 				after = append(after, func() { c.send(api.AgentMessage{Type: "assign", Jobs: []api.Assignment{asg}}) })
 			}
@@ -722,6 +897,9 @@ func (s *Server) scheduleOnce() {
 	}
 	for id, reason := range plan.Reasons {
 		rs := s.runs[id]
+		if reason == sched.ReasonNoNode && rs.spec.Retry != nil && s.noCapacityLocked(rs, now, b) {
+			continue
+		}
 		rs.blockedBy = plan.BlockedBy[id]
 		est := plan.Estimates[id]
 		if rs.rec.Reason != reason || !rs.rec.EstimatedStart.Equal(est) {
@@ -774,7 +952,7 @@ func (s *Server) submitLimitLocked(rs *runState) error {
 // requeueLocked puts a run whose jobs have all ended back in the queue, as
 // a new attempt with fresh jobs: it keeps its name, ID, submit time and
 // history.
-func (s *Server) requeueLocked(rs *runState, now time.Time, b *store.Batch) {
+func (s *Server) requeueLocked(rs *runState, now time.Time, b *store.Batch, why string) {
 	attempt := 0
 	for _, js := range rs.jobs {
 		attempt = max(attempt, js.rec.Attempt)
@@ -793,7 +971,7 @@ func (s *Server) requeueLocked(rs *runState, now time.Time, b *store.Batch) {
 	rs.placedAt = time.Time{}
 	s.pending[rs.rec.ID] = rs
 	s.fresh[rs.rec.ID] = rs
-	b.Events = append(b.Events, &store.Event{RunID: rs.rec.ID, Time: now, Type: "requeued", Message: fmt.Sprintf("preempted; back in the queue as attempt %d", attempt)})
+	b.Events = append(b.Events, &store.Event{RunID: rs.rec.ID, Time: now, Type: "requeued", Message: fmt.Sprintf("%s: attempt %d", why, attempt)})
 }
 
 // preemptLocked stops the plan's victims: their jobs get the stop signal and
@@ -823,4 +1001,49 @@ func (s *Server) preemptLocked(p sched.Preemption, now time.Time, b *store.Batch
 	}
 	s.aggregate(rs, now, b)
 	return append(after, s.notify(rs.rec.ID))
+}
+
+// arrayKey names the array a task belongs to, for the throttle's limit.
+func arrayKey(rs *runState) string {
+	if rs.rec.ArrayID == 0 {
+		return ""
+	}
+	return strconv.FormatInt(rs.rec.ArrayID, 10)
+}
+
+// parentRunningLocked marks a task's array running once one of its tasks is.
+func (s *Server) parentRunningLocked(rs *runState, b *store.Batch) {
+	p := rs.parent
+	if p == nil || p.rec.Status == string(api.StatusRunning) {
+		return
+	}
+	p.rec.Status = string(api.StatusRunning)
+	if p.rec.StartedAt.IsZero() {
+		p.rec.StartedAt = rs.rec.StartedAt
+	}
+	b.Runs = append(b.Runs, runCopy(p))
+}
+
+// jobCount is how many jobs a run has: one per node, over every group of a
+// heterogeneous run.
+func jobCount(t *spec.Task) int {
+	if len(t.Groups) == 0 {
+		return max(t.Nodes, 1)
+	}
+	n := 0
+	for _, g := range t.Groups {
+		n += max(g.Nodes, 1)
+	}
+	return n
+}
+
+// groupOf is the group job number k of t belongs to (0 without groups).
+func groupOf(t *spec.Task, k int) int {
+	for i, g := range t.Groups {
+		if k < max(g.Nodes, 1) {
+			return i
+		}
+		k -= max(g.Nodes, 1)
+	}
+	return 0
 }

@@ -203,11 +203,12 @@ func (s *SQLite) Apply(ctx context.Context, b *Batch) error {
 
 const (
 	upsertRun = `INSERT INTO runs (id, project_id, user_id, name, status, reason, exit_code, priority, spec,
-  submitted_at, started_at, finished_at, stop_req, active, estimated_start) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+  submitted_at, started_at, finished_at, stop_req, active, estimated_start, array_id, array_index, meta)
+  VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
 ON CONFLICT (id) DO UPDATE SET name=excluded.name, status=excluded.status, reason=excluded.reason,
   exit_code=excluded.exit_code, priority=excluded.priority, started_at=excluded.started_at,
   finished_at=excluded.finished_at, stop_req=excluded.stop_req, active=excluded.active,
-  estimated_start=excluded.estimated_start`
+  estimated_start=excluded.estimated_start, meta=excluded.meta`
 	upsertJob = `INSERT INTO jobs (id, run_id, num, attempt, status, reason, exit_code, node, alloc,
   submitted_at, started_at, finished_at, log_size, active) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)
 ON CONFLICT (id) DO UPDATE SET status=excluded.status, reason=excluded.reason, exit_code=excluded.exit_code,
@@ -233,7 +234,7 @@ func (s *SQLite) applyBatch(ctx context.Context, tx *sql.Tx, b *Batch) error {
 	for _, r := range b.Runs {
 		if _, err := st.ExecContext(ctx, r.ID, r.ProjectID, r.UserID, r.Name, r.Status, r.Reason, r.ExitCode,
 			r.Priority, string(r.Spec), nanos(r.SubmittedAt), nanos(r.StartedAt), nanos(r.FinishedAt),
-			r.StopReq, isActive(r.Status), nanos(r.EstimatedStart)); err != nil {
+			r.StopReq, isActive(r.Status), nanos(r.EstimatedStart), r.ArrayID, r.ArrayIndex, string(r.Meta)); err != nil {
 			return fmt.Errorf("store: run %d: %w", r.ID, err)
 		}
 	}
@@ -278,19 +279,22 @@ func (s *SQLite) applyBatch(ctx context.Context, tx *sql.Tx, b *Batch) error {
 	return nil
 }
 
-const runCols = `id, project_id, user_id, name, status, reason, exit_code, priority, spec, submitted_at, started_at, finished_at, stop_req, estimated_start`
+const runCols = `id, project_id, user_id, name, status, reason, exit_code, priority, spec, submitted_at, started_at, finished_at, stop_req, estimated_start, array_id, array_index, meta`
 const jobCols = `id, run_id, num, attempt, status, reason, exit_code, node, alloc, submitted_at, started_at, finished_at, log_size`
 
 type scanner interface{ Scan(...any) error }
 
 func scanRun(sc scanner) (*Run, error) {
 	var r Run
-	var spec string
+	var spec, meta string
 	var ec sql.NullInt64
 	var sub, st, fin, est int64
 	if err := sc.Scan(&r.ID, &r.ProjectID, &r.UserID, &r.Name, &r.Status, &r.Reason, &ec, &r.Priority, &spec,
-		&sub, &st, &fin, &r.StopReq, &est); err != nil {
+		&sub, &st, &fin, &r.StopReq, &est, &r.ArrayID, &r.ArrayIndex, &meta); err != nil {
 		return nil, err
+	}
+	if meta != "" {
+		r.Meta = []byte(meta)
 	}
 	r.EstimatedStart = fromNanos(est)
 	if ec.Valid {
@@ -409,11 +413,25 @@ func (s *SQLite) ListRuns(ctx context.Context, f RunFilter) ([]*Run, error) {
 		q += ` AND project_id = ?`
 		args = append(args, f.ProjectID)
 	}
+	if f.ArrayID != 0 {
+		q += ` AND array_id = ?`
+		args = append(args, f.ArrayID)
+	}
 	q += ` ORDER BY id DESC`
 	if f.Limit > 0 {
 		q += fmt.Sprintf(` LIMIT %d`, f.Limit)
 	}
 	return query(ctx, s.r, scanRun, q, args...)
+}
+
+// FindArrayTask returns the run of an array's task, or ErrNotFound when
+// it does not exist (yet).
+func (s *SQLite) FindArrayTask(ctx context.Context, arrayID int64, index int) (*Run, error) {
+	r, err := scanRun(s.r.QueryRowContext(ctx, `SELECT `+runCols+` FROM runs WHERE array_id = ? AND array_index = ?`, arrayID, index))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	return r, err
 }
 
 // ListJobs lists a run's jobs by number and attempt.

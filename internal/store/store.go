@@ -36,6 +36,9 @@ type Store interface {
 	AddToken(ctx context.Context, userID int64, hash string, name string) error
 	// UserByToken resolves the SHA-256 hex of a bearer token.
 	UserByToken(ctx context.Context, hash string) (*User, error)
+	// FindArrayTask returns an array's task by index (ErrNotFound: not
+	// created yet, or no such task).
+	FindArrayTask(ctx context.Context, arrayID int64, index int) (*Run, error)
 	ProjectName(ctx context.Context, id int64) (string, error)
 	UserName(ctx context.Context, id int64) (string, error)
 
@@ -59,6 +62,12 @@ type Run struct {
 	StopReq     int       // 0 none, 1 graceful stop, 2 abort
 	// EstimatedStart is the scheduler's estimate for a waiting run (zero: none).
 	EstimatedStart time.Time
+	// ArrayID is, for a task of an array, the array's run ID (0: not a
+	// task); ArrayIndex is its index, meaningful only when ArrayID is set.
+	ArrayID    int64
+	ArrayIndex int
+	// Meta is the server's JSON state of an array or a scheduled run.
+	Meta []byte
 }
 
 // Job is one node's share of a run, in one attempt.
@@ -157,4 +166,5 @@ type RunFilter struct {
 	ProjectID int64 // 0: every project
 	All       bool  // include final runs
 	Limit     int   // 0: no limit
+	ArrayID   int64 // only the tasks of this array
 }

@@ -1,0 +1,291 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/sched"
+	"github.com/berth-hq/berth/internal/spec"
+	"github.com/berth-hq/berth/internal/store"
+)
+
+// Arrays. One submission with `array:` stores one record, the array's own
+// run (its ID is the array ID, as Slurm's array job ID), and nothing per
+// task. Tasks become runs lazily: each pass tops up every array to a window
+// of waiting tasks (the throttle, at most arrayWindow), so an array of
+// 100,000 tasks costs the store and the scheduler what its running tasks
+// and that window cost. A task is a run named NAME_INDEX with the array's
+// spec, ${{ array.index }} filled in, and the array's submit time (so the
+// array keeps its place in the queue). The throttle is a scheduler limit
+// (JobArrayTaskLimit) and may change while the array runs.
+
+// arrayWindow is how many tasks of an unthrottled array wait as runs at once.
+const arrayWindow = 256
+
+// arrayState is an array's progress, in memory and, as JSON, in the
+// array's run record (meta), so that a restart resumes it.
+type arrayState struct {
+	spec *spec.ArraySpec
+	// Next is how many tasks exist: those of indices At(0..Next-1).
+	Next     int    `json:"next"`
+	Throttle int    `json:"throttle"`
+	Cancel   []int  `json:"cancel,omitempty"` // indices stopped before they existed
+	Stopped  bool   `json:"stopped,omitempty"`
+	Failed   int    `json:"failed"` // tasks that ended not done
+	Result   string `json:"result,omitempty"`
+	// tasks maps every created task's index to its run ID; live are the
+	// created tasks not final yet.
+	tasks map[int]int64
+	live  map[int64]*runState
+}
+
+type runMeta struct {
+	Array *arrayState `json:"array,omitempty"`
+}
+
+func (a *arrayState) cancelled(index int) bool { return slices.Contains(a.Cancel, index) }
+
+// count is how many tasks the array has.
+func (a *arrayState) count() int { return a.spec.Count() }
+
+func (a *arrayState) meta() []byte {
+	b, _ := json.Marshal(runMeta{Array: a})
+	return b
+}
+
+// newArrayLocked sets up the array state of a submitted array run.
+func (s *Server) newArrayLocked(rs *runState) error {
+	as, err := spec.ParseArray(rs.spec.Array)
+	if err != nil {
+		return fmt.Errorf("%w: array: %v", ErrInvalid, err)
+	}
+	if max := s.cfg.MaxArraySize; as.Max() >= max {
+		return fmt.Errorf("%w: array: index %d is over the server's maximum (MaxArraySize %d: indices 0..%d)", ErrInvalid, as.Max(), max, max-1)
+	}
+	rs.array = &arrayState{spec: as, Throttle: as.Throttle, tasks: map[int]int64{}, live: map[int64]*runState{}}
+	rs.rec.Meta = rs.array.meta()
+	return nil
+}
+
+// loadArray restores an array's state from its record and its tasks.
+func (s *Server) loadArray(rs *runState, tasks []*store.Run) error {
+	var m runMeta
+	if err := json.Unmarshal(rs.rec.Meta, &m); err != nil || m.Array == nil {
+		return fmt.Errorf("server: array %d: bad state %q", rs.rec.ID, rs.rec.Meta)
+	}
+	as, err := spec.ParseArray(rs.spec.Array)
+	if err != nil {
+		return fmt.Errorf("server: array %d: %w", rs.rec.ID, err)
+	}
+	a := m.Array
+	a.spec, a.tasks, a.live = as, map[int]int64{}, map[int64]*runState{}
+	for _, t := range tasks {
+		a.tasks[t.ArrayIndex] = t.ID
+		if task, ok := s.runs[t.ID]; ok {
+			a.live[t.ID] = task
+			task.parent = rs
+		} else {
+			s.ended[t.ID] = outcomeOf(t)
+		}
+	}
+	rs.array = a
+	return nil
+}
+
+// topUpArraysLocked creates the tasks each array may have waiting now.
+func (s *Server) topUpArraysLocked(now time.Time, b *store.Batch) {
+	for _, rs := range s.arrays {
+		a := rs.array
+		if a.Stopped || a.Next >= a.count() {
+			continue
+		}
+		waiting := 0
+		for id := range a.live {
+			if _, ok := s.pending[id]; ok {
+				waiting++
+			}
+		}
+		window := arrayWindow
+		if a.Throttle > 0 {
+			window = min(window, a.Throttle)
+		}
+		made := false
+		for ; waiting < window && a.Next < a.count(); a.Next++ {
+			index := a.spec.At(a.Next)
+			if a.cancelled(index) {
+				continue
+			}
+			s.newTaskLocked(rs, index, now, b)
+			waiting++
+			made = true
+		}
+		if made {
+			rs.rec.Meta = a.meta()
+			b.Runs = append(b.Runs, runCopy(rs))
+		}
+	}
+}
+
+// newTaskLocked creates task index of array rs as a pending run.
+func (s *Server) newTaskLocked(rs *runState, index int, now time.Time, b *store.Batch) {
+	a := rs.array
+	t := rs.spec.ForArrayTask(index, a.count())
+	body, _ := json.Marshal(t)
+	s.nextRun++
+	task := s.newRunState(store.Run{ID: s.nextRun, ProjectID: rs.rec.ProjectID, UserID: rs.rec.UserID,
+		Name: rs.rec.Name + "_" + strconv.Itoa(index), Status: string(api.StatusSubmitted), Priority: rs.rec.Priority,
+		Spec: body, SubmittedAt: rs.rec.SubmittedAt, ArrayID: rs.rec.ID, ArrayIndex: index}, t, rs.user, rs.project)
+	task.parent = rs
+	for k := range jobCount(t) {
+		s.nextJob++
+		js := &jobState{run: task, rec: store.Job{ID: s.nextJob, RunID: task.rec.ID, Num: k, Status: string(api.StatusSubmitted), SubmittedAt: now, Alloc: []byte("{}")}}
+		task.jobs = append(task.jobs, js)
+		s.jobs[js.rec.ID] = js
+		b.Jobs = append(b.Jobs, jobCopy(js))
+	}
+	s.runs[task.rec.ID] = task
+	s.pending[task.rec.ID] = task
+	s.fresh[task.rec.ID] = task
+	s.countActive(task, 1)
+	s.watchLocked(task)
+	a.tasks[index] = task.rec.ID
+	a.live[task.rec.ID] = task
+	b.Runs = append(b.Runs, runCopy(task))
+}
+
+// taskEndedLocked updates the array when one of its tasks becomes final,
+// and makes the array final once every task is.
+func (s *Server) taskEndedLocked(task *runState, now time.Time) {
+	rs := task.parent
+	if rs == nil || rs.array == nil {
+		return
+	}
+	a := rs.array
+	delete(a.live, task.rec.ID)
+	if task.rec.Status != string(api.StatusDone) {
+		a.Failed++
+	}
+	if rs.rec.StartedAt.IsZero() && !task.rec.StartedAt.IsZero() {
+		rs.rec.StartedAt = task.rec.StartedAt
+	}
+	rs.rec.Meta = a.meta()
+	s.arrayFinishedLocked(rs, now)
+}
+
+// arrayFinishedLocked makes an array final when no task remains to run.
+func (s *Server) arrayFinishedLocked(rs *runState, now time.Time) {
+	a := rs.array
+	if len(a.live) > 0 || (!a.Stopped && a.Next < a.count()) {
+		return
+	}
+	status, reason := api.StatusDone, api.ReasonDone
+	switch {
+	case a.Stopped || len(a.Cancel) > 0 && a.Failed == 0 && len(a.tasks) < a.count():
+		status, reason = api.StatusTerminated, api.ReasonTerminatedByUser
+	case a.Failed > 0:
+		status, reason = api.StatusFailed, api.ReasonExitedWithError
+	}
+	rs.rec.Status, rs.rec.Reason, rs.rec.FinishedAt = string(status), reason, now
+	rs.rec.Meta = a.meta()
+	delete(s.arrays, rs.rec.ID)
+	delete(s.runs, rs.rec.ID)
+	s.countActive(rs, -1)
+	s.changedLocked(rs.rec.ID, 0)
+	s.endedLocked(rs)
+	s.doneArrays[rs.rec.ID] = a
+	if len(s.doneArrays) > 10_000 {
+		for id := range s.doneArrays {
+			if id < rs.rec.ID-100_000 {
+				delete(s.doneArrays, id)
+			}
+		}
+	}
+}
+
+// stopArrayLocked stops an array: no task is created any more, and every
+// live one is stopped.
+func (s *Server) stopArrayLocked(rs *runState, abort bool) []int64 {
+	rs.array.Stopped = true
+	rs.rec.Meta = rs.array.meta()
+	return slices.Sorted(maps.Keys(rs.array.live))
+}
+
+// cancelTaskLocked stops task index of array rs before it exists.
+func (s *Server) cancelTaskLocked(rs *runState, index int, now time.Time, b *store.Batch) error {
+	a := rs.array
+	if !a.spec.Contains(index) {
+		return fmt.Errorf("%w: array %d has no task %d", ErrNotFound, rs.rec.ID, index)
+	}
+	if _, made := a.tasks[index]; made || a.cancelled(index) {
+		return nil
+	}
+	a.Cancel = append(a.Cancel, index)
+	rs.rec.Meta = a.meta()
+	b.Runs = append(b.Runs, runCopy(rs))
+	b.Events = append(b.Events, &store.Event{RunID: rs.rec.ID, Time: now, Type: "stop", Message: fmt.Sprintf("task %d stopped before it started", index)})
+	s.changedLocked(rs.rec.ID, 0)
+	s.arrayFinishedLocked(rs, now)
+	return nil
+}
+
+// arrayLimitsLocked adds each throttled array's limit on running tasks to
+// the policy's limits, for one pass.
+func (s *Server) arrayLimitsLocked(base map[sched.LimitKey]sched.Limits) map[sched.LimitKey]sched.Limits {
+	var out map[sched.LimitKey]sched.Limits
+	for id, rs := range s.arrays {
+		if t := rs.array.Throttle; t > 0 {
+			if out == nil {
+				out = maps.Clone(base)
+				if out == nil {
+					out = map[sched.LimitKey]sched.Limits{}
+				}
+			}
+			out[sched.LimitKey{Scope: sched.ScopeArray, Name: strconv.FormatInt(id, 10)}] = sched.Limits{Jobs: t}
+		}
+	}
+	if out == nil {
+		return base
+	}
+	return out
+}
+
+// pendingIndices is the array's tasks not created yet and not cancelled,
+// in Slurm's compact form (for squeue's folded line), with their count.
+func (a *arrayState) pendingIndices() (string, int) {
+	if a.Stopped {
+		return "", 0
+	}
+	var idx []int
+	for k := a.Next; k < a.count() && len(idx) <= 100_000; k++ {
+		if i := a.spec.At(k); !a.cancelled(i) {
+			idx = append(idx, i)
+		}
+	}
+	return compactIndices(idx), len(idx)
+}
+
+// compactIndices writes ascending indices as Slurm does: 1-3,5,7-9.
+func compactIndices(idx []int) string {
+	var out []byte
+	for i := 0; i < len(idx); {
+		j := i
+		for j+1 < len(idx) && idx[j+1] == idx[j]+1 {
+			j++
+		}
+		if len(out) > 0 {
+			out = append(out, ',')
+		}
+		out = strconv.AppendInt(out, int64(idx[i]), 10)
+		if j > i {
+			out = append(out, '-')
+			out = strconv.AppendInt(out, int64(idx[j]), 10)
+		}
+		i = j + 1
+	}
+	return string(out)
+}

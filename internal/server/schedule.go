@@ -1,0 +1,160 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/store"
+)
+
+// Scheduled runs. A configuration with `schedule: {cron: [...]}` stores one
+// record, the schedule's own run (status scheduled, its next tick as the
+// estimated start), and at each tick the server submits a run of the same
+// configuration without the schedule, named like it. A tick missed while
+// the server was down is run once at start, not once per missed tick. The
+// schedule lasts until it is stopped.
+
+// scheduleState is a schedule's progress, in its run record's meta.
+type scheduleState struct {
+	Next  time.Time `json:"next"`
+	Runs  int       `json:"runs"` // runs submitted so far
+	exprs []cron.Schedule
+}
+
+type scheduleMeta struct {
+	Schedule *scheduleState `json:"schedule,omitempty"`
+}
+
+func parseCron(lines []string) ([]cron.Schedule, error) {
+	out := make([]cron.Schedule, 0, len(lines))
+	for i, l := range lines {
+		c, err := cron.ParseStandard(l)
+		if err != nil {
+			return nil, fmt.Errorf("%w: schedule.cron[%d]: %v", ErrInvalid, i, err)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// next is the first tick after t over every expression, in UTC.
+func (st *scheduleState) next(t time.Time) time.Time {
+	var best time.Time
+	for _, c := range st.exprs {
+		if n := c.Next(t.UTC()); best.IsZero() || n.Before(best) {
+			best = n
+		}
+	}
+	return best
+}
+
+func (st *scheduleState) meta() []byte {
+	b, _ := json.Marshal(scheduleMeta{Schedule: st})
+	return b
+}
+
+// newScheduleLocked sets up a submitted schedule.
+func (s *Server) newScheduleLocked(rs *runState, now time.Time) error {
+	exprs, err := parseCron(rs.spec.Schedule.Cron)
+	if err != nil {
+		return err
+	}
+	rs.sched = &scheduleState{exprs: exprs}
+	rs.sched.Next = rs.sched.next(now)
+	rs.rec.Status = string(api.StatusScheduled)
+	rs.rec.EstimatedStart = rs.sched.Next
+	rs.rec.Meta = rs.sched.meta()
+	return nil
+}
+
+// loadSchedule restores a schedule from its record.
+func (s *Server) loadSchedule(rs *runState) error {
+	var m scheduleMeta
+	if err := json.Unmarshal(rs.rec.Meta, &m); err != nil || m.Schedule == nil {
+		return fmt.Errorf("server: schedule %d: bad state %q", rs.rec.ID, rs.rec.Meta)
+	}
+	exprs, err := parseCron(rs.spec.Schedule.Cron)
+	if err != nil {
+		return fmt.Errorf("server: schedule %d: %w", rs.rec.ID, err)
+	}
+	m.Schedule.exprs = exprs
+	rs.sched = m.Schedule
+	return nil
+}
+
+// tickSchedulesLocked submits a run for every schedule whose tick has come
+// (once, however many ticks passed) and returns when the next tick is due.
+func (s *Server) tickSchedulesLocked(now time.Time, b *store.Batch) time.Time {
+	var soonest time.Time
+	for _, rs := range s.schedules {
+		st := rs.sched
+		if !st.Next.After(now) {
+			s.submitTickLocked(rs, now, b)
+			st.Runs++
+			st.Next = st.next(now)
+			rs.rec.EstimatedStart = st.Next
+			rs.rec.Meta = st.meta()
+			b.Runs = append(b.Runs, runCopy(rs))
+		}
+		if soonest.IsZero() || st.Next.Before(soonest) {
+			soonest = st.Next
+		}
+	}
+	return soonest
+}
+
+// submitTickLocked submits one run of a schedule.
+func (s *Server) submitTickLocked(rs *runState, now time.Time, b *store.Batch) {
+	t := *rs.spec
+	t.Schedule = nil
+	body, _ := json.Marshal(&t)
+	s.nextRun++
+	run := s.newRunState(store.Run{ID: s.nextRun, ProjectID: rs.rec.ProjectID, UserID: rs.rec.UserID, Name: rs.rec.Name,
+		Status: string(api.StatusSubmitted), Priority: rs.rec.Priority, Spec: body, SubmittedAt: now}, &t, rs.user, rs.project)
+	for k := range jobCount(&t) {
+		s.nextJob++
+		js := &jobState{run: run, rec: store.Job{ID: s.nextJob, RunID: run.rec.ID, Num: k, Status: string(api.StatusSubmitted), SubmittedAt: now, Alloc: []byte("{}")}}
+		run.jobs = append(run.jobs, js)
+		s.jobs[js.rec.ID] = js
+		b.Jobs = append(b.Jobs, jobCopy(js))
+	}
+	s.runs[run.rec.ID] = run
+	s.pending[run.rec.ID] = run
+	s.fresh[run.rec.ID] = run
+	s.countActive(run, 1)
+	s.watchLocked(run)
+	b.Runs = append(b.Runs, runCopy(run))
+	b.Events = append(b.Events, &store.Event{RunID: rs.rec.ID, Time: now, Type: "scheduled",
+		Message: "submitted run " + strconv.FormatInt(run.rec.ID, 10)})
+}
+
+// stopScheduleLocked ends a schedule: no more runs (those submitted go on).
+func (s *Server) stopScheduleLocked(rs *runState, now time.Time, b *store.Batch) {
+	rs.rec.Status, rs.rec.Reason, rs.rec.FinishedAt, rs.rec.EstimatedStart = string(api.StatusTerminated), api.ReasonTerminatedByUser, now, time.Time{}
+	delete(s.schedules, rs.rec.ID)
+	delete(s.runs, rs.rec.ID)
+	s.countActive(rs, -1)
+	b.Runs = append(b.Runs, runCopy(rs))
+	b.Events = append(b.Events, &store.Event{RunID: rs.rec.ID, Time: now, Type: "stop", Message: "schedule stopped"})
+}
+
+// tickSchedules submits the runs whose tick has come and returns the next
+// tick (zero: no schedule).
+func (s *Server) tickSchedules() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.schedules) == 0 || s.broken != nil {
+		return time.Time{}
+	}
+	b := &store.Batch{}
+	next := s.tickSchedulesLocked(s.clock.Now(), b)
+	if !b.Empty() {
+		s.enqueue(b)
+	}
+	return next
+}

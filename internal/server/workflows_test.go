@@ -1,0 +1,368 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/store"
+)
+
+// finished waits for a run to end and returns it.
+func finished(t *testing.T, h *harness, ref string) *api.Run {
+	t.Helper()
+	var r *api.Run
+	waitFor(t, "run "+ref+" to end", func() bool {
+		var err error
+		r, err = h.c.Run(context.Background(), ref)
+		return err == nil && r.Status.Finished()
+	})
+	return r
+}
+
+func TestDependencyChain(t *testing.T) {
+	h := newHarness(t, t.TempDir())
+	startAgent(t, h, agentOpts{name: "n1", cpus: 4})
+	prev := submit(t, h, "type: task\nname: step-0\ncommands: [\"true\"]\n")
+	ids := []int64{prev.ID}
+	for i := 1; i < 10; i++ {
+		r := submit(t, h, fmt.Sprintf("type: task\nname: step-%d\ncommands: [\"true\"]\ndepends_on: [{afterok: step-%d}]\n", i, i-1))
+		ids = append(ids, r.ID)
+	}
+	var last *api.Run
+	for i, id := range ids {
+		r := finished(t, h, fmt.Sprint(id))
+		if r.Status != api.StatusDone {
+			t.Fatalf("step-%d ended %s (%s)", i, r.Status, r.Reason)
+		}
+		if last != nil && r.StartedAt.Before(*last.FinishedAt) {
+			t.Errorf("step-%d started %v, before step-%d ended %v", i, r.StartedAt, i-1, last.FinishedAt)
+		}
+		last = r
+	}
+	// The stored spec names the run it waits for by ID.
+	r, _ := h.c.Run(context.Background(), fmt.Sprint(ids[1]))
+	if d := r.Spec.DependsOn; len(d) != 1 || d[0].Runs[0] != fmt.Sprint(ids[0]) || d[0].IDs[0] != ids[0] {
+		t.Errorf("resolved dependency %+v, want run %d", d, ids[0])
+	}
+}
+
+func TestDependencyTypes(t *testing.T) {
+	h := newHarness(t, t.TempDir())
+	startAgent(t, h, agentOpts{name: "n1", cpus: 8})
+	ok := submit(t, h, "type: task\nname: good\ncommands: [\"sleep 0.3\"]\n")
+	bad := submit(t, h, "type: task\nname: bad\ncommands: [\"sleep 0.3; exit 4\"]\n")
+	cases := map[string]struct {
+		yaml   string
+		status api.Status
+		reason string
+	}{
+		"afterok ok":          {"depends_on: [{afterok: good}]", api.StatusDone, ""},
+		"afterok failed":      {"depends_on: [{afterok: bad}]", api.StatusSubmitted, reasonDependencyNever},
+		"afternotok failed":   {"depends_on: [{afternotok: bad}]", api.StatusDone, ""},
+		"afternotok ok":       {"depends_on: [{afternotok: good}]", api.StatusSubmitted, reasonDependencyNever},
+		"afterany failed":     {"depends_on: [{afterany: bad}]", api.StatusDone, ""},
+		"after":               {"depends_on: [{after: good}]", api.StatusDone, ""},
+		"any of two":          {"depends_on: [{afterok: bad}, {afterok: good}]\ndependency_policy: any", api.StatusDone, ""},
+		"all of two":          {"depends_on: [{afterok: bad}, {afterok: good}]", api.StatusSubmitted, reasonDependencyNever},
+		"kill invalid depend": {"depends_on: [{afterok: bad}]\nkill_invalid_depend: true", api.StatusTerminated, reasonDependencyNever},
+		"by ID":               {fmt.Sprintf("depends_on: [{afterok: %d}]", ok.ID), api.StatusDone, ""},
+	}
+	ids := map[string]int64{}
+	for name, tc := range cases {
+		r := submit(t, h, "type: task\ncommands: [\"true\"]\n"+tc.yaml+"\n")
+		ids[name] = r.ID
+	}
+	finished(t, h, fmt.Sprint(ok.ID))
+	finished(t, h, fmt.Sprint(bad.ID))
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ref := fmt.Sprint(ids[name])
+			if tc.status == api.StatusSubmitted {
+				waitReason(t, h, ids[name], tc.reason)
+				return
+			}
+			r := finished(t, h, ref)
+			if r.Status != tc.status || (tc.reason != "" && r.Reason != tc.reason) {
+				t.Errorf("ended %s (%s), want %s (%s)", r.Status, r.Reason, tc.status, tc.reason)
+			}
+		})
+	}
+}
+
+func TestDependencyErrors(t *testing.T) {
+	h := newHarness(t, t.TempDir())
+	plain := submit(t, h, "type: task\nname: plain\ncommands: [\"true\"]\n")
+	for name, yaml := range map[string]string{
+		"unknown name":       "depends_on: [{afterok: nowhere}]",
+		"unknown ID":         "depends_on: [{afterany: 999}]",
+		"aftercorr no array": "array: 1-2\ndepends_on: [{aftercorr: plain}]",
+	} {
+		_, err := h.c.Submit(context.Background(), api.SubmitRequest{Spec: task(t, "type: task\ncommands: [\"true\"]\n"+yaml+"\n")})
+		if err == nil || !strings.Contains(err.Error(), "depends_on[0]") {
+			t.Errorf("%s: %v, want an error naming depends_on[0]", name, err)
+		}
+	}
+	if runs, _ := h.st.ListRuns(context.Background(), store.RunFilter{All: true}); len(runs) != 1 || runs[0].ID != plain.ID {
+		t.Errorf("%d runs stored after refused submissions, want only the first", len(runs))
+	}
+}
+
+func TestSingleton(t *testing.T) {
+	h := newHarness(t, t.TempDir())
+	startAgent(t, h, agentOpts{name: "n1", cpus: 8})
+	var ids []int64
+	for range 3 {
+		ids = append(ids, submit(t, h, "type: task\nname: registry\nsingleton: true\ncommands: [\"sleep 0.3\"]\n").ID)
+	}
+	var runs []*api.Run
+	for _, id := range ids {
+		runs = append(runs, finished(t, h, fmt.Sprint(id)))
+	}
+	sort.Slice(runs, func(i, k int) bool { return runs[i].StartedAt.Before(*runs[k].StartedAt) })
+	for i := 1; i < len(runs); i++ {
+		if runs[i].StartedAt.Before(*runs[i-1].FinishedAt) {
+			t.Errorf("run %d started %v while run %d ran until %v", runs[i].ID, runs[i].StartedAt, runs[i-1].ID, runs[i-1].FinishedAt)
+		}
+	}
+	if runs[0].ID != ids[0] {
+		t.Errorf("the oldest singleton should go first: %d did, not %d", runs[0].ID, ids[0])
+	}
+}
+
+func TestArray(t *testing.T) {
+	h := newHarness(t, t.TempDir())
+	startAgent(t, h, agentOpts{name: "n1", cpus: 8})
+	a := submit(t, h, `type: task
+name: sweep
+array: 1-5%2
+commands:
+  - echo "task ${{ array.index }} of $SLURM_ARRAY_TASK_COUNT in $SLURM_ARRAY_JOB_ID min $SLURM_ARRAY_TASK_MIN max $SLURM_ARRAY_TASK_MAX $BERTH_ARRAY_INDEX"
+  - sleep 0.2
+`)
+	end := finished(t, h, fmt.Sprint(a.ID))
+	if end.Status != api.StatusDone || end.Array == nil || end.Array.Count != 5 || end.Array.Throttle != 2 {
+		t.Fatalf("array ended %s with %+v", end.Status, end.Array)
+	}
+	var tasks []*api.Run
+	for i := 1; i <= 5; i++ {
+		r, err := h.c.Run(context.Background(), fmt.Sprintf("%d_%d", a.ID, i))
+		if err != nil {
+			t.Fatalf("task %d_%d: %v", a.ID, i, err)
+		}
+		if r.Name != fmt.Sprintf("sweep_%d", i) || r.Status != api.StatusDone || r.ArrayID != a.ID {
+			t.Errorf("task %d: %s %s array %d", i, r.Name, r.Status, r.ArrayID)
+		}
+		out, _ := follow(t, h, r.ID)
+		if want := fmt.Sprintf("task %d of 5 in %d min 1 max 5 %d\n", i, a.ID, i); out != want {
+			t.Errorf("task %d output %q, want %q", i, out, want)
+		}
+		tasks = append(tasks, r)
+	}
+	// The throttle: never more than two at once.
+	for _, x := range tasks {
+		n := 0
+		for _, y := range tasks {
+			if !y.StartedAt.After(*x.StartedAt) && y.FinishedAt.After(*x.StartedAt) {
+				n++
+			}
+		}
+		if n > 2 {
+			t.Errorf("%d tasks ran at once at %v, throttle 2", n, x.StartedAt)
+		}
+	}
+}
+
+func TestArrayCancelMiddleTask(t *testing.T) {
+	h := newHarness(t, t.TempDir())
+	startAgent(t, h, agentOpts{name: "n1", cpus: 8})
+	a := submit(t, h, "type: task\nname: seq\narray: 1-5%1\ncommands: [\"sleep 0.2\"]\n")
+	if _, err := h.c.Stop(context.Background(), fmt.Sprintf("%d_4", a.ID), false); err != nil {
+		t.Fatal(err)
+	}
+	end := finished(t, h, fmt.Sprint(a.ID))
+	if end.Status != api.StatusTerminated {
+		t.Errorf("array with a stopped task ended %s", end.Status)
+	}
+	for i := 1; i <= 5; i++ {
+		r, err := h.c.Run(context.Background(), fmt.Sprintf("seq_%d", i))
+		if i == 4 {
+			if err == nil {
+				t.Errorf("task 4 was created (%s) after it was stopped", r.Status)
+			}
+			continue
+		}
+		if err != nil || r.Status != api.StatusDone {
+			t.Errorf("task %d: %v %v", i, err, r)
+		}
+	}
+}
+
+func TestLargeArrayIsLazy(t *testing.T) {
+	h := newHarness(t, t.TempDir())
+	a := submit(t, h, "type: task\nname: big\narray: 0-99999\ncommands: [\"true\"]\n")
+	waitFor(t, "the first tasks to exist", func() bool {
+		_, err := h.c.Run(context.Background(), "big_0")
+		return err == nil
+	})
+	runs, err := h.st.ListRuns(context.Background(), store.RunFilter{All: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) > arrayWindow+1 {
+		t.Errorf("%d runs stored for an array of 100,000 with no node: want the array and at most %d tasks", len(runs), arrayWindow)
+	}
+	r, _ := h.c.Run(context.Background(), fmt.Sprint(a.ID))
+	if r.Array == nil || r.Array.Count != 100000 || r.Array.NWaiting != 100000-arrayWindow {
+		t.Errorf("array info %+v", r.Array)
+	}
+	_, err = h.c.Submit(context.Background(), api.SubmitRequest{Spec: task(t, "type: task\narray: 0-2000000\ncommands: [\"true\"]\n")})
+	if err == nil || !strings.Contains(err.Error(), "MaxArraySize") {
+		t.Errorf("over the maximum: %v", err)
+	}
+}
+
+func TestAftercorr(t *testing.T) {
+	h := newHarness(t, t.TempDir())
+	startAgent(t, h, agentOpts{name: "n1", cpus: 8})
+	a := submit(t, h, "type: task\nname: gen\narray: 1-3\ncommands: [\"[ ${{ array.index }} != 2 ]\"]\n")
+	b := submit(t, h, "type: task\nname: eval\narray: 1-3\ndepends_on: [{aftercorr: gen}]\ncommands: [\"true\"]\n")
+	finished(t, h, fmt.Sprint(a.ID))
+	for _, i := range []int{1, 3} {
+		if r := finished(t, h, fmt.Sprintf("eval_%d", i)); r.Status != api.StatusDone {
+			t.Errorf("eval_%d ended %s", i, r.Status)
+		}
+	}
+	waitFor(t, "eval_2 to wait forever", func() bool {
+		r, err := h.c.Run(context.Background(), fmt.Sprintf("%d_2", b.ID))
+		return err == nil && r.Reason == reasonDependencyNever
+	})
+}
+
+// manualClock is a clock the test moves.
+type manualClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *manualClock) set(t time.Time) {
+	c.mu.Lock()
+	c.t = t
+	c.mu.Unlock()
+}
+
+func TestScheduledRuns(t *testing.T) {
+	dir := t.TempDir()
+	clock := &manualClock{t: time.Date(2026, 11, 22, 23, 0, 0, 0, time.UTC)}
+	var stopCommitter context.CancelFunc
+	open := func() (*Server, store.Store) {
+		if stopCommitter != nil {
+			stopCommitter()
+		}
+		st, err := store.OpenSQLite(context.Background(), filepath.Join(dir, "berth.db"), store.SQLiteOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv, err := New(context.Background(), Config{Store: st, Clock: clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		stopCommitter = cancel
+		go srv.committer(ctx)
+		return srv, st
+	}
+	srv, st := open()
+	if err := srv.EnsureAdmin(context.Background(), testToken); err != nil {
+		t.Fatal(err)
+	}
+	u, err := srv.user(context.Background(), testToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sch, err := srv.submit(u, task(t, "type: task\nname: nightly\nschedule: {cron: [\"15 23 * * *\"]}\ncommands: [\"true\"]\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sch.Status != api.StatusScheduled || !sch.EstimatedStart.Equal(time.Date(2026, 11, 22, 23, 15, 0, 0, time.UTC)) {
+		t.Fatalf("schedule %s next %v", sch.Status, sch.EstimatedStart)
+	}
+	count := func() int {
+		runs, _ := st.ListRuns(context.Background(), store.RunFilter{All: true})
+		n := 0
+		for _, r := range runs {
+			if r.Name == "nightly" && r.Status != string(api.StatusScheduled) {
+				n++
+			}
+		}
+		return n
+	}
+	clock.set(time.Date(2026, 11, 22, 23, 14, 0, 0, time.UTC))
+	srv.tickSchedules()
+	if n := count(); n != 0 {
+		t.Fatalf("%d runs before the tick", n)
+	}
+	clock.set(time.Date(2026, 11, 22, 23, 15, 1, 0, time.UTC))
+	if next := srv.tickSchedules(); !next.Equal(time.Date(2026, 11, 23, 23, 15, 0, 0, time.UTC)) {
+		t.Errorf("next tick %v", next)
+	}
+	waitFor(t, "the tick's run to be stored", func() bool { return count() == 1 })
+	// Down for three days: one run at start, not three.
+	stopCommitter()
+	time.Sleep(50 * time.Millisecond)
+	st.Close()
+	clock.set(time.Date(2026, 11, 26, 8, 0, 0, 0, time.UTC))
+	srv, st = open()
+	srv.tickSchedules()
+	waitFor(t, "one catch-up run", func() bool { return count() == 2 })
+	srv.tickSchedules()
+	time.Sleep(100 * time.Millisecond)
+	if n := count(); n != 2 {
+		t.Errorf("%d runs after the catch-up, want 2", n)
+	}
+	stopCommitter()
+	time.Sleep(50 * time.Millisecond)
+	st.Close()
+}
+
+func TestHeterogeneousRun(t *testing.T) {
+	h := newHarness(t, t.TempDir())
+	startAgent(t, h, agentOpts{name: "h1", cpus: 4})
+	startAgent(t, h, agentOpts{name: "h2", cpus: 2})
+	r := submit(t, h, `type: task
+name: het
+commands: ["echo worker $SLURM_JOB_COMPONENT_ID/$SLURM_HET_SIZE on $BERTH_CPUS CPUs"]
+groups:
+  - name: trainer
+    resources: {cpu: 3}
+    commands: ["echo trainer $BERTH_GROUP $BERTH_GROUP_NAME $SLURM_HET_JOB_ID"]
+  - resources: {cpu: 2}
+`)
+	out, end := follow(t, h, r.ID)
+	if end.Status != api.StatusDone || len(end.Jobs) != 2 {
+		t.Fatalf("het run %s with %d jobs", end.Status, len(end.Jobs))
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	sort.Strings(lines)
+	want := []string{fmt.Sprintf("trainer 0 trainer %d", r.ID), "worker 1/2 on 2 CPUs"}
+	if strings.Join(lines, "|") != strings.Join(want, "|") {
+		t.Errorf("output %q, want %q", lines, want)
+	}
+	if end.Jobs[0].Node == end.Jobs[1].Node || end.Jobs[0].Alloc.CPUs != 3 || end.Jobs[1].Alloc.CPUs != 2 {
+		t.Errorf("jobs %+v: want 3 CPUs and 2 CPUs on two nodes", end.Jobs)
+	}
+}
