@@ -13,6 +13,12 @@
 // Parsing walks goccy/go-yaml's AST rather than unmarshalling, so that every
 // problem carries the position of the offending token and all problems are
 // reported at once. Values that have their own grammar (GPU specs, byte
-// ranges, durations, cron lines) are parsed by small exported functions that
-// the CLI can reuse for its flags.
+// ranges, durations, cron lines, job-array indexes) are parsed by small
+// exported functions that the CLI can reuse for its flags.
+//
+// Beyond dstack's schema, Berth reads Slurm's workflow options as fields of
+// their own: `array` (ParseArray, ArraySpec, ForArrayTask), `depends_on`,
+// `dependency_policy`, `singleton`, `kill_invalid_depend` and `groups`
+// (heterogeneous runs). The package checks their syntax; resolving the runs
+// a dependency names is the server's.
 package spec
