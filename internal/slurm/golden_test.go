@@ -89,6 +89,7 @@ func (b *jobBuilder) pending(reason string) *jobBuilder {
 	b.j.State, b.j.Reason = JobPending, reason
 	return b
 }
+
 // running starts the job; like slurmctld, it expects the end at the time
 // limit, or a year on for UNLIMITED (so squeue's %e prints NONE).
 func (b *jobBuilder) running(start string) *jobBuilder {
