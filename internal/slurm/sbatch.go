@@ -9,15 +9,22 @@ import (
 	"unicode"
 )
 
-// CommandError is an error a Slurm command reports to its user: the lines
-// it writes to stderr, exactly, and its exit status. The CLI prints Stderr
-// (one line each) and exits with ExitCode.
+// CommandError is an error a Slurm command reports to its user: what it
+// writes, exactly, and its exit status. The CLI prints Stdout as it is,
+// then Stderr one line each, and exits with ExitCode (which is 0 for the
+// few errors Slurm does not count as failures).
 type CommandError struct {
+	Stdout   string
 	Stderr   []string
 	ExitCode int
 }
 
-func (e *CommandError) Error() string { return strings.Join(e.Stderr, "\n") }
+func (e *CommandError) Error() string {
+	if len(e.Stderr) == 0 {
+		return strings.TrimSuffix(e.Stdout, "\n")
+	}
+	return strings.Join(e.Stderr, "\n")
+}
 
 const tryHelp = `Try "sbatch --help" for more information`
 
