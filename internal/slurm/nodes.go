@@ -19,17 +19,18 @@ const (
 	NodeFuture
 )
 
-// Node state flags, combined with a base state (NodeIdle|NodeDrain).
+// Node state flags, combined with a base state (NodeIdle|NodeDrain), with
+// Slurm's bit values (sinfo sorts by the whole number).
 const (
+	NodeReserved        NodeState = 1 << 5
 	NodeDrain           NodeState = 1 << 9
 	NodeCompleting      NodeState = 1 << 10
 	NodeNoRespond       NodeState = 1 << 11
+	NodePoweredDown     NodeState = 1 << 12
 	NodeFail            NodeState = 1 << 13
-	NodeMaint           NodeState = 1 << 16
-	NodeRebootRequested NodeState = 1 << 17
-	NodeReserved        NodeState = 1 << 19
-	NodePoweredDown     NodeState = 1 << 20
-	NodePlanned         NodeState = 1 << 22
+	NodeMaint           NodeState = 1 << 15
+	NodeRebootRequested NodeState = 1 << 16
+	NodePlanned         NodeState = 1 << 21
 	nodeStateBase                 = 0xf
 )
 
