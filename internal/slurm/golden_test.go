@@ -47,6 +47,16 @@ func readGolden(t *testing.T, name string) golden {
 	return g
 }
 
+// readRaw reads a golden file that is not a command capture (job-env*).
+func readRaw(t *testing.T, name string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", "golden", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
 // assertGolden compares byte for byte, showing the difference line by line.
 func assertGolden(t *testing.T, name, want, got string) {
 	t.Helper()
