@@ -2,6 +2,7 @@ package slurm
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -392,5 +393,80 @@ func TestSbatchOracle(t *testing.T) {
 		if c.ProcessState.ExitCode() != ce.ExitCode {
 			t.Errorf("%q: sbatch exit %d, ours %d", args, c.ProcessState.ExitCode(), ce.ExitCode)
 		}
+	}
+}
+
+// shellWords splits a command line as bash would for the simple quoting
+// the golden captures use.
+func shellWords(s string) []string {
+	var words []string
+	var cur strings.Builder
+	inWord := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '\'':
+			j := strings.IndexByte(s[i+1:], '\'')
+			cur.WriteString(s[i+1 : i+1+j])
+			i += j + 1
+			inWord = true
+		case c == '"':
+			for i++; i < len(s) && s[i] != '"'; i++ {
+				if s[i] == '\\' && i+1 < len(s) {
+					i++
+				}
+				cur.WriteByte(s[i])
+			}
+			inWord = true
+		case c == ' ':
+			if inWord {
+				words = append(words, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		default:
+			cur.WriteByte(c)
+			inWord = true
+		}
+	}
+	if inWord {
+		words = append(words, cur.String())
+	}
+	return words
+}
+
+// Every sbatch command line of the golden scenario parses, and where sbatch
+// printed "Submitted batch job N" we print the same.
+func TestSbatchGoldenCommandLines(t *testing.T) {
+	files, err := filepath.Glob("testdata/golden/sbatch*.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	more, _ := filepath.Glob("testdata/golden/multinode/sbatch*.txt")
+	files = append(files, more...)
+	for _, path := range files {
+		name := strings.TrimPrefix(path, "testdata/golden/")
+		t.Run(name, func(t *testing.T) {
+			g := readGolden(t, name)
+			words := shellWords(g.cmd)
+			if words[0] != "sbatch" {
+				t.Fatalf("not an sbatch line: %q", g.cmd)
+			}
+			job, err := build(t, words[1:], "")
+			if err != nil {
+				t.Fatalf("%q: %v", g.cmd, err)
+			}
+			if g.exit != 0 {
+				return // refused by the controller, not by the parser
+			}
+			o := job.Components[0]
+			var id uint32
+			if _, err := fmt.Sscan(strings.TrimPrefix(strings.TrimSpace(g.stdout), "Submitted batch job "), &id); err != nil {
+				t.Fatal(err)
+			}
+			if got := SubmittedMessage(id, o.Parsable, ""); got != g.stdout {
+				t.Errorf("message %q, want %q", got, g.stdout)
+			}
+		})
 	}
 }
