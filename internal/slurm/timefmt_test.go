@@ -211,3 +211,26 @@ func FuzzParseBegin(f *testing.F) {
 		}
 	})
 }
+
+// What sbatch -v printed as "time" for each --time value (Slurm 22.05.8).
+func TestTimeLimitAsSbatchPrintsIt(t *testing.T) {
+	for in, want := range map[string]string{
+		"0": "UNLIMITED", "1": "00:01:00", "59": "00:59:00", "60": "01:00:00", "61": "01:01:00",
+		"1440": "1-00:00:00", "0:01": "00:01:00", "0:59": "00:01:00", "1:00": "00:01:00", "1:30": "00:02:00",
+		"1:00:00": "01:00:00", "25:00:00": "1-01:00:00", "1-0": "1-00:00:00", "1-2": "1-02:00:00",
+		"1-2:3": "1-02:03:00", "1-2:3:4": "1-02:04:00", "3-": "3-00:00:00", "100-0": "100-00:00:00",
+		"INFINITE": "UNLIMITED", "unlimited": "UNLIMITED", "-1": "UNLIMITED",
+	} {
+		d, err := ParseTimeLimit(in)
+		if err != nil {
+			t.Errorf("ParseTimeLimit(%q): %v", in, err)
+			continue
+		}
+		if d == 0 {
+			d = Unlimited // sbatch's rule for 0
+		}
+		if got := FormatTimeLimit(d); got != want {
+			t.Errorf("--time=%s prints %q, sbatch printed %q", in, got, want)
+		}
+	}
+}
