@@ -275,7 +275,12 @@ func (p *Partition) priorityFactor() int {
 	return p.PriorityFactor
 }
 
-func orNull(s string) string { return nullStr(s) }
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
 
 func upperOr(s, def string) string {
 	if s == "" {

@@ -123,11 +123,11 @@ var sacctFields = []sacctField{
 	{"UserCPU", 10, kStr}, {"WCKey", 10, kStr}, {"WCKeyID", 10, kUint}, {"WorkDir", 20, kStr},
 }
 
-// ParseSacctFormat resolves a -o list as sacct does: each item names the
+// parseSacctFormat resolves a -o list as sacct does: each item names the
 // first field it is a case-insensitive prefix of ("tresusageinmaxn" is
 // TRESUsageInMaxNode), with an optional "%width" (positive: right-aligned
 // as usual; sacct keeps JobID left-aligned only with its default width).
-func ParseSacctFormat(list string) ([]sacctField, error) {
+func parseSacctFormat(list string) ([]sacctField, error) {
 	var out []sacctField
 	for _, item := range strings.Split(list, ",") {
 		item = strings.TrimLeft(item, " \t\n\v\f\r")
@@ -174,7 +174,7 @@ func FormatSacct(recs []AcctRecord, o SacctOptions) (string, error) {
 	default:
 		list = sacctDefaultFields
 	}
-	fields, err := ParseSacctFormat(list)
+	fields, err := parseSacctFormat(list)
 	if err != nil {
 		return "", err
 	}

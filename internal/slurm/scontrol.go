@@ -300,7 +300,7 @@ func ShowPartition(p *Partition, oneLiner bool) string {
 		return "NO"
 	}
 	w("PartitionName=%s%s", p.Name, end)
-	w("AllowGroups=%s AllowAccounts=%s AllowQos=%s%s", upperOr(p.AllowGroups, "ALL"), upperOr(p.AllowAccounts, "ALL"), upperOr(p.AllowQOS, "ALL"), end)
+	w("AllowGroups=%s AllowAccounts=%s AllowQos=%s%s", orDefault(p.AllowGroups, "ALL"), orDefault(p.AllowAccounts, "ALL"), orDefault(p.AllowQOS, "ALL"), end)
 	qos := p.QOS
 	if qos == "" {
 		qos = "N/A"

@@ -113,7 +113,11 @@ func FormatSinfo(parts []Partition, nodes []Node, o SinfoOptions) (string, []str
 	for _, r := range recs {
 		for _, f := range fields {
 			if f.def != nil {
-				sinfoPrint(&b, f.def.value(r), f.width, f.right, true)
+				v := f.def.value(r)
+				if f.def.name == "partition" && r.part.Default && f.width > 0 && len(r.part.Name) >= f.width {
+					v = r.part.Name[:f.width-1] + "*" // the mark replaces the last character that fits
+				}
+				sinfoPrint(&b, v, f.width, f.right, true)
 			}
 			b.WriteString(f.suffix)
 		}
@@ -398,7 +402,12 @@ var sinfoDefs = []*sinfoDef{
 		return "N/A"
 	}},
 	{"prioritytier", "PRIO_TIER", "", func(r *sinfoRec) string { return itoa(r.part.priorityTier()) }},
-	{"partition", "PARTITION", "partition", func(r *sinfoRec) string { return r.part.Name }},
+	{"partition", "PARTITION", "partition", func(r *sinfoRec) string {
+		if r.part.Default { // the default partition is marked with "*"
+			return r.part.Name + "*"
+		}
+		return r.part.Name
+	}},
 	{"root", "ROOT", "root", func(r *sinfoRec) string {
 		if r.part.RootOnly {
 			return "yes"
@@ -459,17 +468,6 @@ func sinfoDefByName(name string) *sinfoDef {
 		}
 	}
 	return nil
-}
-
-// The partition column of sinfo marks the default partition with "*".
-func init() {
-	p := sinfoDefByName("partition")
-	p.value = func(r *sinfoRec) string {
-		if r.part.Default {
-			return r.part.Name + "*"
-		}
-		return r.part.Name
-	}
 }
 
 func parseSinfoFormat(format string) ([]sinfoField, []string) {

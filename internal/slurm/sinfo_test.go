@@ -76,3 +76,12 @@ func TestSinfoSummarizeAndLong(t *testing.T) {
 		"debug*       up 2-00:00:00 1-infinite   no       NO        all      1        idle n2\n"
 	assertGolden(t, "sinfo -l", want, out)
 }
+
+func TestSinfoDefaultMarkFits(t *testing.T) {
+	p := goldenPartition()
+	p.Name = "verylongname"
+	out, _ := FormatSinfo([]Partition{p}, []Node{goldenNode()}, SinfoOptions{Format: "%.5P|%P", NoHeader: true})
+	if out != "very*|verylongname*\n" {
+		t.Errorf("%q", out)
+	}
+}
