@@ -166,3 +166,17 @@ func queueAt0118() []Job {
 		gpuJob().pending(ReasonPriority).build(),
 	}
 }
+
+// useOracleConf points Slurm's commands at testdata/oracle-slurm.conf (a
+// cluster that need not run: option parsing and hostlists work offline)
+// unless SLURM_CONF is set.
+func useOracleConf(t *testing.T) {
+	t.Helper()
+	if os.Getenv("SLURM_CONF") == "" {
+		abs, err := filepath.Abs(filepath.Join("testdata", "oracle-slurm.conf"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("SLURM_CONF", abs)
+	}
+}

@@ -278,7 +278,7 @@ func FuzzExpandHostlist(f *testing.F) {
 }
 
 // TestHostlistOracle compares with a real scontrol when one is installed and
-// BERTH_SLURM_ORACLE=1 (SLURM_CONF must point at any valid slurm.conf).
+// BERTH_SLURM_ORACLE=1 (apt-get install slurm-client; no daemon is needed).
 func TestHostlistOracle(t *testing.T) {
 	if os.Getenv("BERTH_SLURM_ORACLE") != "1" {
 		t.Skip("set BERTH_SLURM_ORACLE=1 to compare with scontrol")
@@ -286,6 +286,7 @@ func TestHostlistOracle(t *testing.T) {
 	if _, err := exec.LookPath("scontrol"); err != nil {
 		t.Skip("no scontrol")
 	}
+	useOracleConf(t)
 	r := rand.New(rand.NewSource(1))
 	for i := 0; i < 200; i++ {
 		var hs []string

@@ -356,6 +356,7 @@ func TestSbatchOracle(t *testing.T) {
 	if _, err := exec.LookPath("sbatch"); err != nil {
 		t.Skip("no sbatch")
 	}
+	useOracleConf(t)
 	cases := [][]string{
 		{"--foo"}, {"--foo=1"}, {"-y"}, {"--hold=1"}, {"--mem-per"}, {"--n"}, {"--no"},
 		{"--time=abc"}, {"--time=1-2-3"}, {"--time=1:2:3:4"}, {"--mem=1Q"}, {"--mem-per-gpu=x"},
