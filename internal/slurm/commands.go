@@ -1,0 +1,52 @@
+package slurm
+
+import "fmt"
+
+// SubmittedMessage is what sbatch prints on success: "Submitted batch job
+// 13", or with --parsable just "13" ("13;cluster" when a cluster is named).
+func SubmittedMessage(jobID uint32, parsable bool, cluster string) string {
+	switch {
+	case parsable && cluster != "":
+		return fmt.Sprintf("%d;%s\n", jobID, cluster)
+	case parsable:
+		return fmt.Sprintf("%d\n", jobID)
+	case cluster != "":
+		return fmt.Sprintf("Submitted batch job %d on cluster %s\n", jobID, cluster)
+	}
+	return fmt.Sprintf("Submitted batch job %d\n", jobID)
+}
+
+// SubmitFailed is sbatch's report of a submission the controller refused:
+// "sbatch: error: Batch job submission failed: <reason>", exit 1. The
+// reasons are Slurm's, e.g. "Invalid partition name specified",
+// "Requested node configuration is not available", "Invalid account or
+// account/partition combination specified", "Job dependency problem".
+func SubmitFailed(reason string) *CommandError {
+	return &CommandError{Stderr: []string{"sbatch: error: Batch job submission failed: " + reason}, ExitCode: 1}
+}
+
+// InvalidPartitionError is sbatch's error for a partition that does not
+// exist.
+func InvalidPartitionError(name string) *CommandError {
+	return &CommandError{Stderr: []string{
+		"sbatch: error: invalid partition specified: " + name,
+		"sbatch: error: Batch job submission failed: Invalid partition name specified",
+	}, ExitCode: 1}
+}
+
+// ScancelMessages is what scancel writes to stderr for each job id it was
+// given: with -v, "Terminating job N", and for an id the controller did not
+// know, an error; scancel exits 0 either way. failed maps ids to Slurm's
+// reason ("Invalid job id specified").
+func ScancelMessages(ids []string, verbose bool, failed map[string]string) []string {
+	var out []string
+	for _, id := range ids {
+		if verbose {
+			out = append(out, "scancel: Terminating job "+id)
+		}
+		if reason, ok := failed[id]; ok && verbose {
+			out = append(out, fmt.Sprintf("scancel: error: Kill job error on job id %s: %s", id, reason))
+		}
+	}
+	return out
+}
