@@ -189,6 +189,23 @@ type Node struct {
 type SubmitRequest struct {
 	Spec   *spec.Task `json:"spec"`
 	Source string     `json:"source,omitempty"` // the file the configuration came from, for messages
+	// Hold submits the run held (Slurm's --hold): it waits with reason
+	// JobHeldUser until released.
+	Hold bool `json:"hold,omitempty"`
+	// Begin defers the run until then (Slurm's --begin; reason BeginTime).
+	Begin time.Time `json:"begin,omitzero"`
+}
+
+// ControlRequest changes a run as scontrol does. Action is hold, release,
+// requeue or update; update sets the fields given (a waiting run's time
+// limit in seconds, 0 none; priority 0..100; nice; an array's throttle, 0
+// none).
+type ControlRequest struct {
+	Action        string `json:"action"`
+	TimeLimit     *int64 `json:"time_limit,omitempty"`
+	Priority      *int   `json:"priority,omitempty"`
+	Nice          *int64 `json:"nice,omitempty"`
+	ArrayThrottle *int   `json:"array_throttle,omitempty"`
 }
 
 // PlanRow is one node's answer to "where would this run go".

@@ -154,6 +154,12 @@ func (c *Client) Stop(ctx context.Context, ref string, abort bool) (*api.Run, er
 	return &r, c.do(ctx, c.http, http.MethodPost, "/runs/"+url.PathEscape(ref)+"/stop", api.StopRequest{Abort: abort}, &r)
 }
 
+// Control holds, releases, requeues or updates a run (scontrol's verbs).
+func (c *Client) Control(ctx context.Context, ref string, req api.ControlRequest) (*api.Run, error) {
+	var r api.Run
+	return &r, c.do(ctx, c.http, http.MethodPost, "/runs/"+url.PathEscape(ref)+"/control", req, &r)
+}
+
 // Nodes lists the cluster's nodes.
 func (c *Client) Nodes(ctx context.Context) ([]api.Node, error) {
 	var ns []api.Node

@@ -44,19 +44,12 @@ type arrayState struct {
 	live  map[int64]*runState
 }
 
-type runMeta struct {
-	Array *arrayState `json:"array,omitempty"`
-}
 
 func (a *arrayState) cancelled(index int) bool { return slices.Contains(a.Cancel, index) }
 
 // count is how many tasks the array has.
 func (a *arrayState) count() int { return a.spec.Count() }
 
-func (a *arrayState) meta() []byte {
-	b, _ := json.Marshal(runMeta{Array: a})
-	return b
-}
 
 // newArrayLocked sets up the array state of a submitted array run.
 func (s *Server) newArrayLocked(rs *runState) error {
@@ -68,7 +61,7 @@ func (s *Server) newArrayLocked(rs *runState) error {
 		return fmt.Errorf("%w: array: index %d is over the server's maximum (MaxArraySize %d: indices 0..%d)", ErrInvalid, as.Max(), max, max-1)
 	}
 	rs.array = &arrayState{spec: as, Throttle: as.Throttle, tasks: map[int]int64{}, live: map[int64]*runState{}}
-	rs.rec.Meta = rs.array.meta()
+	rs.saveMeta()
 	return nil
 }
 
@@ -125,7 +118,7 @@ func (s *Server) topUpArraysLocked(now time.Time, b *store.Batch) {
 			made = true
 		}
 		if made {
-			rs.rec.Meta = a.meta()
+			rs.saveMeta()
 			b.Runs = append(b.Runs, runCopy(rs))
 		}
 	}
@@ -141,6 +134,8 @@ func (s *Server) newTaskLocked(rs *runState, index int, now time.Time, b *store.
 		Name: rs.rec.Name + "_" + strconv.Itoa(index), Status: string(api.StatusSubmitted), Priority: rs.rec.Priority,
 		Spec: body, SubmittedAt: rs.rec.SubmittedAt, ArrayID: rs.rec.ID, ArrayIndex: index}, t, rs.user, rs.project)
 	task.parent = rs
+	task.held, task.begin = rs.held, rs.begin
+	task.saveMeta()
 	for k := range jobCount(t) {
 		s.nextJob++
 		js := &jobState{run: task, rec: store.Job{ID: s.nextJob, RunID: task.rec.ID, Num: k, Status: string(api.StatusSubmitted), SubmittedAt: now, Alloc: []byte("{}")}}
@@ -173,7 +168,7 @@ func (s *Server) taskEndedLocked(task *runState, now time.Time) {
 	if rs.rec.StartedAt.IsZero() && !task.rec.StartedAt.IsZero() {
 		rs.rec.StartedAt = task.rec.StartedAt
 	}
-	rs.rec.Meta = a.meta()
+	rs.saveMeta()
 	s.arrayFinishedLocked(rs, now)
 }
 
@@ -191,7 +186,7 @@ func (s *Server) arrayFinishedLocked(rs *runState, now time.Time) {
 		status, reason = api.StatusFailed, api.ReasonExitedWithError
 	}
 	rs.rec.Status, rs.rec.Reason, rs.rec.FinishedAt = string(status), reason, now
-	rs.rec.Meta = a.meta()
+	rs.saveMeta()
 	delete(s.arrays, rs.rec.ID)
 	delete(s.runs, rs.rec.ID)
 	s.countActive(rs, -1)
@@ -211,7 +206,7 @@ func (s *Server) arrayFinishedLocked(rs *runState, now time.Time) {
 // live one is stopped.
 func (s *Server) stopArrayLocked(rs *runState, abort bool) []int64 {
 	rs.array.Stopped = true
-	rs.rec.Meta = rs.array.meta()
+	rs.saveMeta()
 	return slices.Sorted(maps.Keys(rs.array.live))
 }
 
@@ -225,7 +220,7 @@ func (s *Server) cancelTaskLocked(rs *runState, index int, now time.Time, b *sto
 		return nil
 	}
 	a.Cancel = append(a.Cancel, index)
-	rs.rec.Meta = a.meta()
+	rs.saveMeta()
 	b.Runs = append(b.Runs, runCopy(rs))
 	b.Events = append(b.Events, &store.Event{RunID: rs.rec.ID, Time: now, Type: "stop", Message: fmt.Sprintf("task %d stopped before it started", index)})
 	s.changedLocked(rs.rec.ID, 0)

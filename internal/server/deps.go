@@ -340,6 +340,13 @@ func (s *Server) holdsLocked(candidates map[int64]*runState, now time.Time, b *s
 		switch {
 		case rs.hold != "":
 			holds[id] = rs.hold
+		case rs.held:
+			holds[id] = reasonHeldUser
+		case !rs.begin.IsZero() && now.Before(rs.begin):
+			holds[id] = reasonBeginTime
+			if s.holdUntil.IsZero() || rs.begin.Before(s.holdUntil) {
+				s.holdUntil = rs.begin
+			}
 		case rs.retry != nil && now.Before(rs.retry.NotBefore):
 			holds[id] = reasonBeginTime
 			if s.holdUntil.IsZero() || rs.retry.NotBefore.Before(s.holdUntil) {

@@ -45,13 +45,10 @@ type retryState struct {
 	NotBefore    time.Time `json:"not_before"`
 }
 
-type retryMeta struct {
-	Retry *retryState `json:"retry,omitempty"`
-}
 
 func (rs *runState) retryInfo() *retryState {
 	if rs.retry == nil {
-		var m retryMeta
+		var m runMeta
 		if len(rs.rec.Meta) > 0 && json.Unmarshal(rs.rec.Meta, &m) == nil && m.Retry != nil {
 			rs.retry = m.Retry
 		} else {
@@ -102,16 +99,11 @@ func (s *Server) retryLocked(rs *runState, now time.Time, b *store.Batch) bool {
 	}
 	st.Retries++
 	st.NotBefore = now.Add(min(time.Second<<min(st.Retries-1, 6), time.Minute))
-	s.setMetaRetry(rs)
+	rs.saveMeta()
 	s.requeueLocked(rs, now, b, fmt.Sprintf("retry after %s (%s)", event, rs.jobs[0].rec.Reason))
 	return true
 }
 
-// setMetaRetry writes the retry state into the run's meta.
-func (s *Server) setMetaRetry(rs *runState) {
-	b, _ := json.Marshal(retryMeta{Retry: rs.retry})
-	rs.rec.Meta = b
-}
 
 // noCapacityLocked fails, for a run with a retry policy that waits because no
 // node could ever hold it, when the policy does not wait for capacity or its

@@ -21,6 +21,16 @@ import (
 // readSpec reads a submission's configuration, normalized and validated
 // again on the server: clients are not trusted to have done it.
 func (s *Server) readSpec(r *http.Request) (*spec.Task, error) {
+	req, err := s.readSubmit(r)
+	if err != nil {
+		return nil, err
+	}
+	return req.Spec, nil
+}
+
+// readSubmit reads a submission: its configuration, checked as readSpec
+// says, and its options.
+func (s *Server) readSubmit(r *http.Request) (*api.SubmitRequest, error) {
 	var req api.SubmitRequest
 	if err := decode(r, &req); err != nil {
 		return nil, err
@@ -42,21 +52,22 @@ func (s *Server) readSpec(r *http.Request) (*spec.Task, error) {
 		return nil, fmt.Errorf("%w: qos: %v", ErrInvalid, err)
 	}
 	req.Spec.QOS = q
-	return req.Spec, nil
+	return &req, nil
 }
 
 func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, u *store.User) {
-	t, err := s.readSpec(r)
+	req, err := s.readSubmit(r)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
+	t := req.Spec
 	seen, err := s.resolveDeps(r.Context(), t)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	run, err := s.submit(u, t, seen)
+	run, err := s.submit(u, t, seen, submitOpts{hold: req.Hold, begin: req.Begin})
 	if err != nil {
 		writeError(w, err)
 		return

@@ -26,9 +26,6 @@ type scheduleState struct {
 	exprs []cron.Schedule
 }
 
-type scheduleMeta struct {
-	Schedule *scheduleState `json:"schedule,omitempty"`
-}
 
 func parseCron(lines []string) ([]cron.Schedule, error) {
 	out := make([]cron.Schedule, 0, len(lines))
@@ -53,10 +50,6 @@ func (st *scheduleState) next(t time.Time) time.Time {
 	return best
 }
 
-func (st *scheduleState) meta() []byte {
-	b, _ := json.Marshal(scheduleMeta{Schedule: st})
-	return b
-}
 
 // newScheduleLocked sets up a submitted schedule.
 func (s *Server) newScheduleLocked(rs *runState, now time.Time) error {
@@ -68,13 +61,13 @@ func (s *Server) newScheduleLocked(rs *runState, now time.Time) error {
 	rs.sched.Next = rs.sched.next(now)
 	rs.rec.Status = string(api.StatusScheduled)
 	rs.rec.EstimatedStart = rs.sched.Next
-	rs.rec.Meta = rs.sched.meta()
+	rs.saveMeta()
 	return nil
 }
 
 // loadSchedule restores a schedule from its record.
 func (s *Server) loadSchedule(rs *runState) error {
-	var m scheduleMeta
+	var m runMeta
 	if err := json.Unmarshal(rs.rec.Meta, &m); err != nil || m.Schedule == nil {
 		return fmt.Errorf("server: schedule %d: bad state %q", rs.rec.ID, rs.rec.Meta)
 	}
@@ -98,7 +91,7 @@ func (s *Server) tickSchedulesLocked(now time.Time, b *store.Batch) time.Time {
 			st.Runs++
 			st.Next = st.next(now)
 			rs.rec.EstimatedStart = st.Next
-			rs.rec.Meta = st.meta()
+			rs.saveMeta()
 			b.Runs = append(b.Runs, runCopy(rs))
 		}
 		if soonest.IsZero() || st.Next.Before(soonest) {

@@ -37,6 +37,9 @@ type runState struct {
 	// groups are a heterogeneous run's components (nil: one request, req).
 	groups []sched.Group
 	retry  *retryState // see faults.go; nil until needed
+	// held: a user's hold (JobHeldUser); begin: not before then (BeginTime).
+	held  bool
+	begin time.Time
 	// array is set on an array's own run; parent on each of its tasks;
 	// sched on a schedule's own run.
 	array  *arrayState
@@ -221,6 +224,7 @@ func (s *Server) load(ctx context.Context) error {
 		}
 		rs := s.newRunState(*r, &t, s.name(ctx, 'u', r.UserID), s.name(ctx, 'p', r.ProjectID))
 		rs.placedAt = s.clock.Now()
+		rs.loadMeta()
 		s.runs[r.ID] = rs
 		s.countActive(rs, 1)
 	}
@@ -318,7 +322,13 @@ func runName(id int64) string {
 
 // submit creates a run of the valid configuration t and returns it once it
 // is durable.
-func (s *Server) submit(user *store.User, t *spec.Task, ended map[int64]outcome) (*api.Run, error) {
+// submitOpts are a submission's options beside its configuration.
+type submitOpts struct {
+	hold  bool
+	begin time.Time
+}
+
+func (s *Server) submit(user *store.User, t *spec.Task, ended map[int64]outcome, opts submitOpts) (*api.Run, error) {
 	body, err := json.Marshal(t)
 	if err != nil {
 		return nil, fmt.Errorf("server: encode spec: %w", err)
@@ -338,6 +348,8 @@ func (s *Server) submit(user *store.User, t *spec.Task, ended map[int64]outcome)
 		name = runName(id)
 	}
 	rs.rec.ID, rs.rec.Name = id, name
+	rs.held, rs.begin = opts.hold, opts.begin
+	rs.saveMeta()
 	if t.Schedule != nil {
 		err := error(nil)
 		if t.Array != "" {

@@ -294,7 +294,7 @@ func TestScheduledRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sch, err := srv.submit(u, task(t, "type: task\nname: nightly\nschedule: {cron: [\"15 23 * * *\"]}\ncommands: [\"true\"]\n"), nil)
+	sch, err := srv.submit(u, task(t, "type: task\nname: nightly\nschedule: {cron: [\"15 23 * * *\"]}\ncommands: [\"true\"]\n"), nil, submitOpts{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,5 +364,79 @@ groups:
 	}
 	if end.Jobs[0].Node == end.Jobs[1].Node || end.Jobs[0].Alloc.CPUs != 3 || end.Jobs[1].Alloc.CPUs != 2 {
 		t.Errorf("jobs %+v: want 3 CPUs and 2 CPUs on two nodes", end.Jobs)
+	}
+}
+
+func TestHoldReleaseUpdate(t *testing.T) {
+	h := newHarness(t, t.TempDir())
+	ctx := context.Background()
+	r, err := h.c.Submit(ctx, api.SubmitRequest{Spec: task(t, "type: task\nname: held\ncommands: [\"true\"]\nmax_duration: 1h\n"), Hold: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitReason(t, h, r.ID, reasonHeldUser)
+	limit, prio := int64(600), 70
+	if _, err := h.c.Control(ctx, "held", api.ControlRequest{Action: "update", TimeLimit: &limit, Priority: &prio}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := h.c.Run(ctx, "held")
+	if got.Priority != 70 || got.Spec.MaxDuration == nil || *got.Spec.MaxDuration != 600 {
+		t.Errorf("after update: priority %d, max_duration %v", got.Priority, got.Spec.MaxDuration)
+	}
+	if _, err := h.c.Control(ctx, "held", api.ControlRequest{Action: "update", ArrayThrottle: &prio}); err == nil {
+		t.Error("a throttle on a run that is no array was accepted")
+	}
+	startAgent(t, h, agentOpts{name: "n1", cpus: 2})
+	time.Sleep(300 * time.Millisecond)
+	if got, _ := h.c.Run(ctx, "held"); got.Status != api.StatusSubmitted {
+		t.Fatalf("a held run went %s", got.Status)
+	}
+	if _, err := h.c.Control(ctx, "held", api.ControlRequest{Action: "release"}); err != nil {
+		t.Fatal(err)
+	}
+	if end := finished(t, h, "held"); end.Status != api.StatusDone {
+		t.Errorf("released run ended %s", end.Status)
+	}
+	// Begin: not before.
+	b, err := h.c.Submit(ctx, api.SubmitRequest{Spec: task(t, "type: task\ncommands: [\"true\"]\n"), Begin: time.Now().Add(time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := finished(t, h, fmt.Sprint(b.ID))
+	if end.StartedAt.Before(b.SubmittedAt.Add(900 * time.Millisecond)) {
+		t.Errorf("began %v, submitted %v with begin +1s", end.StartedAt, b.SubmittedAt)
+	}
+}
+
+func TestArrayThrottleUpdate(t *testing.T) {
+	h := newHarness(t, t.TempDir())
+	ctx := context.Background()
+	startAgent(t, h, agentOpts{name: "n1", cpus: 8})
+	a := submit(t, h, "type: task\nname: thr\narray: 1-6%1\ncommands: [\"sleep 0.3\"]\n")
+	three := 3
+	if _, err := h.c.Control(ctx, fmt.Sprint(a.ID), api.ControlRequest{Action: "update", ArrayThrottle: &three}); err != nil {
+		t.Fatal(err)
+	}
+	end := finished(t, h, fmt.Sprint(a.ID))
+	if end.Array.Throttle != 3 {
+		t.Errorf("throttle %d after update", end.Array.Throttle)
+	}
+	var tasks []*api.Run
+	for i := 1; i <= 6; i++ {
+		r, _ := h.c.Run(ctx, fmt.Sprintf("thr_%d", i))
+		tasks = append(tasks, r)
+	}
+	most := 0
+	for _, x := range tasks {
+		n := 0
+		for _, y := range tasks {
+			if !y.StartedAt.After(*x.StartedAt) && y.FinishedAt.After(*x.StartedAt) {
+				n++
+			}
+		}
+		most = max(most, n)
+	}
+	if most < 2 || most > 3 {
+		t.Errorf("at most %d tasks ran at once after the throttle went to 3", most)
 	}
 }
