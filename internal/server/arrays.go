@@ -44,12 +44,10 @@ type arrayState struct {
 	live  map[int64]*runState
 }
 
-
 func (a *arrayState) cancelled(index int) bool { return slices.Contains(a.Cancel, index) }
 
 // count is how many tasks the array has.
 func (a *arrayState) count() int { return a.spec.Count() }
-
 
 // newArrayLocked sets up the array state of a submitted array run.
 func (s *Server) newArrayLocked(rs *runState) error {

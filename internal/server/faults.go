@@ -45,7 +45,6 @@ type retryState struct {
 	NotBefore    time.Time `json:"not_before"`
 }
 
-
 func (rs *runState) retryInfo() *retryState {
 	if rs.retry == nil {
 		var m runMeta
@@ -103,7 +102,6 @@ func (s *Server) retryLocked(rs *runState, now time.Time, b *store.Batch) bool {
 	s.requeueLocked(rs, now, b, fmt.Sprintf("retry after %s (%s)", event, rs.jobs[0].rec.Reason))
 	return true
 }
-
 
 // noCapacityLocked fails, for a run with a retry policy that waits because no
 // node could ever hold it, when the policy does not wait for capacity or its

@@ -26,7 +26,6 @@ type scheduleState struct {
 	exprs []cron.Schedule
 }
 
-
 func parseCron(lines []string) ([]cron.Schedule, error) {
 	out := make([]cron.Schedule, 0, len(lines))
 	for i, l := range lines {
@@ -49,7 +48,6 @@ func (st *scheduleState) next(t time.Time) time.Time {
 	}
 	return best
 }
-
 
 // newScheduleLocked sets up a submitted schedule.
 func (s *Server) newScheduleLocked(rs *runState, now time.Time) error {
