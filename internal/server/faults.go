@@ -111,8 +111,17 @@ func (s *Server) noCapacityLocked(rs *runState, now time.Time, b *store.Batch) b
 	if r == nil {
 		return false // no retry policy: wait, as Slurm's queue does
 	}
-	if slices.Contains(r.OnEvents, "no-capacity") && (r.Duration == nil || now.Sub(rs.rec.SubmittedAt) <= time.Duration(*r.Duration)*time.Second) {
-		return false
+	if slices.Contains(r.OnEvents, "no-capacity") {
+		if r.Duration == nil {
+			return false
+		}
+		if deadline := rs.rec.SubmittedAt.Add(time.Duration(*r.Duration) * time.Second); !now.After(deadline) {
+			// Look again when the duration has passed.
+			if s.holdUntil.IsZero() || deadline.Before(s.holdUntil) {
+				s.holdUntil = deadline.Add(time.Millisecond)
+			}
+			return false
+		}
 	}
 	for _, js := range rs.jobs {
 		if !api.Status(js.rec.Status).Finished() {

@@ -40,12 +40,20 @@ func newHarnessAt(tb testing.TB, dir, addr string) *harness {
 // newHarnessWith serves with a scheduling policy file's rules.
 func newHarnessWith(tb testing.TB, dir, addr string, rules *policy.Policy) *harness {
 	tb.Helper()
+	return newHarnessCfg(tb, dir, addr, func(c *Config) { c.Rules = rules })
+}
+
+// newHarnessCfg serves with a configuration the test adjusts.
+func newHarnessCfg(tb testing.TB, dir, addr string, adjust func(*Config)) *harness {
+	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	st, err := store.OpenSQLite(ctx, filepath.Join(dir, "berth.db"), store.SQLiteOptions{})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	srv, err := New(ctx, Config{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), StopGrace: 1e9, PingEvery: 2e8, Rules: rules})
+	cfg := Config{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), StopGrace: 1e9, PingEvery: 2e8}
+	adjust(&cfg)
+	srv, err := New(ctx, cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
