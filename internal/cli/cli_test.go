@@ -168,3 +168,16 @@ func TestHistoryJobs(t *testing.T) {
 		t.Error("a missing database was accepted")
 	}
 }
+
+func TestExpandTaskRange(t *testing.T) {
+	got, err := expandTaskRange("sweep_[3-5,9]")
+	if err != nil || strings.Join(got, " ") != "sweep_3 sweep_4 sweep_5 sweep_9" {
+		t.Errorf("got %v %v", got, err)
+	}
+	if got, _ := expandTaskRange("42_7"); len(got) != 1 || got[0] != "42_7" {
+		t.Errorf("a single task: %v", got)
+	}
+	if _, err := expandTaskRange("x_[5-1]"); err == nil {
+		t.Error("a backwards range was accepted")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -187,7 +188,7 @@ func newLogsCmd() *cobra.Command {
 func newStopCmd() *cobra.Command {
 	var abort bool
 	cmd := &cobra.Command{
-		Use:   "stop RUN...",
+		Use:   "stop RUN... (an array's tasks: NAME_7, NAME_[3-5,9])",
 		Short: "Stop runs: SIGTERM, a grace period, then SIGKILL (--abort: SIGKILL at once)",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -195,7 +196,15 @@ func newStopCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			var refs []string
 			for _, ref := range args {
+				more, err := expandTaskRange(ref)
+				if err != nil {
+					return err
+				}
+				refs = append(refs, more...)
+			}
+			for _, ref := range refs {
 				r, err := c.Stop(cmd.Context(), ref, abort)
 				if err != nil {
 					return fmt.Errorf("stop %s: %w", ref, err)
@@ -317,4 +326,25 @@ func newSprioCmd() *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// taskRange matches NAME_[INDICES]: several tasks of an array at once.
+var taskRange = regexp.MustCompile(`^(.+)_\[(.+)\]$`)
+
+// expandTaskRange turns NAME_[3-5,9] into NAME_3, NAME_4, NAME_5, NAME_9;
+// any other reference is itself.
+func expandTaskRange(ref string) ([]string, error) {
+	m := taskRange.FindStringSubmatch(ref)
+	if m == nil {
+		return []string{ref}, nil
+	}
+	as, err := spec.ParseArray(m[2])
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", ref, err)
+	}
+	var out []string
+	for i := range as.All() {
+		out = append(out, fmt.Sprintf("%s_%d", m[1], i))
+	}
+	return out, nil
 }

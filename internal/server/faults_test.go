@@ -124,3 +124,18 @@ func readPidFile(path string) (int, error) {
 }
 
 func syscallKill(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }
+
+// A dependency on a run that is retried waits for the run's end, not for
+// the end of its failed attempt.
+func TestDependencyOnRetriedRun(t *testing.T) {
+	h := newHarness(t, t.TempDir())
+	startAgent(t, h, agentOpts{name: "n1", cpus: 2})
+	marker := filepath.Join(t.TempDir(), "once")
+	a := submit(t, h, fmt.Sprintf("type: task\nname: shaky\nretry: {on_events: [error]}\ncommands: [\"if [ ! -e %s ]; then touch %s; exit 1; fi\"]\n", marker, marker))
+	b := submit(t, h, "type: task\nname: after-shaky\ndepends_on: [{afterok: shaky}]\ncommands: [\"true\"]\n")
+	ae := finished(t, h, fmt.Sprint(a.ID))
+	be := finished(t, h, fmt.Sprint(b.ID))
+	if ae.Status != api.StatusDone || be.Status != api.StatusDone || be.StartedAt.Before(*ae.FinishedAt) {
+		t.Errorf("shaky %s ended %v; after-shaky %s started %v", ae.Status, ae.FinishedAt, be.Status, be.StartedAt)
+	}
+}
