@@ -128,8 +128,12 @@ func (s *Server) newTaskLocked(rs *runState, index int, now time.Time, b *store.
 	t := rs.spec.ForArrayTask(index, a.count())
 	body, _ := json.Marshal(t)
 	s.nextRun++
+	name := rs.rec.Name + "_" + strconv.Itoa(index)
+	if t.Name != "" && t.Name != rs.spec.Name {
+		name = t.Name // the name has ${{ array.index }} in it
+	}
 	task := s.newRunState(store.Run{ID: s.nextRun, ProjectID: rs.rec.ProjectID, UserID: rs.rec.UserID,
-		Name: rs.rec.Name + "_" + strconv.Itoa(index), Status: string(api.StatusSubmitted), Priority: rs.rec.Priority,
+		Name: name, Status: string(api.StatusSubmitted), Priority: rs.rec.Priority,
 		Spec: body, SubmittedAt: rs.rec.SubmittedAt, ArrayID: rs.rec.ID, ArrayIndex: index}, t, rs.user, rs.project)
 	task.parent = rs
 	task.held, task.begin = rs.held, rs.begin
