@@ -59,7 +59,77 @@ func nvidiaGPUs(ctx context.Context) ([]api.GPU, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent: nvidia-smi: %w", err)
 	}
-	return parseNvidiaSMI(out)
+	gpus, err := parseNvidiaSMI(out)
+	if err != nil {
+		return nil, err
+	}
+	// MIG instances, where a GPU is split, are devices of their own.
+	list, err := exec.CommandContext(ctx, path, "-L").Output()
+	if err != nil {
+		return gpus, nil // older drivers: no MIG listing, whole GPUs only
+	}
+	return withMIG(gpus, list), nil
+}
+
+// withMIG replaces every GPU that `nvidia-smi -L` shows split into MIG
+// instances by those instances: each is a device of its own (Slurm's MIG
+// GRES), named after the GPU and its profile ("NVIDIA A100-SXM4-40GB MIG
+// 3g.20gb"), with the profile's memory, reached by its MIG UUID. Indices are
+// renumbered after the last whole GPU's, in listing order.
+func withMIG(gpus []api.GPU, list []byte) []api.GPU {
+	type mig struct {
+		profile, uuid string
+	}
+	byGPU := map[int][]mig{}
+	cur := -1
+	for _, line := range strings.Split(string(list), "\n") {
+		t := strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(t, "GPU "):
+			n, _, _ := strings.Cut(strings.TrimPrefix(t, "GPU "), ":")
+			if i, err := strconv.Atoi(n); err == nil {
+				cur = i
+			}
+		case strings.HasPrefix(t, "MIG ") && cur >= 0:
+			f := strings.Fields(t)
+			_, uuid, ok := strings.Cut(t, "UUID: ")
+			if len(f) < 2 || !ok {
+				continue
+			}
+			byGPU[cur] = append(byGPU[cur], mig{profile: f[1], uuid: strings.TrimSuffix(strings.TrimSpace(uuid), ")")})
+		}
+	}
+	if len(byGPU) == 0 {
+		return gpus
+	}
+	var out []api.GPU
+	next := 0
+	for _, g := range gpus {
+		if len(byGPU[g.Index]) == 0 {
+			out = append(out, g)
+			next = max(next, g.Index+1)
+		}
+	}
+	for _, g := range gpus {
+		for _, m := range byGPU[g.Index] {
+			out = append(out, api.GPU{Index: next, Vendor: g.Vendor, Name: g.Name + " MIG " + m.profile, Memory: migMemory(m.profile), UUID: m.uuid})
+			next++
+		}
+	}
+	return out
+}
+
+// migMemory reads the memory of a MIG profile ("3g.20gb" -> 20 GiB).
+func migMemory(profile string) int64 {
+	_, mem, ok := strings.Cut(profile, ".")
+	if !ok {
+		return 0
+	}
+	n, err := strconv.ParseInt(strings.TrimSuffix(strings.ToLower(mem), "gb"), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n << 30
 }
 
 // parseNvidiaSMI reads `index, uuid, name, memory.total [MiB]` lines.

@@ -218,7 +218,11 @@ func (s *Server) assignment(js *jobState, hosts, ips []string) api.Assignment {
 	if d := t.StopDuration; d != nil {
 		a.Grace = max(int64(*d), 0)
 	}
-	a.Env = jobEnv(js, hosts, ips)
+	var devices []api.GPU
+	if ns, ok := s.nodes[js.rec.Node]; ok {
+		devices = ns.info.GPUs
+	}
+	a.Env = jobEnv(js, hosts, ips, visibleDevices(js.alloc.GPUs, devices))
 	if c := api.ContainerFor(t); c != nil {
 		// dstack's rule: host network when the job has its node to itself
 		// (a multi-node run always does), a bridge when it shares it.
@@ -233,7 +237,7 @@ func (s *Server) assignment(js *jobState, hosts, ips []string) api.Assignment {
 // jobEnv is the job's environment: Berth's variables, the dstack set and the
 // Slurm set, so that scripts written for either run unchanged, then the
 // run's own env, which may override them.
-func jobEnv(js *jobState, hosts, ips []string) []string {
+func jobEnv(js *jobState, hosts, ips []string, visible string) []string {
 	rs := js.run
 	n := len(rs.jobs)
 	id := strconv.FormatInt(rs.rec.ID, 10)
@@ -258,7 +262,7 @@ func jobEnv(js *jobState, hosts, ips []string) []string {
 		{"SLURM_JOB_NODELIST", strings.Join(hosts, ",")}, {"SLURM_NODELIST", strings.Join(hosts, ",")},
 		{"SLURMD_NODENAME", js.rec.Node}, {"SLURM_CPUS_ON_NODE", strconv.Itoa(js.alloc.CPUs)},
 		{"SLURM_NTASKS", strconv.Itoa(n)}, {"SLURM_RESTART_COUNT", strconv.Itoa(js.rec.Attempt)},
-		{"CUDA_VISIBLE_DEVICES", strings.Join(gpus, ",")},
+		{"CUDA_VISIBLE_DEVICES", visible},
 	}
 	if len(gpus) > 0 {
 		kv = append(kv, [2]string{"SLURM_JOB_GPUS", strings.Join(gpus, ",")}, [2]string{"GPU_DEVICE_ORDINAL", strings.Join(gpus, ",")})
@@ -308,4 +312,31 @@ func groupCommands(t *spec.Task, k int) []string {
 		}
 	}
 	return t.Commands
+}
+
+// visibleDevices is CUDA_VISIBLE_DEVICES for the allocated device indices:
+// the indices, or, when one of them is a MIG instance (which CUDA reaches
+// only by UUID), every device's UUID.
+func visibleDevices(alloc []int, devices []api.GPU) string {
+	out := make([]string, len(alloc))
+	mig := false
+	for i, idx := range alloc {
+		out[i] = strconv.Itoa(idx)
+		for _, d := range devices {
+			if d.Index == idx && strings.HasPrefix(d.UUID, "MIG-") {
+				mig = true
+			}
+		}
+	}
+	if !mig {
+		return strings.Join(out, ",")
+	}
+	for i, idx := range alloc {
+		for _, d := range devices {
+			if d.Index == idx && d.UUID != "" {
+				out[i] = d.UUID
+			}
+		}
+	}
+	return strings.Join(out, ",")
 }

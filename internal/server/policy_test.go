@@ -178,3 +178,15 @@ func TestStopDurationIsGrace(t *testing.T) {
 		}
 	}
 }
+
+func TestVisibleDevices(t *testing.T) {
+	devs := []api.GPU{{Index: 0, UUID: "GPU-a"}, {Index: 1, UUID: "GPU-b"}, {Index: 2, UUID: "MIG-c"}}
+	for _, tc := range []struct {
+		alloc []int
+		want  string
+	}{{nil, ""}, {[]int{1, 0}, "1,0"}, {[]int{2}, "MIG-c"}, {[]int{0, 2}, "GPU-a,MIG-c"}} {
+		if got := visibleDevices(tc.alloc, devs); got != tc.want {
+			t.Errorf("visibleDevices(%v) = %q, want %q", tc.alloc, got, tc.want)
+		}
+	}
+}
