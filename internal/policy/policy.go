@@ -20,6 +20,7 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"github.com/berth-hq/berth/internal/sched"
+	"github.com/berth-hq/berth/internal/slurm"
 	"github.com/berth-hq/berth/internal/spec"
 )
 
@@ -252,7 +253,15 @@ func (c *checker) compile(f *File) *Policy {
 			if s.Switch == "" {
 				c.fail(fmt.Sprintf("$.topology[%d]", i), "each entry needs `switch: NAME` and `nodes:` or `switches:`")
 			}
-			sw = append(sw, sched.Switch{Name: s.Switch, Nodes: s.Nodes, Switches: s.Switches})
+			nodes, err := expand(s.Nodes)
+			if err != nil {
+				c.fail(fmt.Sprintf("$.topology[%d].nodes", i), "%v", err)
+			}
+			switches, err := expand(s.Switches)
+			if err != nil {
+				c.fail(fmt.Sprintf("$.topology[%d].switches", i), "%v", err)
+			}
+			sw = append(sw, sched.Switch{Name: s.Switch, Nodes: nodes, Switches: switches})
 		}
 		t, err := sched.NewTopology(sw)
 		if err != nil {
@@ -364,4 +373,18 @@ func (p *Policy) Tier(fleets []string) int {
 		t = max(t, p.Fleets[f].Tier)
 	}
 	return t
+}
+
+// expand reads node and switch names as Slurm's topology.conf writes them:
+// each item may be a hostlist ("n[01-16]", "rack[1-2]-sw").
+func expand(items []string) ([]string, error) {
+	var out []string
+	for _, it := range items {
+		names, err := slurm.ExpandHostlist(it)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, names...)
+	}
+	return out, nil
 }

@@ -35,9 +35,9 @@ fleets:
   gpu: {partitions: [batch, a100], tier: 2, blocks: 4, max_wall: 2d}
   cpu: {partitions: [batch]}
 topology:
-  - {switch: s1, nodes: [n1, n2]}
+  - {switch: s1, nodes: ["n[1-2]"]}
   - {switch: s2, nodes: [n3]}
-  - {switch: top, switches: [s1, s2]}
+  - {switch: top, switches: ["s[1-2]"]}
 `
 
 func TestParse(t *testing.T) {
@@ -75,7 +75,7 @@ func TestParse(t *testing.T) {
 	if p.Tier([]string{"cpu", "gpu"}) != 2 || p.Fleets["gpu"].Blocks != 4 || p.Fleets["gpu"].MaxWall != 48*time.Hour {
 		t.Errorf("fleets: %+v", p.Fleets)
 	}
-	if p.Topology.Leaf("n3") != "s2" {
+	if p.Topology.Leaf("n3") != "s2" || p.Topology.Leaf("n2") != "s1" {
 		t.Errorf("n3 under %q", p.Topology.Leaf("n3"))
 	}
 	if q, err := p.QOSOf(""); q != "normal" || err != nil {
