@@ -58,7 +58,7 @@ func printRuns(w io.Writer, runs []api.Run, verbose bool, now time.Time) {
 	fmt.Fprintln(tw, "NAME\tID\tRESOURCES\tSTATUS\tREASON\tSUBMITTED\tEXIT")
 	for _, r := range runs {
 		reason := orDash(r.Reason)
-		name := r.Name
+		name, status := r.Name, r.Status
 		switch {
 		case r.Status == api.StatusScheduled && r.EstimatedStart != nil:
 			reason = "next " + r.EstimatedStart.Local().Format("2006-01-02 15:04")
@@ -76,6 +76,7 @@ func printRuns(w io.Writer, runs []api.Run, verbose bool, now time.Time) {
 					name += fmt.Sprintf("%%%d", a.Throttle)
 				}
 				name += "]"
+				status = api.StatusSubmitted // the line stands for the waiting tasks
 				if a.Throttle > 0 && reason == "-" {
 					reason = "JobArrayTaskLimit"
 				}
@@ -88,7 +89,7 @@ func printRuns(w io.Writer, runs []api.Run, verbose bool, now time.Time) {
 			}
 			reason += " behind " + strings.Join(ids, ",")
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", name, r.ID, orDash(r.Resources), r.Status, reason, ago(now, r.SubmittedAt), exitText(r.ExitCode))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", name, r.ID, orDash(r.Resources), status, reason, ago(now, r.SubmittedAt), exitText(r.ExitCode))
 		if !verbose {
 			continue
 		}
