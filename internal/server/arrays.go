@@ -138,21 +138,9 @@ func (s *Server) newTaskLocked(rs *runState, index int, now time.Time, b *store.
 	task.parent = rs
 	task.held, task.begin = rs.held, rs.begin
 	task.saveMeta()
-	for k := range jobCount(t) {
-		s.nextJob++
-		js := &jobState{run: task, rec: store.Job{ID: s.nextJob, RunID: task.rec.ID, Num: k, Status: string(api.StatusSubmitted), SubmittedAt: now, Alloc: []byte("{}")}}
-		task.jobs = append(task.jobs, js)
-		s.jobs[js.rec.ID] = js
-		b.Jobs = append(b.Jobs, jobCopy(js))
-	}
-	s.runs[task.rec.ID] = task
-	s.pending[task.rec.ID] = task
-	s.fresh[task.rec.ID] = task
-	s.countActive(task, 1)
-	s.watchLocked(task)
+	s.queueRunLocked(task, now, b)
 	a.tasks[index] = task.rec.ID
 	a.live[task.rec.ID] = task
-	b.Runs = append(b.Runs, runCopy(task))
 }
 
 // taskEndedLocked updates the array when one of its tasks becomes final,

@@ -107,19 +107,7 @@ func (s *Server) submitTickLocked(rs *runState, now time.Time, b *store.Batch) {
 	s.nextRun++
 	run := s.newRunState(store.Run{ID: s.nextRun, ProjectID: rs.rec.ProjectID, UserID: rs.rec.UserID, Name: rs.rec.Name,
 		Status: string(api.StatusSubmitted), Priority: rs.rec.Priority, Spec: body, SubmittedAt: now}, &t, rs.user, rs.project)
-	for k := range jobCount(&t) {
-		s.nextJob++
-		js := &jobState{run: run, rec: store.Job{ID: s.nextJob, RunID: run.rec.ID, Num: k, Status: string(api.StatusSubmitted), SubmittedAt: now, Alloc: []byte("{}")}}
-		run.jobs = append(run.jobs, js)
-		s.jobs[js.rec.ID] = js
-		b.Jobs = append(b.Jobs, jobCopy(js))
-	}
-	s.runs[run.rec.ID] = run
-	s.pending[run.rec.ID] = run
-	s.fresh[run.rec.ID] = run
-	s.countActive(run, 1)
-	s.watchLocked(run)
-	b.Runs = append(b.Runs, runCopy(run))
+	s.queueRunLocked(run, now, b)
 	b.Events = append(b.Events, &store.Event{RunID: rs.rec.ID, Time: now, Type: "scheduled",
 		Message: "submitted run " + strconv.FormatInt(run.rec.ID, 10)})
 }

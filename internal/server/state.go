@@ -378,15 +378,8 @@ func (s *Server) submit(user *store.User, t *spec.Task, ended map[int64]outcome,
 	}
 	s.watchLocked(rs)
 	b := &store.Batch{}
-	for k := range jobCount(t) {
-		if rs.array != nil || rs.sched != nil {
-			break // an array's tasks, a schedule's runs have the jobs
-		}
-		s.nextJob++
-		js := &jobState{run: rs, rec: store.Job{ID: s.nextJob, RunID: id, Num: k, Status: string(api.StatusSubmitted), SubmittedAt: now, Alloc: []byte("{}")}}
-		rs.jobs = append(rs.jobs, js)
-		s.jobs[js.rec.ID] = js
-		b.Jobs = append(b.Jobs, jobCopy(js))
+	if rs.array == nil && rs.sched == nil { // an array's tasks, a schedule's runs have the jobs
+		s.newJobsLocked(rs, 0, now, b)
 	}
 	s.runs[id] = rs
 	if rs.array != nil {
@@ -970,15 +963,8 @@ func (s *Server) requeueLocked(rs *runState, now time.Time, b *store.Batch, why 
 		attempt = max(attempt, js.rec.Attempt)
 	}
 	attempt++
-	n := len(rs.jobs)
 	rs.jobs = nil
-	for k := range n {
-		s.nextJob++
-		js := &jobState{run: rs, rec: store.Job{ID: s.nextJob, RunID: rs.rec.ID, Num: k, Attempt: attempt, Status: string(api.StatusSubmitted), SubmittedAt: now, Alloc: []byte("{}")}}
-		rs.jobs = append(rs.jobs, js)
-		s.jobs[js.rec.ID] = js
-		b.Jobs = append(b.Jobs, jobCopy(js))
-	}
+	s.newJobsLocked(rs, attempt, now, b)
 	rs.rec.Status, rs.rec.Reason, rs.rec.StopReq, rs.rec.StartedAt = string(api.StatusSubmitted), "", 0, time.Time{}
 	rs.placedAt = time.Time{}
 	s.pending[rs.rec.ID] = rs
@@ -1058,4 +1044,27 @@ func groupOf(t *spec.Task, k int) int {
 		k -= max(g.Nodes, 1)
 	}
 	return 0
+}
+
+// newJobsLocked gives rs a fresh job per node, of the given attempt, waiting.
+func (s *Server) newJobsLocked(rs *runState, attempt int, now time.Time, b *store.Batch) {
+	for k := range jobCount(rs.spec) {
+		s.nextJob++
+		js := &jobState{run: rs, rec: store.Job{ID: s.nextJob, RunID: rs.rec.ID, Num: k, Attempt: attempt, Status: string(api.StatusSubmitted), SubmittedAt: now, Alloc: []byte("{}")}}
+		rs.jobs = append(rs.jobs, js)
+		s.jobs[js.rec.ID] = js
+		b.Jobs = append(b.Jobs, jobCopy(js))
+	}
+}
+
+// queueRunLocked puts a new run (an array's task, a schedule's tick) in
+// the queue with its jobs, recording both in b.
+func (s *Server) queueRunLocked(rs *runState, now time.Time, b *store.Batch) {
+	s.newJobsLocked(rs, 0, now, b)
+	s.runs[rs.rec.ID] = rs
+	s.pending[rs.rec.ID] = rs
+	s.fresh[rs.rec.ID] = rs
+	s.countActive(rs, 1)
+	s.watchLocked(rs)
+	b.Runs = append(b.Runs, runCopy(rs))
 }
