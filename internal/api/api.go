@@ -350,3 +350,51 @@ type RunPriority struct {
 	Own       int64  `json:"own"`       // the run's own priority (0..100) weighted
 	Nice      int64  `json:"nice"`
 }
+
+// PolicyInfo is the scheduling policy in force (GET /policy): what
+// sacctmgr shows of QOS and associations, and the fleets as partitions.
+type PolicyInfo struct {
+	DefaultQOS   string      `json:"default_qos"`
+	QOS          []QOSInfo   `json:"qos"`
+	Associations []AssocInfo `json:"associations"`
+	Fleets       []FleetInfo `json:"fleets"`
+}
+
+// QOSInfo is one QOS.
+type QOSInfo struct {
+	Name        string     `json:"name"`
+	Priority    int        `json:"priority"`
+	Preempt     []string   `json:"preempt,omitempty"`
+	PreemptMode string     `json:"preempt_mode"`
+	Limits      *LimitInfo `json:"limits,omitempty"`      // all runs of the QOS
+	UserLimits  *LimitInfo `json:"user_limits,omitempty"` // each user's runs of it
+}
+
+// AssocInfo is a project, a user within one (fairshare shares), or a user
+// over all projects (User set, Project empty), with its limits.
+type AssocInfo struct {
+	Project string     `json:"project,omitempty"`
+	User    string     `json:"user,omitempty"`
+	Shares  int        `json:"shares"`
+	Limits  *LimitInfo `json:"limits,omitempty"`
+}
+
+// LimitInfo is a set of limits; zero fields are none.
+type LimitInfo struct {
+	Jobs        int            `json:"jobs,omitempty"`
+	Submit      int            `json:"submit,omitempty"`
+	CPUs        int            `json:"cpus,omitempty"`
+	Memory      int64          `json:"memory,omitempty"`
+	GPUs        int            `json:"gpus,omitempty"`
+	GPUTypes    map[string]int `json:"gpu_types,omitempty"`
+	WallSeconds int64          `json:"wall_seconds,omitempty"`
+}
+
+// FleetInfo is a fleet's partition settings.
+type FleetInfo struct {
+	Name           string   `json:"name"`
+	Partitions     []string `json:"partitions,omitempty"`
+	Tier           int      `json:"tier"`
+	Blocks         int      `json:"blocks"`
+	MaxWallSeconds int64    `json:"max_wall_seconds,omitempty"`
+}

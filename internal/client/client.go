@@ -160,6 +160,12 @@ func (c *Client) Control(ctx context.Context, ref string, req api.ControlRequest
 	return &r, c.do(ctx, c.http, http.MethodPost, "/runs/"+url.PathEscape(ref)+"/control", req, &r)
 }
 
+// Policy returns the scheduling policy in force: QOS, associations, fleets.
+func (c *Client) Policy(ctx context.Context) (*api.PolicyInfo, error) {
+	var p api.PolicyInfo
+	return &p, c.do(ctx, c.http, http.MethodGet, "/policy", nil, &p)
+}
+
 // Nodes lists the cluster's nodes.
 func (c *Client) Nodes(ctx context.Context) ([]api.Node, error) {
 	var ns []api.Node

@@ -190,3 +190,32 @@ func TestVisibleDevices(t *testing.T) {
 		}
 	}
 }
+
+func TestPolicyEndpoint(t *testing.T) {
+	h := newHarnessWith(t, t.TempDir(), "127.0.0.1:0", rules(t, `
+qos:
+  normal: {}
+  high: {priority: 100, preempt: [normal], user_limits: {jobs: 2, submit: 5}}
+projects:
+  ml: {shares: 3, limits: {cpu: 64}}
+users:
+  eve: {limits: {wall: 2h}}
+fleets:
+  gpu: {partitions: [batch], tier: 2}
+`))
+	p, err := h.c.Policy(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.DefaultQOS != "normal" || len(p.QOS) != 2 || p.QOS[0].Name != "high" || p.QOS[0].UserLimits == nil || p.QOS[0].UserLimits.Jobs != 2 || p.QOS[0].UserLimits.Submit != 5 {
+		t.Errorf("qos %+v", p.QOS)
+	}
+	var ml, eve bool
+	for _, a := range p.Associations {
+		ml = ml || a.Project == "ml" && a.Shares == 3 && a.Limits != nil && a.Limits.CPUs == 64
+		eve = eve || a.User == "eve" && a.Limits != nil && a.Limits.WallSeconds == 7200
+	}
+	if !ml || !eve || len(p.Fleets) != 1 || p.Fleets[0].Tier != 2 {
+		t.Errorf("associations %+v fleets %+v", p.Associations, p.Fleets)
+	}
+}

@@ -247,6 +247,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET "+v+"/nodes", s.auth(s.handleNodes))
 	mux.HandleFunc("GET "+v+"/server", s.auth(s.handleStatus))
 	mux.HandleFunc("GET "+v+"/priorities", s.auth(s.handlePriorities))
+	mux.HandleFunc("GET "+v+"/policy", s.auth(s.handlePolicy))
 	mux.HandleFunc("POST "+v+"/agent/register", s.auth(s.handleRegister))
 	mux.HandleFunc("GET "+v+"/agent/stream", s.auth(s.handleStream))
 	mux.HandleFunc("POST "+v+"/agent/events", s.auth(s.handleEvents))
