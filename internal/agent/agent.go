@@ -477,6 +477,11 @@ func (a *Agent) startShim(arg string) (*exec.Cmd, io.WriteCloser, error) {
 		if in, err = cmd.StdinPipe(); err != nil {
 			return nil, nil, err
 		}
+	} else {
+		// Working in the job's directory from its first instant, the shim
+		// is found there by a restarted agent even if this agent dies
+		// before it records the shim's pid.
+		cmd.Dir = arg
 	}
 	if err := cmd.Start(); err != nil {
 		return nil, nil, err
