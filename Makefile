@@ -47,6 +47,7 @@ bench: build
 	$(BIN) bench submit
 	$(BIN) bench latency
 	$(BIN) bench drain
+	$(BIN) bench agent --jobs 50
 
 clean:
 	rm -rf bin

@@ -391,9 +391,14 @@ func (a *Agent) startLocked(asg api.Assignment) {
 		fail(err)
 		return
 	}
+	hostfile, err := writeHostfile(dir, asg) // dist.go
+	if err != nil {
+		fail(err)
+		return
+	}
 	// One file holds what the shim runs and what the agent needs to find
 	// the job again after a restart.
-	sp := shimSpec{Script: script(asg.Commands), Env: jobEnv(asg), Dir: workDir, MaxDuration: asg.MaxDuration, Grace: asg.Grace, Assignment: asg,
+	sp := shimSpec{Script: script(asg.Commands), Env: jobEnv(asg, hostfile...), Dir: workDir, MaxDuration: asg.MaxDuration, Grace: asg.Grace, Assignment: asg,
 		Cgroup: j.cg}
 	if err := writeJSONAtomic(filepath.Join(dir, fileSpec), sp); err != nil {
 		fail(err)

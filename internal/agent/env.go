@@ -25,8 +25,9 @@ func script(commands []string) string {
 var hiddenEnv = map[string]bool{"BERTH_TOKEN": true, "BERTH_URL": true}
 
 // jobEnv is the agent's environment (like Slurm's --export=ALL from the node)
-// without its secrets, then what the server set for the job, which wins.
-func jobEnv(asg api.Assignment) []string {
+// without its secrets, then the agent's own variables for the job (extra),
+// then what the server set for the job, which wins.
+func jobEnv(asg api.Assignment, extra ...string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
@@ -34,5 +35,5 @@ func jobEnv(asg api.Assignment) []string {
 			env = append(env, kv)
 		}
 	}
-	return append(env, asg.Env...)
+	return append(append(env, extra...), asg.Env...)
 }

@@ -214,6 +214,12 @@ func runShim(dir string) error {
 		defer t.Stop()
 		deadline = t.C
 	}
+	var warn <-chan time.Time // the run's `signal:` (dist.go)
+	if d, ok := signalDue(sp.Assignment); ok {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		warn = t.C
+	}
 	var killAfter <-chan time.Time
 	grace := time.Duration(max(sp.Grace, 0)) * time.Second
 	terminate := func(reason string) {
@@ -240,6 +246,13 @@ func runShim(dir string) error {
 		case <-deadline:
 			deadline = nil
 			terminate(exitMaxDuration)
+		case <-warn:
+			warn = nil
+			if sig := sp.Assignment.Signal; ex.Reason == "" && sig.BatchOnly {
+				_ = unix.Kill(pgid, unix.Signal(sig.Number))
+			} else if ex.Reason == "" {
+				signalJob(unix.Signal(sig.Number))
+			}
 		case <-killAfter:
 			signalJob(unix.SIGKILL)
 		}

@@ -173,6 +173,12 @@ func runContainer(dir string, sp *shimSpec, fw *frameWriter, ex *shimExit, sigs 
 		defer t.Stop()
 		deadline = t.C
 	}
+	var warn <-chan time.Time // the run's `signal:` (dist.go), to the container's main process
+	if d, ok := signalDue(sp.Assignment); ok {
+		t := time.NewTimer(max(d-time.Since(ex.StartedAt), 0))
+		defer t.Stop()
+		warn = t.C
+	}
 	grace := time.Duration(max(sp.Grace, 0)) * time.Second
 	stopping := false
 	terminate := func(reason string) {
@@ -222,6 +228,15 @@ func runContainer(dir string, sp *shimSpec, fw *frameWriter, ex *shimExit, sigs 
 		case <-deadline:
 			deadline = nil
 			terminate(exitMaxDuration)
+		case <-warn:
+			warn = nil
+			if !stopping {
+				go func() {
+					if err := c.Signal(ctx, strconv.Itoa(sp.Assignment.Signal.Number)); err != nil {
+						note("%v", err)
+					}
+				}()
+			}
 		}
 	}
 	select {
@@ -357,7 +372,7 @@ func containerSpec(dir string, sp *shimSpec) (container.Spec, error) {
 			container.LabelJob: strconv.FormatInt(asg.JobID, 10), container.LabelRun: strconv.FormatInt(asg.RunID, 10),
 			container.LabelAttempt: strconv.Itoa(asg.Attempt),
 		},
-		Image: ct.Image, Env: append([]string(nil), asg.Env...), WorkingDir: asg.WorkingDir, User: ct.User, Privileged: ct.Privileged,
+		Image: ct.Image, Env: append(containerHostfileEnv(asg), asg.Env...), WorkingDir: asg.WorkingDir, User: ct.User, Privileged: ct.Privileged,
 		ShmSize: ct.ShmSize, Memory: asg.Alloc.Memory, NanoCPUs: int64(asg.Alloc.CPUs) * 1e9, HostNetwork: ct.HostNetwork,
 	}
 	if ra := ct.RegistryAuth; ra != nil {
@@ -374,6 +389,9 @@ func containerSpec(dir string, sp *shimSpec) (container.Spec, error) {
 			return container.Spec{}, fmt.Errorf("volume %q: network volumes are not supported; mount a host directory (/host/dir:%s)", v.Name, v.Path)
 		}
 		s.Mounts = append(s.Mounts, container.Mount{Source: v.InstancePath, Target: v.Path, ReadOnly: v.ReadOnly, Optional: v.Optional})
+	}
+	if asg.Hostfile != "" { // dist.go
+		s.Mounts = append(s.Mounts, container.Mount{Source: filepath.Join(abs, fileHostfile), Target: containerHostfile, ReadOnly: true})
 	}
 	for _, p := range ct.Ports {
 		s.Ports = append(s.Ports, container.Port{Container: p.ContainerPort, Host: p.LocalPort})

@@ -271,6 +271,19 @@ type Assignment struct {
 	// Container, when set, runs the job in a container (the run's `image:`)
 	// instead of as processes on the host; see ContainerFor.
 	Container *Container `json:"container,omitempty"`
+	// Signal, when set, is sent to the job before MaxDuration (`signal:`).
+	Signal *SignalAt `json:"signal,omitempty"`
+	// Hostfile is the run's MPI hostfile ("ADDR slots=N" per node, in rank
+	// order), which the agent writes for DSTACK_MPI_HOSTFILE.
+	Hostfile string `json:"hostfile,omitempty"`
+}
+
+// SignalAt is a signal to send Before seconds before the job's time limit;
+// BatchOnly sends it to the job's main process only, else to all of them.
+type SignalAt struct {
+	Number    int   `json:"number"`
+	Before    int64 `json:"before"`
+	BatchOnly bool  `json:"batch_only,omitempty"`
 }
 
 // AgentMessage is one line of the stream from the server to an agent.

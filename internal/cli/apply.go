@@ -3,12 +3,16 @@ package cli
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -100,7 +104,7 @@ exits with the run's exit code. Ctrl-C detaches without stopping the run; stop i
 				return nil
 			}
 			fmt.Fprintf(errw, "Submitted run %s (ID %d); streaming its output (Ctrl-C detaches, the run goes on)\n", run.Name, run.ID)
-			return attach(ctx, c, run, t.Nodes > 1, out, errw)
+			return attach(ctx, c, run, jobCount(t), out, errw)
 		},
 	}
 	f := cmd.Flags()
@@ -154,12 +158,12 @@ func confirm(in io.Reader, w io.Writer, prompt string) bool {
 	return false
 }
 
-// attach streams the run's output until it ends and exits with its code;
-// Ctrl-C detaches and leaves the run going.
-func attach(ctx context.Context, c *client.Client, run *api.Run, multi bool, out, errw io.Writer) error {
+// attach streams the output of the run's jobs until it ends and exits with
+// its code; Ctrl-C detaches and leaves the run going.
+func attach(ctx context.Context, c *client.Client, run *api.Run, jobs int, out, errw io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	pw := newPrefixer(out, errw, multi)
+	pw := newPrefixer(out, errw, jobs)
 	end, err := c.Logs(ctx, fmt.Sprint(run.ID), client.LogOptions{Follow: true, Job: -1, Reconnect: 2 * time.Minute}, pw.write)
 	pw.flush()
 	if ctx.Err() != nil {
@@ -191,11 +195,25 @@ func runExit(errw io.Writer, r *api.Run) error {
 	return &ExitError{Code: code, Err: errors.New(msg)}
 }
 
-// prefixer writes job output; when a run has several jobs, each line gets
-// its job's rank, as docker compose logs does.
+// jobCount is how many jobs a run of t has: its nodes, or its groups'.
+func jobCount(t *spec.Task) int {
+	if len(t.Groups) == 0 {
+		return max(t.Nodes, 1)
+	}
+	n := 0
+	for _, g := range t.Groups {
+		n += max(g.Nodes, 1)
+	}
+	return n
+}
+
+// prefixer writes job output. When a run has several jobs, each line gets
+// its job's rank, "node-R | ", R padded to the width of the highest rank,
+// as docker compose logs does; a job's line is written whole, once its
+// newline came, so lines of different jobs never mix.
 type prefixer struct {
 	out, errw io.Writer
-	multi     bool
+	width     int                // of the highest rank; 0: one job, output passes through
 	partial   map[partKey][]byte // an unfinished line per job and stream
 }
 
@@ -204,8 +222,12 @@ type partKey struct {
 	stderr bool
 }
 
-func newPrefixer(out, errw io.Writer, multi bool) *prefixer {
-	return &prefixer{out: out, errw: errw, multi: multi, partial: map[partKey][]byte{}}
+func newPrefixer(out, errw io.Writer, jobs int) *prefixer {
+	width := 0
+	if jobs > 1 {
+		width = len(strconv.Itoa(jobs - 1))
+	}
+	return &prefixer{out: out, errw: errw, width: width, partial: map[partKey][]byte{}}
 }
 
 func (p *prefixer) writer(stderr bool) io.Writer {
@@ -218,7 +240,7 @@ func (p *prefixer) writer(stderr bool) io.Writer {
 func (p *prefixer) write(e api.LogEntry) {
 	key := partKey{job: e.JobNum, stderr: e.Stream == "stderr"}
 	w := p.writer(key.stderr)
-	if !p.multi {
+	if p.width == 0 {
 		_, _ = w.Write(e.Data)
 		return
 	}
@@ -228,18 +250,28 @@ func (p *prefixer) write(e api.LogEntry) {
 		if i < 0 {
 			break
 		}
-		fmt.Fprintf(w, "node-%d | %s", key.job, buf[:i+1])
+		fmt.Fprintf(w, "node-%-*d | %s", p.width, key.job, buf[:i+1])
 		buf = buf[i+1:]
 	}
 	p.partial[key] = buf
 }
 
-// flush ends every unfinished line.
+// flush ends every unfinished line, in rank order.
 func (p *prefixer) flush() {
-	for key, buf := range p.partial {
-		if len(buf) > 0 {
-			fmt.Fprintf(p.writer(key.stderr), "node-%d | %s\n", key.job, buf)
+	keys := slices.SortedFunc(maps.Keys(p.partial), func(a, b partKey) int {
+		return cmp.Or(cmp.Compare(a.job, b.job), cmp.Compare(boolInt(a.stderr), boolInt(b.stderr)))
+	})
+	for _, key := range keys {
+		if buf := p.partial[key]; len(buf) > 0 {
+			fmt.Fprintf(p.writer(key.stderr), "node-%-*d | %s\n", p.width, key.job, buf)
 		}
 	}
 	clear(p.partial)
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

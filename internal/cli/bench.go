@@ -33,7 +33,7 @@ func newBenchCmd() *cobra.Command {
 fresh temporary $BERTH_HOME and SQLite, drives it over HTTP on loopback, prints what it measured,
 and removes everything it made.`,
 	}
-	cmd.AddCommand(newBenchSubmitCmd(), newBenchLatencyCmd(), newBenchDrainCmd(), newBenchSchedCmd(), newBenchChainCmd(), newBenchArrayCmd())
+	cmd.AddCommand(newBenchSubmitCmd(), newBenchLatencyCmd(), newBenchDrainCmd(), newBenchSchedCmd(), newBenchChainCmd(), newBenchArrayCmd(), newBenchAgentCmd())
 	cmd.PersistentFlags().BoolVar(&benchNoCgroups, "no-cgroups", false, "run the benchmark's jobs without cgroups (to measure what they cost)")
 	return cmd
 }
@@ -124,8 +124,9 @@ func (b *benchServer) waitNodes(ctx context.Context, n int) error {
 	return errors.New("bench: no agent joined")
 }
 
-// startAgent starts a separate `berth agent` process for the server.
-func (b *benchServer) startAgent(name string) error {
+// startAgent starts a separate `berth agent` process for the server, with
+// extra arguments.
+func (b *benchServer) startAgent(name string, extra ...string) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return err
@@ -139,6 +140,7 @@ func (b *benchServer) startAgent(name string) error {
 	if benchNoCgroups {
 		args = append(args, "--no-cgroups")
 	}
+	args = append(args, extra...)
 	cmd := exec.Command(exe, args...)
 	cmd.Env = append(os.Environ(), "BERTH_HOME="+b.home, "BERTH_TOKEN="+b.tok)
 	cmd.Stdout, cmd.Stderr = logf, logf

@@ -18,7 +18,7 @@ import (
 
 func TestPrefixer(t *testing.T) {
 	var out, errw bytes.Buffer
-	p := newPrefixer(&out, &errw, true)
+	p := newPrefixer(&out, &errw, 2)
 	p.write(api.LogEntry{JobNum: 0, Stream: "stdout", Data: []byte("a\nb")})
 	p.write(api.LogEntry{JobNum: 1, Stream: "stdout", Data: []byte("x\n")})
 	p.write(api.LogEntry{JobNum: 0, Stream: "stdout", Data: []byte("c\n")})
@@ -31,11 +31,22 @@ func TestPrefixer(t *testing.T) {
 		t.Errorf("stderr = %q, want %q", errw.String(), want)
 	}
 	out.Reset()
-	single := newPrefixer(&out, &errw, false)
+	single := newPrefixer(&out, &errw, 1)
 	single.write(api.LogEntry{Stream: "stdout", Data: []byte("raw, no newline")})
 	single.flush()
 	if out.String() != "raw, no newline" {
 		t.Errorf("a single job's output must pass through untouched: %q", out.String())
+	}
+	// Twelve jobs: ranks padded to two digits; unfinished lines end in rank
+	// order.
+	out.Reset()
+	twelve := newPrefixer(&out, &out, 12)
+	twelve.write(api.LogEntry{JobNum: 11, Stream: "stdout", Data: []byte("eleven\nlast")})
+	twelve.write(api.LogEntry{JobNum: 3, Stream: "stdout", Data: []byte("three\nmore")})
+	twelve.write(api.LogEntry{JobNum: 3, Stream: "stderr", Data: []byte("err")})
+	twelve.flush()
+	if want := "node-11 | eleven\nnode-3  | three\nnode-3  | more\nnode-3  | err\nnode-11 | last\n"; out.String() != want {
+		t.Errorf("twelve jobs:\n%s\nwant:\n%s", out.String(), want)
 	}
 }
 

@@ -171,7 +171,11 @@ func newLogsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			pw := newPrefixer(cmd.OutOrStdout(), cmd.ErrOrStderr(), len(run.Jobs) > 1 && job < 0)
+			jobs := len(run.Jobs)
+			if job >= 0 {
+				jobs = 1 // one job: its output as it is
+			}
+			pw := newPrefixer(cmd.OutOrStdout(), cmd.ErrOrStderr(), jobs)
 			_, err = c.Logs(cmd.Context(), fmt.Sprint(run.ID), client.LogOptions{Follow: follow, Job: job, Reconnect: 2 * time.Minute}, pw.write)
 			pw.flush()
 			if cmd.Context().Err() != nil {

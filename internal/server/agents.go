@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/slurm"
 	"github.com/berth-hq/berth/internal/spec"
 	"github.com/berth-hq/berth/internal/store"
 )
@@ -223,6 +224,7 @@ func (s *Server) assignment(js *jobState, hosts, ips []string) api.Assignment {
 		devices = ns.info.GPUs
 	}
 	a.Env = jobEnv(js, hosts, ips, visibleDevices(js.alloc.GPUs, devices))
+	a.Signal, a.Hostfile = signalOf(t), hostfile(rs, ips) // dist.go
 	if c := api.ContainerFor(t); c != nil {
 		// dstack's rule: host network when the job has its node to itself
 		// (a multi-node run always does), a bridge when it shares it.
@@ -256,10 +258,11 @@ func jobEnv(js *jobState, hosts, ips []string, visible string) []string {
 		{"BERTH_ATTEMPT", strconv.Itoa(js.rec.Attempt)}, {"BERTH_CPUS", strconv.Itoa(js.alloc.CPUs)},
 		{"DSTACK_RUN_NAME", rs.rec.Name}, {"DSTACK_NODE_RANK", rank}, {"DSTACK_NODES_NUM", strconv.Itoa(n)},
 		{"DSTACK_MASTER_NODE_IP", master}, {"DSTACK_NODES_IPS", strings.Join(ips, "\n")},
-		{"DSTACK_GPUS_PER_NODE", strconv.Itoa(len(gpus))}, {"DSTACK_GPUS_NUM", strconv.Itoa(len(gpus) * n)},
+		{"DSTACK_GPUS_PER_NODE", strconv.Itoa(len(gpus))}, {"DSTACK_GPUS_NUM", strconv.Itoa(gpusNum(rs))},
+		{"MASTER_ADDR", master}, {"MASTER_PORT", strconv.Itoa(masterPort(rs.rec.ID))}, // dist.go
 		{"SLURM_JOB_ID", id}, {"SLURM_JOBID", id}, {"SLURM_JOB_NAME", rs.rec.Name},
 		{"SLURM_JOB_NUM_NODES", strconv.Itoa(n)}, {"SLURM_NNODES", strconv.Itoa(n)}, {"SLURM_NODEID", rank},
-		{"SLURM_JOB_NODELIST", strings.Join(hosts, ",")}, {"SLURM_NODELIST", strings.Join(hosts, ",")},
+		{"SLURM_JOB_NODELIST", slurm.CompressHostlist(hosts)}, {"SLURM_NODELIST", slurm.CompressHostlist(hosts)},
 		{"SLURMD_NODENAME", js.rec.Node}, {"SLURM_CPUS_ON_NODE", strconv.Itoa(js.alloc.CPUs)},
 		{"SLURM_NTASKS", strconv.Itoa(n)}, {"SLURM_RESTART_COUNT", strconv.Itoa(js.rec.Attempt)},
 		{"CUDA_VISIBLE_DEVICES", visible},

@@ -151,7 +151,7 @@ func (s *Server) jobFailedLocked(js *jobState, now time.Time, b *store.Batch) []
 			continue
 		}
 		o.stopping = true
-		if api.Status(o.rec.Status) == api.StatusSubmitted {
+		if api.Status(o.rec.Status) == api.StatusSubmitted || o.held { // held: never sent to its node
 			s.finishJob(o, api.StatusTerminated, reasonByServer, nil, now, b)
 			continue
 		}
@@ -248,7 +248,7 @@ func (s *Server) releaseHeldLocked(rs *runState) []func() {
 	var after []func()
 	hosts, ips := s.runHosts(rs)
 	for k, js := range rs.jobs {
-		if !js.held || startupHeld(rs.spec, k, started, len(rs.jobs)) {
+		if !js.held || api.Status(js.rec.Status).Finished() || startupHeld(rs.spec, k, started, len(rs.jobs)) {
 			continue
 		}
 		js.held = false

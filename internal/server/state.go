@@ -456,7 +456,11 @@ func (s *Server) stopLocked(rs *runState, level int, abort bool, now time.Time, 
 		b.Events = append(b.Events, &store.Event{RunID: id, Time: now, Type: "stop", Message: map[bool]string{false: "stop requested", true: "abort requested"}[abort]})
 	}
 	for _, js := range rs.jobs {
-		switch api.Status(js.rec.Status) {
+		st := api.Status(js.rec.Status)
+		if js.held && !st.Finished() {
+			st = api.StatusSubmitted // startup_order kept it from its node: it ends here
+		}
+		switch st {
 		case api.StatusSubmitted:
 			reason, status := api.ReasonTerminatedByUser, api.StatusTerminated
 			if abort {
@@ -878,6 +882,7 @@ func (s *Server) scheduleOnce() {
 		rs := s.runs[st.RunID]
 		rs.placedAt, rs.rec.EstimatedStart = now, time.Time{}
 		delete(s.pending, st.RunID)
+		orderPlacements(rs.spec, st.Placements) // dist.go: SLURM_NODEID 0 is the first host of SLURM_JOB_NODELIST
 		nodeIPs := make([]string, len(st.Placements))
 		hosts := make([]string, len(st.Placements))
 		for k, p := range st.Placements {
@@ -891,6 +896,11 @@ func (s *Server) scheduleOnce() {
 			js.alloc = api.Alloc{CPUs: p.CPUs, Memory: int64(p.Memory), GPUs: p.GPUs}
 			ns.take(js)
 			b.Jobs = append(b.Jobs, jobCopy(js))
+		}
+		// Each assignment carries what all the jobs hold (hostfile, GPU
+		// total): they go out once every job is placed.
+		for k, p := range st.Placements {
+			js, ns := rs.jobs[k], s.nodes[p.Node]
 			js.held = startupHeld(rs.spec, k, func(int) bool { return false }, len(rs.jobs))
 			if ns.conn != nil && !js.held {
 				c, asg := ns.conn, s.assignment(js, hosts, nodeIPs)

@@ -185,6 +185,8 @@ func (w *walker) field(t *Task, e entry) {
 	case "stop_duration":
 		off := DurationOff
 		t.StopDuration = w.offDuration(v, p, &off)
+	case "signal":
+		t.Signal = w.signal(v, p)
 	case "utilization_policy":
 		t.UtilizationPolicy = w.utilization(v, p)
 	case "spot_policy":

@@ -20,5 +20,6 @@
 // their own: `array` (ParseArray, ArraySpec, ForArrayTask), `depends_on`,
 // `dependency_policy`, `singleton`, `kill_invalid_depend` and `groups`
 // (heterogeneous runs). The package checks their syntax; resolving the runs
-// a dependency names is the server's.
+// a dependency names is the server's. `signal` (ParseSignal) is Slurm's
+// --signal: a signal sent before `max_duration`.
 package spec

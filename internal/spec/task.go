@@ -50,6 +50,7 @@ type Task struct {
 	Retry             *Retry             `json:"retry,omitempty"`
 	MaxDuration       *Duration          `json:"max_duration,omitempty"`  // nil = no limit ("off")
 	StopDuration      *Duration          `json:"stop_duration,omitempty"` // nil = default; DurationOff = off
+	Signal            string             `json:"signal,omitempty"`        // Berth's (Slurm's --signal): [B:]SIG[@TIME] as written; see ParseSignal
 	UtilizationPolicy *UtilizationPolicy `json:"utilization_policy,omitempty"`
 
 	SpotPolicy        string            `json:"spot_policy,omitempty"`
@@ -237,6 +238,7 @@ var taskFields = []field{
 	{"retry", func(t *Task) bool { return t.Retry != nil }},
 	{"max_duration", func(t *Task) bool { return t.MaxDuration != nil }},
 	{"stop_duration", func(t *Task) bool { return t.StopDuration != nil }},
+	{"signal", func(t *Task) bool { return t.Signal != "" }},
 	{"utilization_policy", func(t *Task) bool { return t.UtilizationPolicy != nil }},
 	{"spot_policy", func(t *Task) bool { return t.SpotPolicy != "" }},
 	{"backends", func(t *Task) bool { return len(t.Backends) > 0 }},

@@ -219,6 +219,7 @@ func (t *Task) check() []problem {
 	if t.StopDuration != nil && *t.StopDuration < 0 && *t.StopDuration != DurationOff {
 		add("stop_duration", "must not be negative")
 	}
+	t.checkSignal(add)
 	if u := t.UtilizationPolicy; u != nil {
 		if u.MinGPUUtilization < 0 || u.MinGPUUtilization > 100 {
 			add("utilization_policy.min_gpu_utilization", "must be a percentage between 0 and 100, got %d", u.MinGPUUtilization)

@@ -437,6 +437,16 @@ func (c *Container) Kill(ctx context.Context) error {
 	return nil
 }
 
+// Signal sends sig (a number, or a name such as "USR1") to the container's
+// main process, which its init passes on to the job's shell.
+func (c *Container) Signal(ctx context.Context, sig string) error {
+	_, err := c.e.c.ContainerKill(ctx, c.ID, client.ContainerKillOptions{Signal: sig})
+	if err != nil && !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) {
+		return fmt.Errorf("container: signal %s to %s: %w", sig, c.Name, err)
+	}
+	return nil
+}
+
 // Remove deletes the container, running or not, with its anonymous volumes.
 func (c *Container) Remove(ctx context.Context) error {
 	_, err := c.e.c.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})

@@ -1,0 +1,280 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/berth-hq/berth/internal/agent"
+	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/sched"
+	"github.com/berth-hq/berth/internal/spec"
+)
+
+// distAgent is a real agent with a declared address (as `berth agent
+// --addr`) and report tick.
+type distAgent struct {
+	name, addr, gpus string
+	cpus             int
+	tick             time.Duration // default 20ms
+}
+
+func startDistAgent(t *testing.T, h *harness, o distAgent) {
+	t.Helper()
+	cfg := agent.Config{Server: h.http.URL, Token: testToken, Name: o.name, Addr: o.addr, DataDir: t.TempDir(), CPUs: o.cpus,
+		ShimCommand: []string{os.Args[0], "berth-shim"}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), LogTick: o.tick}
+	if cfg.LogTick == 0 {
+		cfg.LogTick = 20 * time.Millisecond
+	}
+	if o.gpus != "" {
+		g, err := agent.ParseGPUs(o.gpus, func(s string) (int64, error) { b, err := spec.ParseBytes(s); return int64(b), err })
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.GPUs, cfg.DeclaredGPUs = g, true
+	}
+	a, err := agent.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = a.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	waitFor(t, "node "+o.name+" online", func() bool {
+		ns, err := h.c.Nodes(context.Background())
+		for _, n := range ns {
+			if err == nil && n.Name == o.name && n.Status != "offline" {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// byRank sorts a run's output lines "R| …" (each job prefixes its own)
+// into one string per rank.
+func byRank(out string) map[string]string {
+	ranks := map[string]string{}
+	for _, line := range strings.SplitAfter(out, "\n") {
+		if r, rest, ok := strings.Cut(line, "| "); ok {
+			ranks[r] += rest
+		}
+	}
+	return ranks
+}
+
+// TestDistributedEnv: every job of a two-node run learns the master's
+// address and the run's port, its rank, the nodes' addresses, the GPU
+// counts, Slurm's compressed node list in Slurm's node order, and an MPI
+// hostfile; a one-node run gets the same variables about itself.
+func TestDistributedEnv(t *testing.T) {
+	h := newHarness(t, t.TempDir())
+	// node10 registers first and sorts after node2 in a Slurm hostlist.
+	startDistAgent(t, h, distAgent{name: "node10", addr: "127.0.0.13", cpus: 2, gpus: "A100:80GB:2"})
+	startDistAgent(t, h, distAgent{name: "node2", addr: "127.0.0.12", cpus: 2, gpus: "A100:80GB:2"})
+	show := `p="$DSTACK_NODE_RANK| "
+echo "$p$BERTH_NODE_NAME master=$MASTER_ADDR:$MASTER_PORT dstack_master=$DSTACK_MASTER_NODE_IP ips=$(echo $DSTACK_NODES_IPS | tr ' ' ,)"
+echo "${p}nodes=$DSTACK_NODES_NUM gpus=$DSTACK_GPUS_PER_NODE/$DSTACK_GPUS_NUM cuda=$CUDA_VISIBLE_DEVICES slurm=$SLURM_NODEID/$SLURM_JOB_NUM_NODES $SLURM_JOB_NODELIST $SLURM_NODELIST"
+sed "s/^/$p/" "$DSTACK_MPI_HOSTFILE"
+case "$DSTACK_MPI_HOSTFILE" in /*) ;; *) echo "${p}hostfile path not absolute: $DSTACK_MPI_HOSTFILE";; esac`
+	r := submit(t, h, "type: task\nnodes: 2\nresources: {gpu: 2}\ncommands:\n  - |\n"+indent(show, "    ")+"\n")
+	out, end := follow(t, h, r.ID)
+	if end.Status != api.StatusDone {
+		t.Fatalf("run ended %s (%s):\n%s", end.Status, end.Reason, out)
+	}
+	port := masterPort(r.ID)
+	hostfile := "127.0.0.12 slots=2\n127.0.0.13 slots=2\n"
+	want := map[string]string{}
+	for rank, node := range []string{"node2", "node10"} {
+		want[fmt.Sprint(rank)] = fmt.Sprintf("%s master=127.0.0.12:%d dstack_master=127.0.0.12 ips=127.0.0.12,127.0.0.13\n", node, port) +
+			fmt.Sprintf("nodes=2 gpus=2/4 cuda=0,1 slurm=%d/2 node[2,10] node[2,10]\n", rank) + hostfile
+	}
+	if diff := cmp.Diff(want, byRank(out)); diff != "" {
+		t.Errorf("job environments (-want +got):\n%s\noutput:\n%s", diff, out)
+	}
+	nodes := map[int]string{}
+	for _, j := range end.Jobs {
+		nodes[j.Num] = j.Node
+	}
+	if nodes[0] != "node2" || nodes[1] != "node10" {
+		t.Errorf("jobs on %v, want job 0 on node2 and job 1 on node10 (Slurm's node order)", nodes)
+	}
+
+	// One node: the master is the node itself; the hostfile counts CPUs
+	// when the job has no GPU.
+	r = submit(t, h, "type: task\nresources: {cpu: 2}\nenv: [PORT_OVERRIDE=x]\ncommands:\n  - echo $MASTER_ADDR $MASTER_PORT $SLURM_JOB_NODELIST $DSTACK_GPUS_NUM; cat $DSTACK_MPI_HOSTFILE\n")
+	out, _ = follow(t, h, r.ID)
+	want1 := map[string]bool{fmt.Sprintf("127.0.0.12 %d node2 0\n127.0.0.12 slots=2\n", masterPort(r.ID)): true,
+		fmt.Sprintf("127.0.0.13 %d node10 0\n127.0.0.13 slots=2\n", masterPort(r.ID)): true}
+	if !want1[out] {
+		t.Errorf("one-node run printed %q, want one of %v", out, want1)
+	}
+
+	// The run's env wins over Berth's variables.
+	r = submit(t, h, "type: task\nenv: [MASTER_PORT=12345, DSTACK_MPI_HOSTFILE=/mine]\ncommands: [\"echo $MASTER_PORT $DSTACK_MPI_HOSTFILE\"]\n")
+	if out, _ = follow(t, h, r.ID); out != "12345 /mine\n" {
+		t.Errorf("env override: %q, want %q", out, "12345 /mine\n")
+	}
+}
+
+func TestMasterPort(t *testing.T) {
+	seen := map[int]bool{}
+	for id := int64(1); id <= masterPortSpan; id++ {
+		p := masterPort(id)
+		if p < masterPortBase || p >= masterPortBase+masterPortSpan || p >= 32768 {
+			t.Fatalf("masterPort(%d) = %d, outside [%d, %d)", id, p, masterPortBase, masterPortBase+masterPortSpan)
+		}
+		if seen[p] {
+			t.Fatalf("masterPort(%d) = %d, already given to an earlier run of the span", id, p)
+		}
+		seen[p] = true
+	}
+	if masterPort(7) != masterPort(7+masterPortSpan) {
+		t.Errorf("masterPort is not a function of the ID modulo the span")
+	}
+}
+
+// TestOrderPlacements: nodes in Slurm's hostlist order within each group;
+// job IDs stay with their positions.
+func TestOrderPlacements(t *testing.T) {
+	pl := func(nodes ...string) []sched.Placement {
+		var out []sched.Placement
+		for i, n := range nodes {
+			out = append(out, sched.Placement{JobID: int64(i + 1), Node: n, CPUs: len(n)})
+		}
+		return out
+	}
+	tests := map[string]struct {
+		task *spec.Task
+		in   []string
+		want []string
+	}{
+		"numeric":       {task: &spec.Task{}, in: []string{"n10", "n2", "n1"}, want: []string{"n1", "n2", "n10"}},
+		"prefixes":      {task: &spec.Task{}, in: []string{"gpu-b", "gpu-a", "cpu1"}, want: []string{"cpu1", "gpu-a", "gpu-b"}},
+		"padded":        {task: &spec.Task{}, in: []string{"node010", "node009"}, want: []string{"node009", "node010"}},
+		"within groups": {task: &spec.Task{Groups: []spec.Group{{Nodes: 2}, {Nodes: 3}}}, in: []string{"b2", "b1", "a9", "a3", "a10"}, want: []string{"b1", "b2", "a3", "a9", "a10"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			ps := pl(tc.in...)
+			orderPlacements(tc.task, ps)
+			if diff := cmp.Diff(pl(tc.want...), ps); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestStartupOrder: with two agents, master-first starts job 0 before
+// job 1 is even assigned, and workers-first the other way round. Each is
+// run three times, so that an order that only happened by chance fails.
+func TestStartupOrder(t *testing.T) {
+	h := newHarness(t, t.TempDir())
+	startDistAgent(t, h, distAgent{name: "a", addr: "127.0.0.21", cpus: 1})
+	startDistAgent(t, h, distAgent{name: "b", addr: "127.0.0.22", cpus: 1})
+	for _, order := range []string{"master-first", "workers-first"} {
+		for i := range 3 {
+			r := submit(t, h, "type: task\nnodes: 2\nstartup_order: "+order+"\ncommands: [\"sleep 0.2\"]\n")
+			end := finished(t, h, fmt.Sprint(r.ID))
+			if end.Status != api.StatusDone || len(end.Jobs) != 2 {
+				t.Fatalf("%s #%d: run %s with %d jobs", order, i, end.Status, len(end.Jobs))
+			}
+			jobs := end.Jobs
+			sort.Slice(jobs, func(a, b int) bool { return jobs[a].Num < jobs[b].Num })
+			first, second := jobs[0], jobs[1]
+			if order == "workers-first" {
+				first, second = second, first
+			}
+			if first.StartedAt == nil || second.StartedAt == nil || !second.StartedAt.After(*first.StartedAt) {
+				t.Errorf("%s #%d: job %d started %v, job %d %v; want job %d first", order, i,
+					first.Num, first.StartedAt, second.Num, second.StartedAt, first.Num)
+			}
+		}
+	}
+}
+
+// TestStopCriteria: master-done ends the run done as soon as job 0 exits 0,
+// stopping the workers that still sleep; all-done (the default) waits for
+// every job; a failing worker stops the master and fails the run
+// (all-or-nothing).
+func TestStopCriteria(t *testing.T) {
+	h := newHarness(t, t.TempDir())
+	startDistAgent(t, h, distAgent{name: "a", addr: "127.0.0.31", cpus: 1})
+	startDistAgent(t, h, distAgent{name: "b", addr: "127.0.0.32", cpus: 1})
+	cases := map[string]struct {
+		yaml, worker   string
+		status         api.Status
+		reason         string
+		worker1        api.Status
+		worker1Reason  string
+		atLeast, below time.Duration
+	}{
+		"master-done": {yaml: "stop_criteria: master-done", worker: "sleep 60", status: api.StatusDone, reason: api.ReasonDone,
+			worker1: api.StatusTerminated, worker1Reason: reasonByServer, below: 15 * time.Second},
+		"all-done": {yaml: "stop_criteria: all-done", worker: "sleep 2", status: api.StatusDone, reason: api.ReasonDone,
+			worker1: api.StatusDone, worker1Reason: api.ReasonDone, atLeast: 2 * time.Second, below: 15 * time.Second},
+		"worker fails": {yaml: "stop_criteria: master-done", worker: "exit 3", status: api.StatusFailed, reason: api.ReasonExitedWithError,
+			worker1: api.StatusFailed, worker1Reason: api.ReasonExitedWithError, below: 15 * time.Second},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			master := "sleep 0.3"
+			if name == "worker fails" {
+				master = "sleep 60"
+			}
+			r := submit(t, h, fmt.Sprintf("type: task\nnodes: 2\n%s\ncommands:\n  - if [ $DSTACK_NODE_RANK = 0 ]; then %s; else %s; fi\n", tc.yaml, master, tc.worker))
+			end := finished(t, h, fmt.Sprint(r.ID))
+			if end.Status != tc.status || end.Reason != tc.reason {
+				t.Errorf("run ended %s (%s), want %s (%s)", end.Status, end.Reason, tc.status, tc.reason)
+			}
+			var worker api.Job
+			for _, j := range end.Jobs {
+				if j.Num == 1 {
+					worker = j
+				}
+			}
+			if worker.Status != tc.worker1 || worker.Reason != tc.worker1Reason {
+				t.Errorf("worker ended %s (%s), want %s (%s)", worker.Status, worker.Reason, tc.worker1, tc.worker1Reason)
+			}
+			if took := end.FinishedAt.Sub(*end.StartedAt); took < tc.atLeast || took >= tc.below {
+				t.Errorf("run took %v, want at least %v and below %v", took, tc.atLeast, tc.below)
+			}
+		})
+	}
+}
+
+// TestStopHeldJob: a job that startup_order still holds back has never
+// reached its node; stopping the run ends it at once instead of waiting
+// for a node that knows nothing of it.
+func TestStopHeldJob(t *testing.T) {
+	h := newHarness(t, t.TempDir())
+	// Node a (job 0) reports its jobs' start only every 3 s: job 1 stays
+	// held that long.
+	startDistAgent(t, h, distAgent{name: "a", addr: "127.0.0.41", cpus: 1, tick: 3 * time.Second})
+	startDistAgent(t, h, distAgent{name: "b", addr: "127.0.0.42", cpus: 1})
+	r := submit(t, h, "type: task\nnodes: 2\nstartup_order: master-first\ncommands: [\"sleep 60\"]\n")
+	waitFor(t, "the run placed", func() bool {
+		run, err := h.c.Run(context.Background(), fmt.Sprint(r.ID))
+		return err == nil && len(run.Jobs) == 2 && run.Jobs[0].Node != "" && run.Jobs[1].Node != ""
+	})
+	if _, err := h.c.Stop(context.Background(), fmt.Sprint(r.ID), false); err != nil {
+		t.Fatal(err)
+	}
+	end := finished(t, h, fmt.Sprint(r.ID))
+	if end.Status != api.StatusTerminated {
+		t.Errorf("run ended %s (%s), want terminated", end.Status, end.Reason)
+	}
+}
+
+func indent(s, by string) string {
+	return by + strings.ReplaceAll(s, "\n", "\n"+by)
+}
