@@ -134,8 +134,8 @@ func (a *Agent) sample(ctx context.Context, marks map[int64]cpuMark, now time.Ti
 					}
 				}
 				if st.HasMemory {
-					s.MemoryUsed = st.Memory
-					s.MemoryPeak = max(st.Peak, st.Memory, m.peak)
+					s.MemoryUsed, s.MemoryUsage = st.Memory, st.Usage
+					s.MemoryPeak = max(st.Peak, st.Usage, m.peak)
 					s.MemoryLimit = st.Limit
 					if s.MemoryLimit == 0 {
 						s.MemoryLimit = j.alloc.Memory

@@ -15,10 +15,12 @@ type JobSample struct {
 	// CPUSeconds is the CPU time used since the job started.
 	CPUSeconds float64 `json:"cpu_seconds,omitempty"`
 	// MemoryUsed is the job's working set in bytes (charged memory less
-	// inactive page cache), MemoryPeak the most charged so far, and
+	// inactive page cache), MemoryUsage all that its cgroup is charged
+	// (page cache included), MemoryPeak the most charged so far, and
 	// MemoryLimit its limit (the cgroup's, else the allocation; 0 none).
 	// Absent without cgroups.
 	MemoryUsed  int64       `json:"memory_used,omitempty"`
+	MemoryUsage int64       `json:"memory_usage,omitempty"`
 	MemoryPeak  int64       `json:"memory_peak,omitempty"`
 	MemoryLimit int64       `json:"memory_limit,omitempty"`
 	GPUs        []GPUSample `json:"gpus,omitempty"`

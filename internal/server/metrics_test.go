@@ -70,7 +70,7 @@ func TestMetricsOfBurningJob(t *testing.T) {
 		return s.CPUPercent != nil && *s.CPUPercent > 50 && s.MemoryUsed > 0
 	})
 	j := m.Jobs[0]
-	if s := j.Latest; s.MemoryLimit != 256<<20 || s.MemoryPeak < s.MemoryUsed || s.CPUSeconds <= 0 || *s.CPUPercent > 110 {
+	if s := j.Latest; s.MemoryLimit != 256<<20 || s.MemoryPeak < s.MemoryUsage || s.MemoryUsage < s.MemoryUsed || s.CPUSeconds <= 0 || *s.CPUPercent > 110 {
 		t.Errorf("latest sample %+v (cpu %v%%), want the 256MB limit, peak >= used, under the 1-CPU quota", s, *s.CPUPercent)
 	}
 	if j.Node != "n1" || j.Status != api.StatusRunning || j.Alloc.CPUs != 1 {

@@ -24,8 +24,11 @@ type Stats struct {
 	// stats and the kubelet count it. Peak is the most ever charged (v1
 	// memory.max_usage_in_bytes, v2 memory.peak where the kernel has it,
 	// 0 where not; it includes page cache). Limit is the group's memory
-	// limit, 0 for none. HasMemory is false without a memory controller.
+	// limit, 0 for none. Usage is all that is charged, page cache
+	// included (v1 memory.usage_in_bytes, v2 memory.current). HasMemory is
+	// false without a memory controller.
 	Memory    int64
+	Usage     int64
 	Peak      int64
 	Limit     int64
 	HasMemory bool
@@ -78,7 +81,7 @@ func (s Spec) v1Stats() (Stats, error) {
 		case err != nil:
 			return st, fmt.Errorf("cgroup: stats: %w", err)
 		default:
-			found, st.HasMemory = true, true
+			found, st.HasMemory, st.Usage = true, true, int64(usage)
 			inactive, _ := readKey(filepath.Join(dir, "memory.stat"), "total_inactive_file")
 			st.Memory = workingSet(usage, inactive)
 			if peak, err := readUint(filepath.Join(dir, "memory.max_usage_in_bytes")); err == nil {
@@ -107,7 +110,7 @@ func (s Spec) v2Stats() (Stats, error) {
 	}
 	usage, err := readUint(filepath.Join(dir, "memory.current"))
 	if err == nil {
-		st.HasMemory = true
+		st.HasMemory, st.Usage = true, int64(usage)
 		inactive, _ := readKey(filepath.Join(dir, "memory.stat"), "inactive_file")
 		st.Memory = workingSet(usage, inactive)
 		if peak, err := readUint(filepath.Join(dir, "memory.peak")); err == nil {

@@ -30,7 +30,7 @@ func TestStatsV1Files(t *testing.T) {
 				"cpu/j/cpu.cfs_quota_us":               "100000\n",
 				"memory/j/memory.memsw.limit_in_bytes": "67108864\n",
 			},
-			want: Stats{CPU: 2500 * time.Millisecond, HasCPU: true, Memory: 6 << 20, Peak: 20 << 20, Limit: 64 << 20, HasMemory: true},
+			want: Stats{CPU: 2500 * time.Millisecond, HasCPU: true, Memory: 6 << 20, Usage: 10 << 20, Peak: 20 << 20, Limit: 64 << 20, HasMemory: true},
 		},
 		"cpu,cpuacct together, no memory limit": {
 			paths: map[string]string{"memory": "/j", "cpu": "/j"},
@@ -40,12 +40,12 @@ func TestStatsV1Files(t *testing.T) {
 				"memory/j/memory.limit_in_bytes":     "9223372036854771712\n",
 				"memory/j/memory.max_usage_in_bytes": "8192\n",
 			},
-			want: Stats{CPU: 1000, HasCPU: true, Memory: 4096, Peak: 8192, HasMemory: true},
+			want: Stats{CPU: 1000, HasCPU: true, Memory: 4096, Usage: 4096, Peak: 8192, HasMemory: true},
 		},
 		"no accounting": {
 			paths: map[string]string{"memory": "/j", "cpu": "/j"},
 			files: map[string]string{"cpu/j/cpu.stat": "nr_periods 0\n", "memory/j/memory.usage_in_bytes": "1\n"},
-			want:  Stats{Memory: 1, HasMemory: true},
+			want:  Stats{Memory: 1, Usage: 1, HasMemory: true},
 		},
 	}
 	for name, tc := range tests {
@@ -76,7 +76,7 @@ func TestStatsV2Files(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Stats{CPU: 1500 * time.Millisecond, HasCPU: true, Memory: 2000, Peak: 5000, HasMemory: true}
+	want := Stats{CPU: 1500 * time.Millisecond, HasCPU: true, Memory: 2000, Usage: 3000, Peak: 5000, HasMemory: true}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Stats (-want +got):\n%s", diff)
 	}
