@@ -52,6 +52,9 @@ type Config struct {
 	NoCgroups bool
 	Logger    *slog.Logger
 	Version   string
+	// Monitor: metrics of running jobs and the node's health checks
+	// (metrics.go, health.go).
+	Monitor Monitoring
 }
 
 // Agent runs the jobs the server assigns to its node and reports on them.
@@ -148,6 +151,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.log.Info("agent starting", "server", a.cfg.Server, "cpus", a.info.CPUs, "memory", a.info.Memory,
 		"gpus", len(a.info.GPUs), "jobs_found", len(a.jobs), "limits", a.info.Limits)
 	go a.sender(ctx)
+	a.startMonitoring(ctx)
 	a.mu.Lock()
 	a.refillShims()
 	a.mu.Unlock()

@@ -177,12 +177,21 @@ type NodeInfo struct {
 // Node is a host of the cluster as the server sees it.
 type Node struct {
 	NodeInfo
-	Status      string    `json:"status"` // idle, busy, offline
+	// Status is what berth fleet shows: idle, busy, "idle (warning)",
+	// "idle (failure)", "drained (REASON)", "draining (REASON)", offline,
+	// unreachable (see the server's nodeStatus); Reason says why the node
+	// is drained or not healthy.
+	Status      string    `json:"status"`
+	Reason      string    `json:"reason,omitempty"`
 	AllocCPUs   int       `json:"alloc_cpus"`
 	AllocMemory int64     `json:"alloc_memory"`
 	AllocGPUs   int       `json:"alloc_gpus"`
 	Jobs        int       `json:"jobs"`
 	LastSeen    time.Time `json:"last_seen"`
+	// Health is the node's last health report; Drain an administrator's
+	// drain (see metrics.go).
+	Health *NodeHealth `json:"health,omitempty"`
+	Drain  *NodeDrain  `json:"drain,omitempty"`
 }
 
 // SubmitRequest asks the server to create a run.

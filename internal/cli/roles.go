@@ -38,6 +38,7 @@ func newServerCmd() *cobra.Command {
 		noAgent                                                              bool
 		grace                                                                time.Duration
 		agentRes                                                             resourceFlags
+		agentMon                                                             monitorFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -101,9 +102,9 @@ func newServerCmd() *cobra.Command {
 					return err
 				}
 				defer unlockAgent()
-				a, err := agent.New(agent.Config{Server: url, Token: token, Name: agentName, Fleet: agentFleet, DataDir: filepath.Join(home, "agent"),
+				a, err := agent.New(agentMon.config(agent.Config{Server: url, Token: token, Name: agentName, Fleet: agentFleet, DataDir: filepath.Join(home, "agent"),
 					CPUs: agentRes.cpus, Memory: agentRes.memory, GPUs: agentRes.gpus, DeclaredGPUs: agentRes.gpusSet, NoCgroups: agentRes.noCgroups,
-					Logger: log.With("role", "agent"), Version: Version})
+					Logger: log.With("role", "agent"), Version: Version}))
 				if err != nil {
 					return err
 				}
@@ -139,6 +140,7 @@ func newServerCmd() *cobra.Command {
 	f.StringVar(&policyFile, "policy-file", "", "scheduling rules: QOS, limits, fairshare shares, fleets as partitions, switch topology (default $BERTH_HOME/policy.yml when it exists; see docs/configuration.md)")
 	f.IntVar(&depth, "sched-depth", 0, "pending runs a scheduling pass considers, highest priority first (0: all; Slurm's bf_max_job_test)")
 	agentRes.add(cmd, "local agent's ")
+	agentMon.add(cmd, "local agent's ")
 	return cmd
 }
 
@@ -264,6 +266,7 @@ func newAgentCmd() *cobra.Command {
 	var (
 		serverURL, name, dataDir, addr, fleet string
 		res                                   resourceFlags
+		mon                                   monitorFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "agent",
@@ -301,8 +304,8 @@ same --data-dir finds them again.`,
 			}
 			defer unlock()
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-			a, err := agent.New(agent.Config{Server: serverURL, Token: conn.Token, Name: name, DataDir: dataDir, Addr: addr, Fleet: fleet,
-				CPUs: res.cpus, Memory: res.memory, GPUs: res.gpus, DeclaredGPUs: res.gpusSet, NoCgroups: res.noCgroups, Logger: log, Version: Version})
+			a, err := agent.New(mon.config(agent.Config{Server: serverURL, Token: conn.Token, Name: name, DataDir: dataDir, Addr: addr, Fleet: fleet,
+				CPUs: res.cpus, Memory: res.memory, GPUs: res.gpus, DeclaredGPUs: res.gpusSet, NoCgroups: res.noCgroups, Logger: log, Version: Version}))
 			if err != nil {
 				return err
 			}
@@ -316,6 +319,7 @@ same --data-dir finds them again.`,
 	f.StringVar(&addr, "addr", "", "address other nodes reach this one at (default: the address of the route to the server)")
 	f.StringVar(&fleet, "fleet", "", "the fleet (Slurm: partition) this node belongs to; runs that name fleets go only to their nodes")
 	res.add(cmd, "")
+	mon.add(cmd, "")
 	return cmd
 }
 

@@ -74,7 +74,7 @@ func NewRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(newServerCmd(), newAgentCmd(), newShimCmd(), newApplyCmd(), newPsCmd(), newLogsCmd(),
-		newStopCmd(), newFleetCmd(), newBenchCmd(), newSimCmd(), newSprioCmd())
+		newStopCmd(), newFleetCmd(), newBenchCmd(), newSimCmd(), newSprioCmd(), newMetricsCmd(), newNodeCmd())
 	return root
 }
 

@@ -290,17 +290,7 @@ func (s *Server) handleNodes(w http.ResponseWriter, r *http.Request, _ *store.Us
 	s.mu.Lock()
 	out := make([]api.Node, 0, len(s.nodes))
 	for _, ns := range s.nodes {
-		n := api.Node{NodeInfo: ns.info, AllocCPUs: ns.usedCPU, AllocMemory: ns.usedMem, AllocGPUs: len(ns.usedGPU),
-			Jobs: len(ns.jobs), LastSeen: ns.rec.LastSeen}
-		switch {
-		case ns.conn == nil:
-			n.Status = "offline"
-		case len(ns.jobs) > 0:
-			n.Status = "busy"
-		default:
-			n.Status = "idle"
-		}
-		out = append(out, n)
+		out = append(out, s.apiNodeLocked(ns)) // nodes_admin.go
 	}
 	s.mu.Unlock()
 	sort.Slice(out, func(i, k int) bool { return out[i].Name < out[k].Name })

@@ -128,6 +128,7 @@ type Server struct {
 	names     sync.Map // "u<id>" / "p<id>" -> name
 	tokens    sync.Map // token hash -> *store.User
 	metrics   struct{ commits, batches, cycles atomic.Int64 }
+	jm        metricsStore // jobs' samples (metrics.go)
 }
 
 // New opens the server's state from the store. The "main" project and the
@@ -245,6 +246,11 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST "+v+"/runs/{ref}/control", s.auth(s.handleControl))
 	mux.HandleFunc("GET "+v+"/runs/{ref}/logs", s.auth(s.handleLogs))
 	mux.HandleFunc("GET "+v+"/nodes", s.auth(s.handleNodes))
+	mux.HandleFunc("GET "+v+"/runs/{ref}/metrics", s.auth(s.handleRunMetrics))
+	mux.HandleFunc("POST "+v+"/nodes/{name}/drain", s.auth(s.handleDrain))
+	mux.HandleFunc("POST "+v+"/nodes/{name}/resume", s.auth(s.handleResume))
+	mux.HandleFunc("POST "+v+"/agent/metrics", s.auth(s.handleAgentMetrics))
+	mux.HandleFunc("POST "+v+"/agent/health", s.auth(s.handleAgentHealth))
 	mux.HandleFunc("GET "+v+"/server", s.auth(s.handleStatus))
 	mux.HandleFunc("GET "+v+"/priorities", s.auth(s.handlePriorities))
 	mux.HandleFunc("GET "+v+"/policy", s.auth(s.handlePolicy))

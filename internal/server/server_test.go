@@ -34,6 +34,7 @@ type agentOpts struct {
 	gpus  string
 	dir   string // data directory; default a new one
 	fleet string
+	mon   agent.Monitoring // metrics and health checks (metrics_test.go)
 }
 
 // startAgent runs a real agent for h until the test ends (or stop is called).
@@ -43,7 +44,8 @@ func startAgent(t *testing.T, h *harness, o agentOpts) (stop func()) {
 		o.dir = t.TempDir()
 	}
 	cfg := agent.Config{Server: h.http.URL, Token: testToken, Name: o.name, Fleet: o.fleet, DataDir: o.dir, CPUs: o.cpus,
-		ShimCommand: []string{os.Args[0], "berth-shim"}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), LogTick: 20 * time.Millisecond}
+		ShimCommand: []string{os.Args[0], "berth-shim"}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), LogTick: 20 * time.Millisecond,
+		Monitor: o.mon}
 	if o.gpus != "" {
 		g, err := agent.ParseGPUs(o.gpus, func(s string) (int64, error) { b, err := spec.ParseBytes(s); return int64(b), err })
 		if err != nil {

@@ -142,6 +142,9 @@ type nodeState struct {
 	// unreachable: it stayed away longer than NodeTimeout.
 	downSince   time.Time
 	unreachable bool
+	// cond is its drain and health (nodes_admin.go), read from rec.Drain
+	// when first needed.
+	cond *nodeCond
 }
 
 func newNode(info api.NodeInfo) *nodeState {
@@ -821,7 +824,8 @@ func (s *Server) snapshotLocked(pending map[int64]*runState, holds map[int64]str
 }
 
 func (s *Server) schedNode(ns *nodeState) sched.Node {
-	n := sched.Node{Name: ns.info.Name, Fleet: ns.info.Fleet, Online: ns.conn != nil, CPUs: ns.info.CPUs, Memory: sched.Bytes(ns.info.Memory),
+	// A drained node is offline to the scheduler: no new jobs (nodes_admin.go).
+	n := sched.Node{Name: ns.info.Name, Fleet: ns.info.Fleet, Online: ns.conn != nil && !ns.condition().drained(), CPUs: ns.info.CPUs, Memory: sched.Bytes(ns.info.Memory),
 		FreeCPUs: ns.info.CPUs - ns.usedCPU, FreeMemory: sched.Bytes(ns.info.Memory - ns.usedMem), Blocks: s.cfg.Rules.Fleets[ns.info.Fleet].Blocks,
 		Containers: ns.info.CanRunContainers()}
 	for _, g := range ns.info.GPUs {

@@ -214,8 +214,9 @@ ON CONFLICT (id) DO UPDATE SET name=excluded.name, status=excluded.status, reaso
 ON CONFLICT (id) DO UPDATE SET status=excluded.status, reason=excluded.reason, exit_code=excluded.exit_code,
   node=excluded.node, alloc=excluded.alloc, started_at=excluded.started_at, finished_at=excluded.finished_at,
   log_size=excluded.log_size, active=excluded.active`
-	upsertNode = `INSERT INTO nodes (name, info, registered_at, last_seen) VALUES (?,?,?,?)
-ON CONFLICT (name) DO UPDATE SET info=excluded.info, registered_at=excluded.registered_at, last_seen=excluded.last_seen`
+	upsertNode = `INSERT INTO nodes (name, info, registered_at, last_seen, drain) VALUES (?,?,?,?,?)
+ON CONFLICT (name) DO UPDATE SET info=excluded.info, registered_at=excluded.registered_at, last_seen=excluded.last_seen,
+  drain=excluded.drain`
 	insertEvent = `INSERT INTO events (run_id, job_id, time, type, message) VALUES (?,?,?,?,?)`
 	insertLog   = `INSERT INTO log_chunks (job_id, off, stream, time, data) VALUES (?,?,?,?,?) ON CONFLICT DO NOTHING`
 )
@@ -256,7 +257,7 @@ func (s *SQLite) applyBatch(ctx context.Context, tx *sql.Tx, b *Batch) error {
 		return err
 	}
 	for _, n := range b.Nodes {
-		if _, err := st.ExecContext(ctx, n.Name, string(n.Info), nanos(n.RegisteredAt), nanos(n.LastSeen)); err != nil {
+		if _, err := st.ExecContext(ctx, n.Name, string(n.Info), nanos(n.RegisteredAt), nanos(n.LastSeen), string(n.Drain)); err != nil {
 			return fmt.Errorf("store: node %s: %w", n.Name, err)
 		}
 	}
@@ -346,12 +347,15 @@ func query[T any](ctx context.Context, db *sql.DB, scan func(scanner) (*T, error
 
 func scanNode(sc scanner) (*Node, error) {
 	var n Node
-	var info string
+	var info, drain string
 	var reg, seen int64
-	if err := sc.Scan(&n.Name, &info, &reg, &seen); err != nil {
+	if err := sc.Scan(&n.Name, &info, &reg, &seen, &drain); err != nil {
 		return nil, err
 	}
 	n.Info = []byte(info)
+	if drain != "" {
+		n.Drain = []byte(drain)
+	}
 	n.RegisteredAt, n.LastSeen = fromNanos(reg), fromNanos(seen)
 	return &n, nil
 }
@@ -441,7 +445,7 @@ func (s *SQLite) ListJobs(ctx context.Context, runID int64) ([]*Job, error) {
 
 // ListNodes lists every registered node by name.
 func (s *SQLite) ListNodes(ctx context.Context) ([]*Node, error) {
-	return query(ctx, s.r, scanNode, `SELECT name, info, registered_at, last_seen FROM nodes ORDER BY name`)
+	return query(ctx, s.r, scanNode, `SELECT name, info, registered_at, last_seen, drain FROM nodes ORDER BY name`)
 }
 
 // ReadLogs returns a job's chunks from offset on, in order.

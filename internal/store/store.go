@@ -93,6 +93,9 @@ type Node struct {
 	Info         []byte
 	RegisteredAt time.Time
 	LastSeen     time.Time
+	// Drain is the server's JSON of the node's drain and health state
+	// (nil: none).
+	Drain []byte
 }
 
 // Event is a line of a run's history.

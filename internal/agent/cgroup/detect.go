@@ -43,6 +43,12 @@ type sys struct {
 // limit, freezer holds still what is being killed.
 var v1Controllers = []string{"memory", "cpu", "freezer"}
 
+// v1Accounting is the v1 hierarchy that measures a job's CPU time
+// (cpuacct.usage, see Spec.Stats); a job's group spans it too where it is
+// mounted beside the others. Where cpu and cpuacct share one mount, the cpu
+// group has the file.
+const v1Accounting = "cpuacct"
+
 // Detect finds this process's cgroups. It fails, wrapping ErrUnavailable,
 // when none can be used; a host that can group but not limit everything
 // succeeds and says what is missing (Limits).
@@ -87,36 +93,46 @@ func detect(s sys) (*Host, error) {
 
 func detectV1(mounts []mount, own map[string]string) (*Host, error) {
 	h := &Host{version: 1, base: map[string]string{}}
-	for _, c := range v1Controllers {
+	for _, c := range append(slices.Clone(v1Controllers), v1Accounting) {
+		// The accounting controller only measures (metrics): where it is
+		// missing, nothing is lost worth a note.
+		note := func(s string) {
+			if c != v1Accounting {
+				h.notes = append(h.notes, s)
+			}
+		}
 		m := findV1(mounts, c)
 		if m == nil {
-			h.notes = append(h.notes, c+": not mounted")
+			note(c + ": not mounted")
 			continue
 		}
 		p, ok := own[c]
 		if !ok {
-			h.notes = append(h.notes, c+": not in /proc/self/cgroup")
+			note(c + ": not in /proc/self/cgroup")
 			continue
 		}
 		rel, err := filepath.Rel(m.root, p)
 		if err != nil || strings.HasPrefix(rel, "..") {
-			h.notes = append(h.notes, fmt.Sprintf("%s: own group %s is outside the mount's root %s", c, p, m.root))
+			note(fmt.Sprintf("%s: own group %s is outside the mount's root %s", c, p, m.root))
 			continue
 		}
 		// The library finds a controller at root/<name>: a mount named
 		// otherwise ("cpu,cpuacct") needs the usual symlink beside it.
 		root := filepath.Dir(m.point)
 		if filepath.Base(m.point) != c && !sameFile(filepath.Join(root, c), m.point) {
-			h.notes = append(h.notes, fmt.Sprintf("%s: mounted at %s without %s", c, m.point, filepath.Join(root, c)))
+			note(fmt.Sprintf("%s: mounted at %s without %s", c, m.point, filepath.Join(root, c)))
 			continue
 		}
 		if h.root == "" {
 			h.root = root
 		} else if h.root != root {
-			h.notes = append(h.notes, fmt.Sprintf("%s: mounted under %s, the others under %s", c, root, h.root))
+			note(fmt.Sprintf("%s: mounted under %s, the others under %s", c, root, h.root))
 			continue
 		}
 		h.base[c] = filepath.Join("/", rel)
+	}
+	if _, ok := h.base[v1Accounting]; ok && len(h.base) == 1 {
+		delete(h.base, v1Accounting) // nothing to limit or kill with
 	}
 	if len(h.base) == 0 {
 		return nil, fmt.Errorf("%w: cgroup v1: %s", ErrUnavailable, strings.Join(h.notes, "; "))

@@ -6,7 +6,9 @@
 // It finds where the agent sits (/proc/self/cgroup, /proc/self/mountinfo)
 // and makes the jobs' groups there, never at a fixed path: on cgroup v1 one
 // directory per controller (memory, cpu, freezer), on v2 one directory in
-// the unified hierarchy. The groups are written through
+// the unified hierarchy (v1 also cpuacct where it is mounted, to measure a
+// job's CPU time: Spec.Stats reads what a group has used, for the agent's
+// metrics). The groups are written through
 // github.com/containerd/cgroups/v3; killing and OOM counting are done here,
 // where the library either has no such call or could wait for ever (see
 // group.go). A host where groups cannot be made says why (Detect, Probe),

@@ -170,6 +170,8 @@ func (s Spec) v1Hierarchy() ([]cgroup1.Subsystem, error) {
 			subs = append(subs, cgroup1.NewCpu(s.Root))
 		case "freezer":
 			subs = append(subs, cgroup1.NewFreezer(s.Root))
+		case v1Accounting:
+			subs = append(subs, cgroup1.NewCpuacct(s.Root))
 		default:
 			return nil, fmt.Errorf("cgroup: v1 controller %q is not used", c)
 		}

@@ -1,0 +1,94 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/berth-hq/berth/internal/agent"
+	"github.com/berth-hq/berth/internal/api"
+)
+
+func newNodeCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "node",
+		Short: "Drain nodes and resume them (berth fleet lists them)",
+	}
+	var reason string
+	drain := &cobra.Command{
+		Use:   "drain NODE...",
+		Short: "Stop giving nodes new jobs; the jobs running there go on (Slurm: scontrol update state=drain)",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := newClient()
+			if err != nil {
+				return err
+			}
+			for _, name := range args {
+				n, err := c.Drain(cmd.Context(), name, reason)
+				if err != nil {
+					return fmt.Errorf("drain %s: %w", name, err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "Node %s: %s\n", n.Name, n.Status)
+			}
+			return nil
+		},
+	}
+	drain.Flags().StringVar(&reason, "reason", "", "why, shown by berth fleet")
+	resume := &cobra.Command{
+		Use:   "resume NODE...",
+		Short: "Give drained nodes jobs again (a node failing its health check stays out until a check passes)",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := newClient()
+			if err != nil {
+				return err
+			}
+			for _, name := range args {
+				n, err := c.Resume(cmd.Context(), name)
+				if err != nil {
+					return fmt.Errorf("resume %s: %w", name, err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "Node %s: %s\n", n.Name, n.Status)
+			}
+			return nil
+		},
+	}
+	cmd.AddCommand(drain, resume)
+	return cmd
+}
+
+// fleetReason is berth fleet's REASON: why a node is drained or not
+// healthy, unless its STATUS says it already ("drained (REASON)").
+func fleetReason(n api.Node) string {
+	if n.Reason == "" || strings.HasSuffix(n.Status, "("+n.Reason+")") {
+		return "-"
+	}
+	return n.Reason
+}
+
+// monitorFlags configure an agent's metrics and health checks (berth agent,
+// and berth server for its local agent).
+type monitorFlags struct {
+	m agent.Monitoring
+}
+
+func (f *monitorFlags) add(cmd *cobra.Command, prefix string) {
+	fs := cmd.Flags()
+	fs.DurationVar(&f.m.MetricsEvery, "metrics-interval", 5*time.Second, prefix+"how often running jobs' CPU, memory and GPU use is sampled (0 or less: never)")
+	fs.StringVar(&f.m.HealthCheck, "health-check", "", prefix+"health-check program (run with /bin/sh -c; Slurm's HealthCheckProgram): a non-zero exit or a timeout drains the node, with the last line of its output as the reason, until it passes again")
+	fs.DurationVar(&f.m.HealthEvery, "health-interval", time.Minute, prefix+"how often the health checks run")
+	fs.DurationVar(&f.m.HealthTimeout, "health-timeout", 0, prefix+"how long the health-check program may run (default: the interval, at most 1m)")
+	fs.BoolVar(&f.m.NoGPUHealth, "no-gpu-health", false, prefix+"do not check GPUs with nvidia-smi (ECC errors, lost GPUs)")
+}
+
+// config returns cfg with the flags' monitoring.
+func (f *monitorFlags) config(cfg agent.Config) agent.Config {
+	cfg.Monitor = f.m
+	if cfg.Monitor.MetricsEvery <= 0 {
+		cfg.Monitor.MetricsEvery = -1 // never
+	}
+	return cfg
+}

@@ -1,0 +1,227 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/store"
+)
+
+// Drains and health. A node gets no new jobs while it is drained, by an
+// administrator (POST /nodes/{name}/drain, lifted by /resume) or by its own
+// health check failing (lifted by the next check that passes; /resume does
+// not lift it). Jobs running there go on. To the scheduler a drained node
+// is offline (schedNode): nothing is placed or reserved on it, and a run
+// that only it could hold waits with reason Resources, as behind a busy
+// node. Both kinds of drain, and the last health report that is not ok,
+// are in the node's store record (nodes.drain), so they survive a restart
+// of the server.
+
+// nodeCond is a node's drain and health, as stored (JSON in nodes.drain).
+type nodeCond struct {
+	Manual *api.NodeDrain  `json:"manual,omitempty"`
+	Health *api.NodeHealth `json:"health,omitempty"`
+}
+
+// drained tells whether the node may get no new jobs.
+func (c *nodeCond) drained() bool {
+	return c.Manual != nil || c.Health != nil && c.Health.Status == api.HealthFailure
+}
+
+// condition is the node's drain and health, read from its record the
+// first time. Call with s.mu held.
+func (ns *nodeState) condition() *nodeCond {
+	if ns.cond == nil {
+		ns.cond = &nodeCond{}
+		if len(ns.rec.Drain) > 0 {
+			_ = json.Unmarshal(ns.rec.Drain, ns.cond) // unreadable: none
+		}
+	}
+	return ns.cond
+}
+
+// saveCondLocked writes the node's condition into its record and queues
+// the record; the scheduler reconsiders everything (a drain may end a
+// reservation, a resume frees a node).
+func (s *Server) saveCondLocked(ns *nodeState) <-chan error {
+	c := ns.condition()
+	ns.rec.Drain = nil
+	if c.Manual != nil || c.Health != nil && c.Health.Status != api.HealthOK {
+		ns.rec.Drain, _ = json.Marshal(c)
+	}
+	s.freed = true
+	rec := ns.rec
+	return s.enqueue(&store.Batch{Nodes: []*store.Node{&rec}}, s.wakeScheduler)
+}
+
+// handleAgentHealth takes a node's health report. Only a change of status
+// or reason is committed (and may drain the node or lift its drain); the
+// time of the check is kept in memory.
+func (s *Server) handleAgentHealth(w http.ResponseWriter, r *http.Request, _ *store.User) {
+	var req api.AgentHealth
+	if err := decode(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	h := req.Health
+	switch h.Status {
+	case api.HealthOK, api.HealthWarning, api.HealthFailure:
+	default:
+		writeError(w, fmt.Errorf("%w: health status %q (ok, warning or failure)", ErrInvalid, h.Status))
+		return
+	}
+	if h.CheckedAt.IsZero() {
+		h.CheckedAt = s.clock.Now()
+	}
+	s.mu.Lock()
+	ns, ok := s.nodes[req.Node]
+	if !ok {
+		s.mu.Unlock()
+		writeError(w, fmt.Errorf("node %q: %w (register first)", req.Node, ErrNotFound))
+		return
+	}
+	c := ns.condition()
+	prev := c.Health
+	if prev == nil {
+		prev = &api.NodeHealth{Status: api.HealthOK}
+	}
+	c.Health = &h
+	if prev.Status == h.Status && prev.Reason == h.Reason {
+		s.mu.Unlock()
+		writeJSON(w, http.StatusOK, struct{}{})
+		return
+	}
+	switch {
+	case h.Status == api.HealthFailure:
+		s.log.Warn("node failed its health check: drained", "node", req.Node, "reason", h.Reason)
+	case prev.Status == api.HealthFailure:
+		s.log.Info("node passed its health check: drain lifted", "node", req.Node, "status", h.Status)
+	case h.Status == api.HealthWarning:
+		s.log.Warn("node health warning", "node", req.Node, "reason", h.Reason)
+	}
+	done := s.saveCondLocked(ns)
+	s.mu.Unlock()
+	if err := <-done; err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
+}
+
+// handleDrain drains a node on an administrator's word.
+func (s *Server) handleDrain(w http.ResponseWriter, r *http.Request, u *store.User) {
+	var req api.DrainRequest
+	if err := decode(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	s.setDrain(w, r.PathValue("name"), u, &req)
+}
+
+// handleResume lifts an administrator's drain.
+func (s *Server) handleResume(w http.ResponseWriter, r *http.Request, u *store.User) {
+	s.setDrain(w, r.PathValue("name"), u, nil)
+}
+
+// setDrain drains the node (req set) or lifts its manual drain, and
+// answers the node as it now is.
+func (s *Server) setDrain(w http.ResponseWriter, name string, u *store.User, req *api.DrainRequest) {
+	if !u.Admin {
+		writeError(w, fmt.Errorf("%w: draining and resuming nodes takes an admin's token", ErrUnauthorized))
+		return
+	}
+	now := s.clock.Now()
+	s.mu.Lock()
+	ns, ok := s.nodes[name]
+	if !ok {
+		s.mu.Unlock()
+		writeError(w, fmt.Errorf("node %q: %w", name, ErrNotFound))
+		return
+	}
+	c := ns.condition()
+	switch {
+	case req != nil:
+		d := &api.NodeDrain{Reason: strings.TrimSpace(req.Reason), By: u.Name, Since: now}
+		if c.Manual != nil {
+			d.Since = c.Manual.Since // drained already: a new reason
+		}
+		c.Manual = d
+		s.log.Info("node drained", "node", name, "reason", d.Reason, "by", u.Name)
+	case c.Manual != nil:
+		c.Manual = nil
+		s.log.Info("node resumed", "node", name, "by", u.Name)
+	}
+	done := s.saveCondLocked(ns)
+	out := s.apiNodeLocked(ns)
+	s.mu.Unlock()
+	if err := <-done; err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// apiNodeLocked is a node as the API shows it.
+func (s *Server) apiNodeLocked(ns *nodeState) api.Node {
+	n := api.Node{NodeInfo: ns.info, AllocCPUs: ns.usedCPU, AllocMemory: ns.usedMem, AllocGPUs: len(ns.usedGPU),
+		Jobs: len(ns.jobs), LastSeen: ns.rec.LastSeen}
+	c := ns.condition()
+	if c.Manual != nil {
+		d := *c.Manual
+		n.Drain = &d
+	}
+	if c.Health != nil {
+		h := *c.Health
+		n.Health = &h
+	}
+	n.Status, n.Reason = nodeStatus(ns.conn != nil, ns.unreachable, len(ns.jobs), c)
+	return n
+}
+
+// nodeStatus is what berth fleet shows of a node, and why:
+//
+//	offline, unreachable            its agent is away (unreachable: for longer than the node timeout, with jobs)
+//	drained (REASON), draining (…)  an administrator drained it; draining while jobs still run
+//	idle, busy                      in service (busy: it runs jobs)
+//	idle (warning), busy (warning)  in service, its health check warns
+//	idle (failure), busy (failure)  its health check failed: drained until one passes
+func nodeStatus(online, unreachable bool, jobs int, c *nodeCond) (status, reason string) {
+	health := ""
+	if c.Health != nil && c.Health.Status != api.HealthOK {
+		health, reason = c.Health.Status, c.Health.Reason
+	}
+	if c.Manual != nil {
+		// The administrator's word first; a failing check still says why.
+		why := reason
+		reason = c.Manual.Reason
+		if health != "" {
+			reason = strings.TrimPrefix(reason+"; health "+health+": "+why, "; ")
+		}
+	}
+	switch {
+	case !online && unreachable:
+		return "unreachable", reason
+	case !online:
+		return "offline", reason
+	case c.Manual != nil:
+		status = "drained"
+		if jobs > 0 {
+			status = "draining"
+		}
+		if c.Manual.Reason != "" {
+			status += " (" + c.Manual.Reason + ")"
+		}
+		return status, reason
+	}
+	status = "idle"
+	if jobs > 0 {
+		status = "busy"
+	}
+	if health != "" {
+		status += " (" + health + ")"
+	}
+	return status, reason
+}
