@@ -214,6 +214,9 @@ func (s *Server) assignment(js *jobState, hosts, ips []string) api.Assignment {
 	if t.MaxDuration != nil {
 		a.MaxDuration = int64(*t.MaxDuration)
 	}
+	if js.stopping && a.Stop == 0 {
+		a.Stop = stopUser // a sibling failed or the master is done: a resync still stops it
+	}
 	// The run's own stop_duration is its grace period (dstack's meaning);
 	// off: SIGKILL at once.
 	if d := t.StopDuration; d != nil {

@@ -248,6 +248,22 @@ func (s *Server) load(ctx context.Context) error {
 	}
 	for _, rs := range s.runs {
 		sort.Slice(rs.jobs, func(i, k int) bool { return rs.jobs[i].rec.Num < rs.jobs[k].rec.Num })
+		for _, js := range rs.jobs {
+			// A job stopping while its run is not: the server stopped it
+			// because of a sibling (all-or-nothing, master-done).
+			js.stopping = api.Status(js.rec.Status) == api.StatusTerminating && rs.rec.StopReq == 0
+		}
+		if rs.spec.StartupOrder != "" && len(rs.jobs) > 1 {
+			// startup_order's held assignments are not stored: hold again
+			// the placed jobs whose turn has not come.
+			started := func(k int) bool {
+				st := api.Status(rs.jobs[k].rec.Status)
+				return st == api.StatusRunning || st.Finished()
+			}
+			for k, js := range rs.jobs {
+				js.held = api.Status(js.rec.Status) == api.StatusProvisioning && startupHeld(rs.spec, k, started, len(rs.jobs))
+			}
+		}
 		if rs.spec.Array != "" && rs.rec.ArrayID == 0 {
 			tasks, err := s.store.ListRuns(ctx, store.RunFilter{All: true, ArrayID: rs.rec.ID})
 			if err != nil {
