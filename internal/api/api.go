@@ -229,6 +229,9 @@ type PlanRow struct {
 type Plan struct {
 	Name        string    `json:"name"`
 	Resources   string    `json:"resources"`
+	// Allocated is what each job is given, and so its limits: the lower
+	// bound of each range (blocks and exclusive nodes may give more).
+	Allocated   string    `json:"allocated"`
 	Nodes       int       `json:"nodes"`
 	Rows        []PlanRow `json:"rows"`
 	FitsNow     bool      `json:"fits_now"`

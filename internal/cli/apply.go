@@ -122,7 +122,11 @@ func printPlan(w io.Writer, file string, p *api.Plan) {
 	if name == "" {
 		name = "(a generated name)"
 	}
-	fmt.Fprintf(w, " Configuration  %s\n Run            %s\n Resources      %s\n Nodes          %d\n\n", file, name, p.Resources, p.Nodes)
+	fmt.Fprintf(w, " Configuration  %s\n Run            %s\n Resources      %s\n", file, name, p.Resources)
+	if p.Allocated != "" {
+		fmt.Fprintf(w, " Allocated      %s\n", p.Allocated)
+	}
+	fmt.Fprintf(w, " Nodes          %d\n\n", p.Nodes)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, " #\tNODE\tRESOURCES (free/total)\tFITS")
 	for i, r := range p.Rows {

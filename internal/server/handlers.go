@@ -99,7 +99,7 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request, _ *store.Use
 func (s *Server) plan(t *spec.Task) *api.Plan {
 	rs := s.newRunState(store.Run{}, t, "", "")
 	req := rs.req
-	p := &api.Plan{Name: t.Name, Resources: t.Resources.String(), Nodes: max(t.Nodes, 1)}
+	p := &api.Plan{Name: t.Name, Resources: t.Resources.String(), Nodes: max(t.Nodes, 1), Allocated: allocatedText(req)}
 	for _, f := range t.SetFields() {
 		if !supported[f] {
 			p.Unsupported = append(p.Unsupported, f)
@@ -397,4 +397,21 @@ func timePtr(t time.Time) *time.Time {
 		return nil
 	}
 	return &t
+}
+
+// allocatedText says what one job of r is given: its limits.
+func allocatedText(r sched.Request) string {
+	out := fmt.Sprintf("%d CPU", r.CPUs)
+	if r.Memory > 0 {
+		out += ", " + spec.Bytes(r.Memory).Approx() + " memory"
+	} else {
+		out += ", no memory limit"
+	}
+	if r.GPU.Count > 0 {
+		out += fmt.Sprintf(", %d GPU", r.GPU.Count)
+	}
+	if r.Exclusive {
+		out += " (the whole node)"
+	}
+	return out + " per job"
 }

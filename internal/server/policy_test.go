@@ -219,3 +219,14 @@ fleets:
 		t.Errorf("associations %+v fleets %+v", p.Associations, p.Fleets)
 	}
 }
+
+func TestPlanShowsAllocation(t *testing.T) {
+	h := newHarness(t, t.TempDir())
+	p, err := h.c.Plan(context.Background(), api.SubmitRequest{Spec: task(t, "type: task\ncommands: [\"true\"]\nresources: {cpu: 2.., memory: 64MB..1GB}\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Allocated != "2 CPU, 64MB memory per job" {
+		t.Errorf("allocated %q: want the lower bounds, the job's limits", p.Allocated)
+	}
+}
