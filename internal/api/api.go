@@ -227,8 +227,8 @@ type PlanRow struct {
 
 // Plan is the server's answer to a dry run.
 type Plan struct {
-	Name        string    `json:"name"`
-	Resources   string    `json:"resources"`
+	Name      string `json:"name"`
+	Resources string `json:"resources"`
 	// Allocated is what each job is given, and so its limits: the lower
 	// bound of each range (blocks and exclusive nodes may give more).
 	Allocated   string    `json:"allocated"`
