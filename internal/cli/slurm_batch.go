@@ -191,7 +191,7 @@ func runNameFor(jobName string) string {
 	}
 	s = strings.TrimRight(s, "-")
 	if len(s) < 2 {
-		s = "job"
+		s = strings.TrimRight("job-"+s, "-")
 	}
 	if len(s) > 41 {
 		s = strings.TrimRight(s[:41], "-")

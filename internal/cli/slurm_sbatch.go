@@ -187,11 +187,17 @@ func knownPartitions(nodes []api.Node) []string {
 // ("… (Slurm: Invalid qos specification)").
 var slurmReasonRE = regexp.MustCompile(`Slurm: ([^)]*)\)`)
 
+// apiMessage is the server's refusal without its "server: invalid
+// request: " prefix.
+func apiMessage(e *client.APIError) string {
+	return strings.TrimPrefix(e.Message, "server: invalid request: ")
+}
+
 // submitError is sbatch's report of a submission the server refused.
 func submitError(err error) error {
 	var apiErr *client.APIError
 	if errors.As(err, &apiErr) {
-		msg := apiErr.Message
+		msg := apiMessage(apiErr)
 		if m := slurmReasonRE.FindStringSubmatch(msg); m != nil {
 			return &slurm.CommandError{Stderr: []string{"sbatch: error: " + msg, "sbatch: error: Batch job submission failed: " + m[1]}, ExitCode: 1}
 		}
@@ -207,7 +213,7 @@ func testOnly(e *slurmEnv, c *client.Client, br *batchRun, nodes []api.Node) err
 	if err != nil {
 		var apiErr *client.APIError
 		if errors.As(err, &apiErr) {
-			return slurmFail(1, "allocation failure: "+apiErr.Message)
+			return slurmFail(1, "allocation failure: "+apiMessage(apiErr))
 		}
 		return submitError(err)
 	}

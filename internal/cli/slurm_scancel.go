@@ -177,7 +177,7 @@ func runScancel(e *slurmEnv, args []string) error {
 			}
 			var apiErr *client.APIError
 			if errors.As(err, &apiErr) {
-				failed[id] = apiErr.Message
+				failed[id] = apiMessage(apiErr)
 				continue
 			}
 			return slurmFail(1, "scancel: error: "+err.Error())

@@ -249,7 +249,7 @@ func controlError(prefix string, err error) error {
 	}
 	var apiErr *client.APIError
 	if errors.As(err, &apiErr) {
-		msg := apiErr.Message
+		msg := apiMessage(apiErr)
 		if m := slurmReasonRE.FindStringSubmatch(msg); m != nil {
 			msg = m[1]
 		}

@@ -406,7 +406,7 @@ func futureUTC(t, now time.Time) time.Time {
 func allocError(prog string, err error) error {
 	var apiErr *client.APIError
 	if errors.As(err, &apiErr) {
-		msg := apiErr.Message
+		msg := apiMessage(apiErr)
 		if m := slurmReasonRE.FindStringSubmatch(msg); m != nil {
 			msg = m[1]
 		}
