@@ -343,3 +343,133 @@ func mustRead(t *testing.T, path string) []byte {
 	}
 	return b
 }
+
+// corpusScript is one script of testdata/slurm-corpus and how to run it.
+type corpusScript struct {
+	name, args, after, output string
+	expect                    []*regexp.Regexp
+}
+
+func readCorpus(t *testing.T) []corpusScript {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("testdata", "slurm-corpus", "*.sh"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no corpus: %v", err)
+	}
+	sort.Strings(files)
+	var out []corpusScript
+	for _, f := range files {
+		cs := corpusScript{name: filepath.Base(f), output: "slurm-%j.out"}
+		for _, line := range strings.Split(string(mustRead(t, f)), "\n") {
+			k, v, ok := strings.Cut(strings.TrimPrefix(line, "#CORPUS "), ": ")
+			if !ok || !strings.HasPrefix(line, "#CORPUS ") {
+				continue
+			}
+			switch k {
+			case "args":
+				cs.args = v
+			case "after":
+				cs.after = v
+			case "output":
+				cs.output = v
+			case "expect":
+				cs.expect = append(cs.expect, regexp.MustCompile(v))
+			default:
+				t.Fatalf("%s: unknown #CORPUS line %q", f, line)
+			}
+		}
+		out = append(out, cs)
+	}
+	return out
+}
+
+// Real-world batch scripts (multi-node torchrun, MPI, a throttled array, a
+// dependency chain, Python, GPUs, a heterogeneous job, --export=NONE) go
+// through sbatch --test-only, then run for real and write what they would
+// on Slurm.
+func TestSlurmCorpus(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	srv := c.startServer("--agent-name", "co-n1", "--cpus", "8", "--memory", "16GB", "--gpus", "4")
+	srv.startAgent("co-n2", filepath.Join(c.home, "data-n2"), "--cpus", "8", "--memory", "16GB", "--gpus", "4")
+	c.waitNodes(30*time.Second, "co-n1", "co-n2")
+	s := newSlurmSite(t, c)
+	// Stand-ins for PyTorch's launcher and an MPI program.
+	for name, body := range map[string]string{
+		"torchrun": `#!/bin/bash
+while [ $# -gt 0 ]; do
+  case $1 in --nnodes) nnodes=$2; shift;; --nproc_per_node) nproc=$2; shift;; --rdzv_endpoint) master=$2; shift;; esac
+  shift
+done
+echo "torchrun node_rank=$SLURM_NODEID nnodes=$nnodes nproc=$nproc master=$master gpus=$CUDA_VISIBLE_DEVICES"
+`,
+		"mpi_hello": "#!/bin/sh\necho \"hello from rank $SLURM_PROCID of $SLURM_NTASKS\"\n",
+	} {
+		if err := os.WriteFile(filepath.Join(s.shims, name), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scripts := readCorpus(t)
+	for _, cs := range scripts {
+		if err := os.WriteFile(filepath.Join(s.dir, cs.name), mustRead(t, filepath.Join("testdata", "slurm-corpus", cs.name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := len(c.mustRuns())
+	for _, cs := range scripts {
+		r := s.sh("sbatch --test-only " + cs.args + " " + cs.name)
+		if r.code != 0 || !regexp.MustCompile(`^sbatch: Job \d+ to start at \S+ using \d+ processors on nodes co-n\S* in partition berth\n$`).MatchString(r.stderr) {
+			t.Errorf("sbatch --test-only %s: %s", cs.name, r)
+		}
+	}
+	if after := len(c.mustRuns()); after != before {
+		t.Fatalf("--test-only stored runs: %d before, %d after", before, after)
+	}
+	ids := map[string]string{}
+	for _, cs := range scripts {
+		args := cs.args
+		if cs.after != "" {
+			args += " --dependency=afterok:" + ids[cs.after]
+		}
+		ids[cs.name] = strings.TrimSpace(s.must("CORPUS_SECRET=leak sbatch --parsable " + args + " " + cs.name))
+	}
+	wrap := strings.TrimSpace(s.must(`sbatch --parsable --wrap 'echo "wrapped $SLURM_JOB_NAME $0"'`))
+	for _, cs := range append(scripts, corpusScript{name: "--wrap", output: "slurm-%j.out", expect: []*regexp.Regexp{regexp.MustCompile(`^wrapped wrap /\S+/slurm_script\.\S+$`)}}) {
+		id := ids[cs.name]
+		if cs.name == "--wrap" {
+			id = wrap
+		}
+		// Wait until nothing of the job is left in the queue.
+		deadline := time.Now().Add(90 * time.Second)
+		for strings.TrimSpace(s.must("squeue -h -o %i -j "+id)) != "" {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s (job %s) still queued:\n%s", cs.name, id, s.must("squeue"))
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
+		states := s.sacctStates(id)
+		if len(states) == 0 {
+			t.Errorf("%s (job %s): sacct knows nothing of it", cs.name, id)
+		}
+		for job, st := range states {
+			if st != [2]string{"COMPLETED", "0:0"} {
+				t.Errorf("%s: job %s ended %v", cs.name, job, st)
+			}
+		}
+		file := filepath.Join(s.dir, strings.ReplaceAll(cs.output, "%j", id))
+		out, err := os.ReadFile(file)
+		if err != nil {
+			t.Errorf("%s: %v", cs.name, err)
+			continue
+		}
+		for _, re := range cs.expect {
+			found := false
+			for _, line := range strings.Split(string(out), "\n") {
+				found = found || re.MatchString(line)
+			}
+			if !found {
+				t.Errorf("%s: no line of %s matches %s:\n%s", cs.name, filepath.Base(file), re, out)
+			}
+		}
+	}
+}
