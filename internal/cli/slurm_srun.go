@@ -368,18 +368,26 @@ func srunOneOff(e *slurmEnv, r *allocRequest) error {
 	ctx, stop := signal.NotifyContext(e.ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if !r.quiet {
-		if cur, err := c.Run(ctx, strconv.FormatInt(run.ID, 10)); err == nil && cur.Status == api.StatusSubmitted {
+		// A run still waiting after a second is queued: say so, and when
+		// it gets its nodes, as srun does.
+		go func() {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+			if cur, err := c.Run(ctx, strconv.FormatInt(run.ID, 10)); err != nil || cur.Status != api.StatusSubmitted {
+				return
+			}
 			fmt.Fprintf(e.stderr, "srun: job %d queued and waiting for resources\n", run.ID)
-			go func() {
-				for ctx.Err() == nil {
-					time.Sleep(500 * time.Millisecond)
-					if cur, err := c.Run(ctx, strconv.FormatInt(run.ID, 10)); err == nil && cur.Status != api.StatusSubmitted {
-						fmt.Fprintf(e.stderr, "srun: job %d has been allocated resources\n", run.ID)
-						return
-					}
+			for ctx.Err() == nil {
+				time.Sleep(500 * time.Millisecond)
+				if cur, err := c.Run(ctx, strconv.FormatInt(run.ID, 10)); err == nil && cur.Status != api.StatusSubmitted {
+					fmt.Fprintf(e.stderr, "srun: job %d has been allocated resources\n", run.ID)
+					return
 				}
-			}()
-		}
+			}
+		}()
 	}
 	lw := newLabeler(e.stdout, e.stderr, r.label && !labelInJob)
 	end, err := c.Logs(ctx, strconv.FormatInt(run.ID, 10), client.LogOptions{Follow: true, Job: -1, Reconnect: 2 * time.Minute}, lw.write)
@@ -766,6 +774,7 @@ func runSalloc(e *slurmEnv, args []string) error {
 		fmt.Fprintf(e.stderr, "salloc: Pending job allocation %d\n", run.ID)
 	}
 	queued := false
+	submitted := time.Now()
 	var cur *api.Run
 	for {
 		cur, err = c.Run(ctx, id)
@@ -780,7 +789,8 @@ func runSalloc(e *slurmEnv, args []string) error {
 		if err == nil && cur.Status.Finished() {
 			return slurmFail(1, fmt.Sprintf("salloc: error: Job allocation %d has been revoked", run.ID))
 		}
-		if !queued && !r.quiet {
+		// Waiting for the scheduler a moment is not waiting in the queue.
+		if !queued && !r.quiet && err == nil && cur.Status == api.StatusSubmitted && time.Since(submitted) > time.Second {
 			fmt.Fprintf(e.stderr, "salloc: job %d queued and waiting for resources\n", run.ID)
 			queued = true
 		}
