@@ -286,7 +286,7 @@ func dependsOn(t *spec.Task, d *slurm.Dependency, known func(uint32) bool) error
 // would otherwise pass its own on), the GPUs the job gets, and the shell's
 // bookkeeping.
 func hiddenFromExport(name string) bool {
-	for _, p := range []string{"SLURM_", "SLURMD_", "BERTH_", "DSTACK_", "SBATCH_", "BASH_FUNC_"} {
+	for _, p := range []string{"SLURM_", "SLURMD_", "BERTH_", "DSTACK_", "BASH_FUNC_"} {
 		if strings.HasPrefix(name, p) {
 			return true
 		}
@@ -664,7 +664,8 @@ func batchCommands(job *slurm.BatchJob, o slurm.BatchOptions, s submitter, nodes
 	for n := 0; strings.Contains(script, delim); n++ {
 		delim = fmt.Sprintf("BERTH_SLURM_SCRIPT_%d", n)
 	}
-	b.WriteString(`__berth_script=$(mktemp "${TMPDIR:-/tmp}/slurm_script.XXXXXX") || exit 1` + "\n")
+	// The submitter's TMPDIR (exported) may not exist on the node.
+	b.WriteString(`__berth_script=$(mktemp "${TMPDIR:-/tmp}/slurm_script.XXXXXX" 2>/dev/null || mktemp /tmp/slurm_script.XXXXXX) || exit 1` + "\n")
 	b.WriteString(`trap 'rm -f "$__berth_script"' EXIT` + "\n")
 	b.WriteString("trap 'exit 143' TERM\n")
 	fmt.Fprintf(&b, "cat >\"$__berth_script\" <<'%s'\n%s%s\n", delim, script, delim)

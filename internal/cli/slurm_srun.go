@@ -621,8 +621,12 @@ func srunStep(e *slurmEnv, r *allocRequest) error {
 			env = append(env, "SLURM_NODEID="+strconv.Itoa(tk.rank*l.nodes/max(l.ntasks, 1)))
 		}
 		cmd.Env = env
-		if r.pty && len(tasks) == 1 && e.interactiveIn != nil {
-			cmd.Stdin = e.interactiveIn
+		// Standard input goes to task 0, as srun forwards it.
+		if tk.rank == 0 {
+			cmd.Stdin = e.stdin
+			if r.pty && e.interactiveIn != nil {
+				cmd.Stdin = e.interactiveIn
+			}
 		}
 		var outW, errW io.Writer = stdout, stderr
 		var flushers []func()
