@@ -1,5 +1,5 @@
 // Command berth is Berth's one binary: server, agent and client. Named as a
-// Slurm command through a symlink it will act as that command.
+// Slurm command through a symlink (sbatch, squeue…) it acts as that command.
 package main
 
 import (
@@ -9,5 +9,5 @@ import (
 )
 
 func main() {
-	os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	os.Exit(cli.Main(cli.Argv(os.Args), os.Stdin, os.Stdout, os.Stderr))
 }

@@ -130,6 +130,8 @@ type ListOptions struct {
 	All   bool
 	Jobs  bool
 	Limit int
+	// Spec includes each run's configuration (the Slurm commands need it).
+	Spec bool
 }
 
 // Runs lists runs, newest first.
@@ -143,6 +145,9 @@ func (c *Client) Runs(ctx context.Context, o ListOptions) ([]api.Run, error) {
 	}
 	if o.Limit > 0 {
 		q.Set("limit", strconv.Itoa(o.Limit))
+	}
+	if o.Spec {
+		q.Set("spec", "1")
 	}
 	var rs []api.Run
 	return rs, c.do(ctx, c.http, http.MethodGet, "/runs?"+q.Encode(), nil, &rs)

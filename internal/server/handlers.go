@@ -160,7 +160,11 @@ func (s *Server) handleListRuns(w http.ResponseWriter, r *http.Request, _ *store
 				return
 			}
 		}
-		out = append(out, s.withBlockedBy(s.apiRun(run, jobs, s.name(r.Context(), 'u', run.UserID), nil)))
+		o := s.withBlockedBy(s.apiRun(run, jobs, s.name(r.Context(), 'u', run.UserID), nil))
+		if q.Get("spec") == "1" {
+			o = withSpec(o, run)
+		}
+		out = append(out, o)
 	}
 	writeJSON(w, http.StatusOK, out)
 }

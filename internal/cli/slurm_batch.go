@@ -1,0 +1,843 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"os/user"
+	"path"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/slurm"
+	"github.com/berth-hq/berth/internal/spec"
+)
+
+// This file turns sbatch's options (internal/slurm's BatchJob) into a
+// Berth run: a spec.Task whose commands run the script as Slurm runs it,
+// and the submission's options. It is pure: the submitter's identity,
+// directory and environment are parameters.
+
+// submitter is who submits, from where.
+type submitter struct {
+	user, group string
+	uid, gid    int
+	host        string
+	cwd         string
+	env         []string // the submitter's environment, for --export
+	now         time.Time
+}
+
+func currentSubmitter(e *slurmEnv) submitter {
+	s := submitter{user: e.getenv("USER"), uid: os.Getuid(), gid: os.Getgid(), cwd: e.cwd, env: e.environ(), now: e.now()}
+	if u, err := user.Current(); err == nil {
+		s.user = u.Username
+	}
+	if g, err := user.LookupGroupId(strconv.Itoa(s.gid)); err == nil {
+		s.group = g.Name
+	}
+	if s.user == "" {
+		s.user = strconv.Itoa(s.uid)
+	}
+	if s.group == "" {
+		s.group = s.user
+	}
+	s.host, _ = os.Hostname()
+	if i := strings.IndexByte(s.host, '.'); i > 0 {
+		s.host = s.host[:i]
+	}
+	return s
+}
+
+// batchRun is a submission made of sbatch's options.
+type batchRun struct {
+	req api.SubmitRequest
+	opt slurm.BatchOptions // the first component's options (the job's own)
+}
+
+// resources is what one node of a component asks for, with how its tasks
+// are laid out.
+type resources struct {
+	nodes, tasksPerNode, cpusPerTask, cpus int
+	memMB                                  uint64 // per node; 0 for none
+	memPerCPUMB                            uint64 // --mem-per-cpu, as given
+	gpus                                   int    // per node
+	gpuType                                string
+	ntasksGiven                            bool
+}
+
+// componentResources maps one component's options onto a node request:
+//
+//   - nodes: -N (its minimum); without it, -n over --ntasks-per-node, else 1;
+//   - tasks per node: --ntasks-per-node, else -n spread over the nodes, else 1;
+//   - CPUs per node: tasks per node × -c, at least --mincpus and
+//     --cpus-per-gpu × GPUs;
+//   - GPUs per node: --gpus-per-node, --gres=gpu[:type]:N, --gpus (per job,
+//     spread over the nodes) or --gpus-per-task × tasks per node;
+//   - memory per node: --mem, or --mem-per-cpu × CPUs, or --mem-per-gpu ×
+//     GPUs (--mem=0, "all of it", asks for no minimum).
+func componentResources(o *slurm.BatchOptions) (resources, error) {
+	r := resources{nodes: o.Nodes, tasksPerNode: o.NTasksPerNode, cpusPerTask: max(o.CPUsPerTask, 1)}
+	if r.nodes == 0 {
+		r.nodes = 1
+		if o.NTasks > 0 && o.NTasksPerNode > 0 {
+			r.nodes = (o.NTasks + o.NTasksPerNode - 1) / o.NTasksPerNode
+		}
+	}
+	if r.tasksPerNode == 0 {
+		r.tasksPerNode = 1
+		if o.NTasks > 0 {
+			r.tasksPerNode = (o.NTasks + r.nodes - 1) / r.nodes
+		}
+	}
+	r.ntasksGiven = o.NTasks > 0 || o.NTasksPerNode > 0
+	gpu := func(list []slurm.GRES, mult int) error {
+		for _, g := range list {
+			if g.Name != "gpu" {
+				return slurm.SubmitFailed("Invalid generic resource (gres) specification")
+			}
+			r.gpus = max(r.gpus, int(g.Count)*mult)
+			if g.Type != "" {
+				r.gpuType = g.Type
+			}
+		}
+		return nil
+	}
+	if err := gpu(o.GPUsPerNode, 1); err != nil {
+		return r, err
+	}
+	if err := gpu(o.GRES, 1); err != nil {
+		return r, err
+	}
+	for _, g := range o.GPUs {
+		if g.Name != "gpu" {
+			return r, slurm.SubmitFailed("Invalid generic resource (gres) specification")
+		}
+		r.gpus = max(r.gpus, (int(g.Count)+r.nodes-1)/r.nodes)
+		if g.Type != "" {
+			r.gpuType = g.Type
+		}
+	}
+	if err := gpu(o.GPUsPerTask, r.tasksPerNode); err != nil {
+		return r, err
+	}
+	r.cpus = max(r.tasksPerNode*r.cpusPerTask, o.MinCPUsPerNode, 1)
+	if o.CPUsPerGPU > 0 {
+		r.cpus = max(r.cpus, o.CPUsPerGPU*r.gpus)
+	}
+	switch {
+	case o.Mem > 0:
+		r.memMB = uint64((o.Mem + slurm.MiB - 1) / slurm.MiB)
+	case o.MemPerCPU > 0:
+		r.memPerCPUMB = uint64((o.MemPerCPU + slurm.MiB - 1) / slurm.MiB)
+		r.memMB = r.memPerCPUMB * uint64(r.cpus)
+	case o.MemPerGPU > 0 && r.gpus > 0:
+		r.memMB = uint64((o.MemPerGPU+slurm.MiB-1)/slurm.MiB) * uint64(r.gpus)
+	}
+	return r, nil
+}
+
+func (r resources) spec() spec.Resources {
+	n := r.cpus
+	res := spec.Resources{CPU: &spec.CPUSpec{Count: spec.IntRange{Min: n, Max: &n}}}
+	if r.memMB > 0 {
+		b := spec.Bytes(r.memMB) * spec.MB
+		res.Memory = &spec.ByteRange{Min: b, Max: &b}
+	}
+	if r.gpus > 0 {
+		g := r.gpus
+		res.GPU = &spec.GPUSpec{Count: spec.IntRange{Min: g, Max: &g}}
+		if validGPUName.MatchString(r.gpuType) {
+			res.GPU.Names = []string{r.gpuType}
+		}
+	}
+	return res
+}
+
+var validGPUName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9._-]*$`)
+
+// runNameFor makes a run name of a Slurm job name: run names are 2 to 41
+// lowercase letters, digits and hyphens, starting with a letter ("train.sh"
+// gives "train", "My_Job.v2" "my-job-v2"). The Slurm name is kept as it is
+// in the run's tags.
+func runNameFor(jobName string) string {
+	n := strings.ToLower(jobName)
+	for _, ext := range []string{".sh", ".sbatch", ".slurm", ".bash", ".job", ".batch"} {
+		if strings.HasSuffix(n, ext) && len(n) > len(ext) {
+			n = strings.TrimSuffix(n, ext)
+			break
+		}
+	}
+	var b strings.Builder
+	dash := false
+	for _, c := range n {
+		ok := c >= 'a' && c <= 'z' || c >= '0' && c <= '9'
+		if !ok {
+			if b.Len() > 0 && !dash {
+				b.WriteByte('-')
+				dash = true
+			}
+			continue
+		}
+		b.WriteRune(c)
+		dash = false
+	}
+	s := strings.TrimRight(b.String(), "-")
+	if s == "" || s[0] < 'a' || s[0] > 'z' {
+		s = "job-" + s
+	}
+	s = strings.TrimRight(s, "-")
+	if len(s) < 2 {
+		s = strings.TrimRight("job-"+s, "-")
+	}
+	if len(s) > 41 {
+		s = strings.TrimRight(s[:41], "-")
+	}
+	return s
+}
+
+// arrayString writes array indices in spec's --array syntax.
+func arrayString(a *slurm.ArraySpec) string {
+	idx := append([]int(nil), a.Indices...)
+	sort.Ints(idx)
+	var out string
+	if len(idx) > 2 {
+		step := idx[1] - idx[0]
+		regular := step > 1
+		for i := 2; regular && i < len(idx); i++ {
+			regular = idx[i]-idx[i-1] == step
+		}
+		if regular {
+			out = fmt.Sprintf("%d-%d:%d", idx[0], idx[len(idx)-1], step)
+		}
+	}
+	if out == "" {
+		var parts []string
+		for i := 0; i < len(idx); {
+			j := i
+			for j+1 < len(idx) && idx[j+1] == idx[j]+1 {
+				j++
+			}
+			if j > i {
+				parts = append(parts, fmt.Sprintf("%d-%d", idx[i], idx[j]))
+			} else {
+				parts = append(parts, strconv.Itoa(idx[i]))
+			}
+			i = j + 1
+		}
+		out = strings.Join(parts, ",")
+	}
+	if a.Throttle > 0 {
+		out += "%" + strconv.Itoa(a.Throttle)
+	}
+	return out
+}
+
+// dependsOn maps --dependency onto depends_on, dependency_policy and
+// singleton. known reports whether a job id exists: Slurm 22.05 drops a
+// condition on a job it does not know and accepts the job.
+func dependsOn(t *spec.Task, d *slurm.Dependency, known func(uint32) bool) error {
+	if d == nil {
+		return nil
+	}
+	if d.Any {
+		t.DependencyPolicy = "any"
+	}
+	byType := map[string]int{}
+	for _, dep := range d.Deps {
+		switch dep.Type {
+		case slurm.DepSingleton:
+			t.Singleton = true
+			continue
+		case slurm.DepExpand:
+			return slurm.SubmitFailed("Job dependency problem")
+		}
+		if !known(dep.JobID) {
+			continue
+		}
+		typ := string(dep.Type)
+		if dep.Type == slurm.DepAfterBB {
+			typ = "afterany"
+		}
+		ref := strconv.FormatUint(uint64(dep.JobID), 10)
+		if dep.TaskID >= 0 {
+			ref += "_" + strconv.Itoa(dep.TaskID)
+		}
+		i, ok := byType[typ]
+		if !ok {
+			i = len(t.DependsOn)
+			byType[typ] = i
+			t.DependsOn = append(t.DependsOn, spec.Dependency{Type: typ})
+		}
+		t.DependsOn[i].Runs = append(t.DependsOn[i].Runs, ref)
+	}
+	if len(t.DependsOn) < 2 && t.DependencyPolicy == "any" && !t.Singleton {
+		t.DependencyPolicy = ""
+	}
+	return nil
+}
+
+// hiddenFromExport are variables of the submitter that a job must not
+// inherit with --export=ALL: the job's own Slurm, Berth and dstack
+// variables (the server sets them, and a submission from inside a job
+// would otherwise pass its own on), the GPUs the job gets, and the shell's
+// bookkeeping.
+func hiddenFromExport(name string) bool {
+	for _, p := range []string{"SLURM_", "SLURMD_", "BERTH_", "DSTACK_", "BASH_FUNC_"} {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	switch name {
+	case "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "ROCR_VISIBLE_DEVICES", "ZE_AFFINITY_MASK",
+		"_", "PWD", "OLDPWD", "SHLVL", "PS1", "PROMPT_COMMAND":
+		return true
+	}
+	return !validEnvName(name)
+}
+
+func validEnvName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, c := range s {
+		switch {
+		case c == '_', c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z':
+		case c >= '0' && c <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// envList is an ordered set of variables, the last value of a name winning.
+type envList struct {
+	names []string
+	vals  map[string]string
+}
+
+func (l *envList) set(k, v string) {
+	if l.vals == nil {
+		l.vals = map[string]string{}
+	}
+	if _, ok := l.vals[k]; !ok {
+		l.names = append(l.names, k)
+	}
+	l.vals[k] = v
+}
+
+func (l *envList) spec() spec.Env {
+	out := make(spec.Env, 0, len(l.names))
+	for _, k := range l.names {
+		out = append(out, spec.EnvVar{Name: k, Value: l.vals[k]})
+	}
+	return out
+}
+
+// exportEnv is the part of the submitter's environment a job gets, as
+// --export says (see hiddenFromExport for what never passes).
+func exportEnv(ex slurm.Export, submitterEnv []string, l *envList) {
+	for _, kv := range ex.Environment(submitterEnv) {
+		k, v, _ := strings.Cut(kv, "=")
+		explicit := false
+		for _, ev := range ex.Vars {
+			if ev.Name == k {
+				explicit = true
+			}
+		}
+		if hiddenFromExport(k) && !(explicit && validEnvName(k)) {
+			continue
+		}
+		l.set(k, v)
+	}
+}
+
+// buildBatchRun turns sbatch's job into a submission. known tells which
+// job ids exist (for --dependency); partitions, when not nil, are the
+// partitions there are (a job naming another one is refused as Slurm
+// does).
+func buildBatchRun(job *slurm.BatchJob, scriptPath string, s submitter, known func(uint32) bool, partitions []string) (*batchRun, error) {
+	o := job.Components[0]
+	t := &spec.Task{Type: "task", Name: runNameFor(o.JobName), WorkingDir: o.Chdir, Tags: map[string]string{}}
+	tags := t.Tags
+	setTag := func(k, v string) {
+		if v != "" {
+			tags[k] = v
+		}
+	}
+	setTag(tagJobName, o.JobName)
+	setTag(tagTool, "sbatch")
+	setTag(tagUser, s.user)
+	setTag(tagGroup, s.group)
+	setTag(tagUID, strconv.Itoa(s.uid))
+	setTag(tagGID, strconv.Itoa(s.gid))
+	setTag(tagSubmitHost, s.host)
+	setTag(tagAccount, o.Account)
+	setTag(tagComment, o.Comment)
+	if o.Wrap == "" && scriptPath != "" {
+		p := scriptPath
+		if !strings.HasPrefix(p, "/") {
+			p = path.Join(s.cwd, p)
+		}
+		setTag(tagCommand, p)
+	}
+	setTag(tagStdout, o.Output)
+	setTag(tagStderr, o.Error)
+	if o.Input != "/dev/null" {
+		setTag(tagStdin, o.Input)
+	}
+	setTag(tagConstraint, o.Constraint)
+	setTag(tagOpenMode, o.OpenMode)
+	setTag(tagTresPerNode, o.TresPerNode())
+	setTag(tagTresPerJob, o.TresPerJob())
+	if o.Dependency != nil {
+		setTag(tagDependency, o.Dependency.Spec())
+	}
+	if o.Signal != nil {
+		setTag(tagSignal, o.Signal.String())
+	}
+	if o.Requeue != nil {
+		tags[tagRequeue] = map[bool]string{true: "1", false: "0"}[*o.Requeue]
+		if *o.Requeue {
+			t.Retry = &spec.Retry{OnEvents: []string{"interruption"}}
+		}
+	}
+
+	// Partitions: the default one means any node.
+	for _, p := range o.Partition {
+		if p == "" {
+			continue
+		}
+		if partitions != nil && !contains(partitions, p) {
+			return nil, slurm.InvalidPartitionError(p)
+		}
+		if p != defaultPartition {
+			t.Fleets = append(t.Fleets, p)
+		}
+	}
+	if o.QOS != "" && !strings.EqualFold(o.QOS, "normal") {
+		t.QOS = o.QOS
+	}
+	if o.Nice != nil {
+		t.Nice = int64(*o.Nice)
+	}
+	if o.Priority != nil {
+		setTag(tagPriority, strconv.FormatUint(uint64(o.Priority.Value), 10))
+		t.Priority = int(min(o.Priority.Value, 100))
+		if o.Priority.Top {
+			tags[tagPriority], t.Priority = "TOP", 100
+		}
+	}
+	if o.Exclusive == "exclusive" {
+		t.Exclusive = true
+	}
+	if o.TimeLimit > 0 && o.TimeLimit != slurm.Unlimited {
+		d := spec.Duration(o.TimeLimit / time.Second)
+		t.MaxDuration = &d
+		if o.Signal != nil {
+			// Delivered that long before the time limit (without one, as
+			// in Slurm, there is no moment to send it: it stays a tag).
+			t.Signal = o.Signal.String()
+		}
+	}
+	if o.Array != nil {
+		t.Array = arrayString(o.Array)
+	}
+	if err := dependsOn(t, o.Dependency, known); err != nil {
+		return nil, err
+	}
+	if o.KillOnInvalidDep != nil {
+		t.KillInvalidDepend = *o.KillOnInvalidDep
+	}
+
+	// Resources: one group per hetjob component, else the task's own.
+	var first resources
+	for i := range job.Components {
+		r, err := componentResources(&job.Components[i])
+		if err != nil {
+			return nil, err
+		}
+		if i == 0 {
+			first = r
+		}
+		if len(job.Components) > 1 {
+			t.Groups = append(t.Groups, spec.Group{Name: fmt.Sprintf("het-%d", i), Nodes: r.nodes, Resources: r.spec()})
+		}
+	}
+	if len(job.Components) == 1 {
+		t.Nodes = first.nodes
+		t.Resources = first.spec()
+	}
+	if first.ntasksGiven {
+		setTag(tagNTasks, strconv.Itoa(first.nodes*first.tasksPerNode))
+		setTag(tagNTasksPerNode, strconv.Itoa(first.tasksPerNode))
+	}
+	if o.CPUsPerTask > 0 {
+		setTag(tagCPUsPerTask, strconv.Itoa(o.CPUsPerTask))
+	}
+	if first.memPerCPUMB > 0 {
+		setTag(tagMemPerCPU, strconv.FormatUint(first.memPerCPUMB, 10))
+	}
+
+	// The environment: the submitter's (--export), then the batch
+	// variables sbatch's job gets that the server does not set.
+	var env envList
+	exportEnv(o.Export, s.env, &env)
+	part := defaultPartition
+	if len(t.Fleets) > 0 {
+		part = strings.Join(t.Fleets, ",")
+	}
+	totalNodes := 0
+	if len(t.Groups) > 0 {
+		for _, g := range t.Groups {
+			totalNodes += g.Nodes
+		}
+	} else {
+		totalNodes = t.Nodes
+	}
+	for _, kv := range [][2]string{
+		{"SLURM_SUBMIT_DIR", s.cwd}, {"SLURM_SUBMIT_HOST", s.host}, {"SLURM_JOB_NAME", o.JobName},
+		{"SLURM_JOB_ACCOUNT", orStr(o.Account, defaultAccount)}, {"SLURM_JOB_PARTITION", part}, {"SLURM_JOB_QOS", orStr(o.QOS, "normal")},
+		{"SLURM_JOB_USER", s.user}, {"SLURM_JOB_UID", strconv.Itoa(s.uid)}, {"SLURM_JOB_GID", strconv.Itoa(s.gid)},
+		{"SLURM_CLUSTER_NAME", clusterName}, {"SLURM_GTIDS", "0"}, {"SLURM_LOCALID", "0"}, {"SLURM_PROCID", "0"},
+		{"SLURM_PRIO_PROCESS", "0"}, {"SLURM_NODE_ALIASES", "(null)"},
+		{"SLURM_TASKS_PER_NODE", slurm.CompressCounts(repeat(first.tasksPerNode, totalNodes))},
+		{"SLURM_JOB_CPUS_PER_NODE", slurm.CompressCounts(repeat(first.cpus, totalNodes))},
+	} {
+		env.set(kv[0], kv[1])
+	}
+	if o.Export.Mode != slurm.ExportAll || len(o.Export.Vars) > 0 {
+		env.set("SLURM_EXPORT_ENV", exportString(o.Export))
+	}
+	if first.ntasksGiven {
+		n := strconv.Itoa(first.nodes * first.tasksPerNode)
+		if o.NTasks > 0 {
+			n = strconv.Itoa(o.NTasks)
+		}
+		env.set("SLURM_NTASKS", n)
+		env.set("SLURM_NPROCS", n)
+	}
+	if o.NTasksPerNode > 0 {
+		env.set("SLURM_NTASKS_PER_NODE", strconv.Itoa(o.NTasksPerNode))
+	}
+	if o.CPUsPerTask > 0 {
+		env.set("SLURM_CPUS_PER_TASK", strconv.Itoa(o.CPUsPerTask))
+	}
+	switch {
+	case first.memPerCPUMB > 0:
+		env.set("SLURM_MEM_PER_CPU", strconv.FormatUint(first.memPerCPUMB, 10))
+	case first.memMB > 0:
+		env.set("SLURM_MEM_PER_NODE", strconv.FormatUint(first.memMB, 10))
+	}
+	if first.gpus > 0 {
+		env.set("SLURM_GPUS_ON_NODE", strconv.Itoa(first.gpus))
+	}
+	if o.Wait {
+		env.set("SLURM_JOB_WAIT", "1")
+	}
+	t.Env = env.spec()
+
+	t.Commands = []string{batchCommands(job, o, s, totalNodes)}
+	t.Normalize()
+	if err := t.Validate(); err != nil {
+		return nil, slurm.SubmitFailed(err.Error())
+	}
+	br := &batchRun{opt: o, req: api.SubmitRequest{Spec: t, Source: orStr(scriptPath, "sbatch"), Hold: o.Hold}}
+	if !o.Begin.IsZero() && o.Begin.After(s.now) {
+		br.req.Begin = o.Begin.UTC()
+	}
+	return br, nil
+}
+
+func repeat(n, times int) []int {
+	out := make([]int, max(times, 1))
+	for i := range out {
+		out[i] = n
+	}
+	return out
+}
+
+func exportString(e slurm.Export) string {
+	var parts []string
+	switch e.Mode {
+	case slurm.ExportAll:
+		parts = append(parts, "ALL")
+	case slurm.ExportNone:
+		if len(e.Vars) == 0 {
+			parts = append(parts, "NONE")
+		}
+	case slurm.ExportNil:
+		parts = append(parts, "NIL")
+	}
+	for _, v := range e.Vars {
+		if v.HasValue {
+			parts = append(parts, v.Name+"="+v.Value)
+		} else {
+			parts = append(parts, v.Name)
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// shQuote quotes s for bash.
+func shQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// interpreter is the script's "#!" line as the kernel reads it: the
+// program and at most one argument (the rest of the line).
+func interpreter(script []byte) []string {
+	line, _, _ := strings.Cut(string(script), "\n")
+	line = strings.TrimSpace(strings.TrimPrefix(line, "#!"))
+	prog, arg, ok := strings.Cut(line, " ")
+	if !ok {
+		prog, arg, _ = strings.Cut(line, "\t")
+	}
+	arg = strings.TrimSpace(arg)
+	if prog == "" {
+		return []string{"/bin/sh"}
+	}
+	if arg == "" {
+		return []string{prog}
+	}
+	return []string{prog, arg}
+}
+
+// batchCommands is the shell that runs a batch script as slurmd does:
+// standard input, output and error opened as --input, --output, --error
+// and --open-mode say (the names expanded by the job itself, which knows
+// its id), the script written to a file and run by its interpreter with
+// its arguments, the file removed afterwards. On the nodes of a
+// multi-node job other than the first, the script runs too (Berth starts
+// every node's share of a run) but its own output is discarded: only its
+// srun steps write, appending to the job's output file, so the file reads
+// as Slurm's does.
+func batchCommands(job *slurm.BatchJob, o slurm.BatchOptions, s submitter, nodes int) string {
+	fc := shellFilenameContext{array: o.Array != nil, jobName: o.JobName, user: s.user, workDir: o.Chdir}
+	out := shellFilename(o.Output, fc)
+	errf := out
+	if o.Error != "" {
+		errf = shellFilename(o.Error, fc)
+	}
+	in := shQuote(orStr(o.Input, "/dev/null"))
+	var b strings.Builder
+	b.WriteString("set +e\n")
+	fmt.Fprintf(&b, "__berth_out=%s\n__berth_err=%s\n", out, errf)
+	redirect := func() {
+		if o.OpenMode != "append" {
+			b.WriteString(`  : >"$__berth_out" && { [ "$__berth_err" = "$__berth_out" ] || : >"$__berth_err"; } || exit 1` + "\n")
+		}
+		if o.Error == "" {
+			fmt.Fprintf(&b, "  exec <%s >>\"$__berth_out\" 2>&1 || exit 1\n", in)
+		} else {
+			fmt.Fprintf(&b, "  exec <%s >>\"$__berth_out\" 2>>\"$__berth_err\" || exit 1\n", in)
+		}
+	}
+	if nodes > 1 {
+		b.WriteString("if [ \"${SLURM_NODEID:-0}\" = 0 ]; then\n")
+		redirect()
+		b.WriteString("else\n")
+		b.WriteString("  export BERTH_SLURM_STEP_OUTPUT=\"$__berth_out\" BERTH_SLURM_STEP_ERROR=\"$__berth_err\"\n")
+		b.WriteString("  exec </dev/null >/dev/null 2>&1\n")
+		b.WriteString("fi\n")
+	} else {
+		b.WriteString("{\n")
+		redirect()
+		b.WriteString("}\n")
+	}
+	script := string(job.Script)
+	if !strings.HasSuffix(script, "\n") {
+		script += "\n"
+	}
+	delim := "BERTH_SLURM_SCRIPT"
+	for n := 0; strings.Contains(script, delim); n++ {
+		delim = fmt.Sprintf("BERTH_SLURM_SCRIPT_%d", n)
+	}
+	// The submitter's TMPDIR (exported) may not exist on the node.
+	b.WriteString(`__berth_script=$(mktemp "${TMPDIR:-/tmp}/slurm_script.XXXXXX" 2>/dev/null || mktemp /tmp/slurm_script.XXXXXX) || exit 1` + "\n")
+	b.WriteString(`trap 'rm -f "$__berth_script"' EXIT` + "\n")
+	b.WriteString("trap 'exit 143' TERM\n")
+	fmt.Fprintf(&b, "cat >\"$__berth_script\" <<'%s'\n%s%s\n", delim, script, delim)
+	b.WriteString(`chmod 700 "$__berth_script"` + "\n")
+	var argv []string
+	for _, a := range interpreter(job.Script) {
+		argv = append(argv, shQuote(a))
+	}
+	argv = append(argv, `"$__berth_script"`)
+	for _, a := range job.ScriptArgs {
+		argv = append(argv, shQuote(a))
+	}
+	b.WriteString(strings.Join(argv, " ") + "\n")
+	return b.String()
+}
+
+// shellFilenameContext is what a file name pattern can refer to before the
+// job runs.
+type shellFilenameContext struct {
+	array            bool
+	jobName, user    string
+	workDir          string
+	stepID, taskVars bool // srun steps: %s, %t from the step's variables
+}
+
+// shellFilename is slurm.ExpandFilename as a bash word that the job's own
+// shell expands: %j, %A, %a come from SLURM_JOB_ID, SLURM_ARRAY_JOB_ID and
+// SLURM_ARRAY_TASK_ID, as the id is only known once the job runs; %N is
+// the first node of the job (the batch host), %n and %t are 0 for the batch
+// script; %x and %u are known now.
+func shellFilename(pattern string, c shellFilenameContext) string {
+	if pattern == "" {
+		pattern = "slurm-%J.out"
+		if c.array {
+			pattern = "slurm-%A_%a.out"
+		}
+	}
+	prefix := ""
+	if !strings.HasPrefix(pattern, "/") {
+		prefix = c.workDir
+		if !strings.Contains(pattern, `\`) && !strings.HasSuffix(prefix, "/") {
+			prefix += "/"
+		}
+	}
+	if strings.Contains(pattern, `\`) {
+		var b strings.Builder
+		for i := 0; i < len(pattern); i++ {
+			if pattern[i] == '\\' {
+				if i+1 < len(pattern) && pattern[i+1] == '\\' {
+					b.WriteByte('\\')
+					i++
+				}
+				continue
+			}
+			b.WriteByte(pattern[i])
+		}
+		return shQuote(prefix + b.String())
+	}
+	var w strings.Builder
+	lit := func(s string) {
+		if s != "" {
+			w.WriteString("'" + strings.ReplaceAll(s, "'", `'\''`) + "'")
+		}
+	}
+	num := func(expr string, wid int) {
+		if wid > 0 {
+			fmt.Fprintf(&w, `"$(printf %%0%dd "%s")"`, wid, expr)
+		} else {
+			w.WriteString(`"` + expr + `"`)
+		}
+	}
+	lit(prefix)
+	path := pattern
+	q, p := 0, 0
+	for p < len(path) {
+		if path[p] != '%' {
+			p++
+			continue
+		}
+		if p+1 < len(path) && path[p+1] == '%' {
+			p++
+			lit(path[q:p])
+			p++
+			q = p
+			continue
+		}
+		p++
+		wid := 0
+		if p < len(path) && path[p] >= '0' && path[p] <= '9' {
+			lit(path[q : p-1])
+			start := p
+			for p < len(path) && path[p] >= '0' && path[p] <= '9' {
+				p++
+			}
+			n, err := strconv.Atoi(path[start:p])
+			if err != nil || n > 10 {
+				n = 10
+			}
+			wid = n
+			q = p - 1
+			if p >= len(path) {
+				break
+			}
+		}
+		if p >= len(path) {
+			break
+		}
+		ch := path[p]
+		if !strings.ContainsRune("aAjJnNstux", rune(ch)) {
+			continue
+		}
+		lit(path[q : p-1])
+		switch ch {
+		case 'a':
+			if c.array {
+				num("${SLURM_ARRAY_TASK_ID}", wid)
+			} else {
+				num("4294967294", wid)
+			}
+		case 'A':
+			if c.array {
+				num("${SLURM_ARRAY_JOB_ID}", wid)
+			} else {
+				num("${SLURM_JOB_ID}", wid)
+			}
+		case 'j', 'J':
+			num("${SLURM_JOB_ID}", wid)
+			if ch == 'J' && c.stepID {
+				w.WriteString(`".${SLURM_STEP_ID:-0}"`)
+			}
+		case 'n':
+			if c.taskVars {
+				num("${SLURM_NODEID:-0}", wid)
+			} else {
+				num("0", wid)
+			}
+		case 'N':
+			if c.taskVars {
+				w.WriteString(`"${SLURMD_NODENAME}"`)
+			} else {
+				w.WriteString(`"${SLURM_JOB_NODELIST%%,*}"`)
+			}
+		case 's':
+			if c.stepID {
+				num("${SLURM_STEP_ID:-0}", wid)
+			} else {
+				lit("batch")
+			}
+		case 't':
+			if c.taskVars {
+				num("${SLURM_PROCID:-0}", wid)
+			} else {
+				num("0", wid)
+			}
+		case 'u':
+			lit(c.user)
+		case 'x':
+			lit(c.jobName)
+		}
+		p++
+		q = p
+	}
+	if q != p {
+		lit(path[q:p])
+	}
+	if w.Len() == 0 {
+		return "''"
+	}
+	return w.String()
+}

@@ -1,0 +1,461 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/berth-hq/berth/internal/slurm"
+	"github.com/berth-hq/berth/internal/spec"
+)
+
+func bash(t *testing.T, script string, env []string, dir string) (string, int) {
+	t.Helper()
+	cmd := exec.Command("bash", "-c", script)
+	cmd.Env = env
+	cmd.Dir = dir
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return out.String(), ee.ExitCode()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), 0
+}
+
+// The job's shell expands output file patterns exactly as slurmd would
+// (internal/slurm's ExpandFilename), from the variables the job gets.
+func TestShellFilename(t *testing.T) {
+	patterns := []string{"", "out.txt", "slurm-%j.out", "%x-%j.log", "/abs/%u/%A_%a.out", "%5j.out", "%%j%%", "%10a-%3A",
+		"a%", "%z%j", "%5z", "%N.%n.%t.%s", `back\slash%j`, `two\\%j`, "%J", "dir/%12j-%x"}
+	for _, array := range []bool{false, true} {
+		for _, p := range patterns {
+			fc := slurm.FilenameContext{JobID: 42, ArrayJobID: 0, ArrayTaskID: slurm.NoArrayTask, StepID: -1, JobName: "my job",
+				User: "alice", Node: "n1", WorkDir: "/home/alice/work"}
+			env := []string{"SLURM_JOB_ID=42", "SLURM_JOB_NODELIST=n1,n2", "SLURMD_NODENAME=n1", "PATH=" + os.Getenv("PATH")}
+			if array {
+				fc.ArrayJobID, fc.ArrayTaskID = 40, 7
+				env = append(env, "SLURM_ARRAY_JOB_ID=40", "SLURM_ARRAY_TASK_ID=7")
+			}
+			want := slurm.ExpandFilename(p, fc)
+			word := shellFilename(p, shellFilenameContext{array: array, jobName: "my job", user: "alice", workDir: "/home/alice/work"})
+			got, code := bash(t, "printf %s "+word, env, "/")
+			if code != 0 || got != want {
+				t.Errorf("pattern %q (array %v): the job's shell gives %q (exit %d) from %s, slurmd %q", p, array, got, code, word, want)
+			}
+		}
+	}
+}
+
+func TestRunNameFor(t *testing.T) {
+	for in, want := range map[string]string{
+		"train.sh": "train", "wrap": "wrap", "My_Job.v2": "my-job-v2", "1job": "job-1job", "x": "job-x", "": "job",
+		"___": "job", strings.Repeat("a", 60): strings.Repeat("a", 41), "job.sbatch": "job", ".sh": "sh",
+	} {
+		if got := runNameFor(in); got != want {
+			t.Errorf("runNameFor(%q) = %q, want %q", in, got, want)
+		}
+		if got := runNameFor(in); !(len(got) >= 2 && len(got) <= 41) {
+			t.Errorf("runNameFor(%q) = %q: not a run name", in, got)
+		}
+	}
+}
+
+// buildFrom parses an sbatch command line and script as sbatch would and
+// builds the submission.
+func buildFrom(t *testing.T, args []string, script string, env []string) (*batchRun, error) {
+	t.Helper()
+	cmd, err := slurm.ParseSbatchArgs(args)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC)
+	body := []byte(script)
+	if cmd.Wrap != "" {
+		body = slurm.WrapScript(cmd.Wrap)
+	}
+	job, err := slurm.BuildBatchJob(cmd, body, slurm.SubmitContext{Cwd: "/home/alice/work", Now: now, Env: env, ScriptName: cmd.Script})
+	if err != nil {
+		return nil, err
+	}
+	s := submitter{user: "alice", group: "users", uid: 1000, gid: 100, host: "login1", cwd: "/home/alice/work", env: env, now: now}
+	known := func(id uint32) bool { return id != 999 }
+	return buildBatchRun(job, cmd.Script, s, known, []string{"berth", "gpu", "cpu"})
+}
+
+func TestResourcesMapping(t *testing.T) {
+	type want struct {
+		nodes, cpus, gpus int
+		mem               string
+	}
+	tests := map[string]struct {
+		args []string
+		want want
+	}{
+		"defaults":                 {[]string{"--wrap", "x"}, want{1, 1, 0, ""}},
+		"-c":                       {[]string{"-c", "4", "--wrap", "x"}, want{1, 4, 0, ""}},
+		"-n on one node":           {[]string{"-n", "8", "--wrap", "x"}, want{1, 8, 0, ""}},
+		"-n -N":                    {[]string{"-N", "2", "-n", "8", "-c", "2", "--wrap", "x"}, want{2, 8, 0, ""}},
+		"-n --ntasks-per-node":     {[]string{"-n", "8", "--ntasks-per-node", "4", "--wrap", "x"}, want{2, 4, 0, ""}},
+		"--mem":                    {[]string{"--mem", "4G", "--wrap", "x"}, want{1, 1, 0, "4GB"}},
+		"--mem-per-cpu":            {[]string{"-c", "4", "--mem-per-cpu", "1000", "--wrap", "x"}, want{1, 4, 0, "4000MB"}},
+		"--gres":                   {[]string{"--gres", "gpu:a100:2", "--wrap", "x"}, want{1, 1, 2, ""}},
+		"--gpus per job":           {[]string{"-N", "2", "--gpus", "8", "--wrap", "x"}, want{2, 1, 4, ""}},
+		"--gpus-per-node":          {[]string{"--gpus-per-node", "4", "--cpus-per-gpu", "8", "--wrap", "x"}, want{1, 32, 4, ""}},
+		"--gpus-per-task":          {[]string{"--ntasks-per-node", "2", "--gpus-per-task", "1", "--wrap", "x"}, want{1, 2, 2, ""}},
+		"--mem-per-gpu":            {[]string{"--gres", "gpu:2", "--mem-per-gpu", "10G", "--wrap", "x"}, want{1, 1, 2, "20GB"}},
+		"--mem=0 asks for nothing": {[]string{"--mem", "0", "--wrap", "x"}, want{1, 1, 0, ""}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			br, err := buildFrom(t, tc.args, "", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := br.req.Spec.Resources
+			got := want{nodes: br.req.Spec.Nodes, cpus: r.CPU.Count.Min}
+			if r.GPU != nil {
+				got.gpus = r.GPU.Count.Min
+			}
+			if r.Memory != nil {
+				got.mem = r.Memory.Min.String()
+			}
+			if got != tc.want {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// A script with directives becomes a run that keeps what Slurm shows in
+// its tags, gets the batch variables sbatch gives, and the submitter's
+// environment without its job variables.
+func TestBuildBatchRun(t *testing.T) {
+	script := `#!/bin/bash -l
+#SBATCH --job-name=Train_Big
+#SBATCH -N 2 --ntasks-per-node=4 -c 8
+#SBATCH --gres=gpu:a100:4
+#SBATCH -t 1-00:00:00
+#SBATCH -p gpu
+#SBATCH -A proj42 --comment "nightly run"
+#SBATCH --array=0-9%3
+#SBATCH --dependency=afterok:12:999?afterany:13
+#SBATCH --requeue --signal=B:USR1@90 --nice=10 --exclusive
+#SBATCH -o logs/%x-%A_%a.out
+srun python train.py
+`
+	env := []string{"HOME=/home/alice", "PATH=/usr/bin", "SLURM_JOB_ID=7", "CUDA_VISIBLE_DEVICES=0", "BERTH_TOKEN=secret", "BASH_FUNC_x%%=() {}", "MY_VAR=1"}
+	br, err := buildFrom(t, []string{"--hold", "job.sh", "a b", "c"}, script, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := br.req.Spec
+	if !br.req.Hold {
+		t.Error("--hold was not passed on")
+	}
+	checks := map[string][2]any{
+		"name":       {"train-big", ts.Name},
+		"nodes":      {2, ts.Nodes},
+		"cpus":       {32, ts.Resources.CPU.Count.Min},
+		"gpus":       {"a100:4", ts.Resources.GPU.String()},
+		"fleets":     {[]string{"gpu"}, ts.Fleets},
+		"time":       {spec.Duration(86400), *ts.MaxDuration},
+		"array":      {"0-9%3", ts.Array},
+		"depends":    {[]spec.Dependency{{Type: "afterok", Runs: []string{"12"}}, {Type: "afterany", Runs: []string{"13"}}}, ts.DependsOn},
+		"policy":     {"any", ts.DependencyPolicy},
+		"nice":       {int64(10), ts.Nice},
+		"exclusive":  {true, ts.Exclusive},
+		"retry":      {&spec.Retry{OnEvents: []string{"interruption"}}, ts.Retry},
+		"workdir":    {"/home/alice/work", ts.WorkingDir},
+		"job name":   {"Train_Big", ts.Tags[tagJobName]},
+		"account":    {"proj42", ts.Tags[tagAccount]},
+		"comment":    {"nightly run", ts.Tags[tagComment]},
+		"signal":     {"B:USR1@90", ts.Tags[tagSignal]},
+		"command":    {"/home/alice/work/job.sh", ts.Tags[tagCommand]},
+		"stdout":     {"/home/alice/work/logs/%x-%A_%a.out", ts.Tags[tagStdout]},
+		"ntasks":     {"8", ts.Tags[tagNTasks]},
+		"tres":       {"gres:gpu:a100:4", ts.Tags[tagTresPerNode]},
+		"dependency": {"afterok:12?afterok:999?afterany:13", ts.Tags[tagDependency]},
+	}
+	for name, c := range checks {
+		if d := cmp.Diff(c[0], c[1]); d != "" {
+			t.Errorf("%s (-want +got):\n%s", name, d)
+		}
+	}
+	got := map[string]string{}
+	for _, v := range ts.Env {
+		got[v.Name] = v.Value
+	}
+	for k, v := range map[string]string{"HOME": "/home/alice", "MY_VAR": "1", "SLURM_JOB_NAME": "Train_Big", "SLURM_SUBMIT_DIR": "/home/alice/work",
+		"SLURM_NTASKS": "8", "SLURM_NTASKS_PER_NODE": "4", "SLURM_CPUS_PER_TASK": "8", "SLURM_TASKS_PER_NODE": "4(x2)",
+		"SLURM_JOB_CPUS_PER_NODE": "32(x2)", "SLURM_JOB_ACCOUNT": "proj42", "SLURM_JOB_PARTITION": "gpu", "SLURM_GPUS_ON_NODE": "4"} {
+		if got[k] != v {
+			t.Errorf("env %s = %q, want %q", k, got[k], v)
+		}
+	}
+	for _, k := range []string{"SLURM_JOB_ID", "CUDA_VISIBLE_DEVICES", "BERTH_TOKEN", "BASH_FUNC_x%%"} {
+		if _, ok := got[k]; ok {
+			t.Errorf("the submitter's %s was passed to the job", k)
+		}
+	}
+	cmds := strings.Join(ts.Commands, "\n")
+	for _, want := range []string{"/bin/bash -l \"$__berth_script\" 'a b' c\n", "srun python train.py\n", `"${SLURM_ARRAY_JOB_ID}"'_'"${SLURM_ARRAY_TASK_ID}"`} {
+		if !strings.Contains(cmds, want) {
+			t.Errorf("commands lack %q:\n%s", want, cmds)
+		}
+	}
+}
+
+func TestBuildBatchRunRefusals(t *testing.T) {
+	tests := map[string]struct {
+		args []string
+		want string
+	}{
+		"unknown partition": {[]string{"-p", "nosuch", "--wrap", "x"}, "sbatch: error: invalid partition specified: nosuch\nsbatch: error: Batch job submission failed: Invalid partition name specified"},
+		"gres not a gpu":    {[]string{"--gres", "nvme:1", "--wrap", "x"}, "sbatch: error: Batch job submission failed: Invalid generic resource (gres) specification"},
+		"expand dependency": {[]string{"-d", "expand:12", "--wrap", "x"}, "sbatch: error: Batch job submission failed: Job dependency problem"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := buildFrom(t, tc.args, "", nil)
+			var ce *slurm.CommandError
+			if !errors.As(err, &ce) || ce.Error() != tc.want || ce.ExitCode != 1 {
+				t.Errorf("got %v, want %q, exit 1", err, tc.want)
+			}
+		})
+	}
+	// A condition on a job Slurm does not know is dropped, as Slurm 22.05
+	// does; the job is accepted.
+	br, err := buildFrom(t, []string{"-d", "afterok:999", "--wrap", "x"}, "", nil)
+	if err != nil || len(br.req.Spec.DependsOn) != 0 {
+		t.Errorf("afterok on an unknown job: %v, depends_on %v", err, br)
+	}
+}
+
+// The commands run the script as slurmd does: output and error in the
+// files --output and --error name, truncated or appended, the script run by
+// its interpreter with its arguments, its exit status the job's.
+func TestBatchCommandsRun(t *testing.T) {
+	dir := t.TempDir()
+	script := "#!/bin/sh\n#SBATCH -o out-%j.txt -e err-%x.txt\necho \"out $1 $2 $(basename $0)\"\necho err >&2\nread line || echo no input\nexit 7\n"
+	br, err := buildFrom(t, []string{"-D", dir, "-J", "nm", "job.sh", "x y", "z"}, script, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"SLURM_JOB_ID=5", "PATH=" + os.Getenv("PATH"), "TMPDIR=" + dir}
+	if err := os.WriteFile(filepath.Join(dir, "out-5.txt"), []byte("old content\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	log, code := bash(t, "set -e\n"+strings.Join(br.req.Spec.Commands, "\n"), env, dir)
+	if code != 7 || log != "" {
+		t.Errorf("exit %d, job log %q; want 7 and nothing (all output in the files)", code, log)
+	}
+	out, _ := os.ReadFile(filepath.Join(dir, "out-5.txt"))
+	errb, _ := os.ReadFile(filepath.Join(dir, "err-nm.txt"))
+	if string(out) != "out x y z slurm_script."+string(out[len("out x y z slurm_script."):]) || !strings.HasPrefix(string(out), "out x y z slurm_script.") || !strings.HasSuffix(string(out), "no input\n") {
+		t.Errorf("output file: %q", out)
+	}
+	if string(errb) != "err\n" {
+		t.Errorf("error file: %q", errb)
+	}
+	left, _ := filepath.Glob(filepath.Join(dir, "slurm_script.*"))
+	if len(left) != 0 {
+		t.Errorf("the script's copy is left behind: %v", left)
+	}
+	// --open-mode=append keeps what was there.
+	br, err = buildFrom(t, []string{"-D", dir, "--open-mode=append", "-o", "app.txt", "--wrap", "echo two"}, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "app.txt"), []byte("one\n"), 0o644)
+	if _, code := bash(t, strings.Join(br.req.Spec.Commands, "\n"), env, dir); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "app.txt")); string(b) != "one\ntwo\n" {
+		t.Errorf("append mode: %q", b)
+	}
+	// A script holding the here-document's delimiter still runs as written.
+	br, err = buildFrom(t, []string{"-D", dir, "-o", "delim.txt", "job.sh"}, "#!/bin/sh\ncat <<'BERTH_SLURM_SCRIPT'\nkept\nBERTH_SLURM_SCRIPT\n", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, code := bash(t, strings.Join(br.req.Spec.Commands, "\n"), env, dir); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "delim.txt")); string(b) != "kept\n" {
+		t.Errorf("script with the delimiter: %q", b)
+	}
+}
+
+func TestGetoptLong(t *testing.T) {
+	table := []slurmOpt{{"format", 'o', reqArg}, {"Format", 'O', reqArg}, {"jobs", 'j', optionalArg}, {"noheader", 'h', noArg},
+		{"states", 't', reqArg}, {"start", 0, noArg}}
+	tests := map[string]struct {
+		args []string
+		got  []gotOpt
+		rest []string
+		err  string
+	}{
+		"short and long":      {[]string{"-h", "--format=%i", "-t", "R"}, []gotOpt{{"noheader", "", false}, {"format", "%i", true}, {"states", "R", true}}, nil, ""},
+		"cluster and attach":  {[]string{"-ho%i"}, []gotOpt{{"noheader", "", false}, {"format", "%i", true}}, nil, ""},
+		"optional value":      {[]string{"-j", "12"}, []gotOpt{{"jobs", "", false}}, []string{"12"}, ""},
+		"optional attached":   {[]string{"-j12", "--jobs=3"}, []gotOpt{{"jobs", "12", true}, {"jobs", "3", true}}, nil, ""},
+		"case matters":        {[]string{"--Format", "x"}, []gotOpt{{"Format", "x", true}}, nil, ""},
+		"abbreviation":        {[]string{"--noh"}, []gotOpt{{"noheader", "", false}}, nil, ""},
+		"ambiguous":           {[]string{"--sta"}, nil, nil, "squeue: option '--sta' is ambiguous; possibilities: '--states' '--start'\nTry \"squeue --help\" for more information"},
+		"unknown long":        {[]string{"--bogus"}, nil, nil, "squeue: unrecognized option '--bogus'\nTry \"squeue --help\" for more information"},
+		"unknown short":       {[]string{"-k"}, nil, nil, "squeue: invalid option -- 'k'\nTry \"squeue --help\" for more information"},
+		"missing value":       {[]string{"-o"}, nil, nil, "squeue: option requires an argument -- 'o'\nTry \"squeue --help\" for more information"},
+		"missing long value":  {[]string{"--format"}, nil, nil, "squeue: option '--format' requires an argument\nTry \"squeue --help\" for more information"},
+		"value on a flag":     {[]string{"--noheader=1"}, nil, nil, "squeue: option '--noheader' doesn't allow an argument\nTry \"squeue --help\" for more information"},
+		"permuted":            {[]string{"a", "-h", "b"}, []gotOpt{{"noheader", "", false}}, []string{"a", "b"}, ""},
+		"double dash ends it": {[]string{"--", "-h"}, nil, []string{"-h"}, ""},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, rest, err := getoptLong("squeue", tc.args, table, true)
+			if tc.err != "" {
+				if err == nil || err.Error() != tc.err {
+					t.Errorf("error %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tc.got, got, cmp.AllowUnexported(gotOpt{})); d != "" {
+				t.Errorf("options (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(tc.rest, rest); d != "" {
+				t.Errorf("rest (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestLayoutStep(t *testing.T) {
+	env := func(kv ...string) func(string) string {
+		m := map[string]string{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return func(k string) string { return m[k] }
+	}
+	tests := map[string]struct {
+		opt    slurm.BatchOptions
+		getenv func(string) string
+		want   stepLayout
+	}{
+		"one per node":         {slurm.BatchOptions{}, env("SLURM_JOB_NUM_NODES", "2", "SLURM_NODEID", "1"), stepLayout{ntasks: 2, nodes: 2, local: 1, first: 1, thisNode: 1}},
+		"batch -n":             {slurm.BatchOptions{}, env("SLURM_JOB_NUM_NODES", "2", "SLURM_NODEID", "1", "SLURM_NTASKS", "8"), stepLayout{ntasks: 8, nodes: 2, local: 4, first: 4, thisNode: 1}},
+		"-n 3 on 2 nodes":      {slurm.BatchOptions{NTasks: 3}, env("SLURM_JOB_NUM_NODES", "2", "SLURM_NODEID", "1"), stepLayout{ntasks: 3, nodes: 2, local: 1, first: 2, thisNode: 1}},
+		"-N1 runs on node 0":   {slurm.BatchOptions{Nodes: 1}, env("SLURM_JOB_NUM_NODES", "2", "SLURM_NODEID", "1", "SLURM_NTASKS", "8"), stepLayout{ntasks: 1, nodes: 1, local: 0, first: 1, thisNode: 1}},
+		"--ntasks-per-node=2":  {slurm.BatchOptions{NTasksPerNode: 2}, env("SLURM_NNODES", "3", "SLURM_NODEID", "2"), stepLayout{ntasks: 6, nodes: 3, local: 2, first: 4, thisNode: 2}},
+		"-n 1 of two nodes":    {slurm.BatchOptions{NTasks: 1}, env("SLURM_JOB_NUM_NODES", "2", "SLURM_NODEID", "0"), stepLayout{ntasks: 1, nodes: 1, local: 1, first: 0, thisNode: 0}},
+		"no allocation values": {slurm.BatchOptions{}, env(), stepLayout{ntasks: 1, nodes: 1, local: 1, first: 0}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := layoutStep(&tc.opt, tc.getenv); got != tc.want {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// srun's one-off run starts each node's share of the tasks with their
+// ranks, and exits with the highest status.
+func TestStepCommands(t *testing.T) {
+	for _, tc := range []struct {
+		ntasks, nodes int
+		node          string
+		label         bool
+		want          string
+		code          int
+	}{
+		{2, 2, "1", false, "1 0 2\n", 0},
+		{5, 2, "0", false, "0 0 5\n1 1 5\n2 2 5\n", 3},
+		{5, 2, "1", false, "3 0 5\n4 1 5\n", 0},
+		{4, 2, "1", true, "2: 2 0 4\n3: 3 1 4\n", 3},
+	} {
+		cmd := stepCommands([]string{"bash", "-c", `echo $SLURM_PROCID $SLURM_LOCALID $SLURM_NTASKS; [ $SLURM_PROCID = 2 ] && exit 3; exit 0`}, tc.ntasks, tc.nodes, tc.label, tc.label)
+		out, code := bash(t, cmd, []string{"SLURM_NODEID=" + tc.node, "PATH=" + os.Getenv("PATH")}, "/")
+		lines := strings.SplitAfter(out, "\n")
+		sortStrings(lines)
+		if got := strings.Join(lines, ""); got != tc.want || code != tc.code {
+			t.Errorf("%d tasks on %d nodes, node %s: %q exit %d, want %q exit %d", tc.ntasks, tc.nodes, tc.node, got, code, tc.want, tc.code)
+		}
+	}
+}
+
+func sortStrings(s []string) {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+}
+
+func TestArgv(t *testing.T) {
+	for _, tc := range []struct{ in, want []string }{
+		{[]string{"/usr/bin/berth", "ps"}, []string{"ps"}},
+		{[]string{"/opt/shims/sbatch", "-N2", "x.sh"}, []string{"sbatch", "-N2", "x.sh"}},
+		{[]string{"squeue"}, []string{"squeue"}},
+		{[]string{"./sbatch-not"}, []string{}},
+	} {
+		if d := cmp.Diff(tc.want, Argv(tc.in), cmp.Comparer(func(a, b []string) bool { return strings.Join(a, " ") == strings.Join(b, " ") })); d != "" {
+			t.Errorf("Argv(%q): %s", tc.in, d)
+		}
+	}
+}
+
+func TestInstallShims(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	if err := installShims(&out, dir, "/bin/true", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := installShims(&out, dir, "/bin/false", false); err != nil {
+		t.Fatalf("links are replaced: %v", err)
+	}
+	for _, n := range SlurmCommandNames() {
+		if target, err := os.Readlink(filepath.Join(dir, n)); err != nil || target != "/bin/false" {
+			t.Errorf("%s -> %q (%v)", n, target, err)
+		}
+	}
+	os.Remove(filepath.Join(dir, "sinfo"))
+	os.WriteFile(filepath.Join(dir, "sinfo"), []byte("mine"), 0o755)
+	if err := installShims(&out, dir, "/bin/true", false); err == nil {
+		t.Error("a file that is not a link was replaced without --force")
+	}
+}
+
+func TestSbatchSignalBecomesTheRunsSignal(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--signal=B:USR1@300", "--time=1:00:00", "job.sh"}, "B:USR1@300"},
+		{[]string{"--signal=USR2", "--time=10", "job.sh"}, "USR2"}, // the default, 60 s before, in both
+		{[]string{"--signal=USR1@30", "job.sh"}, ""}, // no time limit: nothing to count back from
+	} {
+		br, err := buildFrom(t, tc.args, "#!/bin/bash\ntrue\n", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := br.req.Spec.Signal; got != tc.want {
+			t.Errorf("%v: signal %q, want %q", tc.args, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,196 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/berth-hq/berth/internal/client"
+	"github.com/berth-hq/berth/internal/slurm"
+)
+
+// The Slurm front end: `berth sbatch …`, or the binary called through a
+// link named sbatch (see Argv), reads Slurm's options and prints what Slurm
+// prints. Each command is a function of a slurmEnv, so tests can run it
+// against a server without a process of its own.
+
+// slurmEnv is what a Slurm command works with.
+type slurmEnv struct {
+	ctx           context.Context
+	stdin         io.Reader
+	stdout        io.Writer
+	stderr        io.Writer
+	getenv        func(string) string
+	environ       func() []string
+	now           func() time.Time
+	cwd           string
+	newClient     func() (*client.Client, error)
+	executable    func() (string, error)
+	interactiveIn *os.File // the terminal for salloc's shell and srun --pty; nil in tests
+}
+
+type slurmCommand struct {
+	name, short string
+	run         func(e *slurmEnv, args []string) error
+}
+
+var slurmCommands = []slurmCommand{
+	{"sbatch", "Submit a batch script, as Slurm's sbatch", runSbatch},
+	{"squeue", "List pending and running jobs, as Slurm's squeue", runSqueue},
+	{"scancel", "Cancel or signal jobs, as Slurm's scancel", runScancel},
+	{"sinfo", "Show partitions and nodes, as Slurm's sinfo", runSinfo},
+	{"sacct", "Show finished and running jobs from the accounting records, as Slurm's sacct", runSacct},
+	{"scontrol", "Show and change jobs, nodes and partitions, as Slurm's scontrol", runScontrol},
+	{"srun", "Run a command on the cluster and wait for it, or a job step inside an allocation, as Slurm's srun", runSrun},
+	{"salloc", "Hold an allocation and start a shell in it, as Slurm's salloc", runSalloc},
+	{"sacctmgr", "Show accounts, users and QOS, as Slurm's sacctmgr", runSacctmgr},
+}
+
+// SlurmCommandNames are the names Berth answers to as a Slurm command.
+func SlurmCommandNames() []string {
+	out := make([]string, len(slurmCommands))
+	for i, c := range slurmCommands {
+		out[i] = c.name
+	}
+	return out
+}
+
+// Argv turns the process's arguments into the command line of Main: when
+// the binary was called through a link named after a Slurm command
+// (sbatch, squeue…), it is that command.
+func Argv(osArgs []string) []string {
+	if len(osArgs) == 0 {
+		return nil
+	}
+	if name := filepath.Base(osArgs[0]); slices.Contains(SlurmCommandNames(), name) {
+		return append([]string{name}, osArgs[1:]...)
+	}
+	return osArgs[1:]
+}
+
+func defaultSlurmEnv(cmd *cobra.Command) *slurmEnv {
+	cwd, err := os.Getwd()
+	if err != nil {
+		cwd = os.Getenv("PWD")
+	}
+	e := &slurmEnv{
+		ctx: cmd.Context(), stdin: cmd.InOrStdin(), stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(),
+		getenv: os.Getenv, environ: os.Environ, now: time.Now, cwd: cwd, newClient: newClient, executable: os.Executable,
+	}
+	if e.ctx == nil {
+		e.ctx = context.Background()
+	}
+	if f, ok := cmd.InOrStdin().(*os.File); ok {
+		e.interactiveIn = f
+	}
+	return e
+}
+
+func newSlurmCmds() []*cobra.Command {
+	var out []*cobra.Command
+	for _, sc := range slurmCommands {
+		sc := sc
+		out = append(out, &cobra.Command{
+			Use:                sc.name + " [SLURM OPTIONS]",
+			Short:              sc.short,
+			GroupID:            "slurm",
+			DisableFlagParsing: true,
+			Args:               cobra.ArbitraryArgs,
+			RunE: func(cmd *cobra.Command, args []string) error {
+				e := defaultSlurmEnv(cmd)
+				return slurmExit(e, sc.name, sc.run(e, args))
+			},
+		})
+	}
+	out = append(out, newInstallShimsCmd())
+	return out
+}
+
+// slurmExit prints a Slurm command's error as Slurm would and turns it into
+// the exit status.
+func slurmExit(e *slurmEnv, prog string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *slurm.CommandError
+	if errors.As(err, &ce) {
+		io.WriteString(e.stdout, ce.Stdout)
+		for _, l := range ce.Stderr {
+			fmt.Fprintln(e.stderr, l)
+		}
+		if ce.ExitCode == 0 {
+			return nil
+		}
+		return &ExitError{Code: ce.ExitCode}
+	}
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		if ee.Err != nil {
+			fmt.Fprintf(e.stderr, "%s: error: %v\n", prog, ee.Err)
+		}
+		return &ExitError{Code: ee.Code}
+	}
+	fmt.Fprintf(e.stderr, "%s: error: %v\n", prog, err)
+	return &ExitError{Code: 1}
+}
+
+// slurmFail is an error of a Slurm command: "prog: error: msg", exit code.
+func slurmFail(code int, lines ...string) *slurm.CommandError {
+	return &slurm.CommandError{Stderr: lines, ExitCode: code}
+}
+
+func newInstallShimsCmd() *cobra.Command {
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "install-slurm-shims DIR",
+		Short: "Create links named sbatch, squeue, scancel… to this binary in DIR",
+		Long: `Create, in DIR, a link to this binary for each Slurm command Berth answers to (` +
+			strings.Join(SlurmCommandNames(), ", ") + `).
+Called through such a link, berth acts as that command, so scripts and tools that run sbatch or
+squeue work unchanged once DIR is on their PATH. Existing links are replaced; other files are
+left alone unless --force.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			exe, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			if exe, err = filepath.EvalSymlinks(exe); err != nil {
+				return err
+			}
+			return installShims(cmd.OutOrStdout(), args[0], exe, force)
+		},
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "replace files that are not links")
+	return cmd
+}
+
+func installShims(w io.Writer, dir, exe string, force bool) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, name := range SlurmCommandNames() {
+		p := filepath.Join(dir, name)
+		if fi, err := os.Lstat(p); err == nil {
+			if fi.Mode()&os.ModeSymlink == 0 && !force {
+				return fmt.Errorf("%s exists and is not a link (use --force to replace it)", p)
+			}
+			if err := os.Remove(p); err != nil {
+				return err
+			}
+		}
+		if err := os.Symlink(exe, p); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "%s -> %s\n", p, exe)
+	}
+	return nil
+}

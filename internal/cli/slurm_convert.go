@@ -1,0 +1,846 @@
+package cli
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/slurm"
+	"github.com/berth-hq/berth/internal/spec"
+)
+
+// What Slurm shows of a job but Berth's run model does not hold is kept in
+// the run's tags under "slurm." (sbatch, srun and salloc set them; runs
+// submitted with berth apply have none, and show Berth's own values).
+const (
+	tagJobName       = "slurm.job_name" // the job name as Slurm knows it (run names are stricter)
+	tagTool          = "slurm.tool"     // sbatch, srun or salloc
+	tagUser          = "slurm.user"     // the submitting Unix user
+	tagUID           = "slurm.uid"      //
+	tagGID           = "slurm.gid"      //
+	tagGroup         = "slurm.group"    //
+	tagAccount       = "slurm.account"  // -A, recorded (Berth has one project)
+	tagComment       = "slurm.comment"  //
+	tagCommand       = "slurm.command"  // the script's path; empty for --wrap
+	tagStdout        = "slurm.stdout"   // --output as given, absolute
+	tagStderr        = "slurm.stderr"   //
+	tagStdin         = "slurm.stdin"    //
+	tagNTasks        = "slurm.ntasks"   // -n
+	tagCPUsPerTask   = "slurm.cpus_per_task"
+	tagNTasksPerNode = "slurm.ntasks_per_node"
+	tagMemPerCPU     = "slurm.mem_per_cpu" // MB
+	tagTresPerNode   = "slurm.tres_per_node"
+	tagTresPerJob    = "slurm.tres_per_job"
+	tagDependency    = "slurm.dependency" // --dependency as given
+	tagSignal        = "slurm.signal"     // --signal, recorded
+	tagRequeue       = "slurm.requeue"    // "1" or "0"
+	tagSubmitHost    = "slurm.submit_host"
+	tagConstraint    = "slurm.constraint"
+	tagOpenMode      = "slurm.open_mode"
+	tagPriority      = "slurm.priority" // --priority as given
+)
+
+// defaultPartition is the partition of a run that names no fleet: Berth
+// places such runs on any node, so the partition holds every node, and
+// sinfo lists it first, as the default.
+const defaultPartition = "berth"
+
+// minJobAge is how long squeue and scontrol still show a finished job, as
+// slurmctld keeps it in memory (MinJobAge, 300 s by default).
+const minJobAge = 300 * time.Second
+
+// clusterName is SLURM_CLUSTER_NAME and sacct's Cluster.
+const clusterName = "berth"
+
+// defaultAccount is the account of a job that names none: the server's one
+// project.
+const defaultAccount = "main"
+
+// slurmView is the cluster as the Slurm commands see it: runs (with their
+// jobs and configurations), nodes, and the time of the answer.
+type slurmView struct {
+	runs  []api.Run
+	byID  map[int64]*api.Run
+	nodes []api.Node
+	fleet map[string]string // node -> fleet
+	prio  map[int64]int64   // pending runs' multifactor priority
+	now   time.Time
+}
+
+func newSlurmView(runs []api.Run, nodes []api.Node, now time.Time) *slurmView {
+	v := &slurmView{runs: runs, byID: map[int64]*api.Run{}, nodes: nodes, fleet: map[string]string{}, now: now}
+	for i := range runs {
+		v.byID[runs[i].ID] = &runs[i]
+	}
+	for _, n := range nodes {
+		v.fleet[n.Name] = n.Fleet
+	}
+	return v
+}
+
+func tag(r *api.Run, key string) string {
+	if r.Spec == nil {
+		return ""
+	}
+	return r.Spec.Tags[key]
+}
+
+func tagInt(r *api.Run, key string) int {
+	n, _ := strconv.Atoi(tag(r, key))
+	return n
+}
+
+func orStr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// jobName is the name squeue and sacct show: Slurm's, else the run's.
+func jobName(r *api.Run) string {
+	if n := tag(r, tagJobName); n != "" {
+		return n
+	}
+	if r.ArrayID != 0 && r.ArrayIndex != nil {
+		// A task of an array submitted with berth apply: NAME_INDEX is the
+		// task's run name; Slurm shows the array's name.
+		return strings.TrimSuffix(r.Name, "_"+strconv.Itoa(*r.ArrayIndex))
+	}
+	return r.Name
+}
+
+func jobUser(r *api.Run) string { return orStr(tag(r, tagUser), r.User) }
+
+// uniqueNodes are the run's nodes in order, once each.
+func uniqueNodes(r *api.Run) []string {
+	var out []string
+	seen := map[string]bool{}
+	add := func(n string) {
+		if n != "" && !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	for _, j := range r.Jobs {
+		add(j.Node)
+	}
+	for _, n := range r.Nodes {
+		add(n)
+	}
+	return out
+}
+
+// partition is the partition a job shows: the fleet of the node it runs
+// on, else the fleets it may use, else the default partition.
+func (v *slurmView) partition(r *api.Run) string {
+	if nodes := uniqueNodes(r); len(nodes) > 0 {
+		if f := v.fleet[nodes[0]]; f != "" {
+			return f
+		}
+		if r.Spec == nil || len(r.Spec.Fleets) == 0 {
+			return defaultPartition
+		}
+	}
+	if r.Spec != nil && len(r.Spec.Fleets) > 0 {
+		return strings.Join(r.Spec.Fleets, ",")
+	}
+	return defaultPartition
+}
+
+// slurmState maps a run's status and reason onto Slurm's job state.
+func slurmState(r *api.Run) slurm.JobState {
+	switch r.Status {
+	case api.StatusSubmitted, api.StatusScheduled:
+		return slurm.JobPending
+	case api.StatusProvisioning, api.StatusPulling:
+		return slurm.JobRunning | slurm.JobConfiguring
+	case api.StatusRunning:
+		return slurm.JobRunning
+	case api.StatusTerminating:
+		return slurm.JobRunning | slurm.JobCompleting
+	case api.StatusDone:
+		return slurm.JobCompleted
+	case api.StatusFailed:
+		switch r.Reason {
+		case api.ReasonOOM:
+			return slurm.JobOutOfMemory
+		case "instance_unreachable", api.ReasonLostByAgent:
+			return slurm.JobNodeFail
+		case api.ReasonMaxDuration:
+			return slurm.JobTimeout
+		case api.ReasonPreempted:
+			return slurm.JobPreempted
+		}
+		return slurm.JobFailed
+	case api.StatusTerminated:
+		switch r.Reason {
+		case api.ReasonMaxDuration:
+			return slurm.JobTimeout
+		case api.ReasonPreempted:
+			return slurm.JobPreempted
+		case api.ReasonOOM:
+			return slurm.JobOutOfMemory
+		case "instance_unreachable", api.ReasonLostByAgent:
+			return slurm.JobNodeFail
+		}
+		return slurm.JobCancelled
+	case api.StatusAborted:
+		return slurm.JobCancelled
+	}
+	return slurm.JobPending
+}
+
+// slurmReason is the reason squeue shows: Slurm's codes for a waiting run
+// (the server already uses them), and for an ended one the reason Slurm
+// gives its state.
+func slurmReason(r *api.Run, st slurm.JobState) string {
+	switch {
+	case st.Pending():
+		if r.Reason == "" {
+			return slurm.ReasonNone
+		}
+		return r.Reason
+	case !st.Finished():
+		return slurm.ReasonNone
+	}
+	switch st.Base() {
+	case slurm.JobFailed:
+		if r.Reason == api.ReasonFailedToStart {
+			return slurm.ReasonJobLaunchFailure
+		}
+		if r.Reason == "DependencyNeverSatisfied" {
+			return slurm.ReasonDependencyNeverSatisfied
+		}
+		return slurm.ReasonNonZeroExitCode
+	case slurm.JobTimeout:
+		return slurm.ReasonTimeLimit
+	case slurm.JobOutOfMemory:
+		return slurm.ReasonOutOfMemory
+	case slurm.JobPreempted:
+		return slurm.ReasonPreempted
+	case slurm.JobNodeFail:
+		return slurm.ReasonNodeDown
+	case slurm.JobCancelled:
+		if r.Reason == "DependencyNeverSatisfied" {
+			return slurm.ReasonDependencyNeverSatisfied
+		}
+	}
+	return slurm.ReasonNone
+}
+
+// exitCode is Slurm's ExitCode "code:signal" of a run: the exit status of
+// the script, or the signal that ended it (a status above 128 is a signal,
+// as the shell reports it; a cancelled job that ran ended by SIGTERM, an
+// aborted one by SIGKILL; an OOM kill shows 0:125 as in Slurm).
+func exitCode(r *api.Run, st slurm.JobState) (code, sig int) {
+	started := r.StartedAt != nil
+	switch st.Base() {
+	case slurm.JobCancelled, slurm.JobTimeout, slurm.JobPreempted:
+		if !started {
+			return 0, 0
+		}
+		if r.Status == api.StatusAborted {
+			return 0, 9
+		}
+		return 0, 15
+	case slurm.JobOutOfMemory:
+		return 0, 125
+	}
+	if r.ExitCode == nil || *r.ExitCode < 0 {
+		if st.Base() == slurm.JobFailed || st.Base() == slurm.JobNodeFail {
+			return 1, 0
+		}
+		return 0, 0
+	}
+	c := *r.ExitCode
+	if c > 128 && c < 128+65 {
+		return 0, c - 128
+	}
+	return c, 0
+}
+
+// timeLimit is the run's --time.
+func timeLimit(t *spec.Task) time.Duration {
+	if t == nil || t.MaxDuration == nil || *t.MaxDuration <= 0 {
+		return slurm.Unlimited
+	}
+	return time.Duration(*t.MaxDuration) * time.Second
+}
+
+// perNode is what one node of the run asks for (the first group's, for a
+// heterogeneous run).
+type perNode struct {
+	cpus   int
+	memMB  uint64
+	gpus   int
+	gpuTyp string
+}
+
+func requestOf(res spec.Resources) perNode {
+	var p perNode
+	if res.CPU != nil {
+		p.cpus = res.CPU.Count.Min
+	}
+	if p.cpus == 0 {
+		p.cpus = 1
+	}
+	if res.Memory != nil {
+		p.memMB = uint64(res.Memory.Min / spec.MB)
+	}
+	if res.GPU != nil {
+		p.gpus = res.GPU.Count.Min
+		if len(res.GPU.Names) == 1 {
+			p.gpuTyp = strings.ToLower(res.GPU.Names[0])
+		}
+	}
+	return p
+}
+
+// shape is the run's node count and its per-node request, summed over the
+// groups of a heterogeneous run.
+func shape(t *spec.Task) (nodes int, cpus int, memMB uint64, gpus int) {
+	if t == nil {
+		return 1, 1, 0, 0
+	}
+	if len(t.Groups) > 0 {
+		for _, g := range t.Groups {
+			p := requestOf(g.Resources)
+			n := max(g.Nodes, 1)
+			nodes += n
+			cpus += n * p.cpus
+			memMB += uint64(n) * p.memMB
+			gpus += n * p.gpus
+		}
+		return nodes, cpus, memMB, gpus
+	}
+	p := requestOf(t.Resources)
+	n := max(t.Nodes, 1)
+	return n, n * p.cpus, uint64(n) * p.memMB, n * p.gpus
+}
+
+// alloc is what the run holds now (its jobs' allocations), or what it asks
+// for when it holds nothing.
+func alloc(r *api.Run) (nodes, cpus int, memMB uint64, gpus int) {
+	n, c, m, g := shape(r.Spec)
+	var an, ac, ag int
+	var am uint64
+	for _, j := range r.Jobs {
+		if j.Node == "" {
+			continue
+		}
+		an++
+		ac += j.Alloc.CPUs
+		am += uint64(j.Alloc.Memory) / slurm.MiB
+		ag += len(j.Alloc.GPUs)
+	}
+	if an == 0 {
+		return n, c, m, g
+	}
+	return an, ac, am, ag
+}
+
+// tresString is scontrol's TRES: "cpu=2,mem=4G,node=1,billing=2,gres/gpu=2".
+func tresString(nodes, cpus int, memMB uint64, gpus int) string {
+	s := fmt.Sprintf("cpu=%d", cpus)
+	if memMB > 0 {
+		s += ",mem=" + slurm.FormatMemoryMB(memMB)
+	}
+	s += fmt.Sprintf(",node=%d,billing=%d", nodes, cpus)
+	if gpus > 0 {
+		s += fmt.Sprintf(",gres/gpu=%d", gpus)
+	}
+	return s
+}
+
+// sacctTRES is the same in sacct's order: "billing=1,cpu=1,mem=1000M,node=1".
+func sacctTRES(nodes, cpus int, memMB uint64, gpus int) string {
+	m := map[string]uint64{"cpu": uint64(cpus), "node": uint64(nodes), "billing": uint64(cpus)}
+	if memMB > 0 {
+		m["mem"] = memMB * slurm.MiB
+	}
+	if gpus > 0 {
+		m["gres/gpu"] = uint64(gpus)
+	}
+	return slurm.SacctTRES(m)
+}
+
+func u32(n int64) uint32 {
+	if n < 0 || n > math.MaxUint32 {
+		return 0
+	}
+	return uint32(n)
+}
+
+func localTime(t *time.Time) time.Time {
+	if t == nil || t.IsZero() {
+		return time.Time{}
+	}
+	return t.Local()
+}
+
+// dependencyOf is the job's --dependency with each condition's state, as
+// scontrol shows it; nil without one.
+func (v *slurmView) dependencyOf(r *api.Run, st slurm.JobState) *slurm.Dependency {
+	t := r.Spec
+	if t == nil || (len(t.DependsOn) == 0 && !t.Singleton) {
+		return nil
+	}
+	if !st.Pending() {
+		return nil // Slurm drops a job's dependency once it is satisfied
+	}
+	d := &slurm.Dependency{Any: t.DependencyPolicy == "any"}
+	never := r.Reason == slurm.ReasonDependencyNeverSatisfied
+	for _, dep := range t.DependsOn {
+		for i, ref := range dep.Runs {
+			idStr, task, hasTask := strings.Cut(ref, "_")
+			id, _ := strconv.ParseInt(idStr, 10, 64)
+			if i < len(dep.IDs) && dep.IDs[i] != 0 {
+				id = dep.IDs[i]
+			}
+			sd := slurm.Dep{Type: slurm.DepType(dep.Type), JobID: u32(id), TaskID: slurm.DepWholeJob, State: slurm.DepUnfulfilled}
+			if hasTask {
+				sd.TaskID, _ = strconv.Atoi(task)
+			}
+			if o, ok := v.byID[id]; ok && o.Status.Finished() {
+				ok := o.Status == api.StatusDone
+				switch dep.Type {
+				case "afterok", "aftercorr":
+					sd.State = map[bool]slurm.DepState{true: slurm.DepFulfilled, false: slurm.DepFailed}[ok]
+				case "afternotok":
+					sd.State = map[bool]slurm.DepState{false: slurm.DepFulfilled, true: slurm.DepFailed}[ok]
+				default:
+					sd.State = slurm.DepFulfilled
+				}
+			} else if ok && o.StartedAt != nil && dep.Type == "after" {
+				sd.State = slurm.DepFulfilled
+			}
+			if never && sd.State == slurm.DepUnfulfilled {
+				sd.State = slurm.DepFailed
+			}
+			if sd.State == slurm.DepFulfilled {
+				continue // Slurm lists only what is left
+			}
+			d.Deps = append(d.Deps, sd)
+		}
+	}
+	if t.Singleton {
+		d.Deps = append(d.Deps, slurm.Dep{Type: slurm.DepSingleton, TaskID: slurm.DepWholeJob, State: slurm.DepUnfulfilled})
+	}
+	if len(d.Deps) == 0 {
+		return nil
+	}
+	return d
+}
+
+// arrayOf is the array run a task belongs to, nil when unknown.
+func (v *slurmView) arrayOf(r *api.Run) *api.Run {
+	if r.ArrayID == 0 {
+		return nil
+	}
+	return v.byID[r.ArrayID]
+}
+
+// waitingTasks are the indices of an array's tasks not created yet.
+func waitingTasks(a *api.ArrayInfo) []int {
+	if a == nil || a.NWaiting == 0 || a.Waiting == "" {
+		return nil
+	}
+	as, err := slurm.ParseArray(a.Waiting, math.MaxInt32)
+	if err != nil {
+		return nil
+	}
+	return as.Indices
+}
+
+// job is one run as squeue and scontrol show it. An array's own run is
+// the folded record of its tasks not created yet.
+func (v *slurmView) job(r *api.Run) slurm.Job {
+	t := r.Spec
+	st := slurmState(r)
+	held := r.Reason == slurm.ReasonJobHeldUser
+	nodes, cpus, memMB, gpus := alloc(r)
+	hosts := uniqueNodes(r)
+	j := slurm.Job{
+		JobID: u32(r.ID), Name: jobName(r), User: jobUser(r), Group: orStr(tag(r, tagGroup), jobUser(r)),
+		UID: uint32(tagInt(r, tagUID)), GID: uint32(tagInt(r, tagGID)),
+		Account: orStr(tag(r, tagAccount), r.Project), Partition: v.partition(r), QOS: "normal",
+		Priority: uint32(max(r.Priority, 0)), Comment: tag(r, tagComment),
+		State: st, Reason: slurmReason(r, st), Dependency: v.dependencyOf(r, st),
+		Submit: r.SubmittedAt.Local(), TimeLimit: timeLimit(t),
+		NumNodes: nodes, NumCPUs: cpus, NumTasks: max(tagInt(r, tagNTasks), nodes), CPUsPerTask: max(tagInt(r, tagCPUsPerTask), 1),
+		NTasksPerNode: tagInt(r, tagNTasksPerNode),
+		NodeList:      slurm.CompressHostlist(hosts), TRES: tresString(nodes, cpus, memMB, gpus),
+		TresPerNode: tag(r, tagTresPerNode), TresPerJob: tag(r, tagTresPerJob), Features: tag(r, tagConstraint),
+		Command: tag(r, tagCommand), StdIn: orStr(tag(r, tagStdin), "/dev/null"), StdOut: tag(r, tagStdout), StdErr: tag(r, tagStderr),
+		BatchFlag: tag(r, tagTool) == "sbatch", Requeue: tag(r, tagRequeue) != "0", OverSubscribe: "OK",
+		AllocNode: orStr(tag(r, tagSubmitHost), "localhost"),
+	}
+	// Priority: a waiting run's multifactor priority (berth sprio), else
+	// its own; 0 only when held, as Slurm shows a held job.
+	if p, ok := v.prio[r.ID]; ok && st.Pending() {
+		j.Priority = uint32(min(max(p, 1), math.MaxUint32-1))
+	} else {
+		j.Priority = uint32(max(r.Priority, 1))
+	}
+	if held {
+		j.Priority = 0
+	}
+	if t != nil {
+		j.QOS = orStr(t.QOS, "normal")
+		j.Nice = int(t.Nice)
+		j.WorkDir = t.WorkingDir
+		if t.Exclusive {
+			j.OverSubscribe = "NO"
+		}
+		if t.KillInvalidDepend {
+			b := true
+			j.KillOnInvalidDep = &b
+		}
+	}
+	if nodes > 0 {
+		j.MinCPUsNode = max(cpus/nodes, 1)
+		if mpc := tagInt(r, tagMemPerCPU); mpc > 0 {
+			j.MinMemoryMB, j.MemPerCPU = uint64(mpc), true
+		} else {
+			j.MinMemoryMB = memMB / uint64(nodes)
+		}
+	}
+	if len(hosts) > 0 {
+		j.BatchHost = hosts[0]
+	}
+	for _, jb := range r.Jobs {
+		j.Restarts = max(j.Restarts, jb.Attempt)
+	}
+	j.ExitCode, j.ExitSignal = exitCode(r, st)
+	// Times: a waiting job shows its expected start; a running one the end
+	// its time limit gives (a year on when unlimited, as slurmctld does).
+	j.Eligible = j.Submit
+	switch {
+	case st.Pending():
+		if r.EstimatedStart != nil {
+			j.Start = r.EstimatedStart.Local()
+			j.End = j.Start.Add(min(j.TimeLimit, 365*24*time.Hour))
+		}
+		if held || j.Dependency != nil {
+			j.Eligible = time.Time{}
+		}
+	default:
+		j.Start = localTime(r.StartedAt)
+		j.Accrue = j.Submit
+		if r.FinishedAt != nil {
+			j.End = r.FinishedAt.Local()
+		} else if !j.Start.IsZero() {
+			j.End = j.Start.Add(min(j.TimeLimit, 365*24*time.Hour))
+		}
+		j.LastSchedEval = j.Start
+	}
+	switch {
+	case r.Array != nil:
+		// The array's own run: its tasks not created yet, folded.
+		j.ArrayJobID = u32(r.ID)
+		j.ArrayTasks = waitingTasks(r.Array)
+		j.ArrayThrottle = r.Array.Throttle
+		if j.ArrayTasks == nil {
+			j.ArrayTasks = []int{}
+		}
+		if st.Pending() && r.Array.Throttle > 0 && v.runningTasks(r.ID) >= r.Array.Throttle {
+			j.Reason = slurm.ReasonJobArrayTaskLimit
+		}
+		// The folded record is pending, whatever its tasks do.
+		if !st.Finished() {
+			j.State, j.Start, j.End, j.NodeList, j.BatchHost = slurm.JobPending, time.Time{}, time.Time{}, "", ""
+			if j.Reason == slurm.ReasonNone {
+				j.Reason = slurm.ReasonPriority
+			}
+		}
+	case r.ArrayID != 0 && r.ArrayIndex != nil:
+		j.ArrayJobID = u32(r.ArrayID)
+		j.ArrayTaskID = *r.ArrayIndex
+		if a := v.arrayOf(r); a != nil && a.Array != nil {
+			j.ArrayThrottle = a.Array.Throttle
+		}
+		if st.Pending() && j.ArrayThrottle > 0 && v.runningTasks(r.ArrayID) >= j.ArrayThrottle && !held {
+			j.Reason = slurm.ReasonJobArrayTaskLimit
+		}
+	}
+	return j
+}
+
+func (v *slurmView) runningTasks(array int64) int {
+	n := 0
+	for i := range v.runs {
+		r := &v.runs[i]
+		if r.ArrayID == array && !r.Status.Finished() && r.Status != api.StatusSubmitted {
+			n++
+		}
+	}
+	return n
+}
+
+// inMemory reports whether squeue and scontrol still show a run: active,
+// or finished less than minJobAge ago. An array's own run is shown while it
+// has tasks to create.
+func (v *slurmView) inMemory(r *api.Run) bool {
+	if r.Status == api.StatusScheduled {
+		return false
+	}
+	if r.Array != nil {
+		return r.Array.NWaiting > 0 && !r.Status.Finished()
+	}
+	if !r.Status.Finished() {
+		return true
+	}
+	return r.FinishedAt != nil && v.now.Sub(*r.FinishedAt) < minJobAge
+}
+
+// jobs are the records squeue and scontrol show.
+func (v *slurmView) jobs() []slurm.Job {
+	var out []slurm.Job
+	for i := range v.runs {
+		if r := &v.runs[i]; v.inMemory(r) {
+			out = append(out, v.job(r))
+		}
+	}
+	return out
+}
+
+// known reports whether a job id names a run at all (finished long ago
+// or not): squeue and scontrol tell an unknown id from a purged one only
+// by MinJobAge, sacct knows every one.
+func (v *slurmView) known(sel slurm.JobSelector) bool {
+	for i := range v.runs {
+		r := &v.runs[i]
+		if !v.inMemory(r) {
+			continue
+		}
+		if sel.Task == slurm.NoArrayTask && (u32(r.ID) == sel.JobID || u32(r.ArrayID) == sel.JobID) {
+			return true
+		}
+		if sel.Task != slurm.NoArrayTask && u32(r.ArrayID) == sel.JobID && r.ArrayIndex != nil && *r.ArrayIndex == sel.Task {
+			return true
+		}
+		if sel.Task != slurm.NoArrayTask && r.Array != nil && u32(r.ID) == sel.JobID {
+			for _, t := range waitingTasks(r.Array) {
+				if t == sel.Task {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// acct is every run as sacct lists it: jobs (array tasks as ID_INDEX) in
+// submission order, each followed by its steps (a batch script's "batch"
+// step, an srun's step 0), for runs that started.
+func (v *slurmView) acct() []slurm.AcctRecord {
+	runs := make([]*api.Run, 0, len(v.runs))
+	for i := range v.runs {
+		r := &v.runs[i]
+		if r.Array != nil || r.Status == api.StatusScheduled {
+			continue // an array is listed by its tasks; a schedule by its runs
+		}
+		runs = append(runs, r)
+	}
+	// sacct lists an array's tasks together, by index, where the array
+	// was submitted.
+	key := func(r *api.Run) (int64, int) {
+		if r.ArrayID != 0 && r.ArrayIndex != nil {
+			return r.ArrayID, *r.ArrayIndex
+		}
+		return r.ID, -1
+	}
+	sort.SliceStable(runs, func(a, b int) bool {
+		ia, ta := key(runs[a])
+		ib, tb := key(runs[b])
+		if ia != ib {
+			return ia < ib
+		}
+		return ta < tb
+	})
+	var out []slurm.AcctRecord
+	for _, r := range runs {
+		rec := v.acctRecord(r)
+		out = append(out, rec)
+		if r.StartedAt == nil {
+			continue
+		}
+		step := rec
+		step.Partition, step.Reason = "", ""
+		step.TimeLimit = 0
+		switch tag(r, tagTool) {
+		case "sbatch", "":
+			step.Step, step.JobName = "batch", "batch"
+			nodes := uniqueNodes(r)
+			if len(nodes) > 0 {
+				step.NodeList = nodes[0]
+			}
+			step.NNodes, step.NTasks = 1, 1
+			_, c, m, g := alloc(r)
+			n := max(rec.NNodes, 1)
+			step.AllocTRES = sacctTRES(1, c/n, m/uint64(n), g/n)
+		case "srun":
+			step.Step = "0"
+			step.NTasks = max(tagInt(r, tagNTasks), rec.NNodes)
+		default:
+			continue
+		}
+		// The batch step of a job that timed out or was cancelled ends
+		// by the signal; the job itself keeps 0:0 (TIMEOUT) in sacct.
+		switch rec.State.Base() {
+		case slurm.JobTimeout, slurm.JobCancelled, slurm.JobPreempted:
+			step.State, step.CancelledBy = slurm.JobCancelled, nil
+			step.ExitCode, step.ExitSignal = 0, 15
+			if r.Status == api.StatusAborted {
+				step.ExitSignal = 9
+			}
+		}
+		out = append(out, step)
+	}
+	return out
+}
+
+func (v *slurmView) acctRecord(r *api.Run) slurm.AcctRecord {
+	st := slurmState(r)
+	nodes, cpus, memMB, gpus := alloc(r)
+	rec := slurm.AcctRecord{
+		JobID: u32(r.ID), JobName: jobName(r), Partition: v.partition(r),
+		Account: orStr(tag(r, tagAccount), r.Project), User: jobUser(r), Group: orStr(tag(r, tagGroup), jobUser(r)),
+		UID: uint32(tagInt(r, tagUID)), GID: uint32(tagInt(r, tagGID)), Cluster: clusterName, QOS: "normal",
+		Priority: uint32(max(r.Priority, 0)), State: st, Reason: slurm.ReasonNone,
+		Submit: r.SubmittedAt.Local(), Eligible: r.SubmittedAt.Local(), Start: localTime(r.StartedAt), End: localTime(r.FinishedAt),
+		TimeLimit: timeLimit(r.Spec), NNodes: nodes, ReqTRES: sacctTRES(nodes, cpus, memMB, gpus),
+	}
+	if r.Spec != nil {
+		rec.QOS = orStr(r.Spec.QOS, "normal")
+		rec.WorkDir = r.Spec.WorkingDir
+	}
+	if r.ArrayID != 0 && r.ArrayIndex != nil {
+		rec.ArrayJobID, rec.ArrayTaskID = u32(r.ArrayID), *r.ArrayIndex
+	}
+	rec.ExitCode, rec.ExitSignal = exitCode(r, st)
+	if st.Base() == slurm.JobTimeout {
+		rec.ExitCode, rec.ExitSignal = 0, 0
+	}
+	if st.Base() == slurm.JobCancelled && r.Status != api.StatusAborted {
+		uid := uint32(tagInt(r, tagUID))
+		rec.CancelledBy = &uid
+	}
+	if st.Pending() {
+		rec.Reason = orStr(r.Reason, slurm.ReasonNone)
+		rec.Start, rec.End = time.Time{}, time.Time{}
+	}
+	if r.StartedAt != nil {
+		rec.AllocTRES = rec.ReqTRES
+		rec.NodeList = slurm.CompressHostlist(uniqueNodes(r))
+		end := v.now
+		if r.FinishedAt != nil {
+			end = *r.FinishedAt
+		}
+		rec.Elapsed = end.Sub(*r.StartedAt).Truncate(time.Second)
+		rec.CPUTime = rec.Elapsed * time.Duration(cpus)
+	} else {
+		rec.NodeList = "None assigned"
+		if r.Status.Finished() {
+			rec.Start = rec.End // never ran: Slurm's Start is its End
+			if st.Base() == slurm.JobCancelled {
+				rec.Start = slurm.TimeNone
+			}
+		}
+	}
+	if !r.Status.Finished() {
+		rec.End = time.Time{}
+	}
+	return rec
+}
+
+// slurmNodes are the nodes and partitions of the cluster as sinfo and
+// scontrol show them: the default partition holds every node (a run that
+// names no fleet may use any), each fleet is a partition of its own.
+func slurmNodes(nodes []api.Node, now time.Time) ([]slurm.Partition, []slurm.Node) {
+	var out []slurm.Node
+	fleets := map[string][]string{}
+	var all []string
+	for _, n := range nodes {
+		sn := slurm.Node{
+			Name: n.Name, Arch: "x86_64", Sockets: 1, CoresPerSocket: max(n.CPUs, 1), ThreadsPerCore: 1, Boards: 1,
+			CPUs: n.CPUs, CPUsAlloc: n.AllocCPUs, Addr: n.Addr, Hostname: n.Name, Version: n.Version, OS: "Linux",
+			RealMemoryMB: uint64(n.Memory) / slurm.MiB, AllocMemMB: uint64(n.AllocMemory) / slurm.MiB,
+			Weight: 1, Partitions: []string{defaultPartition}, LastBusy: n.LastSeen.Local(),
+		}
+		if len(n.GPUs) > 0 {
+			sn.Gres = fmt.Sprintf("gpu:%d", len(n.GPUs))
+			sn.GresUsed = fmt.Sprintf("gpu:%d", n.AllocGPUs)
+		}
+		switch n.Status {
+		case "offline":
+			sn.State = slurm.NodeDown | slurm.NodeNoRespond
+			sn.Reason = "Not responding"
+			sn.ReasonTime = n.LastSeen.Local()
+			sn.ReasonUser = "berth"
+		case "busy":
+			sn.State = slurm.NodeAllocated
+			if n.AllocCPUs == 0 {
+				sn.CPUsAlloc = n.CPUs
+			}
+		default:
+			sn.State = slurm.NodeIdle
+		}
+		memMB := uint64(n.Memory) / slurm.MiB
+		sn.CfgTRES = fmt.Sprintf("cpu=%d,mem=%s,billing=%d", n.CPUs, slurm.FormatMemoryMB(memMB), n.CPUs)
+		if len(n.GPUs) > 0 {
+			sn.CfgTRES += fmt.Sprintf(",gres/gpu=%d", len(n.GPUs))
+		}
+		if n.AllocCPUs > 0 {
+			sn.AllocTRES = fmt.Sprintf("cpu=%d", n.AllocCPUs)
+			if n.AllocMemory > 0 {
+				sn.AllocTRES += ",mem=" + slurm.FormatMemoryMB(uint64(n.AllocMemory)/slurm.MiB)
+			}
+			if n.AllocGPUs > 0 {
+				sn.AllocTRES += fmt.Sprintf(",gres/gpu=%d", n.AllocGPUs)
+			}
+		}
+		if n.Fleet != "" && n.Fleet != defaultPartition {
+			sn.Partitions = append(sn.Partitions, n.Fleet)
+			fleets[n.Fleet] = append(fleets[n.Fleet], n.Name)
+		}
+		all = append(all, n.Name)
+		out = append(out, sn)
+	}
+	part := func(name string, members []string, def bool) slurm.Partition {
+		p := slurm.Partition{Name: name, Default: def, State: slurm.PartitionUp, Nodes: slurm.CompressHostlist(members),
+			MaxTime: slurm.Unlimited, TotalNodes: len(members), OverSubscribe: "NO", PreemptMode: "OFF"}
+		var mem uint64
+		gpus := 0
+		for _, n := range nodes {
+			for _, m := range members {
+				if m == n.Name {
+					p.TotalCPUs += n.CPUs
+					mem += uint64(n.Memory) / slurm.MiB
+					gpus += len(n.GPUs)
+				}
+			}
+		}
+		p.TRES = fmt.Sprintf("cpu=%d,mem=%s,node=%d,billing=%d", p.TotalCPUs, slurm.FormatMemoryMB(mem), len(members), p.TotalCPUs)
+		if gpus > 0 {
+			p.TRES += fmt.Sprintf(",gres/gpu=%d", gpus)
+		}
+		return p
+	}
+	parts := []slurm.Partition{part(defaultPartition, all, true)}
+	names := make([]string, 0, len(fleets))
+	for f := range fleets {
+		names = append(names, f)
+	}
+	sort.Strings(names)
+	for _, f := range names {
+		parts = append(parts, part(f, fleets[f], false))
+	}
+	_ = now
+	return parts, out
+}

@@ -1,0 +1,280 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/slurm"
+	"github.com/berth-hq/berth/internal/spec"
+)
+
+// readSlurmGolden reads a capture of real Slurm 22.05 from
+// internal/slurm/testdata/golden: the command line and what it printed.
+func readSlurmGolden(t *testing.T, name string) (cmd, stdout string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "slurm", "testdata", "golden", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, rest, _ := strings.Cut(string(b), "\n")
+	if i := strings.Index(rest, "--- stderr ---\n"); i >= 0 {
+		rest = rest[:i]
+	}
+	if i := strings.LastIndex(rest, "--- exit "); i >= 0 {
+		rest = rest[:i]
+	}
+	return strings.TrimPrefix(first, "$ "), rest
+}
+
+// The golden scenario's day: times are printed in local time, so the
+// fixtures are built in it.
+func at(hms string) time.Time {
+	t, err := time.ParseInLocation("2006-01-02T15:04:05", "2026-11-22T"+hms, time.Local)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+func atPtr(hms string) *time.Time { t := at(hms); return &t }
+
+// runBuilder makes the runs a Berth server would list for the golden
+// scenario's jobs: sbatch --wrap jobs of root in partition debug, one CPU
+// and 1000M per CPU each.
+type runBuilder struct{ r api.Run }
+
+func aRun(id int64, name string) *runBuilder {
+	one := 1
+	mem := spec.Bytes(1000) * spec.MB
+	return &runBuilder{api.Run{ID: id, Name: runNameFor(name), Project: "root", User: "admin", Status: api.StatusSubmitted,
+		Reason: "Priority", SubmittedAt: at("01:26:07"),
+		Spec: &spec.Task{Nodes: 1, Fleets: []string{"debug"}, WorkingDir: "/home/alice/jobs/demo",
+			Resources: spec.Resources{CPU: &spec.CPUSpec{Count: spec.IntRange{Min: 1, Max: &one}}, Memory: &spec.ByteRange{Min: mem, Max: &mem}},
+			Tags: map[string]string{tagJobName: name, tagUser: "root", tagGroup: "root", tagTool: "sbatch", tagMemPerCPU: "1000",
+				tagStdout: "/dev/null", tagSubmitHost: "localhost"}}}}
+}
+
+func (b *runBuilder) pending(reason string) *runBuilder {
+	b.r.Status, b.r.Reason = api.StatusSubmitted, reason
+	return b
+}
+
+func (b *runBuilder) running(start string) *runBuilder {
+	b.r.Status, b.r.Reason, b.r.StartedAt = api.StatusRunning, "", atPtr(start)
+	b.r.Nodes = []string{"localhost"}
+	b.r.Jobs = []api.Job{{Num: 0, Node: "localhost", Status: api.StatusRunning, Alloc: api.Alloc{CPUs: 1, Memory: 1000 << 20}}}
+	return b
+}
+
+func (b *runBuilder) ended(status api.Status, reason string, code int, start, end string) *runBuilder {
+	b.running(start)
+	b.r.Status, b.r.Reason, b.r.ExitCode, b.r.FinishedAt = status, reason, &code, atPtr(end)
+	b.r.Jobs[0].Status, b.r.Jobs[0].ExitCode = status, &code
+	return b
+}
+
+func (b *runBuilder) task(array int64, index int) *runBuilder {
+	b.r.ArrayID, b.r.ArrayIndex = array, &index
+	b.r.Name = b.r.Name + "_" + strconv.Itoa(index)
+	return b
+}
+
+func (b *runBuilder) with(f func(*api.Run)) *runBuilder { f(&b.r); return b }
+func (b *runBuilder) build() api.Run                    { return b.r }
+
+// queueAt0118 is the golden queue at 01:26:18 as Berth holds it: array 10
+// with tasks 1 and 2 running and 3-5 not created yet, jobs 13 to 19
+// waiting for their reasons.
+func queueAt0118() ([]api.Run, map[int64]int64) {
+	runs := []api.Run{
+		aRun(10, "wrap").pending("JobArrayTaskLimit").with(func(r *api.Run) {
+			r.Spec.Array = "1-5%2"
+			r.Array = &api.ArrayInfo{Indices: "1-5", Count: 5, Throttle: 2, Waiting: "3-5", NWaiting: 3}
+		}).build(),
+		aRun(11, "wrap").task(10, 1).running("01:26:09").build(),
+		aRun(12, "wrap").task(10, 2).running("01:26:09").build(),
+		aRun(13, "wrap").pending("Resources").build(),
+		aRun(14, "wrap").pending("Priority").build(),
+		aRun(15, "dep").pending("Dependency").build(),
+		aRun(16, "depnever").pending("DependencyNeverSatisfied").build(),
+		aRun(17, "held").pending("JobHeldUser").build(),
+		aRun(18, "later").pending("BeginTime").build(),
+		aRun(19, "gpujob").pending("Priority").with(func(r *api.Run) {
+			d := spec.Duration(600)
+			r.Spec.MaxDuration = &d
+		}).build(),
+	}
+	prio := map[int64]int64{10: 4294901751, 13: 4294901750, 14: 4294901749, 15: 4294901748, 16: 4294901747, 18: 4294901746, 19: 4294901745}
+	return runs, prio
+}
+
+func goldenNodes() []api.Node {
+	return []api.Node{{NodeInfo: api.NodeInfo{Name: "localhost", Fleet: "debug", CPUs: 2, Memory: 20000 << 20}, Status: "idle"}}
+}
+
+// The squeue outputs of the golden scenario, byte for byte, from the runs
+// a Berth server lists for the same jobs.
+func TestSqueueFromRuns(t *testing.T) {
+	runs, prio := queueAt0118()
+	v := newSlurmView(runs, goldenNodes(), at("01:26:18"))
+	v.prio = prio
+	for _, tc := range []struct {
+		file string
+		opts slurm.SqueueOptions
+	}{
+		{"squeue.txt", slurm.SqueueOptions{}},
+		{"squeue-l.txt", slurm.SqueueOptions{Long: true}},
+		{"squeue-o-i-t-r.txt", slurm.SqueueOptions{Format: "%i %t %r"}},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			_, want := readSlurmGolden(t, tc.file)
+			o := tc.opts
+			o.Now = v.now
+			got, _, err := slurm.FormatSqueue(slurm.FilterJobs(v.jobs(), slurm.JobFilter{}), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(strings.Split(want, "\n"), strings.Split(got, "\n")); d != "" {
+				t.Errorf("%s differs from Slurm's (-want +got):\n%s", tc.file, d)
+			}
+		})
+	}
+}
+
+// Throttled array tasks that exist but wait are shown waiting for the
+// throttle, so squeue folds them with the tasks not created yet under one
+// reason, as Slurm does.
+func TestSqueueFoldsThrottledTasks(t *testing.T) {
+	runs := []api.Run{
+		aRun(4, "wrap").pending("Priority").with(func(r *api.Run) {
+			r.Array = &api.ArrayInfo{Indices: "1-6", Count: 6, Throttle: 2, Waiting: "4-6", NWaiting: 3}
+		}).build(),
+		aRun(5, "wrap").task(4, 1).running("01:26:09").build(),
+		aRun(6, "wrap").task(4, 2).running("01:26:09").build(),
+		aRun(8, "wrap").task(4, 3).pending("Priority").build(),
+	}
+	v := newSlurmView(runs, goldenNodes(), at("01:26:18"))
+	got, _, err := slurm.FormatSqueue(v.jobs(), slurm.SqueueOptions{Format: "%i %t %r", NoHeader: true, Now: v.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "4_[3-6%2] PD JobArrayTaskLimit\n4_1 R None\n4_2 R None\n"
+	if got != want {
+		t.Errorf("squeue -h -o '%%i %%t %%r':\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// sacct -P of a failed and a timed-out job, byte for byte: the job line
+// and its batch step, as sacct lists them.
+func TestSacctFromRuns(t *testing.T) {
+	limit := spec.Duration(60)
+	runs := []api.Run{
+		aRun(3, "timeout").ended(api.StatusTerminated, api.ReasonMaxDuration, 143, "01:24:32", "01:25:54").with(func(r *api.Run) {
+			r.Spec.MaxDuration = &limit
+		}).build(),
+		aRun(4, "fail3").ended(api.StatusFailed, api.ReasonExitedWithError, 3, "01:24:32", "01:24:32").build(),
+	}
+	v := newSlurmView(runs, goldenNodes(), at("01:30:00"))
+	for _, tc := range []struct {
+		file string
+		id   uint32
+	}{{"sacct-j-parsable2.txt", 4}, {"sacct-j-parsable2-timeout.txt", 3}} {
+		_, want := readSlurmGolden(t, tc.file)
+		recs := slurm.FilterAcct(v.acct(), slurm.AcctFilter{Jobs: []slurm.JobSelector{{JobID: tc.id, Task: slurm.NoArrayTask}}, Now: v.now})
+		got, err := slurm.FormatSacct(recs, slurm.SacctOptions{Parsable2: true, Format: "JobID,State,ExitCode,NodeList"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("%s: got\n%s\nwant\n%s", tc.file, got, want)
+		}
+	}
+}
+
+func TestSlurmState(t *testing.T) {
+	code := func(n int) *int { return &n }
+	started := at("01:00:00")
+	tests := map[string]struct {
+		run              api.Run
+		state, exit, why string
+	}{
+		"waiting":           {api.Run{Status: api.StatusSubmitted, Reason: "Resources"}, "PENDING", "0:0", "Resources"},
+		"held":              {api.Run{Status: api.StatusSubmitted, Reason: "JobHeldUser"}, "PENDING", "0:0", "JobHeldUser"},
+		"provisioning":      {api.Run{Status: api.StatusProvisioning}, "CONFIGURING", "0:0", "None"},
+		"running":           {api.Run{Status: api.StatusRunning}, "RUNNING", "0:0", "None"},
+		"terminating":       {api.Run{Status: api.StatusTerminating}, "COMPLETING", "0:0", "None"},
+		"done":              {api.Run{Status: api.StatusDone, ExitCode: code(0)}, "COMPLETED", "0:0", "None"},
+		"failed":            {api.Run{Status: api.StatusFailed, Reason: "exited_with_error", ExitCode: code(3)}, "FAILED", "3:0", "NonZeroExitCode"},
+		"killed by signal":  {api.Run{Status: api.StatusFailed, Reason: "exited_with_error", ExitCode: code(137)}, "FAILED", "0:9", "NonZeroExitCode"},
+		"oom":               {api.Run{Status: api.StatusFailed, Reason: "OOM", ExitCode: code(137)}, "OUT_OF_MEMORY", "0:125", "OutOfMemory"},
+		"node lost":         {api.Run{Status: api.StatusFailed, Reason: "instance_unreachable"}, "NODE_FAIL", "1:0", "NodeDown"},
+		"failed to start":   {api.Run{Status: api.StatusFailed, Reason: "failed_to_start", ExitCode: code(127)}, "FAILED", "127:0", "JobLaunchFailure"},
+		"cancelled running": {api.Run{Status: api.StatusTerminated, Reason: "terminated_by_user", StartedAt: &started, ExitCode: code(143)}, "CANCELLED", "0:15", "None"},
+		"cancelled waiting": {api.Run{Status: api.StatusTerminated, Reason: "terminated_by_user"}, "CANCELLED", "0:0", "None"},
+		"aborted":           {api.Run{Status: api.StatusAborted, Reason: "aborted_by_user", StartedAt: &started}, "CANCELLED", "0:9", "None"},
+		"timeout":           {api.Run{Status: api.StatusTerminated, Reason: "max_duration_exceeded", StartedAt: &started}, "TIMEOUT", "0:15", "TimeLimit"},
+		"preempted":         {api.Run{Status: api.StatusTerminated, Reason: "preempted", StartedAt: &started}, "PREEMPTED", "0:15", "Preempted"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			st := slurmState(&tc.run)
+			c, s := exitCode(&tc.run, st)
+			got := []string{st.String(), strconv.Itoa(c) + ":" + strconv.Itoa(s), slurmReason(&tc.run, st)}
+			if d := cmp.Diff([]string{tc.state, tc.exit, tc.why}, got); d != "" {
+				t.Errorf("state, exit code, reason (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// A job that waits on another shows Slurm's dependency string, with the
+// state of each condition.
+func TestDependencyShown(t *testing.T) {
+	runs := []api.Run{
+		aRun(13, "wrap").running("01:26:09").build(),
+		aRun(4, "fail3").ended(api.StatusFailed, "exited_with_error", 3, "01:24:32", "01:24:32").build(),
+		aRun(15, "dep").pending("Dependency").with(func(r *api.Run) {
+			r.Spec.DependsOn = []spec.Dependency{{Type: "afterok", Runs: []string{"13"}, IDs: []int64{13}}}
+		}).build(),
+		aRun(16, "depnever").pending("DependencyNeverSatisfied").with(func(r *api.Run) {
+			r.Spec.DependsOn = []spec.Dependency{{Type: "afterok", Runs: []string{"4"}, IDs: []int64{4}}}
+		}).build(),
+	}
+	v := newSlurmView(runs, goldenNodes(), at("01:26:18"))
+	got := map[uint32]string{}
+	for _, j := range v.jobs() {
+		got[j.JobID] = j.Dependency.String()
+	}
+	want := map[uint32]string{4: "(null)", 13: "(null)", 15: "afterok:13(unfulfilled)", 16: "afterok:4(failed)"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("dependencies (-want +got):\n%s", d)
+	}
+}
+
+// sinfo of the golden node, from the node a Berth server lists: the
+// default partition holds every node, and a fleet is a partition.
+func TestSinfoFromNodes(t *testing.T) {
+	nodes := []api.Node{
+		{NodeInfo: api.NodeInfo{Name: "n1", Fleet: "gpu", CPUs: 2, Memory: 20000 << 20, GPUs: make([]api.GPU, 4)}, Status: "busy", AllocCPUs: 2},
+		{NodeInfo: api.NodeInfo{Name: "n2", CPUs: 2, Memory: 20000 << 20}, Status: "idle"},
+		{NodeInfo: api.NodeInfo{Name: "n3", CPUs: 2, Memory: 20000 << 20}, Status: "offline"},
+	}
+	parts, sn := slurmNodes(nodes, at("01:00:00"))
+	got, _ := slurm.FormatSinfo(parts, sn, slurm.SinfoOptions{})
+	want := `PARTITION AVAIL  TIMELIMIT  NODES  STATE NODELIST
+berth*       up   infinite      1  down* n3
+berth*       up   infinite      1  alloc n1
+berth*       up   infinite      1   idle n2
+gpu          up   infinite      1  alloc n1
+`
+	if d := cmp.Diff(strings.Split(want, "\n"), strings.Split(got, "\n")); d != "" {
+		t.Errorf("sinfo (-want +got):\n%s", d)
+	}
+}

@@ -1,0 +1,277 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/berth-hq/berth/internal/policy"
+	"github.com/berth-hq/berth/internal/sched"
+	"github.com/berth-hq/berth/internal/spec"
+)
+
+// sacctmgr shows what Berth's policy file says of QOS, accounts
+// (projects), users and their limits. The file is the server's: sacctmgr
+// reads it where the server runs ($BERTH_HOME/policy.yml, or
+// BERTH_POLICY_FILE), and changes are made by editing it, not with
+// sacctmgr's add/modify/delete.
+
+var sacctmgrOptions = []slurmOpt{
+	{"help", 'h', noArg}, {"immediate", 'i', noArg}, {"noheader", 'n', noArg}, {"parsable", 'p', noArg},
+	{"parsable2", 'P', noArg}, {"quiet", 'Q', noArg}, {"readonly", 'r', noArg}, {"associations", 's', noArg},
+	{"verbose", 'v', noArg}, {"version", 'V', noArg}, {"json", 0, noArg},
+}
+
+func runSacctmgr(e *slurmEnv, args []string) error {
+	got, rest, err := getoptLong("sacctmgr", args, sacctmgrOptions, false)
+	if err != nil {
+		return err
+	}
+	var noHeader, parsable, parsable2 bool
+	for _, g := range got {
+		switch g.name {
+		case "help":
+			fmt.Fprintln(e.stdout, "sacctmgr [<OPTION>] [<COMMAND>]\n  Berth's sacctmgr shows the policy file: list|show qos, account, user, association, cluster.\n  Options: -n (no header), -p, -P (parsable).")
+			return nil
+		case "version":
+			fmt.Fprintln(e.stdout, slurmVersion)
+			return nil
+		case "noheader":
+			noHeader = true
+		case "parsable":
+			parsable = true
+		case "parsable2":
+			parsable2 = true
+		}
+	}
+	if len(rest) == 0 {
+		return slurmFail(1, "sacctmgr: error: Berth's sacctmgr has no interactive mode: give a command (sacctmgr show qos)")
+	}
+	verb := strings.ToLower(rest[0])
+	switch verb {
+	case "show", "list":
+	case "add", "create", "modify", "update", "delete", "remove", "archive", "load", "dump":
+		return slurmFail(1, fmt.Sprintf("sacctmgr: error: %s: Berth's accounts, users, QOS and limits come from the server's policy file (%s): edit it and restart the server", verb, policyPath(e)))
+	default:
+		return slurmFail(1, "sacctmgr: error: Invalid command: "+rest[0])
+	}
+	if len(rest) < 2 {
+		return slurmFail(1, "sacctmgr: error: list/show needs an entity: qos, account, user, association, cluster")
+	}
+	entity := strings.ToLower(rest[1])
+	p, err := policy.Load(policyPath(e))
+	if errors.Is(err, os.ErrNotExist) {
+		p, err = policy.Empty(), nil
+	}
+	if err != nil {
+		return slurmFail(1, "sacctmgr: error: "+err.Error())
+	}
+	var header []string
+	var rows [][]string
+	switch {
+	case strings.HasPrefix(entity, "qos"):
+		header = []string{"Name", "Priority", "Preempt", "PreemptMode", "GrpTRES", "GrpJobs", "MaxWall", "MaxTRESPU", "MaxJobsPU", "MaxSubmitPU"}
+		names := make([]string, 0, len(p.QOS))
+		for n := range p.QOS {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		if len(names) == 0 {
+			rows = append(rows, []string{"normal", "0", "", "cluster", "", "", "", "", "", ""})
+		}
+		for _, n := range names {
+			q := p.QOS[n]
+			grp := p.Limits[sched.LimitKey{Scope: sched.ScopeQOS, Name: n}]
+			per := p.Limits[sched.LimitKey{Scope: sched.ScopeQOSUser, Name: n}]
+			mode := "cluster"
+			if len(q.Preempt) > 0 {
+				mode = strings.ToUpper(q.Mode.String())
+			}
+			rows = append(rows, []string{n, strconv.Itoa(q.Priority), strings.Join(q.Preempt, ","), mode, tresLimit(grp.TRES), countLimit(grp.Jobs),
+				wallLimit(grp), tresLimit(per.TRES), countLimit(per.Jobs), countLimit(p.Submit[sched.LimitKey{Scope: sched.ScopeQOSUser, Name: n}])})
+		}
+	case strings.HasPrefix(entity, "account"):
+		header = []string{"Account", "Descr", "Org"}
+		for _, a := range projects(p) {
+			rows = append(rows, []string{a, a, a})
+		}
+	case strings.HasPrefix(entity, "user"):
+		header = []string{"User", "Def Acct", "Admin"}
+		for _, u := range users(p) {
+			rows = append(rows, []string{u[1], u[0], "None"})
+		}
+	case strings.HasPrefix(entity, "assoc"):
+		header = []string{"Cluster", "Account", "User", "Partition", "Share", "GrpJobs", "GrpTRES", "MaxJobs", "MaxTRES", "MaxSubmit", "MaxWall", "QOS", "Def QOS"}
+		def := orStr(p.DefaultQOS, "normal")
+		for _, a := range projects(p) {
+			l := p.Limits[sched.LimitKey{Scope: sched.ScopeProject, Name: a}]
+			share := "1"
+			if p.Shares != nil && p.Shares.Projects[a] > 0 {
+				share = strconv.Itoa(p.Shares.Projects[a])
+			}
+			rows = append(rows, []string{clusterName, a, "", "", share, countLimit(l.Jobs), tresLimit(l.TRES), "", "", countLimit(p.Submit[sched.LimitKey{Scope: sched.ScopeProject, Name: a}]), wallLimit(l), def, ""})
+		}
+		for _, u := range users(p) {
+			l := p.Limits[sched.LimitKey{Scope: sched.ScopeUser, Name: u[1]}]
+			share := "1"
+			if p.Shares != nil && p.Shares.Users[u[0]][u[1]] > 0 {
+				share = strconv.Itoa(p.Shares.Users[u[0]][u[1]])
+			}
+			rows = append(rows, []string{clusterName, u[0], u[1], "", share, "", "", countLimit(l.Jobs), tresLimit(l.TRES), countLimit(p.Submit[sched.LimitKey{Scope: sched.ScopeUser, Name: u[1]}]), wallLimit(l), def, ""})
+		}
+	case strings.HasPrefix(entity, "cluster"):
+		header = []string{"Cluster", "ControlHost", "ControlPort", "RPC", "Share", "QOS", "Def QOS"}
+		rows = append(rows, []string{clusterName, "", "0", "9984", "1", "normal", ""})
+	default:
+		return slurmFail(1, "sacctmgr: error: Berth's sacctmgr shows qos, account, user, association and cluster; not "+rest[1])
+	}
+	printSacctmgr(e.stdout, header, rows, noHeader, parsable, parsable2)
+	return nil
+}
+
+func policyPath(e *slurmEnv) string {
+	if p := e.getenv("BERTH_POLICY_FILE"); p != "" {
+		return p
+	}
+	return filepath.Join(Home(), "policy.yml")
+}
+
+func projects(p *policy.Policy) []string {
+	set := map[string]bool{defaultAccount: true}
+	if p.Shares != nil {
+		for a := range p.Shares.Projects {
+			set[a] = true
+		}
+	}
+	for k := range p.Limits {
+		if k.Scope == sched.ScopeProject {
+			set[k.Name] = true
+		}
+	}
+	var out []string
+	for a := range set {
+		out = append(out, a)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// users are [project, user] pairs of the fairshare tree and user limits.
+func users(p *policy.Policy) [][2]string {
+	set := map[[2]string]bool{}
+	if p.Shares != nil {
+		for a, us := range p.Shares.Users {
+			for u := range us {
+				set[[2]string{a, u}] = true
+			}
+		}
+	}
+	for k := range p.Limits {
+		if k.Scope == sched.ScopeUser {
+			found := false
+			for pair := range set {
+				if pair[1] == k.Name {
+					found = true
+				}
+			}
+			if !found {
+				set[[2]string{defaultAccount, k.Name}] = true
+			}
+		}
+	}
+	var out [][2]string
+	for pair := range set {
+		out = append(out, pair)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i][1] != out[j][1] {
+			return out[i][1] < out[j][1]
+		}
+		return out[i][0] < out[j][0]
+	})
+	return out
+}
+
+func countLimit(n int) string {
+	if n <= 0 {
+		return ""
+	}
+	return strconv.Itoa(n)
+}
+
+func wallLimit(l sched.Limits) string {
+	if l.Wall <= 0 {
+		return ""
+	}
+	s := int64(l.Wall.Seconds())
+	d, h, m, sec := s/86400, s%86400/3600, s%3600/60, s%60
+	if d > 0 {
+		return fmt.Sprintf("%d-%02d:%02d:%02d", d, h, m, sec)
+	}
+	return fmt.Sprintf("%02d:%02d:%02d", h, m, sec)
+}
+
+func tresLimit(t sched.TRES) string {
+	var parts []string
+	if t.CPUs > 0 {
+		parts = append(parts, fmt.Sprintf("cpu=%d", t.CPUs))
+	}
+	if t.Memory > 0 {
+		parts = append(parts, fmt.Sprintf("mem=%dM", int64(t.Memory)/int64(spec.MB)))
+	}
+	if t.GPUs > 0 {
+		parts = append(parts, fmt.Sprintf("gres/gpu=%d", t.GPUs))
+	}
+	types := make([]string, 0, len(t.GPUTypes))
+	for k := range t.GPUTypes {
+		types = append(types, k)
+	}
+	sort.Strings(types)
+	for _, k := range types {
+		parts = append(parts, fmt.Sprintf("gres/gpu:%s=%d", k, t.GPUTypes[k]))
+	}
+	return strings.Join(parts, ",")
+}
+
+// printSacctmgr writes rows as sacctmgr does: right-aligned columns of 10
+// characters cut with "+", or "|"-separated with -p/-P.
+func printSacctmgr(w io.Writer, header []string, rows [][]string, noHeader, parsable, parsable2 bool) {
+	line := func(cells []string) {
+		var b strings.Builder
+		for i, c := range cells {
+			switch {
+			case parsable2:
+				if i > 0 {
+					b.WriteByte('|')
+				}
+				b.WriteString(c)
+			case parsable:
+				b.WriteString(c + "|")
+			default:
+				if len(c) > 10 {
+					c = c[:9] + "+"
+				}
+				fmt.Fprintf(&b, "%10s ", c)
+			}
+		}
+		fmt.Fprintln(w, b.String())
+	}
+	if !noHeader {
+		line(header)
+		if !parsable && !parsable2 {
+			dashes := make([]string, len(header))
+			for i := range dashes {
+				dashes[i] = strings.Repeat("-", 10)
+			}
+			line(dashes)
+		}
+	}
+	for _, r := range rows {
+		line(r)
+	}
+}

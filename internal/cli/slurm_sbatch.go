@@ -1,0 +1,374 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/client"
+	"github.com/berth-hq/berth/internal/policy"
+	"github.com/berth-hq/berth/internal/slurm"
+)
+
+// slurmVersion is what the commands' --version prints: the Slurm release
+// whose behaviour they follow.
+const slurmVersion = "slurm 22.05.8"
+
+const sbatchUsage = `Usage: sbatch [OPTIONS(0)...] [ : [OPTIONS(N)...]] script(0) [args(0)...]
+
+Berth's sbatch: Slurm 22.05's options and #SBATCH directives, submitted as a
+Berth run (see docs/coming-from-slurm.md for what each option maps to).
+
+Parallel run options:
+  -a, --array=indexes         job array index values
+  -A, --account=name          charge job to specified account
+      --begin=time            defer job until HH:MM MM/DD/YY
+      --comment=name          arbitrary comment
+  -c, --cpus-per-task=ncpus   number of cpus required per task
+  -d, --dependency=type:jobid[:time] defer job until condition on jobid is satisfied
+  -D, --chdir=directory       set working directory for batch script
+  -e, --error=err             file for batch script's standard error
+      --export[=names]        specify environment variables to export
+  -H, --hold                  submit job in held state
+  -i, --input=in              file for batch script's standard input
+  -J, --job-name=jobname      name of job
+      --kill-on-invalid-dep=<yes|no> terminate job if invalid dependency
+  -n, --ntasks=ntasks         number of tasks to run
+      --nice[=value]          decrease scheduling priority by value
+      --no-requeue            if set, do not permit the job to be requeued
+      --ntasks-per-node=n     number of tasks to invoke on each node
+  -N, --nodes=N               number of nodes on which to run (N = min[-max])
+      --open-mode={append|truncate} output and error file open mode
+  -o, --output=out            file for batch script's standard output
+  -p, --partition=partition   partition requested
+      --parsable              outputs only the jobid and cluster name (if present),
+                              separated by semicolon, only on successful submission.
+      --priority=value        set the priority of the job to value
+  -q, --qos=qos               quality of service
+      --requeue               if set, permit the job to be requeued
+      --signal=[[R][B]:]num[@time] send signal when time limit within time seconds
+  -t, --time=minutes          time limit
+      --test-only             validate batch script but do not submit
+  -W, --wait                  wait for completion of submitted job
+      --wrap[=command string] wrap command string in a sh script and submit
+
+Constraint options:
+      --mem=MB                minimum amount of real memory
+      --mincpus=n             minimum number of logical processors (threads) per node
+      --exclusive             allocate nodes in exclusive mode
+
+GPU scheduling options:
+      --cpus-per-gpu=n        number of CPUs required per allocated GPU
+  -G, --gpus=n                count of GPUs required for the job
+      --gpus-per-node=n       number of GPUs required per allocated node
+      --gpus-per-task=n       number of GPUs required per spawned task
+      --gres=list             required generic resources
+      --mem-per-cpu=MB        maximum amount of real memory per allocated cpu
+      --mem-per-gpu=n         real memory required per allocated GPU
+
+Help options:
+  -h, --help                  show this help message
+      --usage                 display brief usage message
+
+Other options:
+  -V, --version               output version information and exit
+`
+
+func runSbatch(e *slurmEnv, args []string) error {
+	cmd, err := slurm.ParseSbatchArgs(args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case cmd.Help:
+		io.WriteString(e.stdout, sbatchUsage)
+		return nil
+	case cmd.Usage:
+		fmt.Fprintln(e.stdout, "Usage: sbatch [-N nnodes] [-n ntasks] [-c ncpus] [-t minutes] [-p partition] [-J jobname] [-o out] [-e err] [--array=indexes] [--dependency=type:jobid] [--wrap=command] executable [args...]")
+		return nil
+	case cmd.Version:
+		fmt.Fprintln(e.stdout, slurmVersion)
+		return nil
+	}
+	var script []byte
+	name := cmd.Script
+	switch {
+	case cmd.Wrap != "":
+		script = slurm.WrapScript(cmd.Wrap)
+	case cmd.Script != "":
+		p := cmd.Script
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(e.cwd, p)
+		}
+		if script, err = os.ReadFile(p); err != nil {
+			return slurmFail(1, "sbatch: error: Unable to open file "+cmd.Script)
+		}
+	default:
+		if script, err = io.ReadAll(e.stdin); err != nil {
+			return slurmFail(1, "sbatch: error: unable to read script from stdin: "+err.Error())
+		}
+	}
+	if err := slurm.CheckScript(script); err != nil {
+		return err
+	}
+	ctx := slurm.SubmitContext{Cwd: e.cwd, Now: e.now(), Env: e.environ(), ScriptName: name}
+	job, err := slurm.BuildBatchJob(cmd, script, ctx)
+	if err != nil {
+		return err
+	}
+	c, err := e.newClient()
+	if err != nil {
+		return slurmFail(1, "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure): "+err.Error())
+	}
+	nodes, err := c.Nodes(e.ctx)
+	if err != nil {
+		return submitError(err)
+	}
+	s := currentSubmitter(e)
+	known := func(id uint32) bool {
+		_, err := c.Run(e.ctx, strconv.FormatUint(uint64(id), 10))
+		return err == nil
+	}
+	br, err := buildBatchRun(job, name, s, known, knownPartitions(nodes))
+	if err != nil {
+		return err
+	}
+	o := br.opt
+	if o.TestOnly {
+		return testOnly(e, c, br, nodes)
+	}
+	run, err := c.Submit(e.ctx, br.req)
+	if err != nil {
+		return submitError(err)
+	}
+	if !o.Quiet || o.Parsable {
+		io.WriteString(e.stdout, slurm.SubmittedMessage(u32(run.ID), o.Parsable, ""))
+	}
+	if !o.Wait {
+		return nil
+	}
+	end, err := waitRun(e.ctx, c, run.ID)
+	if err != nil {
+		return err
+	}
+	return waitExit(end)
+}
+
+// knownPartitions are the partitions a job may name: the default one, every
+// fleet a node belongs to, and those of the policy file when this machine
+// has it (the server's own, for a client running beside it).
+func knownPartitions(nodes []api.Node) []string {
+	out := []string{defaultPartition}
+	for _, n := range nodes {
+		if n.Fleet != "" {
+			out = append(out, n.Fleet)
+		}
+	}
+	p, err := policy.Load(filepath.Join(Home(), "policy.yml"))
+	if err == nil {
+		for name, f := range p.Fleets {
+			out = append(out, name)
+			out = append(out, f.Partitions...)
+		}
+	}
+	return out
+}
+
+// slurmReasonRE finds the Slurm wording the server adds to its refusals
+// ("… (Slurm: Invalid qos specification)").
+var slurmReasonRE = regexp.MustCompile(`Slurm: ([^)]*)\)`)
+
+// apiMessage is the server's refusal without its "server: invalid
+// request: " prefix.
+func apiMessage(e *client.APIError) string {
+	return strings.TrimPrefix(e.Message, "server: invalid request: ")
+}
+
+// submitError is sbatch's report of a submission the server refused.
+func submitError(err error) error {
+	var apiErr *client.APIError
+	if errors.As(err, &apiErr) {
+		msg := apiMessage(apiErr)
+		if m := slurmReasonRE.FindStringSubmatch(msg); m != nil {
+			return &slurm.CommandError{Stderr: []string{"sbatch: error: " + msg, "sbatch: error: Batch job submission failed: " + m[1]}, ExitCode: 1}
+		}
+		return slurm.SubmitFailed(msg)
+	}
+	return slurmFail(1, "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure): "+err.Error())
+}
+
+// testOnly is --test-only: where and when the job would start, as
+// slurm_job_will_run prints it, from the server's plan; nothing is stored.
+func testOnly(e *slurmEnv, c *client.Client, br *batchRun, nodes []api.Node) error {
+	plan, err := c.Plan(e.ctx, br.req)
+	if err != nil {
+		var apiErr *client.APIError
+		if errors.As(err, &apiErr) {
+			return slurmFail(1, "allocation failure: "+apiMessage(apiErr))
+		}
+		return submitError(err)
+	}
+	var now, later []string
+	for _, r := range plan.Rows {
+		switch r.Fits {
+		case "now":
+			now = append(now, r.Node)
+		case "later":
+			later = append(later, r.Node)
+		}
+	}
+	n := max(plan.Nodes, 1)
+	start := e.now()
+	hosts := now
+	if len(now) < n {
+		hosts = append(append([]string(nil), now...), later...)
+		if len(hosts) < n {
+			return slurmFail(1, "allocation failure: Requested node configuration is not available")
+		}
+		// It waits: it starts when the runs ahead of it are expected to end.
+		if runs, err := c.Runs(e.ctx, client.ListOptions{}); err == nil {
+			for _, r := range runs {
+				if r.EstimatedStart != nil && r.EstimatedStart.After(start) {
+					start = *r.EstimatedStart
+				}
+			}
+		}
+	}
+	hosts = hosts[:n]
+	sort.Strings(hosts)
+	fleet := map[string]string{}
+	for _, nd := range nodes {
+		fleet[nd.Name] = nd.Fleet
+	}
+	part := defaultPartition
+	if t := br.req.Spec; len(t.Fleets) > 0 {
+		part = t.Fleets[0]
+		if f := fleet[hosts[0]]; f != "" && contains(t.Fleets, f) {
+			part = f
+		}
+	}
+	_, cpus, _, _ := shape(br.req.Spec)
+	id := int64(1)
+	if runs, err := c.Runs(e.ctx, client.ListOptions{All: true, Limit: 1}); err == nil && len(runs) > 0 {
+		id = runs[0].ID + 1
+	}
+	fmt.Fprintf(e.stderr, "sbatch: Job %d to start at %s using %d processors on nodes %s in partition %s\n",
+		id, slurm.FormatTimestamp(start.Local()), cpus, slurm.CompressHostlist(hosts), part)
+	return nil
+}
+
+// waitRun polls a run until it has ended.
+func waitRun(ctx context.Context, c *client.Client, id int64) (*api.Run, error) {
+	delay := 200 * time.Millisecond
+	for {
+		r, err := c.Run(ctx, strconv.FormatInt(id, 10))
+		if err == nil && r.Status.Finished() {
+			if r.Array != nil {
+				// An array ends when its tasks have: its status says how.
+				return r, nil
+			}
+			return r, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 2*time.Second)
+	}
+}
+
+// waitExit is sbatch -W's exit status: the job's exit code, 0 when it
+// completed, and at least 1 when it did not.
+func waitExit(r *api.Run) error {
+	if r.Status == api.StatusDone {
+		return nil
+	}
+	code := 1
+	if r.ExitCode != nil && *r.ExitCode > 0 && *r.ExitCode < 256 {
+		code = *r.ExitCode
+	}
+	return &ExitError{Code: code}
+}
+
+// fetchView reads what the listing commands show: runs (every one, or
+// only active ones) with their jobs and configurations, and the nodes.
+func fetchView(e *slurmEnv, prog string, all bool) (*slurmView, error) {
+	c, err := e.newClient()
+	if err != nil {
+		return nil, slurmFail(1, fmt.Sprintf("%s: error: Unable to contact slurm controller (connect failure): %v", prog, err))
+	}
+	runs, err := c.Runs(e.ctx, client.ListOptions{All: all, Jobs: true, Spec: true})
+	if err != nil {
+		return nil, slurmFail(1, fmt.Sprintf("%s: error: %v", prog, err))
+	}
+	nodes, err := c.Nodes(e.ctx)
+	if err != nil {
+		return nil, slurmFail(1, fmt.Sprintf("%s: error: %v", prog, err))
+	}
+	v := newSlurmView(runs, nodes, e.now())
+	if prios, err := c.Priorities(e.ctx); err == nil {
+		v.prio = map[int64]int64{}
+		for _, p := range prios {
+			v.prio[p.RunID] = p.Priority
+		}
+	}
+	return v, nil
+}
+
+// parseJobList reads a list of job ids for scancel, scontrol and sacct:
+// "12", "12_3", "12_[1-3,5]", comma-separated.
+func parseJobList(prog, s string) ([]slurm.JobSelector, error) {
+	var out []slurm.JobSelector
+	for _, item := range splitOutsideBrackets(s) {
+		if item == "" {
+			continue
+		}
+		id, task, hasTask := strings.Cut(item, "_")
+		n, err := strconv.ParseUint(id, 10, 32)
+		if err != nil || n == 0 {
+			return nil, slurmFail(1, fmt.Sprintf("%s: error: Invalid job id %s", prog, item))
+		}
+		if !hasTask {
+			out = append(out, slurm.JobSelector{JobID: uint32(n), Task: slurm.NoArrayTask})
+			continue
+		}
+		task = strings.TrimSuffix(strings.TrimPrefix(task, "["), "]")
+		as, err := slurm.ParseArray(task, 1<<30)
+		if err != nil {
+			return nil, slurmFail(1, fmt.Sprintf("%s: error: Invalid job id %s", prog, item))
+		}
+		for _, t := range as.Indices {
+			out = append(out, slurm.JobSelector{JobID: uint32(n), Task: t})
+		}
+	}
+	return out, nil
+}
+
+func splitOutsideBrackets(s string) []string {
+	var out []string
+	depth, start := 0, 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '[':
+			depth++
+		case ']':
+			depth--
+		case ',', ' ':
+			if depth == 0 {
+				out = append(out, s[start:i])
+				start = i + 1
+			}
+		}
+	}
+	return append(out, s[start:])
+}

@@ -1,0 +1,879 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/client"
+	"github.com/berth-hq/berth/internal/slurm"
+	"github.com/berth-hq/berth/internal/spec"
+)
+
+// srun and salloc share the job options of sbatch (resources, time,
+// partition, name…) and add their own; both stop at the first argument
+// that is not an option, the command.
+var allocOptions = []slurmOpt{
+	{"account", 'A', reqArg}, {"begin", 'b', reqArg}, {"comment", 0, reqArg}, {"constraint", 'C', reqArg},
+	{"cpus-per-task", 'c', reqArg}, {"cpus-per-gpu", 0, reqArg}, {"chdir", 'D', reqArg}, {"dependency", 'd', reqArg},
+	{"error", 'e', reqArg}, {"exclusive", 0, optionalArg}, {"export", 0, reqArg}, {"gres", 0, reqArg},
+	{"gpus", 'G', reqArg}, {"gpus-per-node", 0, reqArg}, {"gpus-per-task", 0, reqArg}, {"help", 'h', noArg},
+	{"hold", 'H', noArg}, {"input", 'i', reqArg}, {"job-name", 'J', reqArg}, {"kill-on-bad-exit", 'K', optionalArg},
+	{"label", 'l', noArg}, {"mem", 0, reqArg}, {"mem-per-cpu", 0, reqArg}, {"mem-per-gpu", 0, reqArg},
+	{"mincpus", 0, reqArg}, {"mpi", 0, reqArg}, {"nodes", 'N', reqArg}, {"ntasks", 'n', reqArg},
+	{"ntasks-per-node", 0, reqArg}, {"nodelist", 'w', reqArg}, {"exclude", 'x', reqArg}, {"output", 'o', reqArg},
+	{"partition", 'p', reqArg}, {"pty", 0, noArg}, {"qos", 'q', reqArg}, {"quiet", 'Q', noArg},
+	{"time", 't', reqArg}, {"unbuffered", 'u', noArg}, {"usage", 0, noArg}, {"verbose", 'v', noArg},
+	{"version", 'V', noArg}, {"wait", 'W', reqArg}, {"overlap", 0, noArg}, {"exact", 0, noArg},
+	{"cpu-bind", 0, reqArg}, {"gpu-bind", 0, reqArg}, {"mem-bind", 0, reqArg}, {"distribution", 'm', reqArg},
+	{"hint", 0, reqArg}, {"nice", 0, optionalArg}, {"reservation", 0, reqArg}, {"network", 0, reqArg},
+	{"propagate", 0, optionalArg}, {"disable-status", 'X', noArg}, {"ntasks-per-gpu", 0, reqArg},
+	{"cpu-freq", 0, reqArg}, {"jobid", 0, reqArg}, {"immediate", 'I', optionalArg}, {"no-shell", 0, noArg},
+	{"priority", 0, reqArg}, {"threads-per-core", 0, reqArg}, {"tmp", 0, reqArg}, {"wckey", 0, reqArg},
+	{"x11", 0, optionalArg}, {"multi-prog", 0, noArg}, {"het-group", 0, reqArg}, {"signal", 0, reqArg},
+	{"mail-type", 0, reqArg}, {"mail-user", 0, reqArg}, {"licenses", 'L', reqArg}, {"time-min", 0, reqArg},
+}
+
+// allocRequest is what srun's and salloc's options ask for.
+type allocRequest struct {
+	opt      slurm.BatchOptions
+	label    bool
+	pty      bool
+	quiet    bool
+	command  []string
+	exported bool // --export given
+}
+
+func parseAllocArgs(prog string, args []string) (*allocRequest, error) {
+	got, rest, err := getoptLong(prog, args, allocOptions, false)
+	if err != nil {
+		return nil, err
+	}
+	r := &allocRequest{opt: slurm.BatchOptions{Mem: -1, MemPerCPU: -1, MemPerGPU: -1, TmpDisk: -1, Export: slurm.Export{Mode: slurm.ExportAll}}}
+	o := &r.opt
+	bad := func(what string) error {
+		return slurmFail(1, fmt.Sprintf("%s: error: Invalid %s specification", prog, what))
+	}
+	posInt := func(name, v string) (int, error) {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return 0, slurmFail(1, fmt.Sprintf("%s: error: Invalid numeric value \"%s\" for --%s.", prog, v, name))
+		}
+		return n, nil
+	}
+	for _, g := range got {
+		v := g.val
+		switch g.name {
+		case "help":
+			return nil, &slurm.CommandError{Stdout: allocUsage(prog)}
+		case "usage":
+			return nil, &slurm.CommandError{Stdout: fmt.Sprintf("Usage: %s [-N nnodes] [-n ntasks] [-c ncpus] [-t time] [-p partition] [-J jobname] [--gres=gpu:N] [--pty] [-l] executable [args...]\n", prog)}
+		case "version":
+			return nil, &slurm.CommandError{Stdout: slurmVersion + "\n"}
+		case "account":
+			o.Account = v
+		case "comment":
+			o.Comment = v
+		case "constraint":
+			o.Constraint = v
+		case "cpus-per-task":
+			if o.CPUsPerTask, err = posInt(g.name, v); err != nil {
+				return nil, err
+			}
+		case "cpus-per-gpu":
+			if o.CPUsPerGPU, err = posInt(g.name, v); err != nil {
+				return nil, err
+			}
+		case "mincpus":
+			if o.MinCPUsPerNode, err = posInt(g.name, v); err != nil {
+				return nil, err
+			}
+		case "chdir":
+			o.Chdir = v
+		case "exclusive":
+			o.Exclusive = "exclusive"
+		case "export":
+			o.Export, r.exported = slurm.ParseExport(v), true
+		case "gres":
+			if o.GRES, err = slurm.ParseGRES(v); err != nil {
+				return nil, bad("generic resource (gres)")
+			}
+		case "gpus", "gpus-per-node", "gpus-per-task":
+			gs, err := slurm.ParseGPUs(v)
+			if err != nil {
+				return nil, bad("generic resource (gres)")
+			}
+			switch g.name {
+			case "gpus":
+				o.GPUs = gs
+			case "gpus-per-node":
+				o.GPUsPerNode = gs
+			default:
+				o.GPUsPerTask = gs
+			}
+		case "hold":
+			o.Hold = true
+		case "job-name":
+			o.JobName = v
+		case "label":
+			r.label = true
+		case "mem", "mem-per-cpu", "mem-per-gpu":
+			b, err := slurm.ParseMemory(v)
+			if err != nil {
+				return nil, bad("--" + g.name)
+			}
+			o.Mem, o.MemPerCPU, o.MemPerGPU = -1, -1, -1
+			switch g.name {
+			case "mem":
+				o.Mem = b
+			case "mem-per-cpu":
+				o.MemPerCPU = b
+			default:
+				o.MemPerGPU = b
+			}
+		case "nodes":
+			lo, _, _ := strings.Cut(v, "-")
+			if o.Nodes, err = posInt(g.name, lo); err != nil {
+				return nil, slurmFail(1, fmt.Sprintf("%s: error: \"%s\" is not a valid node count", prog, v))
+			}
+		case "ntasks":
+			if o.NTasks, err = posInt(g.name, v); err != nil {
+				return nil, err
+			}
+		case "ntasks-per-node":
+			if o.NTasksPerNode, err = posInt(g.name, v); err != nil {
+				return nil, err
+			}
+		case "partition":
+			o.Partition = splitList(v)
+		case "pty":
+			r.pty = true
+		case "qos":
+			o.QOS = v
+		case "quiet":
+			r.quiet = true
+		case "time":
+			d, err := slurm.ParseTimeLimit(v)
+			if err != nil {
+				return nil, bad("--time")
+			}
+			if d == 0 {
+				d = slurm.Unlimited
+			}
+			o.TimeLimit = d
+		case "dependency":
+			d, err := slurm.ParseDependency(v)
+			if err != nil {
+				return nil, slurmFail(1, prog+": error: Job dependency problem")
+			}
+			o.Dependency = d
+		case "begin":
+			t, err := slurm.ParseBegin(v, time.Now(), false)
+			if err != nil {
+				return nil, bad("--begin")
+			}
+			o.Begin = t
+		case "output":
+			o.Output = v
+		case "error":
+			o.Error = v
+		case "input":
+			o.Input = v
+		case "nice":
+			n := 100
+			if g.has {
+				n, _ = strconv.Atoi(v)
+			}
+			o.Nice = &n
+		case "nodelist":
+			o.Nodelist = v
+		case "exclude":
+			o.Exclude = v
+		}
+	}
+	r.command = rest
+	return r, nil
+}
+
+func allocUsage(prog string) string {
+	return fmt.Sprintf(`Usage: %s [OPTIONS...] executable [args...]
+
+Berth's %s: the job options of sbatch (-N, -n, --ntasks-per-node, -c, --mem,
+--mem-per-cpu, --gres, --gpus, -p, -q, -A, -t, -J, -D, --export, --exclusive,
+--dependency, --begin) and:
+  -l, --label                 prepend task number to lines of stdout/err
+      --pty                   run task zero in pseudo terminal mode
+  -Q, --quiet                 quiet mode (suppress informational messages)
+
+See docs/coming-from-slurm.md.
+`, prog, prog)
+}
+
+// allocTask is the run srun or salloc submits: sbatch's mapping of the
+// resources, the name and the environment, with commands of its own.
+func allocTask(r *allocRequest, tool, defaultName string, s submitter, commands []string) (*spec.Task, resources, error) {
+	o := &r.opt
+	if o.JobName == "" {
+		o.JobName = defaultName
+	}
+	if o.Chdir == "" {
+		o.Chdir = s.cwd
+	} else if !filepath.IsAbs(o.Chdir) {
+		o.Chdir = filepath.Join(s.cwd, o.Chdir)
+	}
+	res, err := componentResources(o)
+	if err != nil {
+		return nil, res, err
+	}
+	t := &spec.Task{Type: "task", Name: runNameFor(o.JobName), WorkingDir: o.Chdir, Nodes: res.nodes, Resources: res.spec(),
+		Commands: commands, Tags: map[string]string{tagJobName: o.JobName, tagTool: tool, tagUser: s.user, tagGroup: s.group,
+			tagUID: strconv.Itoa(s.uid), tagGID: strconv.Itoa(s.gid), tagSubmitHost: s.host}}
+	if o.Account != "" {
+		t.Tags[tagAccount] = o.Account
+	}
+	if o.Comment != "" {
+		t.Tags[tagComment] = o.Comment
+	}
+	if res.ntasksGiven {
+		t.Tags[tagNTasks] = strconv.Itoa(res.nodes * res.tasksPerNode)
+		t.Tags[tagNTasksPerNode] = strconv.Itoa(res.tasksPerNode)
+	}
+	if o.CPUsPerTask > 0 {
+		t.Tags[tagCPUsPerTask] = strconv.Itoa(o.CPUsPerTask)
+	}
+	for _, p := range o.Partition {
+		if p != defaultPartition {
+			t.Fleets = append(t.Fleets, p)
+		}
+	}
+	if o.QOS != "" && !strings.EqualFold(o.QOS, "normal") {
+		t.QOS = o.QOS
+	}
+	if o.Nice != nil {
+		t.Nice = int64(*o.Nice)
+	}
+	t.Exclusive = o.Exclusive == "exclusive"
+	if o.TimeLimit > 0 && o.TimeLimit != slurm.Unlimited {
+		d := spec.Duration(o.TimeLimit / time.Second)
+		t.MaxDuration = &d
+	}
+	if o.Dependency != nil {
+		if err := dependsOn(t, o.Dependency, func(uint32) bool { return true }); err != nil {
+			return nil, res, err
+		}
+	}
+	var env envList
+	exportEnv(o.Export, s.env, &env)
+	for _, kv := range [][2]string{
+		{"SLURM_SUBMIT_DIR", s.cwd}, {"SLURM_SUBMIT_HOST", s.host}, {"SLURM_JOB_NAME", o.JobName},
+		{"SLURM_JOB_USER", s.user}, {"SLURM_CLUSTER_NAME", clusterName},
+	} {
+		env.set(kv[0], kv[1])
+	}
+	if o.CPUsPerTask > 0 {
+		env.set("SLURM_CPUS_PER_TASK", strconv.Itoa(o.CPUsPerTask))
+	}
+	t.Env = env.spec()
+	t.Normalize()
+	if err := t.Validate(); err != nil {
+		return nil, res, slurmFail(1, fmt.Sprintf("%s: error: %v", tool, err))
+	}
+	return t, res, nil
+}
+
+// stepCommands is the shell that starts a step's tasks on each node of a
+// one-off srun run: node k runs its share of the tasks (block
+// distribution), each with SLURM_PROCID and SLURM_LOCALID, and exits with
+// the highest exit status.
+func stepCommands(command []string, ntasks, nodes int, label, labelInJob bool) string {
+	var argv []string
+	for _, a := range command {
+		argv = append(argv, shQuote(a))
+	}
+	cmd := strings.Join(argv, " ")
+	base, rem := ntasks/nodes, ntasks%nodes
+	var b strings.Builder
+	fmt.Fprintf(&b, "__nid=${SLURM_NODEID:-0}\n__n=$(( %d + (__nid < %d ? 1 : 0) ))\n__first=$(( __nid * %d + (__nid < %d ? __nid : %d) ))\n", base, rem, base, rem, rem)
+	fmt.Fprintf(&b, "export SLURM_STEP_ID=0 SLURM_STEPID=0 SLURM_NTASKS=%d SLURM_NPROCS=%d SLURM_STEP_NUM_TASKS=%d SLURM_STEP_NUM_NODES=%d SLURM_STEP_NODELIST=\"$SLURM_JOB_NODELIST\"\n",
+		ntasks, ntasks, ntasks, nodes)
+	if ntasks == nodes && !labelInJob {
+		fmt.Fprintf(&b, "SLURM_PROCID=$__first SLURM_LOCALID=0 exec %s\n", cmd)
+		return b.String()
+	}
+	run := cmd
+	if label && labelInJob {
+		run = fmt.Sprintf(`{ %s; } 2>&1 | sed -u "s/^/$SLURM_PROCID: /"; exit "${PIPESTATUS[0]}"`, cmd)
+	}
+	b.WriteString("set +e\n__pids=\n")
+	fmt.Fprintf(&b, "__i=0\nwhile [ $__i -lt $__n ]; do\n  ( export SLURM_PROCID=$((__first + __i)) SLURM_LOCALID=$__i; %s ) &\n  __pids=\"$__pids $!\"\n  __i=$((__i + 1))\ndone\n", run)
+	b.WriteString("__rc=0\nfor __p in $__pids; do wait $__p; __c=$?; [ $__c -gt $__rc ] && __rc=$__c; done\nexit $__rc\n")
+	return b.String()
+}
+
+func runSrun(e *slurmEnv, args []string) error {
+	r, err := parseAllocArgs("srun", args)
+	if err != nil {
+		return err
+	}
+	if len(r.command) == 0 {
+		return slurmFail(1, "srun: fatal: No command given to execute.")
+	}
+	if e.getenv("SLURM_JOB_ID") != "" {
+		return srunStep(e, r)
+	}
+	if r.pty {
+		return slurmFail(1, "srun: error: --pty outside an allocation is not supported by Berth yet: start one with salloc, then run srun --pty inside it")
+	}
+	return srunOneOff(e, r)
+}
+
+// srunOneOff submits the command as a run, streams its output as srun
+// does, and exits with its exit status.
+func srunOneOff(e *slurmEnv, r *allocRequest) error {
+	s := currentSubmitter(e)
+	o := &r.opt
+	res, err := componentResources(o)
+	if err != nil {
+		return err
+	}
+	ntasks := res.nodes * res.tasksPerNode
+	if o.NTasks > 0 {
+		ntasks = o.NTasks
+	}
+	labelInJob := r.label && ntasks != res.nodes
+	cmds := []string{stepCommands(r.command, ntasks, res.nodes, r.label, labelInJob)}
+	t, _, err := allocTask(r, "srun", filepath.Base(r.command[0]), s, cmds)
+	if err != nil {
+		return err
+	}
+	t.Tags[tagNTasks] = strconv.Itoa(ntasks)
+	c, err := e.newClient()
+	if err != nil {
+		return slurmFail(1, "srun: error: Unable to allocate resources: Unable to contact slurm controller (connect failure): "+err.Error())
+	}
+	run, err := c.Submit(e.ctx, api.SubmitRequest{Spec: t, Source: "srun", Hold: o.Hold, Begin: futureUTC(o.Begin, s.now)})
+	if err != nil {
+		return allocError("srun", err)
+	}
+	ctx, stop := signal.NotifyContext(e.ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if !r.quiet {
+		// A run still waiting after a second is queued: say so, and when
+		// it gets its nodes, as srun does.
+		go func() {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+			if cur, err := c.Run(ctx, strconv.FormatInt(run.ID, 10)); err != nil || cur.Status != api.StatusSubmitted {
+				return
+			}
+			fmt.Fprintf(e.stderr, "srun: job %d queued and waiting for resources\n", run.ID)
+			for ctx.Err() == nil {
+				time.Sleep(500 * time.Millisecond)
+				if cur, err := c.Run(ctx, strconv.FormatInt(run.ID, 10)); err == nil && cur.Status != api.StatusSubmitted {
+					fmt.Fprintf(e.stderr, "srun: job %d has been allocated resources\n", run.ID)
+					return
+				}
+			}
+		}()
+	}
+	lw := newLabeler(e.stdout, e.stderr, r.label && !labelInJob)
+	end, err := c.Logs(ctx, strconv.FormatInt(run.ID, 10), client.LogOptions{Follow: true, Job: -1, Reconnect: 2 * time.Minute}, lw.write)
+	lw.flush()
+	if ctx.Err() != nil && e.ctx.Err() == nil {
+		fmt.Fprintf(e.stderr, "srun: forcing job termination\n")
+		_, _ = c.Stop(e.ctx, strconv.FormatInt(run.ID, 10), false)
+		fmt.Fprintf(e.stderr, "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.\n")
+		return &ExitError{Code: 1}
+	}
+	if err != nil {
+		return slurmFail(1, "srun: error: "+err.Error())
+	}
+	return srunExit(e, end, res.tasksPerNode)
+}
+
+func futureUTC(t, now time.Time) time.Time {
+	if t.IsZero() || !t.After(now) {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+func allocError(prog string, err error) error {
+	var apiErr *client.APIError
+	if errors.As(err, &apiErr) {
+		msg := apiMessage(apiErr)
+		if m := slurmReasonRE.FindStringSubmatch(msg); m != nil {
+			msg = m[1]
+		}
+		return slurmFail(1, prog+": error: Unable to allocate resources: "+msg)
+	}
+	return slurmFail(1, prog+": error: Unable to allocate resources: "+err.Error())
+}
+
+// srunExit reports the tasks that failed as srun does and exits with the
+// highest status.
+func srunExit(e *slurmEnv, r *api.Run, tasksPerNode int) error {
+	if r == nil || r.Status == api.StatusDone {
+		return nil
+	}
+	code := 1
+	if r.ExitCode != nil && *r.ExitCode > 0 && *r.ExitCode < 256 {
+		code = *r.ExitCode
+	}
+	switch slurmState(r).Base() {
+	case slurm.JobTimeout:
+		fmt.Fprintf(e.stderr, "srun: error: *** STEP %d.0 ON %s CANCELLED AT %s DUE TO TIME LIMIT ***\n", r.ID, firstNode(r), slurm.FormatTimestamp(localTime(r.FinishedAt)))
+	case slurm.JobCancelled:
+		fmt.Fprintf(e.stderr, "srun: error: *** STEP %d.0 ON %s CANCELLED AT %s ***\n", r.ID, firstNode(r), slurm.FormatTimestamp(localTime(r.FinishedAt)))
+	default:
+		for _, j := range r.Jobs {
+			if j.ExitCode != nil && *j.ExitCode != 0 {
+				fmt.Fprintf(e.stderr, "srun: error: %s: task %d: Exited with exit code %d\n", j.Node, j.Num*tasksPerNode, *j.ExitCode)
+			}
+		}
+	}
+	return &ExitError{Code: code}
+}
+
+func firstNode(r *api.Run) string {
+	if n := uniqueNodes(r); len(n) > 0 {
+		return n[0]
+	}
+	return "(null)"
+}
+
+// labeler writes a run's output; with label, each line starts with its
+// task number ("0: "), which is the node's rank when each node runs one.
+type labeler struct {
+	out, errw io.Writer
+	label     bool
+	partial   map[partKey][]byte
+}
+
+func newLabeler(out, errw io.Writer, label bool) *labeler {
+	return &labeler{out: out, errw: errw, label: label, partial: map[partKey][]byte{}}
+}
+
+func (l *labeler) write(en api.LogEntry) {
+	key := partKey{job: en.JobNum, stderr: en.Stream == "stderr"}
+	w := l.out
+	if key.stderr {
+		w = l.errw
+	}
+	if !l.label {
+		_, _ = w.Write(en.Data)
+		return
+	}
+	buf := append(l.partial[key], en.Data...)
+	for {
+		i := strings.IndexByte(string(buf), '\n')
+		if i < 0 {
+			break
+		}
+		fmt.Fprintf(w, "%d: %s", key.job, buf[:i+1])
+		buf = buf[i+1:]
+	}
+	l.partial[key] = buf
+}
+
+func (l *labeler) flush() {
+	for key, buf := range l.partial {
+		if len(buf) > 0 {
+			w := l.out
+			if key.stderr {
+				w = l.errw
+			}
+			fmt.Fprintf(w, "%d: %s\n", key.job, buf)
+		}
+	}
+	clear(l.partial)
+}
+
+// stepLayout is how a step's tasks spread over the allocation's nodes:
+// how many run on this node and the global rank of the first.
+type stepLayout struct {
+	ntasks, nodes int
+	local, first  int
+	thisNode      int
+}
+
+// layoutStep computes a step's layout inside an allocation from its
+// options and the allocation's variables (block distribution, as Slurm's
+// default).
+func layoutStep(o *slurm.BatchOptions, getenv func(string) string) stepLayout {
+	allocNodes, _ := strconv.Atoi(getenv("SLURM_JOB_NUM_NODES"))
+	if allocNodes <= 0 {
+		allocNodes, _ = strconv.Atoi(getenv("SLURM_NNODES"))
+	}
+	allocNodes = max(allocNodes, 1)
+	nodeID, _ := strconv.Atoi(getenv("SLURM_NODEID"))
+	l := stepLayout{thisNode: nodeID}
+	l.nodes = allocNodes
+	if o.Nodes > 0 {
+		l.nodes = min(o.Nodes, allocNodes)
+	}
+	switch {
+	case o.NTasks > 0:
+		l.ntasks = o.NTasks
+		if o.Nodes == 0 {
+			l.nodes = min(l.nodes, o.NTasks)
+		}
+	case o.NTasksPerNode > 0:
+		l.ntasks = o.NTasksPerNode * l.nodes
+	default:
+		n, _ := strconv.Atoi(getenv("SLURM_NTASKS"))
+		if n <= 0 || o.Nodes > 0 {
+			n = l.nodes
+		}
+		l.ntasks = n
+	}
+	l.nodes = max(min(l.nodes, l.ntasks), 1)
+	base, rem := l.ntasks/l.nodes, l.ntasks%l.nodes
+	share := func(k int) int {
+		if k >= l.nodes {
+			return 0
+		}
+		if k < rem {
+			return base + 1
+		}
+		return base
+	}
+	l.local = share(nodeID)
+	for k := 0; k < nodeID; k++ {
+		l.first += share(k)
+	}
+	return l
+}
+
+// srunStep runs a job step inside an allocation: this node's tasks of the
+// step, locally, with the step's variables. Inside a batch job every node
+// runs the script, so each starts its own share; in salloc's shell (not on
+// a node of the job) every task runs here.
+func srunStep(e *slurmEnv, r *allocRequest) error {
+	l := layoutStep(&r.opt, e.getenv)
+	everything := e.getenv("SLURMD_NODENAME") == ""
+	type task struct{ rank, local int }
+	var tasks []task
+	if everything {
+		for i := 0; i < l.ntasks; i++ {
+			tasks = append(tasks, task{rank: i, local: i})
+		}
+	} else {
+		for i := 0; i < l.local; i++ {
+			tasks = append(tasks, task{rank: l.first + i, local: i})
+		}
+	}
+	if len(tasks) == 0 {
+		return nil
+	}
+	stdout, stderr := e.stdout, e.stderr
+	if p := e.getenv("BERTH_SLURM_STEP_OUTPUT"); p != "" {
+		if f := openStepFile(p); f != nil {
+			defer f.Close()
+			stdout, stderr = f, f
+			if q := e.getenv("BERTH_SLURM_STEP_ERROR"); q != "" && q != p {
+				if g := openStepFile(q); g != nil {
+					defer g.Close()
+					stderr = g
+				}
+			}
+		}
+	}
+	path, err := exec.LookPath(r.command[0])
+	if err != nil {
+		return slurmFail(2, fmt.Sprintf("slurmstepd: error: execve(): %s: No such file or directory", r.command[0]),
+			fmt.Sprintf("srun: error: %s: task 0: Exited with exit code 2", orStr(e.getenv("SLURMD_NODENAME"), "localhost")))
+	}
+	base := os.Environ()
+	stepEnv := map[string]string{
+		"SLURM_STEP_ID": "0", "SLURM_STEPID": "0", "SLURM_NTASKS": strconv.Itoa(l.ntasks), "SLURM_NPROCS": strconv.Itoa(l.ntasks),
+		"SLURM_STEP_NUM_TASKS": strconv.Itoa(l.ntasks), "SLURM_STEP_NUM_NODES": strconv.Itoa(l.nodes),
+		"SLURM_STEP_NODELIST": e.getenv("SLURM_JOB_NODELIST"),
+	}
+	if r.opt.CPUsPerTask > 0 {
+		stepEnv["SLURM_CPUS_PER_TASK"] = strconv.Itoa(r.opt.CPUsPerTask)
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	codes := make([]int, len(tasks))
+	for i, tk := range tasks {
+		cmd := exec.CommandContext(e.ctx, path, r.command[1:]...)
+		cmd.Args[0] = r.command[0]
+		env := append([]string(nil), base...)
+		for k, v := range stepEnv {
+			env = append(env, k+"="+v)
+		}
+		env = append(env, "SLURM_PROCID="+strconv.Itoa(tk.rank), "SLURM_LOCALID="+strconv.Itoa(tk.local))
+		if everything {
+			env = append(env, "SLURM_NODEID="+strconv.Itoa(tk.rank*l.nodes/max(l.ntasks, 1)))
+		}
+		cmd.Env = env
+		// Standard input goes to task 0, as srun forwards it.
+		if tk.rank == 0 {
+			cmd.Stdin = e.stdin
+			if r.pty && e.interactiveIn != nil {
+				cmd.Stdin = e.interactiveIn
+			}
+		}
+		var outW, errW io.Writer = stdout, stderr
+		var flushers []func()
+		if r.label {
+			lo := &lineLabel{w: stdout, mu: &mu, prefix: fmt.Sprintf("%d: ", tk.rank)}
+			le := &lineLabel{w: stderr, mu: &mu, prefix: fmt.Sprintf("%d: ", tk.rank)}
+			outW, errW = lo, le
+			flushers = append(flushers, lo.flush, le.flush)
+		} else {
+			outW, errW = &lockedWriter{w: stdout, mu: &mu}, &lockedWriter{w: stderr, mu: &mu}
+		}
+		cmd.Stdout, cmd.Stderr = outW, errW
+		if err := cmd.Start(); err != nil {
+			codes[i] = 2
+			continue
+		}
+		wg.Add(1)
+		go func(i int, cmd *exec.Cmd, flushers []func()) {
+			defer wg.Done()
+			err := cmd.Wait()
+			for _, f := range flushers {
+				f()
+			}
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				codes[i] = ee.ExitCode()
+				if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+					codes[i] = 128 + int(ws.Signal())
+				}
+			} else if err != nil {
+				codes[i] = 1
+			}
+		}(i, cmd, flushers)
+	}
+	wg.Wait()
+	worst := 0
+	host := orStr(e.getenv("SLURMD_NODENAME"), "localhost")
+	for i, c := range codes {
+		if c != 0 {
+			fmt.Fprintf(stderr, "srun: error: %s: task %d: Exited with exit code %d\n", host, tasks[i].rank, c)
+		}
+		worst = max(worst, c)
+	}
+	if worst != 0 {
+		return &ExitError{Code: worst}
+	}
+	return nil
+}
+
+// openStepFile opens a batch job's output file for a step's tasks on
+// another node of the job: it waits a little for the first node to create
+// it (a shared file system), and gives up (nil) when it does not appear.
+func openStepFile(p string) *os.File {
+	for i := 0; i < 50; i++ {
+		if _, err := os.Stat(p); err == nil {
+			f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+			if err == nil {
+				return f
+			}
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return nil
+}
+
+type lockedWriter struct {
+	w  io.Writer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// lineLabel prefixes each line with the task's rank (srun -l).
+type lineLabel struct {
+	w      io.Writer
+	mu     *sync.Mutex
+	prefix string
+	buf    []byte
+}
+
+func (l *lineLabel) Write(p []byte) (int, error) {
+	l.buf = append(l.buf, p...)
+	for {
+		i := strings.IndexByte(string(l.buf), '\n')
+		if i < 0 {
+			break
+		}
+		l.mu.Lock()
+		_, err := io.WriteString(l.w, l.prefix+string(l.buf[:i+1]))
+		l.mu.Unlock()
+		if err != nil {
+			return 0, err
+		}
+		l.buf = l.buf[i+1:]
+	}
+	return len(p), nil
+}
+
+func (l *lineLabel) flush() {
+	if len(l.buf) > 0 {
+		l.mu.Lock()
+		io.WriteString(l.w, l.prefix+string(l.buf)+"\n")
+		l.mu.Unlock()
+		l.buf = nil
+	}
+}
+
+func runSalloc(e *slurmEnv, args []string) error {
+	r, err := parseAllocArgs("salloc", args)
+	if err != nil {
+		return err
+	}
+	s := currentSubmitter(e)
+	command := r.command
+	if len(command) == 0 {
+		sh := e.getenv("SHELL")
+		if sh == "" {
+			sh = "/bin/sh"
+		}
+		command = []string{sh}
+	}
+	t, res, err := allocTask(r, "salloc", "interactive", s, []string{"exec sleep infinity"})
+	if err != nil {
+		return err
+	}
+	c, err := e.newClient()
+	if err != nil {
+		return slurmFail(1, "salloc: error: Job submit/allocate failed: Unable to contact slurm controller (connect failure): "+err.Error())
+	}
+	run, err := c.Submit(e.ctx, api.SubmitRequest{Spec: t, Source: "salloc", Hold: r.opt.Hold, Begin: futureUTC(r.opt.Begin, s.now)})
+	if err != nil {
+		return allocError("salloc", err)
+	}
+	id := strconv.FormatInt(run.ID, 10)
+	ctx, stop := signal.NotifyContext(e.ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	relinquish := func() {
+		if !r.quiet {
+			fmt.Fprintf(e.stderr, "salloc: Relinquishing job allocation %d\n", run.ID)
+		}
+		_, _ = c.Stop(e.ctx, id, false)
+	}
+	if !r.quiet {
+		fmt.Fprintf(e.stderr, "salloc: Pending job allocation %d\n", run.ID)
+	}
+	queued := false
+	submitted := time.Now()
+	var cur *api.Run
+	for {
+		cur, err = c.Run(ctx, id)
+		if ctx.Err() != nil {
+			fmt.Fprintf(e.stderr, "salloc: Job allocation %d has been revoked.\n", run.ID)
+			_, _ = c.Stop(e.ctx, id, false)
+			return &ExitError{Code: 1}
+		}
+		if err == nil && cur.Status == api.StatusRunning {
+			break
+		}
+		if err == nil && cur.Status.Finished() {
+			return slurmFail(1, fmt.Sprintf("salloc: error: Job allocation %d has been revoked", run.ID))
+		}
+		// Waiting for the scheduler a moment is not waiting in the queue.
+		if !queued && !r.quiet && err == nil && cur.Status == api.StatusSubmitted && time.Since(submitted) > time.Second {
+			fmt.Fprintf(e.stderr, "salloc: job %d queued and waiting for resources\n", run.ID)
+			queued = true
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	stop()
+	if !r.quiet {
+		if queued {
+			fmt.Fprintf(e.stderr, "salloc: job %d has been allocated resources\n", run.ID)
+		}
+		fmt.Fprintf(e.stderr, "salloc: Granted job allocation %d\n", run.ID)
+	}
+	hosts := uniqueNodes(cur)
+	nodes := max(len(hosts), 1)
+	env := os.Environ()
+	for _, kv := range [][2]string{
+		{"SLURM_JOB_ID", id}, {"SLURM_JOBID", id}, {"SLURM_JOB_NAME", r.opt.JobName},
+		{"SLURM_JOB_NODELIST", slurm.CompressHostlist(hosts)}, {"SLURM_NODELIST", slurm.CompressHostlist(hosts)},
+		{"SLURM_JOB_NUM_NODES", strconv.Itoa(nodes)}, {"SLURM_NNODES", strconv.Itoa(nodes)},
+		{"SLURM_NTASKS", strconv.Itoa(res.nodes * res.tasksPerNode)}, {"SLURM_NPROCS", strconv.Itoa(res.nodes * res.tasksPerNode)},
+		{"SLURM_TASKS_PER_NODE", slurm.CompressCounts(repeat(res.tasksPerNode, nodes))},
+		{"SLURM_JOB_CPUS_PER_NODE", slurm.CompressCounts(repeat(res.cpus, nodes))},
+		{"SLURM_SUBMIT_DIR", s.cwd}, {"SLURM_SUBMIT_HOST", s.host}, {"SLURM_CLUSTER_NAME", clusterName},
+		{"SLURM_JOB_PARTITION", orStr(strings.Join(t.Fleets, ","), defaultPartition)},
+		{"SLURM_JOB_ACCOUNT", orStr(r.opt.Account, defaultAccount)}, {"SLURM_JOB_QOS", orStr(r.opt.QOS, "normal")},
+	} {
+		env = append(env, kv[0]+"="+kv[1])
+	}
+	if r.opt.CPUsPerTask > 0 {
+		env = append(env, "SLURM_CPUS_PER_TASK="+strconv.Itoa(r.opt.CPUsPerTask))
+	}
+	if res.memMB > 0 {
+		env = append(env, "SLURM_MEM_PER_NODE="+strconv.FormatUint(res.memMB, 10))
+	}
+	path, err := exec.LookPath(command[0])
+	if err != nil {
+		relinquish()
+		return slurmFail(1, fmt.Sprintf("salloc: error: %s: %v", command[0], err))
+	}
+	cmd := exec.Command(path, command[1:]...)
+	cmd.Args[0] = command[0]
+	cmd.Env = env
+	cmd.Dir = e.cwd
+	if e.interactiveIn != nil {
+		cmd.Stdin = e.interactiveIn
+	} else {
+		cmd.Stdin = e.stdin
+	}
+	cmd.Stdout, cmd.Stderr = e.stdout, e.stderr
+	// The shell handles Ctrl-C; salloc waits for it.
+	signal.Ignore(os.Interrupt)
+	defer signal.Reset(os.Interrupt)
+	if err := cmd.Start(); err != nil {
+		relinquish()
+		return slurmFail(1, "salloc: error: "+err.Error())
+	}
+	// The allocation may end first (its time limit, scancel): the shell
+	// is told, as salloc does.
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(time.Second):
+			}
+			if cur, err := c.Run(e.ctx, id); err == nil && cur.Status.Finished() {
+				fmt.Fprintf(e.stderr, "salloc: Job allocation %d has been revoked.\n", run.ID)
+				_ = cmd.Process.Signal(syscall.SIGHUP)
+				return
+			}
+		}
+	}()
+	err = cmd.Wait()
+	close(done)
+	relinquish()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return &ExitError{Code: max(ee.ExitCode(), 1)}
+	}
+	return nil
+}
