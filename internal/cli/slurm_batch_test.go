@@ -448,7 +448,7 @@ func TestSbatchSignalBecomesTheRunsSignal(t *testing.T) {
 	}{
 		{[]string{"--signal=B:USR1@300", "--time=1:00:00", "job.sh"}, "B:USR1@300"},
 		{[]string{"--signal=USR2", "--time=10", "job.sh"}, "USR2"}, // the default, 60 s before, in both
-		{[]string{"--signal=USR1@30", "job.sh"}, ""}, // no time limit: nothing to count back from
+		{[]string{"--signal=USR1@30", "job.sh"}, ""},               // no time limit: nothing to count back from
 	} {
 		br, err := buildFrom(t, tc.args, "#!/bin/bash\ntrue\n", nil)
 		if err != nil {
