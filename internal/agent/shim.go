@@ -287,7 +287,15 @@ func runShim(dir string) error {
 	} else {
 		ex.ExitCode = st.ExitCode()
 	}
-	return finish()
+	err = finish()
+	if grp != nil {
+		// After the status is out: removing the group is bookkeeping, and
+		// the job's end (what frees its node) need not wait for it.
+		if derr := grp.Delete(); derr != nil {
+			fmt.Fprintf(os.Stderr, "berth shim: %v\n", derr)
+		}
+	}
+	return err
 }
 
 // fileStop holds "1" (stop) or "2" (abort) once the agent asked the job to
@@ -346,9 +354,10 @@ func startJob(cmd *exec.Cmd, spec *cgroup.Spec) (*cgroup.Group, error) {
 	return grp, nil
 }
 
-// endGroup kills what is left of the job in its group, removes the group,
-// and returns how many of the job's processes the kernel killed for want of
-// memory. Errors go to the shims' log: the job has ended either way.
+// endGroup kills what is left of the job in its group and returns how many
+// of the job's processes the kernel killed for want of memory (the group is
+// removed once the job's status is written). Errors go to the shims' log:
+// the job has ended either way.
 func endGroup(grp *cgroup.Group) (oomKills uint64) {
 	if err := grp.Kill(10 * time.Second); err != nil {
 		fmt.Fprintf(os.Stderr, "berth shim: %v\n", err)
@@ -357,9 +366,6 @@ func endGroup(grp *cgroup.Group) (oomKills uint64) {
 	// counts too.
 	n, err := grp.OOMKills()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "berth shim: %v\n", err)
-	}
-	if err := grp.Delete(); err != nil {
 		fmt.Fprintf(os.Stderr, "berth shim: %v\n", err)
 	}
 	return n

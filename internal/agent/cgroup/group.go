@@ -232,13 +232,19 @@ func (g *Group) Start(cmd *exec.Cmd) error {
 	}
 	defer w.Close()
 	fd := 3 + len(cmd.ExtraFiles)
-	gate := fmt.Sprintf(`read -r -u %d _ || exit 126; exec %d<&- -a "$0" "$@"`, fd, fd)
-	path, argv0 := cmd.Path, cmd.Path
-	if len(cmd.Args) > 0 {
-		argv0 = cmd.Args[0]
+	if len(cmd.Args) >= 3 && filepath.Base(cmd.Path) == "bash" && cmd.Args[1] == "-c" {
+		// The job is a bash script already: the gate is its first line,
+		// and the job's bash is the one moved (no second exec).
+		cmd.Args = append([]string{cmd.Args[0], "-c", fmt.Sprintf("read -r -u %d _ || exit 126; exec %d<&-\n", fd, fd) + cmd.Args[2]}, cmd.Args[3:]...)
+	} else {
+		gate := fmt.Sprintf(`read -r -u %d _ || exit 126; exec %d<&- -a "$0" "$@"`, fd, fd)
+		path, argv0 := cmd.Path, cmd.Path
+		if len(cmd.Args) > 0 {
+			argv0 = cmd.Args[0]
+		}
+		cmd.Path = bash
+		cmd.Args = append([]string{"bash", "-c", gate, argv0, path}, cmd.Args[min(1, len(cmd.Args)):]...)
 	}
-	cmd.Path = bash
-	cmd.Args = append([]string{"bash", "-c", gate, argv0, path}, cmd.Args[min(1, len(cmd.Args)):]...)
 	cmd.ExtraFiles = append(cmd.ExtraFiles, r)
 	err = cmd.Start()
 	r.Close()
