@@ -337,6 +337,10 @@ func (s *Server) holdsLocked(candidates map[int64]*runState, now time.Time, b *s
 	singles := s.singletonHoldsLocked(candidates)
 	var cancel []*runState
 	for id, rs := range candidates {
+		if s.retryExpiredLocked(rs, now, b) {
+			delete(candidates, id)
+			continue
+		}
 		switch {
 		case rs.hold != "":
 			holds[id] = rs.hold

@@ -22,13 +22,14 @@ import (
 //     others are stopped, and the run is retried (or fails) as a whole.
 //     stop_criteria: master-done ends the run done when job 0 ends done.
 //   - retry: {on_events, duration}: a failed attempt whose event is listed
-//     starts again as a new attempt (same run, name and history; BERTH_ATTEMPT
-//     and SLURM_RESTART_COUNT count up) unless `duration` has passed since
-//     the first failure of the run (error, interruption) or since its
-//     submission (no-capacity, for a run no node could ever hold). Attempts
-//     after a failure wait a little longer each time (1 s, doubling, at most
-//     a minute: reason BeginTime), so a command that fails at once does not
-//     spin.
+//     goes back to the queue as a new attempt (same run, name and history;
+//     BERTH_ATTEMPT and SLURM_RESTART_COUNT count up), as dstack does. The
+//     duration counts from the last failure (error, interruption): an
+//     attempt still waiting `duration` after it fails the run; for
+//     no-capacity (a run no node could ever hold) it counts from the run's
+//     submission. Attempts after a failure wait a little longer each time
+//     (1 s, doubling, at most a minute: reason BeginTime), so a command that
+//     fails at once does not spin.
 
 // Reasons of faults.
 const (
@@ -40,7 +41,10 @@ const (
 
 // retryState is a run's retry history, in its meta.
 type retryState struct {
-	FirstFailure time.Time `json:"first_failure"`
+	LastFailure time.Time `json:"last_failure"`
+	Event       string    `json:"event"`  // the last failure's: error or interruption
+	Reason      string    `json:"reason"` // and its job reason
+	Expired     bool      `json:"expired,omitempty"`
 	Retries      int       `json:"retries"`
 	NotBefore    time.Time `json:"not_before"`
 }
@@ -90,11 +94,15 @@ func (s *Server) retryLocked(rs *runState, now time.Time, b *store.Batch) bool {
 		return false
 	}
 	st := rs.retryInfo()
-	if st.FirstFailure.IsZero() {
-		st.FirstFailure = now
-	}
-	if r.Duration != nil && now.Sub(st.FirstFailure) > time.Duration(*r.Duration)*time.Second {
+	if st.Expired {
 		return false
+	}
+	st.LastFailure, st.Event, st.Reason = now, event, rs.jobs[0].rec.Reason
+	for _, js := range rs.jobs {
+		if js.rec.Reason != reasonByServer && retryEvent(api.Status(js.rec.Status), js.rec.Reason) != "" {
+			st.Reason = js.rec.Reason
+			break
+		}
 	}
 	st.Retries++
 	st.NotBefore = now.Add(min(time.Second<<min(st.Retries-1, 6), time.Minute))
@@ -258,4 +266,36 @@ func (s *Server) releaseHeldLocked(rs *runState) []func() {
 		}
 	}
 	return after
+}
+
+// retryExpiredLocked fails a retried run still waiting `duration` after its
+// last failure (dstack: the duration counts from the last event), and
+// returns whether it did; otherwise it makes sure a pass comes at the
+// deadline.
+func (s *Server) retryExpiredLocked(rs *runState, now time.Time, b *store.Batch) bool {
+	r, st := rs.spec.Retry, rs.retry
+	if r == nil || r.Duration == nil || st == nil || st.LastFailure.IsZero() {
+		return false
+	}
+	deadline := st.LastFailure.Add(time.Duration(*r.Duration) * time.Second)
+	if !now.After(deadline) {
+		if s.holdUntil.IsZero() || deadline.Before(s.holdUntil) {
+			s.holdUntil = deadline.Add(time.Millisecond)
+		}
+		return false
+	}
+	st.Expired = true // this end is final: no retry of it
+	reason := st.Reason
+	if reason == "" {
+		reason = api.ReasonExitedWithError
+	}
+	for _, js := range rs.jobs {
+		if !api.Status(js.rec.Status).Finished() {
+			s.finishJob(js, api.StatusFailed, reason, nil, now, b)
+		}
+	}
+	b.Events = append(b.Events, &store.Event{RunID: rs.rec.ID, Time: now, Type: "failed",
+		Message: fmt.Sprintf("retry after %s: still waiting %s after the failure (retry duration)", st.Event, now.Sub(st.LastFailure).Round(time.Second))})
+	s.aggregate(rs, now, b)
+	return true
 }

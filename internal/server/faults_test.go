@@ -139,3 +139,27 @@ func TestDependencyOnRetriedRun(t *testing.T) {
 		t.Errorf("shaky %s ended %v; after-shaky %s started %v", ae.Status, ae.FinishedAt, be.Status, be.StartedAt)
 	}
 }
+
+// The retry duration counts from the last failure: a retried attempt that
+// still waits that long after it fails the run.
+func TestRetryDurationFromLastFailure(t *testing.T) {
+	h := newHarness(t, t.TempDir())
+	stop := startAgent(t, h, agentOpts{name: "n1", cpus: 1})
+	r := submit(t, h, "type: task\nretry: {on_events: [error], duration: 2s}\ncommands: [\"exit 3\"]\n")
+	waitFor(t, "a retry", func() bool {
+		got, err := h.c.Run(context.Background(), fmt.Sprint(r.ID))
+		return err == nil && len(got.Jobs) >= 2
+	})
+	stop() // the retried attempt has nowhere to run
+	end := finished(t, h, fmt.Sprint(r.ID))
+	if end.Status != api.StatusFailed || end.Reason != api.ReasonExitedWithError {
+		t.Errorf("ended %s (%s)", end.Status, end.Reason)
+	}
+	found := false
+	for _, e := range end.Events {
+		found = found || strings.Contains(e.Message, "retry duration")
+	}
+	if !found {
+		t.Errorf("no event says the retry duration ran out: %+v", end.Events)
+	}
+}
