@@ -45,8 +45,8 @@ type retryState struct {
 	Event       string    `json:"event"`  // the last failure's: error or interruption
 	Reason      string    `json:"reason"` // and its job reason
 	Expired     bool      `json:"expired,omitempty"`
-	Retries      int       `json:"retries"`
-	NotBefore    time.Time `json:"not_before"`
+	Retries     int       `json:"retries"`
+	NotBefore   time.Time `json:"not_before"`
 }
 
 func (rs *runState) retryInfo() *retryState {
