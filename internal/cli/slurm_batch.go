@@ -715,19 +715,8 @@ func shellFilename(pattern string, c shellFilenameContext) string {
 			prefix += "/"
 		}
 	}
-	if strings.Contains(pattern, `\`) {
-		var b strings.Builder
-		for i := 0; i < len(pattern); i++ {
-			if pattern[i] == '\\' {
-				if i+1 < len(pattern) && pattern[i+1] == '\\' {
-					b.WriteByte('\\')
-					i++
-				}
-				continue
-			}
-			b.WriteByte(pattern[i])
-		}
-		return shQuote(prefix + b.String())
+	if literal, ok := slurm.RemovePathSlashes(pattern); ok {
+		return shQuote(prefix + literal)
 	}
 	var w strings.Builder
 	lit := func(s string) {

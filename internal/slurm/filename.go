@@ -41,7 +41,7 @@ func ExpandFilename(pattern string, c FilenameContext) string {
 			pattern = "slurm-%A_%a.out"
 		}
 	}
-	esc, escaped := removePathSlashes(pattern)
+	esc, escaped := RemovePathSlashes(pattern)
 	name := ""
 	if !strings.HasPrefix(pattern, "/") {
 		name = c.WorkDir
@@ -58,9 +58,10 @@ func ExpandFilename(pattern string, c FilenameContext) string {
 	return name + expandBatchPattern(pattern, c)
 }
 
-// removePathSlashes is Slurm's remove_path_slashes: "\\" gives "\", a lone
-// backslash is dropped; ok is false when there was none.
-func removePathSlashes(p string) (string, bool) {
+// RemovePathSlashes is Slurm's remove_path_slashes: "\\" gives "\", a lone
+// backslash is dropped, and the name is then taken literally (no %
+// patterns); ok is false when there was none.
+func RemovePathSlashes(p string) (string, bool) {
 	if !strings.Contains(p, `\`) {
 		return "", false
 	}
