@@ -48,6 +48,7 @@ func (rs *runState) loadMeta() {
 // Pending reasons of holds, as Slurm names them.
 const (
 	reasonHeldUser = "JobHeldUser"
+	reasonRequeued = "requeued" // a job stopped by scontrol requeue
 )
 
 // control changes a run as Slurm's scontrol does: hold, release, requeue,
@@ -116,8 +117,8 @@ func (s *Server) control(id int64, req api.ControlRequest) error {
 			break
 		}
 		b.Events = append(b.Events, &store.Event{RunID: id, Time: now, Type: "requeue", Message: "requeue requested"})
-		after = s.stopLocked(rs, stopPreemptRequeue, false, now, b)
-		rs.rec.StopReq = stopPreemptRequeue
+		after = s.stopLocked(rs, stopRequeue, false, now, b)
+		rs.rec.StopReq = stopRequeue
 	case "update":
 		err = s.updateLocked(rs, req, now, b)
 	default:

@@ -54,6 +54,7 @@ const (
 	stopAbort          = 2
 	stopPreemptRequeue = 3
 	stopPreemptCancel  = 4
+	stopRequeue        = 5 // scontrol requeue: back to the queue once stopped
 )
 
 // newRunState builds an active run from its record and configuration,
@@ -543,6 +544,8 @@ func (s *Server) aggregate(rs *runState, now time.Time, b *store.Batch) {
 	switch {
 	case final && rs.rec.StopReq == stopPreemptRequeue:
 		s.requeueLocked(rs, now, b, "preempted; back in the queue")
+	case final && rs.rec.StopReq == stopRequeue:
+		s.requeueLocked(rs, now, b, "requeued on request")
 	case final && s.retryLocked(rs, now, b):
 	case final:
 		s.finalRun(rs, now)
@@ -596,6 +599,9 @@ func exitStatus(ev api.AgentEvent, stopReq int) (api.Status, string) {
 	case "stopped":
 		if stopReq == 0 {
 			return api.StatusTerminated, api.ReasonTerminatedByAgent
+		}
+		if stopReq == stopRequeue {
+			return api.StatusTerminated, reasonRequeued
 		}
 		if stopReq >= stopPreemptRequeue {
 			return api.StatusTerminated, api.ReasonPreempted

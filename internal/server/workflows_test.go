@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -438,5 +439,24 @@ func TestArrayThrottleUpdate(t *testing.T) {
 	}
 	if most < 2 || most > 3 {
 		t.Errorf("at most %d tasks ran at once after the throttle went to 3", most)
+	}
+}
+
+func TestRequeueOnRequest(t *testing.T) {
+	h := newHarness(t, t.TempDir())
+	ctx := context.Background()
+	startAgent(t, h, agentOpts{name: "n1", cpus: 1})
+	marker := filepath.Join(t.TempDir(), "first")
+	r := submit(t, h, fmt.Sprintf("type: task\ncommands: [\"if [ -e %s ]; then exit 0; fi; touch %s; sleep 30\"]\n", marker, marker))
+	waitFor(t, "the first attempt to sleep", func() bool { _, err := os.Stat(marker); return err == nil })
+	if _, err := h.c.Control(ctx, fmt.Sprint(r.ID), api.ControlRequest{Action: "requeue"}); err != nil {
+		t.Fatal(err)
+	}
+	end := finished(t, h, fmt.Sprint(r.ID))
+	if end.Status != api.StatusDone || len(end.Jobs) != 2 || end.Jobs[0].Reason != reasonRequeued || end.Jobs[1].Attempt != 1 {
+		t.Errorf("requeued run %s, jobs %+v", end.Status, end.Jobs)
+	}
+	if _, err := h.c.Control(ctx, fmt.Sprint(r.ID), api.ControlRequest{Action: "requeue"}); err == nil {
+		t.Error("an ended run was requeued")
 	}
 }
