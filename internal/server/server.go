@@ -129,6 +129,9 @@ type Server struct {
 	tokens    sync.Map // token hash -> *store.User
 	metrics   struct{ commits, batches, cycles atomic.Int64 }
 	jm        metricsStore // jobs' samples (metrics.go)
+	// steps relays srun's steps to the step hosts (steps.go); its own lock.
+	steps        stepRelay
+	stepPollWait time.Duration // tests shorten the step polls
 }
 
 // New opens the server's state from the store. The "main" project and the
@@ -257,6 +260,11 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST "+v+"/agent/register", s.auth(s.handleRegister))
 	mux.HandleFunc("GET "+v+"/agent/stream", s.auth(s.handleStream))
 	mux.HandleFunc("POST "+v+"/agent/events", s.auth(s.handleEvents))
+	mux.HandleFunc("POST "+v+"/runs/{ref}/steps", s.auth(s.handleStepCreate))
+	mux.HandleFunc("GET "+v+"/runs/{ref}/steps/next", s.auth(s.handleStepNext))
+	mux.HandleFunc("GET "+v+"/runs/{ref}/steps/{id}", s.auth(s.handleStepStatus))
+	mux.HandleFunc("POST "+v+"/runs/{ref}/steps/{id}/output", s.auth(s.handleStepOutput))
+	mux.HandleFunc("POST "+v+"/runs/{ref}/steps/{id}/exit", s.auth(s.handleStepExit))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("ok\n"))
 	})
