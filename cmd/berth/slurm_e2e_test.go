@@ -281,6 +281,20 @@ echo "to stderr" >&2
 	if strings.Join(got, ",") != "end,start,step 0,step 1" {
 		t.Errorf("two-node batch output: %q", got)
 	}
+	// The script runs once, on the first node; its steps run on both,
+	// their output in the script's, srun exiting with the worst status.
+	s.write("once.sh", "#!/bin/bash\n#SBATCH -N2\necho script-once\nsrun bash -c 'echo host $SLURMD_NODENAME step $SLURM_STEP_ID'\nsrun -l bash -c 'echo hi; exit $SLURM_NODEID'\necho rc=$?\n")
+	once := strings.TrimSpace(s.must("sbatch --parsable once.sh"))
+	s.waitState(once, 30*time.Second, "COMPLETED")
+	onceOut := string(mustRead(t, filepath.Join(s.dir, "slurm-"+once+".out")))
+	for _, want := range []string{"host sl-n1 step 0\n", "host sl-n2 step 0\n", "0: hi\n", "1: hi\n", "srun: error: sl-n2: task 1: Exited with exit code 1\n", "rc=1\n"} {
+		if !strings.Contains(onceOut, want) {
+			t.Errorf("two-node script: no %q in its output:\n%s", want, onceOut)
+		}
+	}
+	if n := strings.Count(onceOut, "script-once"); n != 1 {
+		t.Errorf("two-node script: ran %d times, want once:\n%s", n, onceOut)
+	}
 
 	// Malformed options: Slurm's message and status, nothing stored.
 	before := len(c.mustRuns())

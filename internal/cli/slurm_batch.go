@@ -29,6 +29,7 @@ type submitter struct {
 	cwd         string
 	env         []string // the submitter's environment, for --export
 	now         time.Time
+	exe         string // this program, which the nodes of a multi-node job run as step hosts
 }
 
 func currentSubmitter(e *slurmEnv) submitter {
@@ -45,6 +46,7 @@ func currentSubmitter(e *slurmEnv) submitter {
 	if s.group == "" {
 		s.group = s.user
 	}
+	s.exe, _ = os.Executable()
 	s.host, _ = os.Hostname()
 	if i := strings.IndexByte(s.host, '.'); i > 0 {
 		s.host = s.host[:i]
@@ -542,6 +544,11 @@ func buildBatchRun(job *slurm.BatchJob, scriptPath string, s submitter, known fu
 	t.Env = env.spec()
 
 	t.Commands = []string{batchCommands(job, o, s, totalNodes)}
+	if totalNodes > 1 {
+		// The script runs on the first node; the others host its steps
+		// until it ends.
+		t.StopCriteria = "master-done"
+	}
 	t.Normalize()
 	if err := t.Validate(); err != nil {
 		return nil, slurm.SubmitFailed(err.Error())
@@ -623,11 +630,10 @@ func interpreter(script []byte) []string {
 // standard input, output and error opened as --input, --output, --error
 // and --open-mode say (the names expanded by the job itself, which knows
 // its id), the script written to a file and run by its interpreter with
-// its arguments, the file removed afterwards. On the nodes of a
-// multi-node job other than the first, the script runs too (Berth starts
-// every node's share of a run) but its own output is discarded: only its
-// srun steps write, appending to the job's output file, so the file reads
-// as Slurm's does.
+// its arguments, the file removed afterwards. As in Slurm, the script
+// runs once, on the first node of a multi-node job: the other nodes run
+// `berth step-host`, which runs the script's srun steps there (through the
+// server's step relay, srun streaming their output into the script's).
 func batchCommands(job *slurm.BatchJob, o slurm.BatchOptions, s submitter, nodes int) string {
 	fc := shellFilenameContext{array: o.Array != nil, jobName: o.JobName, user: s.user, workDir: o.Chdir}
 	out := shellFilename(o.Output, fc)
@@ -650,12 +656,15 @@ func batchCommands(job *slurm.BatchJob, o slurm.BatchOptions, s submitter, nodes
 		}
 	}
 	if nodes > 1 {
-		b.WriteString("if [ \"${SLURM_NODEID:-0}\" = 0 ]; then\n")
+		b.WriteString("if [ \"${SLURM_NODEID:-0}\" != 0 ]; then\n")
+		exe := "berth"
+		if s.exe != "" {
+			exe = shQuote(s.exe)
+		}
+		fmt.Fprintf(&b, "  __berth=%s\n  [ -x \"$__berth\" ] || __berth=berth\n  exec \"$__berth\" step-host </dev/null\n", exe)
+		b.WriteString("fi\n{\n")
 		redirect()
-		b.WriteString("else\n")
-		b.WriteString("  export BERTH_SLURM_STEP_OUTPUT=\"$__berth_out\" BERTH_SLURM_STEP_ERROR=\"$__berth_err\"\n")
-		b.WriteString("  exec </dev/null >/dev/null 2>&1\n")
-		b.WriteString("fi\n")
+		b.WriteString("}\nexport BERTH_SLURM_STEPS=1\n")
 	} else {
 		b.WriteString("{\n")
 		redirect()

@@ -576,7 +576,10 @@ func srunStep(e *slurmEnv, r *allocRequest) error {
 			tasks = append(tasks, task{rank: l.first + i, local: i})
 		}
 	}
-	if len(tasks) == 0 {
+	// A multi-node batch job's other nodes host its steps (step-host):
+	// the step goes to them through the server's relay.
+	relay := e.getenv("BERTH_SLURM_STEPS") == "1" && l.nodes > 1
+	if len(tasks) == 0 && !relay {
 		return nil
 	}
 	stdout, stderr := e.stdout, e.stderr
@@ -592,14 +595,26 @@ func srunStep(e *slurmEnv, r *allocRequest) error {
 			}
 		}
 	}
+	stepID := "0"
+	var remote *remoteStep
+	if relay {
+		var err error
+		if remote, err = startRemoteStep(e, r, l, everything); err != nil {
+			return slurmFail(1, "srun: error: Unable to create step for job "+e.getenv("SLURM_JOB_ID")+": "+err.Error())
+		}
+		stepID = strconv.Itoa(remote.id)
+		if everything {
+			tasks = nil
+		}
+	}
 	path, err := exec.LookPath(r.command[0])
-	if err != nil {
+	if err != nil && remote == nil {
 		return slurmFail(2, fmt.Sprintf("slurmstepd: error: execve(): %s: No such file or directory", r.command[0]),
 			fmt.Sprintf("srun: error: %s: task 0: Exited with exit code 2", orStr(e.getenv("SLURMD_NODENAME"), "localhost")))
 	}
 	base := os.Environ()
 	stepEnv := map[string]string{
-		"SLURM_STEP_ID": "0", "SLURM_STEPID": "0", "SLURM_NTASKS": strconv.Itoa(l.ntasks), "SLURM_NPROCS": strconv.Itoa(l.ntasks),
+		"SLURM_STEP_ID": stepID, "SLURM_STEPID": stepID, "SLURM_NTASKS": strconv.Itoa(l.ntasks), "SLURM_NPROCS": strconv.Itoa(l.ntasks),
 		"SLURM_STEP_NUM_TASKS": strconv.Itoa(l.ntasks), "SLURM_STEP_NUM_NODES": strconv.Itoa(l.nodes),
 		"SLURM_STEP_NODELIST": e.getenv("SLURM_JOB_NODELIST"),
 	}
@@ -609,7 +624,17 @@ func srunStep(e *slurmEnv, r *allocRequest) error {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	codes := make([]int, len(tasks))
+	var remoteDone chan []remoteExit
+	if remote != nil {
+		remoteDone = make(chan []remoteExit, 1)
+		go func() { remoteDone <- remote.follow(e, &lockedWriter{w: stdout, mu: &mu}) }()
+	}
 	for i, tk := range tasks {
+		if path == "" {
+			fmt.Fprintf(stderr, "slurmstepd: error: execve(): %s: No such file or directory\n", r.command[0])
+			codes[i] = 2
+			continue
+		}
 		cmd := exec.CommandContext(e.ctx, path, r.command[1:]...)
 		cmd.Args[0] = r.command[0]
 		env := append([]string(nil), base...)
@@ -669,6 +694,14 @@ func srunStep(e *slurmEnv, r *allocRequest) error {
 			fmt.Fprintf(stderr, "srun: error: %s: task %d: Exited with exit code %d\n", host, tasks[i].rank, c)
 		}
 		worst = max(worst, c)
+	}
+	if remoteDone != nil {
+		for _, x := range <-remoteDone {
+			if x.code != 0 {
+				fmt.Fprintf(stderr, "srun: error: %s: task %d: Exited with exit code %d\n", x.host, x.task, x.code)
+			}
+			worst = max(worst, x.code)
+		}
 	}
 	if worst != 0 {
 		return &ExitError{Code: worst}
