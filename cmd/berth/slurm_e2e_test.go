@@ -295,6 +295,13 @@ echo "to stderr" >&2
 	if n := strings.Count(onceOut, "script-once"); n != 1 {
 		t.Errorf("two-node script: ran %d times, want once:\n%s", n, onceOut)
 	}
+	// srun in salloc's shell runs on the allocated nodes.
+	r = s.sh("salloc -Q -N2 srun -l bash -c 'echo $SLURM_PROCID on $SLURMD_NODENAME'")
+	lines = strings.Split(strings.TrimSpace(r.stdout), "\n")
+	sort.Strings(lines)
+	if r.code != 0 || len(lines) != 2 || !regexp.MustCompile(`^0: 0 on sl-n[12]$`).MatchString(lines[0]) || !regexp.MustCompile(`^1: 1 on sl-n[12]$`).MatchString(lines[1]) || lines[0][len(lines[0])-1] == lines[1][len(lines[1])-1] {
+		t.Errorf("srun -l in salloc -N2: %s", r)
+	}
 
 	// Malformed options: Slurm's message and status, nothing stored.
 	before := len(c.mustRuns())

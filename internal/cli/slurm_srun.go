@@ -558,10 +558,12 @@ func layoutStep(o *slurm.BatchOptions, getenv func(string) string) stepLayout {
 	return l
 }
 
-// srunStep runs a job step inside an allocation: this node's tasks of the
-// step, locally, with the step's variables. Inside a batch job every node
-// runs the script, so each starts its own share; in salloc's shell (not on
-// a node of the job) every task runs here.
+// srunStep runs a job step inside an allocation, with the step's
+// variables: in a batch job, this (the first) node's tasks locally and the
+// other nodes' through the step relay (slurm_steps.go); in salloc's shell,
+// every task on the allocated nodes through the relay. Without a relay
+// (BERTH_SLURM_STEPS unset: a single-node batch job, --pty in salloc),
+// every task of the step runs here.
 func srunStep(e *slurmEnv, r *allocRequest) error {
 	l := layoutStep(&r.opt, e.getenv)
 	everything := e.getenv("SLURMD_NODENAME") == ""
@@ -578,7 +580,9 @@ func srunStep(e *slurmEnv, r *allocRequest) error {
 	}
 	// A multi-node batch job's other nodes host its steps (step-host):
 	// the step goes to them through the server's relay.
-	relay := e.getenv("BERTH_SLURM_STEPS") == "1" && l.nodes > 1
+	// In salloc's shell every node hosts steps (--pty stays here: the
+	// relay carries no terminal).
+	relay := e.getenv("BERTH_SLURM_STEPS") == "1" && (l.nodes > 1 || everything && !r.pty)
 	if len(tasks) == 0 && !relay {
 		return nil
 	}
@@ -786,7 +790,13 @@ func runSalloc(e *slurmEnv, args []string) error {
 		}
 		command = []string{sh}
 	}
-	t, res, err := allocTask(r, "salloc", "interactive", s, []string{"exec sleep infinity"})
+	// The allocated nodes host the steps of srun in the shell (step-host);
+	// without it there, they just hold the allocation.
+	hold := "exec sleep infinity"
+	if s.exe != "" {
+		hold = fmt.Sprintf("__berth=%s\n[ -x \"$__berth\" ] || __berth=berth\n\"$__berth\" step-host </dev/null\nexec sleep infinity", shQuote(s.exe))
+	}
+	t, res, err := allocTask(r, "salloc", "interactive", s, []string{hold})
 	if err != nil {
 		return err
 	}
@@ -853,6 +863,7 @@ func runSalloc(e *slurmEnv, args []string) error {
 		{"SLURM_SUBMIT_DIR", s.cwd}, {"SLURM_SUBMIT_HOST", s.host}, {"SLURM_CLUSTER_NAME", clusterName},
 		{"SLURM_JOB_PARTITION", orStr(strings.Join(t.Fleets, ","), defaultPartition)},
 		{"SLURM_JOB_ACCOUNT", orStr(r.opt.Account, defaultAccount)}, {"SLURM_JOB_QOS", orStr(r.opt.QOS, "normal")},
+		{"BERTH_SLURM_STEPS", "1"},
 	} {
 		env = append(env, kv[0]+"="+kv[1])
 	}
