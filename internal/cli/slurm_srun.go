@@ -587,18 +587,6 @@ func srunStep(e *slurmEnv, r *allocRequest) error {
 		return nil
 	}
 	stdout, stderr := e.stdout, e.stderr
-	if p := e.getenv("BERTH_SLURM_STEP_OUTPUT"); p != "" {
-		if f := openStepFile(p); f != nil {
-			defer f.Close()
-			stdout, stderr = f, f
-			if q := e.getenv("BERTH_SLURM_STEP_ERROR"); q != "" && q != p {
-				if g := openStepFile(q); g != nil {
-					defer g.Close()
-					stderr = g
-				}
-			}
-		}
-	}
 	stepID := "0"
 	var remote *remoteStep
 	if relay {
@@ -709,23 +697,6 @@ func srunStep(e *slurmEnv, r *allocRequest) error {
 	}
 	if worst != 0 {
 		return &ExitError{Code: worst}
-	}
-	return nil
-}
-
-// openStepFile opens a batch job's output file for a step's tasks on
-// another node of the job: it waits a little for the first node to create
-// it (a shared file system), and gives up (nil) when it does not appear.
-func openStepFile(p string) *os.File {
-	for i := 0; i < 50; i++ {
-		if _, err := os.Stat(p); err == nil {
-			f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
-			if err == nil {
-				return f
-			}
-			return nil
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 	return nil
 }
