@@ -455,7 +455,7 @@ echo "torchrun node_rank=$SLURM_NODEID nnodes=$nnodes nproc=$nproc master=$maste
 		ids[cs.name] = strings.TrimSpace(s.must("CORPUS_SECRET=leak sbatch --parsable " + args + " " + cs.name))
 	}
 	wrap := strings.TrimSpace(s.must(`sbatch --parsable --wrap 'echo "wrapped $SLURM_JOB_NAME $0"'`))
-	for _, cs := range append(scripts, corpusScript{name: "--wrap", output: "slurm-%j.out", expect: []*regexp.Regexp{regexp.MustCompile(`^wrapped wrap /\S+/slurm_script\.\S+$`)}}) {
+	for _, cs := range append(scripts, corpusScript{name: "--wrap", output: "slurm-%j.out", expect: []*regexp.Regexp{regexp.MustCompile(`^wrapped wrap /\S+/slurm_script$`)}}) {
 		id := ids[cs.name]
 		if cs.name == "--wrap" {
 			id = wrap

@@ -273,6 +273,10 @@ func (a *Agent) connect(ctx context.Context) error {
 			if m.Stop != nil {
 				a.stop(m.Stop.JobID, m.Stop.Abort)
 			}
+		case "signal":
+			if m.Kill != nil {
+				a.forward(*m.Kill)
+			}
 		}
 		return nil
 	})
@@ -355,6 +359,28 @@ func (a *Agent) stop(id int64, abort bool) {
 	a.mu.Unlock()
 }
 
+// forward asks a running job's shim to send the job a signal: the signal in
+// the job directory's "signal" file, then SIGUSR1 to the shim.
+func (a *Agent) forward(k api.KillJob) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	j, ok := a.jobs[k.JobID]
+	if !ok || j.exit != nil || j.shimPid == 0 {
+		return
+	}
+	text := strconv.Itoa(k.Signal)
+	if k.BatchOnly {
+		text = "B:" + text
+	}
+	if err := writeFileAtomic(filepath.Join(j.dir, fileSignal), []byte(text)); err != nil {
+		a.log.Warn("record a signal for the job", "job_id", j.id, "err", err)
+		return
+	}
+	if err := unix.Kill(j.shimPid, sigForward); err != nil && !errors.Is(err, unix.ESRCH) {
+		a.log.Error("signal shim", "job_id", j.id, "err", err)
+	}
+}
+
 // signalLocked asks a job's shim to stop: a note in the job directory (read
 // by a shim that has not started the job yet), then the signal. A request is
 // sent again when repeated: signals are idempotent for the shim.
@@ -402,6 +428,11 @@ func (a *Agent) startLocked(asg api.Assignment) {
 	}
 	// One file holds what the shim runs and what the agent needs to find
 	// the job again after a restart.
+	if abs, err := filepath.Abs(dir); err == nil {
+		// The job's own directory, removed with the job: a place for its
+		// files (the Slurm front end keeps a batch script there).
+		hostfile = append(hostfile, "BERTH_JOB_DIR="+abs)
+	}
 	sp := shimSpec{Script: script(asg.Commands), Env: jobEnv(asg, hostfile...), Dir: workDir, MaxDuration: asg.MaxDuration, Grace: asg.Grace, Assignment: asg,
 		Cgroup: j.cg}
 	if err := writeJSONAtomic(filepath.Join(dir, fileSpec), sp); err != nil {

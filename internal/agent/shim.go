@@ -42,6 +42,9 @@ const (
 const (
 	sigStop  = syscall.SIGTERM // stop gracefully: SIGTERM to the job, SIGKILL after the grace period
 	sigAbort = syscall.SIGUSR2 // stop at once: SIGKILL to the job
+	// sigForward: send the job the signal named in its directory's
+	// "signal" file (scancel --signal), leaving it running.
+	sigForward = syscall.SIGUSR1
 )
 
 // warmArg in place of a directory starts a warm shim (see runShim).
@@ -99,7 +102,7 @@ func runShim(dir string) error {
 	// shim is still getting ready must neither kill it (SIGTERM's default)
 	// nor be lost (SIGUSR2 is ignored until asked for).
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, sigStop, sigAbort, syscall.SIGINT, syscall.SIGHUP)
+	signal.Notify(sigs, sigStop, sigAbort, sigForward, syscall.SIGINT, syscall.SIGHUP)
 	if dir == warmArg {
 		// A warm shim: started ahead of need, it waits for the agent to name
 		// its job directory on stdin. EOF (the agent went away) ends it.
@@ -242,6 +245,12 @@ func runShim(dir string) error {
 			case sigAbort:
 				ex.Reason = exitAborted
 				signalJob(unix.SIGKILL)
+			case sigForward:
+				if sig, batchOnly, ok := forwardedSignal(dir); ok && batchOnly {
+					_ = unix.Kill(pgid, sig)
+				} else if ok {
+					signalJob(sig)
+				}
 			}
 		case <-deadline:
 			deadline = nil
@@ -382,4 +391,23 @@ func memoryText(b int64) string {
 		return fmt.Sprintf("%dMB", b>>20)
 	}
 	return fmt.Sprintf("%d bytes", b)
+}
+
+// fileSignal holds the signal the agent asks a shim to forward to its job:
+// "N" (every process of the job) or "B:N" (its main process only).
+const fileSignal = "signal"
+
+// forwardedSignal reads fileSignal.
+func forwardedSignal(dir string) (sig unix.Signal, batchOnly, ok bool) {
+	b, err := os.ReadFile(filepath.Join(dir, fileSignal))
+	if err != nil {
+		return 0, false, false
+	}
+	text := strings.TrimSpace(string(b))
+	text, batchOnly = strings.CutPrefix(text, "B:")
+	n, err := strconv.Atoi(text)
+	if err != nil || n < 1 || n > 64 {
+		return 0, false, false
+	}
+	return unix.Signal(n), batchOnly, true
 }

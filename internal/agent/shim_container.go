@@ -224,6 +224,14 @@ func runContainer(dir string, sp *shimSpec, fw *frameWriter, ex *shimExit, sigs 
 				terminate(exitStopped)
 			case sigAbort:
 				abort()
+			case sigForward:
+				if sig, _, ok := forwardedSignal(dir); ok && !stopping {
+					go func() {
+						if err := c.Signal(ctx, strconv.Itoa(int(sig))); err != nil {
+							note("%v", err)
+						}
+					}()
+				}
 			}
 		case <-deadline:
 			deadline = nil

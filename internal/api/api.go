@@ -305,6 +305,22 @@ type AgentMessage struct {
 	// starts those it lacks and reports those the server does not know it ran.
 	Jobs []Assignment `json:"jobs,omitempty"`
 	Stop *StopJob     `json:"stop,omitempty"`
+	Kill *KillJob     `json:"kill,omitempty"` // Type "signal"
+}
+
+// KillJob asks an agent to send a signal to one job's processes without
+// stopping it (scancel --signal): all of them, or with BatchOnly the job's
+// main process only (scancel -b).
+type KillJob struct {
+	JobID     int64 `json:"job_id"`
+	Signal    int   `json:"signal"`
+	BatchOnly bool  `json:"batch_only,omitempty"`
+}
+
+// SignalRequest signals a run's running jobs (POST /runs/{ref}/signal).
+type SignalRequest struct {
+	Signal    int  `json:"signal"`
+	BatchOnly bool `json:"batch_only,omitempty"`
 }
 
 // StopJob asks an agent to stop one job.

@@ -678,10 +678,18 @@ func batchCommands(job *slurm.BatchJob, o slurm.BatchOptions, s submitter, nodes
 	for n := 0; strings.Contains(script, delim); n++ {
 		delim = fmt.Sprintf("BERTH_SLURM_SCRIPT_%d", n)
 	}
+	// The script goes into the job's own directory (BERTH_JOB_DIR, which
+	// the agent removes with the job), and its interpreter replaces this
+	// shell: the script's process is the batch shell, the one
+	// `scancel -b --signal` reaches. Without that directory (an older
+	// agent), a temporary file, and the script runs as a child.
+	b.WriteString(`if [ -n "${BERTH_JOB_DIR:-}" ] && [ -d "$BERTH_JOB_DIR" ]; then` + "\n")
+	b.WriteString(`  __berth_script="$BERTH_JOB_DIR/slurm_script"; __berth_exec=exec` + "\n")
+	b.WriteString("else\n")
 	// The submitter's TMPDIR (exported) may not exist on the node.
-	b.WriteString(`__berth_script=$(mktemp "${TMPDIR:-/tmp}/slurm_script.XXXXXX" 2>/dev/null || mktemp /tmp/slurm_script.XXXXXX) || exit 1` + "\n")
-	b.WriteString(`trap 'rm -f "$__berth_script"' EXIT` + "\n")
-	b.WriteString("trap 'exit 143' TERM\n")
+	b.WriteString(`  __berth_script=$(mktemp "${TMPDIR:-/tmp}/slurm_script.XXXXXX" 2>/dev/null || mktemp /tmp/slurm_script.XXXXXX) || exit 1` + "\n")
+	b.WriteString(`  trap 'rm -f "$__berth_script"' EXIT; trap 'exit 143' TERM; __berth_exec=` + "\n")
+	b.WriteString("fi\n")
 	fmt.Fprintf(&b, "cat >\"$__berth_script\" <<'%s'\n%s%s\n", delim, script, delim)
 	b.WriteString(`chmod 700 "$__berth_script"` + "\n")
 	var argv []string
@@ -692,7 +700,7 @@ func batchCommands(job *slurm.BatchJob, o slurm.BatchOptions, s submitter, nodes
 	for _, a := range job.ScriptArgs {
 		argv = append(argv, shQuote(a))
 	}
-	b.WriteString(strings.Join(argv, " ") + "\n")
+	b.WriteString("$__berth_exec " + strings.Join(argv, " ") + "\n")
 	return b.String()
 }
 

@@ -210,7 +210,7 @@ srun python train.py
 		}
 	}
 	cmds := strings.Join(ts.Commands, "\n")
-	for _, want := range []string{"/bin/bash -l \"$__berth_script\" 'a b' c\n", "srun python train.py\n", `"${SLURM_ARRAY_JOB_ID}"'_'"${SLURM_ARRAY_TASK_ID}"`} {
+	for _, want := range []string{"$__berth_exec /bin/bash -l \"$__berth_script\" 'a b' c\n", "srun python train.py\n", `"${SLURM_ARRAY_JOB_ID}"'_'"${SLURM_ARRAY_TASK_ID}"`} {
 		if !strings.Contains(cmds, want) {
 			t.Errorf("commands lack %q:\n%s", want, cmds)
 		}

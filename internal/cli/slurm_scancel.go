@@ -45,7 +45,8 @@ Help options:
 
 In Berth a job is cancelled as with berth stop: SIGTERM to its processes, then
 SIGKILL after the server's --stop-grace; --signal=KILL kills it at once (berth
-stop --abort). Other signals are not delivered to jobs yet.
+stop --abort). Other signals (--signal=USR1, …) are sent to the running job's
+processes, which go on running; with -b only to the batch shell.
 `
 
 func runScancel(e *slurmEnv, args []string) error {
@@ -58,6 +59,8 @@ func runScancel(e *slurmEnv, args []string) error {
 		verbose  bool
 		quiet    bool
 		abort    bool
+		batch    bool
+		forward  int // a signal to send rather than cancel
 		nodelist []string
 		filtered bool
 	)
@@ -91,8 +94,10 @@ func runScancel(e *slurmEnv, args []string) error {
 			case 0:
 				return slurmFail(1, "scancel: error: Invalid job signal: "+g.val)
 			default:
-				return slurmFail(1, fmt.Sprintf("scancel: error: Berth cannot deliver signal %s to a job yet: use TERM (cancel) or KILL", slurm.SignalName(sig)))
+				forward = sig
 			}
+		case "batch":
+			batch = true
 		case "state":
 			st, _, err := slurm.ParseStateList(g.val)
 			if err != nil {
@@ -170,7 +175,13 @@ func runScancel(e *slurmEnv, args []string) error {
 	}
 	failed := map[string]string{}
 	for _, id := range ids {
-		if _, err := c.Stop(e.ctx, id, abort); err != nil {
+		var err error
+		if forward != 0 {
+			_, err = c.Signal(e.ctx, id, forward, batch)
+		} else {
+			_, err = c.Stop(e.ctx, id, abort)
+		}
+		if err != nil {
 			if errors.Is(err, client.ErrNotFound) {
 				failed[id] = "Invalid job id specified"
 				continue

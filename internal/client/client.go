@@ -159,6 +159,15 @@ func (c *Client) Stop(ctx context.Context, ref string, abort bool) (*api.Run, er
 	return &r, c.do(ctx, c.http, http.MethodPost, "/runs/"+url.PathEscape(ref)+"/stop", api.StopRequest{Abort: abort}, &r)
 }
 
+// Signal sends a signal to a run's running jobs without stopping them, and
+// returns how many it reached.
+func (c *Client) Signal(ctx context.Context, ref string, sig int, batchOnly bool) (int, error) {
+	var out struct {
+		Jobs int `json:"jobs"`
+	}
+	return out.Jobs, c.do(ctx, c.http, http.MethodPost, "/runs/"+url.PathEscape(ref)+"/signal", api.SignalRequest{Signal: sig, BatchOnly: batchOnly}, &out)
+}
+
 // Control holds, releases, requeues or updates a run (scontrol's verbs).
 func (c *Client) Control(ctx context.Context, ref string, req api.ControlRequest) (*api.Run, error) {
 	var r api.Run

@@ -188,3 +188,62 @@ func (s *Server) updateLocked(rs *runState, req api.ControlRequest, now time.Tim
 	b.Events = append(b.Events, &store.Event{RunID: id, Time: now, Type: "update", Message: fmt.Sprint(changed)})
 	return nil
 }
+
+// handleSignal sends a signal to a run's running jobs without stopping
+// them (scancel --signal); jobs not running yet are not signalled, as in
+// Slurm.
+func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request, _ *store.User) {
+	var req api.SignalRequest
+	if err := decode(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if req.Signal < 1 || req.Signal > 64 {
+		writeError(w, fmt.Errorf("%w: signal %d: want 1..64", ErrInvalid, req.Signal))
+		return
+	}
+	run, err := s.findRun(r.Context(), r.PathValue("ref"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	now := s.clock.Now()
+	s.mu.Lock()
+	rs, ok := s.runs[run.ID]
+	if !ok {
+		s.mu.Unlock()
+		writeError(w, fmt.Errorf("%w: run %d has ended", ErrInvalid, run.ID))
+		return
+	}
+	targets := []*runState{rs}
+	if rs.array != nil {
+		targets = targets[:0]
+		for _, t := range rs.array.live {
+			targets = append(targets, t)
+		}
+	}
+	var after []func()
+	sent := 0
+	for _, t := range targets {
+		for _, js := range t.jobs {
+			if api.Status(js.rec.Status) != api.StatusRunning {
+				continue
+			}
+			if ns, ok := s.nodes[js.rec.Node]; ok && ns.conn != nil {
+				c, k := ns.conn, api.KillJob{JobID: js.rec.ID, Signal: req.Signal, BatchOnly: req.BatchOnly}
+				after = append(after, func() { c.send(api.AgentMessage{Type: "signal", Kill: &k}) })
+				sent++
+			}
+		}
+	}
+	b := &store.Batch{Events: []*store.Event{{RunID: run.ID, Time: now, Type: "signal", Message: fmt.Sprintf("signal %d sent to %d running jobs", req.Signal, sent)}}}
+	done := s.enqueue(b, after...)
+	s.mu.Unlock()
+	if err := <-done; err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Jobs int `json:"jobs"`
+	}{sent})
+}

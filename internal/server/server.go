@@ -247,6 +247,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET "+v+"/runs/{ref}", s.auth(s.handleGetRun))
 	mux.HandleFunc("POST "+v+"/runs/{ref}/stop", s.auth(s.handleStop))
 	mux.HandleFunc("POST "+v+"/runs/{ref}/control", s.auth(s.handleControl))
+	mux.HandleFunc("POST "+v+"/runs/{ref}/signal", s.auth(s.handleSignal))
 	mux.HandleFunc("GET "+v+"/runs/{ref}/logs", s.auth(s.handleLogs))
 	mux.HandleFunc("GET "+v+"/nodes", s.auth(s.handleNodes))
 	mux.HandleFunc("GET "+v+"/runs/{ref}/metrics", s.auth(s.handleRunMetrics))
