@@ -255,6 +255,17 @@ func runContainer(dir string, sp *shimSpec, fw *frameWriter, ex *shimExit, sigs 
 	}
 
 	ex.ExitCode = st.ExitCode
+	if st.ExitCode == 137 && !st.OOMKilled && ex.Reason == "" && sp.Assignment.Alloc.Memory > 0 {
+		// The engine learns of an OOM kill from an event that may land
+		// after the exit: look again for a moment before calling it a
+		// plain SIGKILL.
+		for i := 0; i < 10 && !st.OOMKilled; i++ {
+			time.Sleep(100 * time.Millisecond)
+			if again, err := c.Inspect(ctx); err == nil {
+				st.OOMKilled = again.OOMKilled
+			}
+		}
+	}
 	switch {
 	case st.OOMKilled && st.ExitCode != 0 && ex.Reason == "":
 		ex.Reason, ex.Signal = api.ReasonOOM, "SIGKILL"
