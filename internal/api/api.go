@@ -65,9 +65,6 @@ const (
 	// ReasonOOM: the job was killed for using more memory than it holds
 	// (Slurm's OUT_OF_MEMORY).
 	ReasonOOM = "OOM"
-	// ReasonOutOfMemory is the same reason, as the agent's cgroup code
-	// names it.
-	ReasonOutOfMemory = ReasonOOM
 )
 
 // Run is what a user submitted: one configuration, one or more jobs.

@@ -22,6 +22,17 @@ type runMeta struct {
 	Begin    time.Time      `json:"begin,omitzero"`
 }
 
+// isArrayRun tells whether a stored run is an array's own record (its meta
+// holds the array's progress; meta alone does not say so: held and retried
+// runs have meta too).
+func isArrayRun(r *store.Run) bool {
+	if r.ArrayID != 0 || len(r.Meta) == 0 {
+		return false
+	}
+	var m runMeta
+	return json.Unmarshal(r.Meta, &m) == nil && m.Array != nil
+}
+
 // saveMeta writes the run's state parts into its record's meta.
 func (rs *runState) saveMeta() {
 	m := runMeta{Array: rs.array, Schedule: rs.sched, Retry: rs.retry, Held: rs.held, Begin: rs.begin}

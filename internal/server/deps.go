@@ -56,8 +56,7 @@ func (s *Server) resolveDeps(ctx context.Context, t *spec.Task) (map[int64]outco
 			if err != nil {
 				return nil, fmt.Errorf("%w: %s: %v", ErrInvalid, field, err)
 			}
-			isArray := run.ArrayID == 0 && len(run.Meta) > 0 && strings.Contains(string(run.Meta), `"array"`)
-			if d.Type == "aftercorr" && (!isArray || t.Array == "") {
+			if d.Type == "aftercorr" && (!isArrayRun(run) || t.Array == "") {
 				return nil, fmt.Errorf("%w: %s: aftercorr ties the tasks of two arrays: %q is not an array, or this run is not one", ErrInvalid, field, ref)
 			}
 			d.IDs[k] = run.ID

@@ -202,7 +202,7 @@ func (s *Server) arrayTaskRef(ctx context.Context, ref string) (int64, int, bool
 	} else {
 		array, err = s.store.FindRun(ctx, s.projectID, m[1])
 	}
-	if err != nil || array.ArrayID != 0 || len(array.Meta) == 0 {
+	if err != nil || !isArrayRun(array) {
 		return 0, 0, false
 	}
 	return array.ID, index, true

@@ -47,7 +47,7 @@ func TestRunOutOfMemory(t *testing.T) {
 	}
 	r := submit(t, h, "type: task\nname: hog\nresources:\n  memory: 64MB\ncommands:\n  - echo start\n  - head -c 200M /dev/zero | tail\n")
 	out, end := follow(t, h, r.ID)
-	if end.Status != api.StatusFailed || end.Reason != api.ReasonOutOfMemory || end.ExitCode == nil || *end.ExitCode != 137 {
+	if end.Status != api.StatusFailed || end.Reason != api.ReasonOOM || end.ExitCode == nil || *end.ExitCode != 137 {
 		t.Errorf("final run = %s %s %v, want failed OOM 137", end.Status, end.Reason, codeOf(end.ExitCode))
 	}
 	if !strings.HasPrefix(out, "start\n") || !strings.Contains(out, "(OOM)") {
@@ -211,8 +211,8 @@ func TestExitStatusOOM(t *testing.T) {
 		reason      string
 		stopRequest int
 	}{
-		"killed":         {api.AgentEvent{ExitCode: 137, Signal: "SIGKILL", OOMKilled: true}, api.StatusFailed, api.ReasonOutOfMemory, 0},
-		"exit 0 anyway":  {api.AgentEvent{ExitCode: 0, OOMKilled: true}, api.StatusFailed, api.ReasonOutOfMemory, 0},
+		"killed":         {api.AgentEvent{ExitCode: 137, Signal: "SIGKILL", OOMKilled: true}, api.StatusFailed, api.ReasonOOM, 0},
+		"exit 0 anyway":  {api.AgentEvent{ExitCode: 0, OOMKilled: true}, api.StatusFailed, api.ReasonOOM, 0},
 		"stopped":        {api.AgentEvent{ExitCode: 137, Reason: "stopped", OOMKilled: true}, api.StatusTerminated, api.ReasonTerminatedByUser, 1},
 		"max duration":   {api.AgentEvent{ExitCode: 143, Reason: "max_duration", OOMKilled: true}, api.StatusTerminated, api.ReasonMaxDuration, 0},
 		"no OOM, exit 1": {api.AgentEvent{ExitCode: 1}, api.StatusFailed, api.ReasonExitedWithError, 0},

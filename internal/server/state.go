@@ -300,7 +300,7 @@ func (s *Server) load(ctx context.Context) error {
 				}
 				s.ended[id] = outcomeOf(r)
 				_, index := parseRef(ref)
-				if _, known := s.doneArrays[id]; (d.Type == "aftercorr" || index >= 0) && !known && r.ArrayID == 0 && len(r.Meta) > 0 {
+				if _, known := s.doneArrays[id]; (d.Type == "aftercorr" || index >= 0) && !known && isArrayRun(r) {
 					tasks, err := s.store.ListRuns(ctx, store.RunFilter{All: true, ArrayID: id})
 					if err != nil {
 						return err
@@ -621,7 +621,7 @@ func exitStatus(ev api.AgentEvent, stopReq int) (api.Status, string) {
 	// As Slurm's OUT_OF_MEMORY: an OOM kill in the job fails it, whatever
 	// its exit code (a stop asked for above still reads as the stop).
 	if ev.OOMKilled {
-		return api.StatusFailed, api.ReasonOutOfMemory
+		return api.StatusFailed, api.ReasonOOM
 	}
 	if ev.ExitCode == 0 {
 		return api.StatusDone, api.ReasonDone

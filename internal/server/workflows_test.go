@@ -460,3 +460,20 @@ func TestRequeueOnRequest(t *testing.T) {
 		t.Error("an ended run was requeued")
 	}
 }
+
+// A plain run with meta of its own (held) is no array: ID_INDEX names
+// nothing, and stopping it is refused rather than reported done.
+func TestTaskRefOfPlainRun(t *testing.T) {
+	h := newHarness(t, t.TempDir())
+	ctx := context.Background()
+	r, err := h.c.Submit(ctx, api.SubmitRequest{Spec: task(t, "type: task\ncommands: [\"true\"]\n"), Hold: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.c.Stop(ctx, fmt.Sprintf("%d_3", r.ID), false); err == nil {
+		t.Errorf("stopping task 3 of plain run %d succeeded", r.ID)
+	}
+	if _, err := h.c.Run(ctx, fmt.Sprintf("%d_3", r.ID)); err == nil {
+		t.Errorf("task 3 of plain run %d was found", r.ID)
+	}
+}
