@@ -194,7 +194,7 @@ func (s *Server) arrayFinishedLocked(rs *runState, now time.Time) {
 
 // stopArrayLocked stops an array: no task is created any more, and every
 // live one is stopped.
-func (s *Server) stopArrayLocked(rs *runState, abort bool) []int64 {
+func (s *Server) stopArrayLocked(rs *runState) []int64 {
 	rs.array.Stopped = true
 	rs.saveMeta()
 	return slices.Sorted(maps.Keys(rs.array.live))
@@ -244,6 +244,10 @@ func (s *Server) arrayLimitsLocked(base map[sched.LimitKey]sched.Limits) map[sch
 func (a *arrayState) pendingIndices() (string, int) {
 	if a.Stopped {
 		return "", 0
+	}
+	if len(a.Cancel) == 0 {
+		rest := a.spec.From(a.Next) // no need to list them one by one
+		return rest.String(), rest.Count()
 	}
 	var idx []int
 	for k := a.Next; k < a.count() && len(idx) <= 100_000; k++ {

@@ -82,11 +82,12 @@ func (s *Server) retryLocked(rs *runState, now time.Time, b *store.Batch) bool {
 	if r == nil || rs.rec.StopReq == stopUser || rs.rec.StopReq == stopAbort || rs.rec.StopReq == stopPreemptCancel {
 		return false
 	}
-	// The run's event: its first failing job's.
-	event := ""
+	// The run's event and reason: its first failing job's (not a sibling
+	// the server stopped because of it).
+	event, reason := "", ""
 	for _, js := range rs.jobs {
 		if e := retryEvent(api.Status(js.rec.Status), js.rec.Reason); e != "" && js.rec.Reason != reasonByServer {
-			event = e
+			event, reason = e, js.rec.Reason
 			break
 		}
 	}
@@ -97,17 +98,11 @@ func (s *Server) retryLocked(rs *runState, now time.Time, b *store.Batch) bool {
 	if st.Expired {
 		return false
 	}
-	st.LastFailure, st.Event, st.Reason = now, event, rs.jobs[0].rec.Reason
-	for _, js := range rs.jobs {
-		if js.rec.Reason != reasonByServer && retryEvent(api.Status(js.rec.Status), js.rec.Reason) != "" {
-			st.Reason = js.rec.Reason
-			break
-		}
-	}
+	st.LastFailure, st.Event, st.Reason = now, event, reason
 	st.Retries++
 	st.NotBefore = now.Add(min(time.Second<<min(st.Retries-1, 6), time.Minute))
 	rs.saveMeta()
-	s.requeueLocked(rs, now, b, fmt.Sprintf("retry after %s (%s)", event, rs.jobs[0].rec.Reason))
+	s.requeueLocked(rs, now, b, fmt.Sprintf("retry after %s (%s)", event, reason))
 	return true
 }
 

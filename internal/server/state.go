@@ -452,7 +452,7 @@ func (s *Server) stop(id int64, abort bool) error {
 	} else if rs.array != nil {
 		// An array: no more tasks, and every live one stops.
 		b.Events = append(b.Events, &store.Event{RunID: id, Time: now, Type: "stop", Message: "array stopped"})
-		for _, tid := range s.stopArrayLocked(rs, abort) {
+		for _, tid := range s.stopArrayLocked(rs) {
 			after = append(after, s.stopLocked(s.runs[tid], level, abort, now, b)...)
 		}
 		s.arrayFinishedLocked(rs, now)

@@ -324,6 +324,26 @@ func setBits(set []uint64, a, b int) {
 }
 
 // Count is the number of tasks.
+// From is the spec of the indices from the k-th on (k counts from 0, in
+// ascending order), without the throttle: what is left of an array once its
+// first k tasks exist.
+func (a *ArraySpec) From(k int) *ArraySpec {
+	out := &ArraySpec{}
+	for _, r := range a.Ranges {
+		n := r.count()
+		if k >= n {
+			k -= n
+			continue
+		}
+		if k > 0 {
+			r.First += k * r.Step
+			k = 0
+		}
+		out.Ranges = append(out.Ranges, r)
+	}
+	return out
+}
+
 func (a *ArraySpec) Count() int {
 	n := 0
 	for _, r := range a.Ranges {

@@ -265,3 +265,18 @@ func TestArrayWorstCase(t *testing.T) {
 		t.Fatalf("ordinary overlaps: %v, %v", a, err)
 	}
 }
+
+func TestArrayFrom(t *testing.T) {
+	a, err := ParseArray("1-3,10-20:5,30%4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range []string{"1-3,10-20:5,30", "2-3,10-20:5,30", "3,10-20:5,30", "10-20:5,30", "15-20:5,30", "20,30", "30", ""} {
+		if got := a.From(k).String(); got != want {
+			t.Errorf("From(%d) = %q, want %q", k, got, want)
+		}
+		if got := a.From(k).Count(); got != a.Count()-k {
+			t.Errorf("From(%d) has %d indices, want %d", k, got, a.Count()-k)
+		}
+	}
+}
