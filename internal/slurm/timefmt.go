@@ -434,34 +434,27 @@ func parseClock(s string, off int) (hr, min, sec, pos int, ok bool) {
 	if at(off) != ':' {
 		return 0, 0, 0, off, false
 	}
-	off++
-	if !digit(off) {
-		return 0, 0, 0, off, false
+	// twoDigits reads a minute or second field at off: exactly two digits,
+	// at most 59; on failure, the position _get_time reports.
+	twoDigits := func(off int) (v, next int, ok bool) {
+		if !digit(off) {
+			return 0, off, false
+		}
+		if !digit(off + 1) {
+			return 0, off + 1, false
+		}
+		v = int(at(off)-'0')*10 + int(at(off+1)-'0')
+		if v > 59 {
+			return 0, off, false
+		}
+		return v, off + 2, true
 	}
-	min = int(at(off) - '0')
-	off++
-	if !digit(off) {
+	if min, off, ok = twoDigits(off + 1); !ok {
 		return 0, 0, 0, off, false
-	}
-	min = min*10 + int(at(off)-'0')
-	off++
-	if min > 59 {
-		return 0, 0, 0, off - 2, false
 	}
 	if at(off) == ':' {
-		off++
-		if !digit(off) {
+		if sec, off, ok = twoDigits(off + 1); !ok {
 			return 0, 0, 0, off, false
-		}
-		sec = int(at(off) - '0')
-		off++
-		if !digit(off) {
-			return 0, 0, 0, off, false
-		}
-		sec = sec*10 + int(at(off)-'0')
-		off++
-		if sec > 59 {
-			return 0, 0, 0, off - 2, false
 		}
 	}
 	for at(off) == ' ' || (at(off) >= '\t' && at(off) <= '\r') {
