@@ -516,17 +516,8 @@ func parseSinfoLongFormat(format string) ([]sinfoField, []string) {
 		if tok == "" {
 			continue
 		}
-		f := sinfoField{width: 20}
-		name := tok
-		if n, spec, ok := strings.Cut(tok, ":"); ok {
-			name = n
-			if strings.HasPrefix(spec, ".") {
-				f.right = true
-				spec = spec[1:]
-			}
-			w, rest := strtol(spec)
-			f.width, f.suffix = int(w), rest
-		}
+		name, width, right, suffix := longFormatItem(tok)
+		f := sinfoField{width: width, right: right, suffix: suffix}
 		if f.def = sinfoDefByName(name); f.def == nil {
 			warnings = append(warnings, "sinfo: error: Invalid node format specification: "+name)
 		}

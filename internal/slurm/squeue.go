@@ -301,6 +301,23 @@ func parseSqueueFormat(format string) ([]squeueField, []string) {
 	return fields, warnings
 }
 
+// longFormatItem reads one item of a -O/--Format list (parse_long_format,
+// shared by squeue and sinfo): "name[:[.]width][suffix]"; the width is 20
+// when not given, and "." aligns right.
+func longFormatItem(tok string) (name string, width int, right bool, suffix string) {
+	name, width = tok, 20
+	if n, spec, ok := strings.Cut(tok, ":"); ok {
+		name = n
+		if strings.HasPrefix(spec, ".") {
+			right = true
+			spec = spec[1:]
+		}
+		w, rest := strtol(spec)
+		width, suffix = int(w), rest
+	}
+	return name, width, right, suffix
+}
+
 // parseSqueueLongFormat parses a -O format (parse_long_format):
 // "name[:[.]width][suffix]" items separated by commas.
 func parseSqueueLongFormat(format string) ([]squeueField, []string) {
@@ -310,17 +327,8 @@ func parseSqueueLongFormat(format string) ([]squeueField, []string) {
 		if tok == "" {
 			continue
 		}
-		f := squeueField{width: 20}
-		name := tok
-		if n, spec, ok := strings.Cut(tok, ":"); ok {
-			name = n
-			if strings.HasPrefix(spec, ".") {
-				f.right = true
-				spec = spec[1:]
-			}
-			w, rest := strtol(spec)
-			f.width, f.suffix = int(w), rest
-		}
+		name, width, right, suffix := longFormatItem(tok)
+		f := squeueField{width: width, right: right, suffix: suffix}
 		def := squeueNames[strings.ToLower(name)]
 		if def == nil && hasPrefixFold(name, "numtask") {
 			def = squeueNames["numtasks"]
