@@ -158,12 +158,7 @@ func (s *Server) jobFailedLocked(js *jobState, now time.Time, b *store.Batch) []
 			s.finishJob(o, api.StatusTerminated, reasonByServer, nil, now, b)
 			continue
 		}
-		o.rec.Status = string(api.StatusTerminating)
-		b.Jobs = append(b.Jobs, jobCopy(o))
-		if ns, ok := s.nodes[o.rec.Node]; ok && ns.conn != nil {
-			c, id := ns.conn, o.rec.ID
-			after = append(after, func() { c.send(api.AgentMessage{Type: "stop", Stop: &api.StopJob{JobID: id}}) })
-		}
+		after = s.terminateJobLocked(o, false, b, after)
 	}
 	why := fmt.Sprintf("job %d failed (%s): the run's other jobs are stopped", js.rec.Num, js.rec.Reason)
 	if masterDone {

@@ -487,17 +487,26 @@ func (s *Server) stopLocked(rs *runState, level int, abort bool, now time.Time, 
 				reason, status = api.ReasonAbortedByUser, api.StatusAborted
 			}
 			s.finishJob(js, status, reason, nil, now, b)
-		case api.StatusProvisioning, api.StatusRunning, api.StatusTerminating:
-			js.rec.Status = string(api.StatusTerminating)
-			b.Jobs = append(b.Jobs, jobCopy(js))
-			if ns, ok := s.nodes[js.rec.Node]; ok && ns.conn != nil {
-				c, jobID := ns.conn, js.rec.ID
-				after = append(after, func() { c.send(api.AgentMessage{Type: "stop", Stop: &api.StopJob{JobID: jobID, Abort: abort}}) })
-			}
+		case api.StatusProvisioning, api.StatusPulling, api.StatusRunning, api.StatusTerminating:
+			after = s.terminateJobLocked(js, abort, b, after)
 		}
 	}
 	s.aggregate(rs, now, b)
 	return append(after, s.notify(id))
+}
+
+// terminateJobLocked marks a placed job terminating, in b, and adds to after
+// the message asking its agent to stop it (none while its node is away: the
+// resync on reconnection carries the stop).
+func (s *Server) terminateJobLocked(js *jobState, abort bool, b *store.Batch, after []func()) []func() {
+	js.rec.Status = string(api.StatusTerminating)
+	b.Jobs = append(b.Jobs, jobCopy(js))
+	ns, ok := s.nodes[js.rec.Node]
+	if !ok || ns.conn == nil {
+		return after
+	}
+	c, id := ns.conn, js.rec.ID
+	return append(after, func() { c.send(api.AgentMessage{Type: "stop", Stop: &api.StopJob{JobID: id, Abort: abort}}) })
 }
 
 // finishJob makes a job final, releases what it held and records it in b.
@@ -1023,14 +1032,12 @@ func (s *Server) preemptLocked(p sched.Preemption, now time.Time, b *store.Batch
 		Message: fmt.Sprintf("preempted by run %d (%s)", p.By, p.Mode)})
 	var after []func()
 	for _, js := range rs.jobs {
-		switch api.Status(js.rec.Status) {
-		case api.StatusProvisioning, api.StatusPulling, api.StatusRunning:
-			js.rec.Status = string(api.StatusTerminating)
-			b.Jobs = append(b.Jobs, jobCopy(js))
-			if ns, ok := s.nodes[js.rec.Node]; ok && ns.conn != nil {
-				c, jobID := ns.conn, js.rec.ID
-				after = append(after, func() { c.send(api.AgentMessage{Type: "stop", Stop: &api.StopJob{JobID: jobID}}) })
-			}
+		switch st := api.Status(js.rec.Status); {
+		case js.held && !st.Finished():
+			// startup_order kept it from its node: it ends here.
+			s.finishJob(js, api.StatusTerminated, api.ReasonPreempted, nil, now, b)
+		case st == api.StatusProvisioning, st == api.StatusPulling, st == api.StatusRunning:
+			after = s.terminateJobLocked(js, false, b, after)
 		}
 	}
 	s.aggregate(rs, now, b)
