@@ -240,41 +240,12 @@ func (s *Server) arrayLimitsLocked(base map[sched.LimitKey]sched.Limits) map[sch
 }
 
 // pendingIndices is the array's tasks not created yet and not cancelled,
-// in Slurm's compact form (for squeue's folded line), with their count.
+// in Slurm's compact form (for squeue's folded line), with their count:
+// computed from the array's ranges, never one index at a time.
 func (a *arrayState) pendingIndices() (string, int) {
 	if a.Stopped {
 		return "", 0
 	}
-	if len(a.Cancel) == 0 {
-		rest := a.spec.From(a.Next) // no need to list them one by one
-		return rest.String(), rest.Count()
-	}
-	var idx []int
-	for k := a.Next; k < a.count() && len(idx) <= 100_000; k++ {
-		if i := a.spec.At(k); !a.cancelled(i) {
-			idx = append(idx, i)
-		}
-	}
-	return compactIndices(idx), len(idx)
-}
-
-// compactIndices writes ascending indices as Slurm does: 1-3,5,7-9.
-func compactIndices(idx []int) string {
-	var out []byte
-	for i := 0; i < len(idx); {
-		j := i
-		for j+1 < len(idx) && idx[j+1] == idx[j]+1 {
-			j++
-		}
-		if len(out) > 0 {
-			out = append(out, ',')
-		}
-		out = strconv.AppendInt(out, int64(idx[i]), 10)
-		if j > i {
-			out = append(out, '-')
-			out = strconv.AppendInt(out, int64(idx[j]), 10)
-		}
-		i = j + 1
-	}
-	return string(out)
+	rest := a.spec.From(a.Next).Without(a.Cancel)
+	return rest.String(), rest.Count()
 }

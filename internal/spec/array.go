@@ -344,6 +344,30 @@ func (a *ArraySpec) From(k int) *ArraySpec {
 	return out
 }
 
+// Without is the spec less the given indices (those it does not hold are
+// ignored), without the throttle: what is left of an array once some tasks
+// were stopped before they existed.
+func (a *ArraySpec) Without(drop []int) *ArraySpec {
+	out := &ArraySpec{Ranges: slices.Clone(a.Ranges)}
+	for _, d := range drop {
+		for i, r := range out.Ranges {
+			if d < r.First || d > r.Last || (d-r.First)%r.Step != 0 {
+				continue
+			}
+			var parts []IndexRange
+			if d > r.First {
+				parts = append(parts, IndexRange{First: r.First, Last: d - r.Step, Step: r.Step})
+			}
+			if d < r.Last {
+				parts = append(parts, IndexRange{First: d + r.Step, Last: r.Last, Step: r.Step})
+			}
+			out.Ranges = slices.Replace(out.Ranges, i, i+1, parts...)
+			break
+		}
+	}
+	return out
+}
+
 func (a *ArraySpec) Count() int {
 	n := 0
 	for _, r := range a.Ranges {

@@ -280,3 +280,34 @@ func TestArrayFrom(t *testing.T) {
 		}
 	}
 }
+
+func TestArrayWithout(t *testing.T) {
+	a, err := ParseArray("1-10,20-40:10%2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		drop []int
+		want string
+	}{
+		{nil, "1-10,20-40:10"},
+		{[]int{1}, "2-10,20-40:10"},
+		{[]int{10, 30}, "1-9,20,40"},
+		{[]int{5, 25, 99}, "1-4,6-10,20-40:10"}, // 25 and 99 are not indices
+		{[]int{20, 30, 40}, "1-10"},
+	} {
+		w := a.Without(tc.drop)
+		if got := w.String(); got != tc.want {
+			t.Errorf("Without(%v) = %q, want %q", tc.drop, got, tc.want)
+		}
+		n := 0
+		for i := range a.All() {
+			if !slices.Contains(tc.drop, i) {
+				n++
+			}
+		}
+		if w.Count() != n {
+			t.Errorf("Without(%v) has %d indices, want %d", tc.drop, w.Count(), n)
+		}
+	}
+}
