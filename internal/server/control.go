@@ -201,7 +201,7 @@ func (s *Server) updateLocked(rs *runState, req api.ControlRequest, now time.Tim
 }
 
 // handleSignal sends a signal to a run's running jobs without stopping
-// them (scancel --signal); jobs not running yet are not signalled, as in
+// them (scancel --signal); jobs not started yet are not signalled, as in
 // Slurm.
 func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request, _ *store.User) {
 	var req api.SignalRequest
@@ -237,7 +237,12 @@ func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request, _ *store.U
 	sent := 0
 	for _, t := range targets {
 		for _, js := range t.jobs {
-			if api.Status(js.rec.Status) != api.StatusRunning {
+			// Placed jobs: the agent may have started one before the server
+			// hears of it; the agent drops the signal for a job whose
+			// supervisor has not started yet.
+			switch api.Status(js.rec.Status) {
+			case api.StatusProvisioning, api.StatusPulling, api.StatusRunning:
+			default:
 				continue
 			}
 			if ns, ok := s.nodes[js.rec.Node]; ok && ns.conn != nil {
