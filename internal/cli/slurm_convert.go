@@ -68,6 +68,7 @@ type slurmView struct {
 	nodes []api.Node
 	fleet map[string]string // node -> fleet
 	prio  map[int64]int64   // pending runs' multifactor priority
+	steps map[int64][]api.Step
 	now   time.Time
 }
 
@@ -673,6 +674,7 @@ func (v *slurmView) acct() []slurm.AcctRecord {
 		step := rec
 		step.Partition, step.Reason = "", ""
 		step.TimeLimit = 0
+		recorded := v.steps[r.ID]
 		switch tag(r, tagTool) {
 		case "sbatch", "":
 			step.Step, step.JobName = "batch", "batch"
@@ -685,24 +687,72 @@ func (v *slurmView) acct() []slurm.AcctRecord {
 			n := max(rec.NNodes, 1)
 			step.AllocTRES = sacctTRES(1, c/n, m/uint64(n), g/n)
 		case "srun":
+			if len(recorded) > 0 {
+				step.Step = "" // srun --pty: its step is recorded
+				break
+			}
 			step.Step = "0"
 			step.NTasks = max(tagInt(r, tagNTasks), rec.NNodes)
 		default:
-			continue
+			step.Step = ""
 		}
-		// The batch step of a job that timed out or was cancelled ends
-		// by the signal; the job itself keeps 0:0 (TIMEOUT) in sacct.
-		switch rec.State.Base() {
-		case slurm.JobTimeout, slurm.JobCancelled, slurm.JobPreempted:
-			step.State, step.CancelledBy = slurm.JobCancelled, nil
-			step.ExitCode, step.ExitSignal = 0, 15
-			if r.Status == api.StatusAborted {
-				step.ExitSignal = 9
+		if step.Step != "" {
+			// The batch step of a job that timed out or was cancelled ends
+			// by the signal; the job itself keeps 0:0 (TIMEOUT) in sacct.
+			switch rec.State.Base() {
+			case slurm.JobTimeout, slurm.JobCancelled, slurm.JobPreempted:
+				step.State, step.CancelledBy = slurm.JobCancelled, nil
+				step.ExitCode, step.ExitSignal = 0, 15
+				if r.Status == api.StatusAborted {
+					step.ExitSignal = 9
+				}
 			}
+			out = append(out, step)
 		}
-		out = append(out, step)
+		for _, p := range recorded {
+			out = append(out, v.stepRecord(r, rec, p))
+		}
 	}
 	return out
+}
+
+// stepRecord is a recorded step (srun in an allocation) as sacct shows
+// it: JOBID.STEPID, named after its command, on its own nodes.
+func (v *slurmView) stepRecord(r *api.Run, job slurm.AcctRecord, p api.Step) slurm.AcctRecord {
+	rec := job
+	rec.Step, rec.JobName, rec.Partition, rec.Reason, rec.TimeLimit = strconv.Itoa(p.ID), p.Name, "", "", 0
+	rec.NNodes, rec.NTasks, rec.NodeList = p.Nodes, p.NTasks, p.NodeList
+	rec.Start, rec.End = p.StartedAt.Local(), time.Time{}
+	end := v.now
+	if !p.FinishedAt.IsZero() {
+		rec.End, end = p.FinishedAt.Local(), p.FinishedAt
+	}
+	rec.Elapsed = max(end.Sub(p.StartedAt).Truncate(time.Second), 0)
+	nodes, cpus, memMB, gpus := alloc(r)
+	n := max(nodes, 1)
+	rec.AllocTRES = sacctTRES(p.Nodes, cpus/n*p.Nodes, memMB/uint64(n)*uint64(p.Nodes), gpus/n*p.Nodes)
+	rec.CPUTime = rec.Elapsed * time.Duration(cpus/n*p.Nodes)
+	rec.CancelledBy, rec.ExitCode, rec.ExitSignal = nil, 0, 0
+	if p.ExitCode != nil {
+		rec.ExitCode = *p.ExitCode
+		if rec.ExitCode > 128 && rec.ExitCode < 160 {
+			rec.ExitCode, rec.ExitSignal = 0, rec.ExitCode-128
+		}
+	}
+	switch p.Status {
+	case "running":
+		rec.State = slurm.JobRunning
+	case "done":
+		rec.State = slurm.JobCompleted
+	case "failed":
+		rec.State = slurm.JobFailed
+		if rec.ExitSignal != 0 {
+			rec.State = slurm.JobCancelled
+		}
+	default:
+		rec.State, rec.ExitSignal = slurm.JobCancelled, 9
+	}
+	return rec
 }
 
 func (v *slurmView) acctRecord(r *api.Run) slurm.AcctRecord {

@@ -185,6 +185,11 @@ func runSacct(e *slurmEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	if !o.NoSteps {
+		if err := v.loadSteps(e); err != nil {
+			return slurmFail(1, "sacct: error: "+err.Error())
+		}
+	}
 	recs := slurm.FilterAcct(v.acct(), f)
 	var keep []slurm.AcctRecord
 	selected := false

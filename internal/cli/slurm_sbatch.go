@@ -325,6 +325,32 @@ func fetchView(e *slurmEnv, prog string, all bool) (*slurmView, error) {
 	return v, nil
 }
 
+// loadSteps adds the recorded steps of the view's runs that have started.
+func (v *slurmView) loadSteps(e *slurmEnv) error {
+	var ids []int64
+	for _, r := range v.runs {
+		if r.StartedAt != nil && r.Array == nil {
+			ids = append(ids, r.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	c, err := e.newClient()
+	if err != nil {
+		return err
+	}
+	steps, err := c.Steps(e.ctx, ids)
+	if err != nil {
+		return err
+	}
+	v.steps = map[int64][]api.Step{}
+	for _, p := range steps {
+		v.steps[p.RunID] = append(v.steps[p.RunID], p)
+	}
+	return nil
+}
+
 // parseJobList reads a list of job ids for scancel, scontrol and sacct:
 // "12", "12_3", "12_[1-3,5]", comma-separated.
 func parseJobList(prog, s string) ([]slurm.JobSelector, error) {

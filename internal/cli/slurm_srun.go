@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -332,7 +333,7 @@ func runSrun(e *slurmEnv, args []string) error {
 		return srunStep(e, r)
 	}
 	if r.pty {
-		return slurmFail(1, "srun: error: --pty outside an allocation is not supported by Berth yet: start one with salloc, then run srun --pty inside it")
+		return srunPty(e, r)
 	}
 	return srunOneOff(e, r)
 }
@@ -559,55 +560,70 @@ func layoutStep(o *slurm.BatchOptions, getenv func(string) string) stepLayout {
 }
 
 // srunStep runs a job step inside an allocation, with the step's
-// variables: in a batch job, this (the first) node's tasks locally and the
-// other nodes' through the step relay (slurm_steps.go); in salloc's shell,
-// every task on the allocated nodes through the relay. Without a relay
-// (BERTH_SLURM_STEPS unset: a single-node batch job, --pty in salloc),
-// every task of the step runs here.
+// variables, and records it (sacct's JOBID.STEPID). In a batch job, this
+// (the first) node's tasks run here and the other nodes' through the step
+// relay (slurm_steps.go); in salloc's shell and srun --pty's allocation,
+// every task runs on the allocated nodes through the relay. Without step
+// hosts (BERTH_SLURM_STEPS unset: a single-node batch job), every task of
+// the step runs here.
 func srunStep(e *slurmEnv, r *allocRequest) error {
 	l := layoutStep(&r.opt, e.getenv)
+	hosts, _ := slurm.ExpandHostlist(e.getenv("SLURM_JOB_NODELIST"))
+	if len(hosts) == 0 {
+		hosts = []string{orStr(e.getenv("SLURMD_NODENAME"), "localhost")}
+	}
 	everything := e.getenv("SLURMD_NODENAME") == ""
+	relay := e.getenv("BERTH_SLURM_STEPS") == "1"
+	nodes, err := stepPlacement(e, r, hosts, l.nodes)
+	if err != nil {
+		return slurmFail(1, "srun: error: "+err.Error())
+	}
+	ntasks := l.ntasks
+	if len(nodes) != l.nodes && r.opt.NTasks == 0 {
+		ntasks = len(nodes) * max(r.opt.NTasksPerNode, 1)
+	}
+	this := -1
+	if !everything {
+		this, _ = strconv.Atoi(e.getenv("SLURM_NODEID"))
+	}
 	type task struct{ rank, local int }
 	var tasks []task
-	if everything {
-		for i := 0; i < l.ntasks; i++ {
-			tasks = append(tasks, task{rank: i, local: i})
+	var ranks []int
+	if relay {
+		for _, k := range nodes {
+			if k != this {
+				ranks = append(ranks, k)
+			}
+		}
+		if i := indexOf(nodes, this); i >= 0 {
+			n, first := stepShare(ntasks, len(nodes), i)
+			for j := 0; j < n; j++ {
+				tasks = append(tasks, task{rank: first + j, local: j})
+			}
 		}
 	} else {
-		for i := 0; i < l.local; i++ {
-			tasks = append(tasks, task{rank: l.first + i, local: i})
+		for i := 0; i < ntasks; i++ {
+			tasks = append(tasks, task{rank: i, local: i})
 		}
 	}
-	// A multi-node batch job's other nodes host its steps (step-host):
-	// the step goes to them through the server's relay.
-	// In salloc's shell every node hosts steps (--pty stays here: the
-	// relay carries no terminal).
-	relay := e.getenv("BERTH_SLURM_STEPS") == "1" && (l.nodes > 1 || everything && !r.pty)
-	if len(tasks) == 0 && !relay {
-		return nil
+	attach := len(ranks) > 0 && nodes[0] != this && (r.pty || forwardsInput(e))
+	step, err := createStep(e, r, hosts, nodes, ranks, ntasks, attach)
+	if err != nil {
+		if len(ranks) > 0 {
+			return slurmFail(1, "srun: error: Unable to create step for job "+e.getenv("SLURM_JOB_ID")+": "+err.Error())
+		}
+		step = nil // nothing to relay: the step runs here, unrecorded
 	}
 	stdout, stderr := e.stdout, e.stderr
 	stepID := "0"
-	var remote *remoteStep
-	if relay {
-		var err error
-		if remote, err = startRemoteStep(e, r, l, everything); err != nil {
-			return slurmFail(1, "srun: error: Unable to create step for job "+e.getenv("SLURM_JOB_ID")+": "+err.Error())
-		}
-		stepID = strconv.Itoa(remote.id)
-		if everything {
-			tasks = nil
-		}
+	if step != nil {
+		stepID = strconv.Itoa(step.id)
 	}
-	path, err := exec.LookPath(r.command[0])
-	if err != nil && remote == nil {
-		return slurmFail(2, fmt.Sprintf("slurmstepd: error: execve(): %s: No such file or directory", r.command[0]),
-			fmt.Sprintf("srun: error: %s: task 0: Exited with exit code 2", orStr(e.getenv("SLURMD_NODENAME"), "localhost")))
-	}
+	path, lookErr := exec.LookPath(r.command[0])
 	base := os.Environ()
 	stepEnv := map[string]string{
-		"SLURM_STEP_ID": stepID, "SLURM_STEPID": stepID, "SLURM_NTASKS": strconv.Itoa(l.ntasks), "SLURM_NPROCS": strconv.Itoa(l.ntasks),
-		"SLURM_STEP_NUM_TASKS": strconv.Itoa(l.ntasks), "SLURM_STEP_NUM_NODES": strconv.Itoa(l.nodes),
+		"SLURM_STEP_ID": stepID, "SLURM_STEPID": stepID, "SLURM_NTASKS": strconv.Itoa(ntasks), "SLURM_NPROCS": strconv.Itoa(ntasks),
+		"SLURM_STEP_NUM_TASKS": strconv.Itoa(ntasks), "SLURM_STEP_NUM_NODES": strconv.Itoa(len(nodes)),
 		"SLURM_STEP_NODELIST": e.getenv("SLURM_JOB_NODELIST"),
 	}
 	if r.opt.CPUsPerTask > 0 {
@@ -616,13 +632,32 @@ func srunStep(e *slurmEnv, r *allocRequest) error {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	codes := make([]int, len(tasks))
+	var procs []*os.Process
+	var pmu sync.Mutex
+	if step != nil {
+		stop := step.forwardSignals(e, func(sig syscall.Signal) {
+			pmu.Lock()
+			defer pmu.Unlock()
+			for _, p := range procs {
+				_ = p.Signal(sig)
+			}
+		})
+		defer stop()
+	}
 	var remoteDone chan []remoteExit
-	if remote != nil {
+	var attached chan int
+	if step != nil && len(ranks) > 0 {
 		remoteDone = make(chan []remoteExit, 1)
-		go func() { remoteDone <- remote.follow(e, &lockedWriter{w: stdout, mu: &mu}) }()
+		go func() {
+			remoteDone <- step.follow(e.ctx, &lockedWriter{w: stdout, mu: &mu}, &lockedWriter{w: stderr, mu: &mu})
+		}()
+		if attach {
+			attached = make(chan int, 1)
+			go func() { attached <- step.attach(e, r.pty) }()
+		}
 	}
 	for i, tk := range tasks {
-		if path == "" {
+		if lookErr != nil {
 			fmt.Fprintf(stderr, "slurmstepd: error: execve(): %s: No such file or directory\n", r.command[0])
 			codes[i] = 2
 			continue
@@ -635,7 +670,7 @@ func srunStep(e *slurmEnv, r *allocRequest) error {
 		}
 		env = append(env, "SLURM_PROCID="+strconv.Itoa(tk.rank), "SLURM_LOCALID="+strconv.Itoa(tk.local))
 		if everything {
-			env = append(env, "SLURM_NODEID="+strconv.Itoa(tk.rank*l.nodes/max(l.ntasks, 1)))
+			env = append(env, "SLURM_NODEID="+strconv.Itoa(tk.rank*len(nodes)/max(ntasks, 1)))
 		}
 		cmd.Env = env
 		// Standard input goes to task 0, as srun forwards it.
@@ -660,21 +695,15 @@ func srunStep(e *slurmEnv, r *allocRequest) error {
 			codes[i] = 2
 			continue
 		}
+		pmu.Lock()
+		procs = append(procs, cmd.Process)
+		pmu.Unlock()
 		wg.Add(1)
 		go func(i int, cmd *exec.Cmd, flushers []func()) {
 			defer wg.Done()
-			err := cmd.Wait()
+			codes[i] = exitCodeOf(cmd.Wait())
 			for _, f := range flushers {
 				f()
-			}
-			var ee *exec.ExitError
-			if errors.As(err, &ee) {
-				codes[i] = ee.ExitCode()
-				if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-					codes[i] = 128 + int(ws.Signal())
-				}
-			} else if err != nil {
-				codes[i] = 1
 			}
 		}(i, cmd, flushers)
 	}
@@ -686,6 +715,16 @@ func srunStep(e *slurmEnv, r *allocRequest) error {
 			fmt.Fprintf(stderr, "srun: error: %s: task %d: Exited with exit code %d\n", host, tasks[i].rank, c)
 		}
 		worst = max(worst, c)
+	}
+	if step != nil {
+		for _, k := range nodes {
+			if indexOf(ranks, k) < 0 {
+				step.exitHere(context.WithoutCancel(e.ctx), k, worst)
+			}
+		}
+	}
+	if attached != nil {
+		<-attached
 	}
 	if remoteDone != nil {
 		for _, x := range <-remoteDone {
@@ -699,6 +738,24 @@ func srunStep(e *slurmEnv, r *allocRequest) error {
 		return &ExitError{Code: worst}
 	}
 	return nil
+}
+
+// forwardsInput tells whether srun has input to forward to task 0 (not
+// /dev/null, as in a batch job).
+func forwardsInput(e *slurmEnv) bool {
+	if e.stdin == nil {
+		return false
+	}
+	f, ok := e.stdin.(*os.File)
+	if !ok {
+		return true
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	null, err := os.Stat(os.DevNull)
+	return err != nil || !os.SameFile(fi, null)
 }
 
 type lockedWriter struct {
@@ -747,48 +804,48 @@ func (l *lineLabel) flush() {
 	}
 }
 
-func runSalloc(e *slurmEnv, args []string) error {
-	r, err := parseAllocArgs("salloc", args)
-	if err != nil {
-		return err
-	}
+// allocation is a granted allocation: salloc's, or srun --pty's outside
+// one. Its nodes run step hosts; env is what a shell in it sees.
+type allocation struct {
+	c          *client.Client
+	id         string
+	env        [][2]string
+	relinquish func()
+}
+
+// allocate submits an allocation whose nodes host steps and waits until
+// it is granted, saying what salloc says (prog names the command).
+func allocate(e *slurmEnv, r *allocRequest, prog, defaultName string) (*allocation, error) {
 	s := currentSubmitter(e)
-	command := r.command
-	if len(command) == 0 {
-		sh := e.getenv("SHELL")
-		if sh == "" {
-			sh = "/bin/sh"
-		}
-		command = []string{sh}
-	}
 	// The allocated nodes host the steps of srun in the shell (step-host);
 	// without it there, they just hold the allocation.
 	hold := "exec sleep infinity"
 	if s.exe != "" {
 		hold = fmt.Sprintf("__berth=%s\n[ -x \"$__berth\" ] || __berth=berth\n\"$__berth\" step-host </dev/null\nexec sleep infinity", shQuote(s.exe))
 	}
-	t, res, err := allocTask(r, "salloc", "interactive", s, []string{hold})
+	t, res, err := allocTask(r, prog, defaultName, s, []string{hold})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	c, err := e.newClient()
 	if err != nil {
-		return slurmFail(1, "salloc: error: Job submit/allocate failed: Unable to contact slurm controller (connect failure): "+err.Error())
+		return nil, slurmFail(1, prog+": error: Job submit/allocate failed: Unable to contact slurm controller (connect failure): "+err.Error())
 	}
-	run, err := c.Submit(e.ctx, api.SubmitRequest{Spec: t, Source: "salloc", Hold: r.opt.Hold, Begin: futureUTC(r.opt.Begin, s.now)})
+	run, err := c.Submit(e.ctx, api.SubmitRequest{Spec: t, Source: prog, Hold: r.opt.Hold, Begin: futureUTC(r.opt.Begin, s.now)})
 	if err != nil {
-		return allocError("salloc", err)
+		return nil, allocError(prog, err)
 	}
 	id := strconv.FormatInt(run.ID, 10)
 	ctx, stop := signal.NotifyContext(e.ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	relinquish := func() {
-		if !r.quiet {
+	a := &allocation{c: c, id: id}
+	a.relinquish = func() {
+		if !r.quiet && prog == "salloc" {
 			fmt.Fprintf(e.stderr, "salloc: Relinquishing job allocation %d\n", run.ID)
 		}
 		_, _ = c.Stop(e.ctx, id, false)
 	}
-	if !r.quiet {
+	if !r.quiet && prog == "salloc" {
 		fmt.Fprintf(e.stderr, "salloc: Pending job allocation %d\n", run.ID)
 	}
 	queued := false
@@ -797,34 +854,34 @@ func runSalloc(e *slurmEnv, args []string) error {
 	for {
 		cur, err = c.Run(ctx, id)
 		if ctx.Err() != nil {
-			fmt.Fprintf(e.stderr, "salloc: Job allocation %d has been revoked.\n", run.ID)
+			fmt.Fprintf(e.stderr, "%s: Job allocation %d has been revoked.\n", prog, run.ID)
 			_, _ = c.Stop(e.ctx, id, false)
-			return &ExitError{Code: 1}
+			return nil, &ExitError{Code: 1}
 		}
 		if err == nil && cur.Status == api.StatusRunning {
 			break
 		}
 		if err == nil && cur.Status.Finished() {
-			return slurmFail(1, fmt.Sprintf("salloc: error: Job allocation %d has been revoked", run.ID))
+			return nil, slurmFail(1, fmt.Sprintf("%s: error: Job allocation %d has been revoked", prog, run.ID))
 		}
 		// Waiting for the scheduler a moment is not waiting in the queue.
 		if !queued && !r.quiet && err == nil && cur.Status == api.StatusSubmitted && time.Since(submitted) > time.Second {
-			fmt.Fprintf(e.stderr, "salloc: job %d queued and waiting for resources\n", run.ID)
+			fmt.Fprintf(e.stderr, "%s: job %d queued and waiting for resources\n", prog, run.ID)
 			queued = true
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
-	stop()
 	if !r.quiet {
 		if queued {
-			fmt.Fprintf(e.stderr, "salloc: job %d has been allocated resources\n", run.ID)
+			fmt.Fprintf(e.stderr, "%s: job %d has been allocated resources\n", prog, run.ID)
 		}
-		fmt.Fprintf(e.stderr, "salloc: Granted job allocation %d\n", run.ID)
+		if prog == "salloc" {
+			fmt.Fprintf(e.stderr, "salloc: Granted job allocation %d\n", run.ID)
+		}
 	}
 	hosts := uniqueNodes(cur)
 	nodes := max(len(hosts), 1)
-	env := os.Environ()
-	for _, kv := range [][2]string{
+	a.env = [][2]string{
 		{"SLURM_JOB_ID", id}, {"SLURM_JOBID", id}, {"SLURM_JOB_NAME", r.opt.JobName},
 		{"SLURM_JOB_NODELIST", slurm.CompressHostlist(hosts)}, {"SLURM_NODELIST", slurm.CompressHostlist(hosts)},
 		{"SLURM_JOB_NUM_NODES", strconv.Itoa(nodes)}, {"SLURM_NNODES", strconv.Itoa(nodes)},
@@ -835,18 +892,82 @@ func runSalloc(e *slurmEnv, args []string) error {
 		{"SLURM_JOB_PARTITION", orStr(strings.Join(t.Fleets, ","), defaultPartition)},
 		{"SLURM_JOB_ACCOUNT", orStr(r.opt.Account, defaultAccount)}, {"SLURM_JOB_QOS", orStr(r.opt.QOS, "normal")},
 		{"BERTH_SLURM_STEPS", "1"},
-	} {
-		env = append(env, kv[0]+"="+kv[1])
 	}
 	if r.opt.CPUsPerTask > 0 {
-		env = append(env, "SLURM_CPUS_PER_TASK="+strconv.Itoa(r.opt.CPUsPerTask))
+		a.env = append(a.env, [2]string{"SLURM_CPUS_PER_TASK", strconv.Itoa(r.opt.CPUsPerTask)})
 	}
 	if res.memMB > 0 {
-		env = append(env, "SLURM_MEM_PER_NODE="+strconv.FormatUint(res.memMB, 10))
+		a.env = append(a.env, [2]string{"SLURM_MEM_PER_NODE", strconv.FormatUint(res.memMB, 10)})
+	}
+	return a, nil
+}
+
+// within is e as seen from inside the allocation: its variables set.
+func (a *allocation) within(e *slurmEnv) *slurmEnv {
+	in := *e
+	vars := map[string]string{}
+	for _, kv := range a.env {
+		vars[kv[0]] = kv[1]
+	}
+	in.getenv = func(k string) string {
+		if v, ok := vars[k]; ok {
+			return v
+		}
+		return e.getenv(k)
+	}
+	in.environ = func() []string {
+		out := e.environ()
+		for _, kv := range a.env {
+			out = append(out, kv[0]+"="+kv[1])
+		}
+		return out
+	}
+	return &in
+}
+
+// srunPty runs srun --pty outside an allocation: an allocation of the
+// options' size, the command as its step (task 0 on a terminal), and the
+// allocation's end with the step's, as srun does.
+func srunPty(e *slurmEnv, r *allocRequest) error {
+	a, err := allocate(e, r, "srun", filepath.Base(r.command[0]))
+	if err != nil {
+		return err
+	}
+	defer a.relinquish()
+	step := *r
+	step.opt.Nodes, step.opt.NTasks, step.opt.NTasksPerNode = 0, 0, 0
+	step.opt.Nodelist, step.opt.Exclude = "", ""
+	if r.opt.NTasks > 0 {
+		step.opt.NTasks = r.opt.NTasks
+	}
+	return srunStep(a.within(e), &step)
+}
+
+func runSalloc(e *slurmEnv, args []string) error {
+	r, err := parseAllocArgs("salloc", args)
+	if err != nil {
+		return err
+	}
+	command := r.command
+	if len(command) == 0 {
+		sh := e.getenv("SHELL")
+		if sh == "" {
+			sh = "/bin/sh"
+		}
+		command = []string{sh}
+	}
+	a, err := allocate(e, r, "salloc", "interactive")
+	if err != nil {
+		return err
+	}
+	c, id := a.c, a.id
+	env := os.Environ()
+	for _, kv := range a.env {
+		env = append(env, kv[0]+"="+kv[1])
 	}
 	path, err := exec.LookPath(command[0])
 	if err != nil {
-		relinquish()
+		a.relinquish()
 		return slurmFail(1, fmt.Sprintf("salloc: error: %s: %v", command[0], err))
 	}
 	cmd := exec.Command(path, command[1:]...)
@@ -863,7 +984,7 @@ func runSalloc(e *slurmEnv, args []string) error {
 	signal.Ignore(os.Interrupt)
 	defer signal.Reset(os.Interrupt)
 	if err := cmd.Start(); err != nil {
-		relinquish()
+		a.relinquish()
 		return slurmFail(1, "salloc: error: "+err.Error())
 	}
 	// The allocation may end first (its time limit, scancel): the shell
@@ -877,7 +998,7 @@ func runSalloc(e *slurmEnv, args []string) error {
 			case <-time.After(time.Second):
 			}
 			if cur, err := c.Run(e.ctx, id); err == nil && cur.Status.Finished() {
-				fmt.Fprintf(e.stderr, "salloc: Job allocation %d has been revoked.\n", run.ID)
+				fmt.Fprintf(e.stderr, "salloc: Job allocation %s has been revoked.\n", id)
 				_ = cmd.Process.Signal(syscall.SIGHUP)
 				return
 			}
@@ -885,7 +1006,7 @@ func runSalloc(e *slurmEnv, args []string) error {
 	}()
 	err = cmd.Wait()
 	close(done)
-	relinquish()
+	a.relinquish()
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		return &ExitError{Code: max(ee.ExitCode(), 1)}

@@ -13,16 +13,18 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/client"
-	"github.com/spf13/cobra"
 )
 
-// `berth step-host` is what the nodes of a multi-node batch job other than
-// the first run instead of the script (Slurm runs the script once, on the
-// first node): it waits for the job's steps (srun in the script posts them
-// to the server's step relay), runs this node's tasks of each, and sends
-// their output and exit status back. The run's stop_criteria master-done
+// `berth step-host` runs on the nodes of an allocation instead of the
+// batch script (Slurm runs the script once, on the first node) and in
+// salloc's and `srun --pty`'s allocations: it waits for the job's steps
+// (srun posts them to the server's step relay), runs this node's tasks of
+// each, forwards srun's signals to them, and sends their output and exit
+// statuses back (stephost_io.go). The run's stop_criteria master-done
 // stops it when the script ends.
 
 // stepNodeEnv are the variables a step's tasks take from their own node,
@@ -36,7 +38,7 @@ var stepNodeEnv = []string{
 func newStepHostCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:    "step-host",
-		Short:  "Run the job steps of this node of a multi-node batch job (started by sbatch's jobs)",
+		Short:  "Run the job steps of this node of an allocation (started by sbatch's, salloc's and srun's jobs)",
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -51,8 +53,37 @@ func newStepHostCmd() *cobra.Command {
 	}
 }
 
-// stepHost polls for the steps of this node's rank until the run ends (or
-// ctx is done) and runs each.
+// hostedSteps are the steps running on this node, for srun's signals.
+type hostedSteps struct {
+	mu    sync.Mutex
+	steps map[int]*hostedStep
+}
+
+// hostedStep is this node's tasks of one step.
+type hostedStep struct {
+	mu    sync.Mutex
+	procs []*os.Process
+}
+
+// signal sends sig to every task of the step (their process groups).
+func (h *hostedStep) signal(sig syscall.Signal) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, p := range h.procs {
+		if err := syscall.Kill(-p.Pid, sig); err != nil {
+			_ = p.Signal(sig)
+		}
+	}
+}
+
+func (h *hostedStep) add(p *os.Process) {
+	h.mu.Lock()
+	h.procs = append(h.procs, p)
+	h.mu.Unlock()
+}
+
+// stepHost polls for the work of this node's rank until the run ends (or
+// ctx is done): it starts each new step and delivers signals.
 func stepHost(ctx context.Context, c *client.Client, getenv func(string) string, logw io.Writer) error {
 	ref := orStr(getenv("BERTH_RUN_ID"), getenv("SLURM_JOB_ID"))
 	rank, err := strconv.Atoi(orStr(getenv("BERTH_NODE_RANK"), getenv("SLURM_NODEID")))
@@ -65,11 +96,12 @@ func stepHost(ctx context.Context, c *client.Client, getenv func(string) string,
 			node[k] = v
 		}
 	}
-	after, epoch := -1, ""
+	after, sig := -1, int64(0)
+	running := &hostedSteps{steps: map[int]*hostedStep{}}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for ctx.Err() == nil {
-		st, err := c.NextStep(ctx, ref, rank, after, epoch)
+		work, err := c.NextWork(ctx, ref, rank, after, sig)
 		if errors.Is(err, client.ErrRunEnded) {
 			return nil
 		}
@@ -84,15 +116,33 @@ func stepHost(ctx context.Context, c *client.Client, getenv func(string) string,
 			}
 			continue
 		}
-		if st == nil {
+		if work == nil {
 			continue
 		}
-		after, epoch = st.ID, st.Epoch
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			runHostedStep(ctx, c, ref, rank, st, node)
-		}()
+		for _, st := range work.Steps {
+			after = max(after, st.ID)
+			h := &hostedStep{}
+			running.mu.Lock()
+			running.steps[st.ID] = h
+			running.mu.Unlock()
+			wg.Add(1)
+			go func(st api.StepAssignment) {
+				defer wg.Done()
+				runHostedStep(ctx, c, ref, rank, &st, node, h)
+				running.mu.Lock()
+				delete(running.steps, st.ID)
+				running.mu.Unlock()
+			}(st)
+		}
+		for _, sg := range work.Signals {
+			sig = max(sig, sg.Seq)
+			running.mu.Lock()
+			h := running.steps[sg.Step]
+			running.mu.Unlock()
+			if h != nil {
+				h.signal(syscall.Signal(sg.Signal))
+			}
+		}
 	}
 	return nil
 }
@@ -117,37 +167,17 @@ func stepShare(ntasks, nodes, k int) (n, first int) {
 	return share(k), first
 }
 
-// stepSink sends a rank's output to the relay in batches.
-type stepSink struct {
-	mu   sync.Mutex
-	buf  []byte
-	kick chan struct{}
-}
-
-func (s *stepSink) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	s.buf = append(s.buf, p...)
-	big := len(s.buf) > 64<<10
-	s.mu.Unlock()
-	if big {
-		select {
-		case s.kick <- struct{}{}:
-		default:
+func indexOf(list []int, v int) int {
+	for i, x := range list {
+		if x == v {
+			return i
 		}
 	}
-	return len(p), nil
-}
-
-func (s *stepSink) take() []byte {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	b := s.buf
-	s.buf = nil
-	return b
+	return -1
 }
 
 // runHostedStep runs this node's tasks of a step and reports them.
-func runHostedStep(ctx context.Context, c *client.Client, ref string, rank int, st *api.StepAssignment, node map[string]string) {
+func runHostedStep(ctx context.Context, c *client.Client, ref string, rank int, st *api.StepAssignment, node map[string]string, h *hostedStep) {
 	env := map[string]string{}
 	var order []string
 	set := func(k, v string) {
@@ -165,43 +195,14 @@ func runHostedStep(ctx context.Context, c *client.Client, ref string, rank int, 
 	}
 	set("SLURM_STEP_ID", strconv.Itoa(st.ID))
 	set("SLURM_STEPID", strconv.Itoa(st.ID))
-	ntasks, _ := strconv.Atoi(env["SLURM_STEP_NUM_TASKS"])
-	nodes, _ := strconv.Atoi(env["SLURM_STEP_NUM_NODES"])
-	if ntasks <= 0 || nodes <= 0 {
-		ntasks, nodes = len(st.Ranks), len(st.Ranks)
-	}
-	n, first := stepShare(ntasks, nodes, rank)
+	k := max(indexOf(st.Nodes, rank), 0)
+	n, first := stepShare(max(st.NTasks, 1), len(st.Nodes), k)
 	label := env["BERTH_SLURM_STEP_LABEL"] == "1"
 
-	sink := &stepSink{kick: make(chan struct{}, 1)}
-	flushed := make(chan struct{})
-	stopFlush := make(chan struct{})
-	send := func() {
-		if b := sink.take(); len(b) > 0 {
-			// The relay may be away a moment: try a few times.
-			for i := 0; i < 5; i++ {
-				if err := c.StepOutput(context.WithoutCancel(ctx), ref, st.ID, rank, b); err == nil || errors.Is(err, client.ErrNotFound) {
-					break
-				}
-				time.Sleep(200 * time.Millisecond)
-			}
-		}
-	}
-	go func() {
-		defer close(flushed)
-		t := time.NewTicker(100 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-stopFlush:
-				send()
-				return
-			case <-t.C:
-			case <-sink.kick:
-			}
-			send()
-		}
-	}()
+	out := newStepSink(c, ref, st.ID, rank, 1)
+	errs := newStepSink(c, ref, st.ID, rank, 2)
+	out.start(ctx)
+	errs.start(ctx)
 
 	var mu sync.Mutex
 	codes := make([]int, n)
@@ -210,52 +211,88 @@ func runHostedStep(ctx context.Context, c *client.Client, ref string, rank int, 
 	for i := 0; i < n; i++ {
 		task := first + i
 		if lookErr != nil {
-			fmt.Fprintf(sink, "slurmstepd: error: execve(): %s: No such file or directory\n", st.Argv[0])
+			fmt.Fprintf(errs, "slurmstepd: error: execve(): %s: No such file or directory\n", st.Argv[0])
 			codes[i] = 2
 			continue
 		}
-		cmd := exec.CommandContext(ctx, path, st.Argv[1:]...)
+		cmd := exec.Command(path, st.Argv[1:]...)
 		cmd.Args[0] = st.Argv[0]
 		cmd.Dir = st.Dir
-		cmd.Env = nil
 		for _, k := range order {
 			cmd.Env = append(cmd.Env, k+"="+env[k])
 		}
 		cmd.Env = append(cmd.Env, "SLURM_PROCID="+strconv.Itoa(task), "SLURM_LOCALID="+strconv.Itoa(i))
-		var w io.Writer = &lockedWriter{w: sink, mu: &mu}
-		var flush func()
-		if label {
-			ll := &lineLabel{w: sink, mu: &mu, prefix: fmt.Sprintf("%d: ", task)}
-			w, flush = ll, ll.flush
+		if task == 0 && st.Attach {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				codes[i] = runAttachedTask(ctx, c, ref, rank, st, cmd, h, errs)
+			}(i)
+			continue
 		}
-		cmd.Stdout, cmd.Stderr = w, w
+		var ow, ew io.Writer = &lockedWriter{w: out, mu: &mu}, &lockedWriter{w: errs, mu: &mu}
+		var flushers []func()
+		if label {
+			lo := &lineLabel{w: out, mu: &mu, prefix: fmt.Sprintf("%d: ", task)}
+			le := &lineLabel{w: errs, mu: &mu, prefix: fmt.Sprintf("%d: ", task)}
+			ow, ew, flushers = lo, le, []func(){lo.flush, le.flush}
+		}
+		cmd.Stdout, cmd.Stderr = ow, ew
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		if err := cmd.Start(); err != nil {
-			fmt.Fprintf(sink, "slurmstepd: error: execve(): %s: %v\n", st.Argv[0], err)
+			fmt.Fprintf(errs, "slurmstepd: error: execve(): %s: %v\n", st.Argv[0], err)
 			codes[i] = 2
 			continue
 		}
+		h.add(cmd.Process)
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
 			codes[i] = exitCodeOf(cmd.Wait())
-			if flush != nil {
-				flush()
+			for _, f := range flushers {
+				f()
 			}
 		}(i)
 	}
+	// The host's own end (the job stops) stops the tasks too: they are in
+	// process groups of their own.
+	stepDone := make(chan struct{})
+	go func() {
+		select {
+		case <-stepDone:
+		case <-ctx.Done():
+			h.signal(syscall.SIGTERM)
+			select {
+			case <-stepDone:
+			case <-time.After(2 * time.Second):
+				h.signal(syscall.SIGKILL)
+			}
+		}
+	}()
+	// The step's end stops its tasks' processes left behind (a
+	// background child), as slurmstepd does.
 	wg.Wait()
-	close(stopFlush)
-	<-flushed
+	close(stepDone)
+	h.signal(syscall.SIGKILL)
 	worst := 0
 	for _, c := range codes {
 		worst = max(worst, c)
 	}
-	for i := 0; i < 5; i++ {
-		if err := c.StepExit(context.WithoutCancel(ctx), ref, st.ID, rank, worst); err == nil || errors.Is(err, client.ErrNotFound) {
-			return
+	outTotal, errTotal := out.close(), errs.close()
+	x := api.StepExit{Code: worst, Out: outTotal, Err: errTotal}
+	for try := 0; ; try++ {
+		err := c.StepExit(context.WithoutCancel(ctx), ref, st.ID, rank, x)
+		var apiErr *client.APIError
+		if err == nil || errors.As(err, &apiErr) && apiErr.Status/100 == 4 || ctx.Err() != nil || try > 600 {
+			break
 		}
-		time.Sleep(200 * time.Millisecond)
+		select { // the server is away: it comes back
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+		}
 	}
+	out.wait()
+	errs.wait()
 }
 
 func cutEnv(kv string) (string, string, bool) {

@@ -33,6 +33,7 @@ var (
 	ErrNotFound     = errors.New("server: not found")
 	ErrInvalid      = errors.New("server: invalid request")
 	ErrUnauthorized = errors.New("server: unauthorized")
+	ErrForbidden    = errors.New("server: forbidden")
 )
 
 // Config is what a server needs.
@@ -185,6 +186,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err := s.load(ctx); err != nil {
 		return nil, err
 	}
+	if err := s.loadSteps(ctx); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -266,6 +270,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET "+v+"/runs/{ref}/steps/{id}", s.auth(s.handleStepStatus))
 	mux.HandleFunc("POST "+v+"/runs/{ref}/steps/{id}/output", s.auth(s.handleStepOutput))
 	mux.HandleFunc("POST "+v+"/runs/{ref}/steps/{id}/exit", s.auth(s.handleStepExit))
+	mux.HandleFunc("POST "+v+"/runs/{ref}/steps/{id}/signal", s.auth(s.handleStepSignal))
+	mux.HandleFunc("GET "+v+"/runs/{ref}/steps/{id}/attach", s.auth(s.handleStepAttach))
+	mux.HandleFunc("GET "+v+"/steps", s.auth(s.handleListSteps))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("ok\n"))
 	})
@@ -317,6 +324,8 @@ func writeError(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, ErrUnauthorized):
 		status = http.StatusUnauthorized
+	case errors.Is(err, ErrForbidden):
+		status = http.StatusForbidden
 	case errors.Is(err, ErrNotFound), errors.Is(err, store.ErrNotFound):
 		status = http.StatusNotFound
 	case errors.Is(err, ErrInvalid):

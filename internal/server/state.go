@@ -600,6 +600,9 @@ func (s *Server) finalRun(rs *runState, now time.Time) {
 	s.countActive(rs, -1)
 	s.changedLocked(rs.rec.ID, rs.rec.ArrayID)
 	s.endedLocked(rs)
+	if steps := s.steps.endRun(rs.rec.ID, now); len(steps) > 0 {
+		s.enqueue(&store.Batch{Steps: steps})
+	}
 }
 
 // exitStatus maps a shim's report onto a job's final state.

@@ -2,9 +2,12 @@ package server
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -12,52 +15,116 @@ import (
 	"time"
 
 	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/slurm"
 	"github.com/berth-hq/berth/internal/store"
 )
 
-// The step relay: srun inside a multi-node allocation posts a step; the
-// step hosts of the run's other nodes (`berth step-host`) long-poll for
-// the steps of their rank, run them, and post their output and exit
-// status back; srun reads them. The relay is in memory only: a server
-// restart loses the running steps (srun then fails with a clear error,
-// and the step hosts, seeing a new epoch, wait for new steps). Steps are
-// dropped when their run ends; each rank's output is capped.
+// The step relay: srun inside an allocation posts a step; the step hosts
+// of the run's nodes (`berth step-host`) long-poll for the steps and
+// signals of their rank, run their tasks, and post output and exits back;
+// srun reads them and forwards its signals. Every step is recorded in the
+// store (sacct's JOBID.STEPID rows) and reloaded after a restart.
+//
+// Output is acknowledged: the server keeps a rank's output from what srun
+// has read on, and tells the step host how far srun has read; the step
+// host forgets only that, and stops its tasks' output (a full pipe) while
+// srun is behind by more than its bound. After a restart the server knows
+// nothing of the output (Have -1): the hosts send again what srun has not
+// read, so that no output is lost or doubled.
+//
+// Lock order: s.mu before r.mu, never the other way round.
 
 const (
-	// stepOutputCap bounds what one rank of a step keeps of its output.
-	stepOutputCap = 1 << 20
-	// maxStepsPerRun bounds the steps a run keeps (ended ones go first).
+	// maxStepsPerRun bounds the steps a run keeps in memory (ended ones
+	// go first; the store keeps them all).
 	maxStepsPerRun = 64
 	// stepPollWait is how long a poll waits for something new.
 	stepPollWait = 25 * time.Second
+	// maxStepSignals bounds the signals a run keeps for its hosts.
+	maxStepSignals = 256
 )
 
-const stepTruncated = "\n[berth: step output truncated: over 1 MiB on this node]\n"
-
 type stepRelay struct {
-	mu    sync.Mutex
-	epoch string
-	runs  map[int64]*runSteps
+	mu     sync.Mutex
+	runs   map[int64]*runSteps
+	attach map[attachKey]*attachEnd
 }
 
 type runSteps struct {
-	nodes   int
 	next    int
 	steps   map[int]*relayStep
 	order   []int
+	signals []api.StepSignal
+	sigSeq  int64
 	changed chan struct{} // closed and replaced on every change
 }
 
 type relayStep struct {
+	rec   store.Step
 	req   api.StepRequest
-	ranks map[int]*stepRank
+	ranks map[int]*stepRank // every node of the step (Nodes)
 }
 
+// stepRank is one node's part of a step: its two streams and its exit.
 type stepRank struct {
-	out       []byte
-	truncated bool
-	exited    bool
-	code      int
+	out, err stepStream
+	exited   bool
+	exit     api.StepExit
+}
+
+// stepStream is a rank's stdout or stderr as the server holds it: the
+// bytes from base on (known: false until the host tells after a restart)
+// and how far srun has read.
+type stepStream struct {
+	known bool
+	base  int64
+	buf   []byte
+	read  int64
+}
+
+func (st *stepStream) have() int64 {
+	if !st.known {
+		return -1
+	}
+	return st.base + int64(len(st.buf))
+}
+
+// put takes data at offset `at` (fromStart: `at` is the oldest byte the
+// host still keeps), skipping what the server has, and answers how far it
+// holds the stream now.
+func (st *stepStream) put(at int64, data []byte, fromStart bool) {
+	if !st.known {
+		if !fromStart {
+			return
+		}
+		st.known, st.base, st.buf = true, at, nil
+		st.read = max(st.read, at)
+	}
+	have := st.have()
+	if at > have || at+int64(len(data)) <= have {
+		return
+	}
+	st.buf = append(st.buf, data[have-at:]...)
+}
+
+// from is the stream's bytes from offset off, after forgetting what srun
+// has read before it.
+func (st *stepStream) from(off int64) []byte {
+	if !st.known {
+		st.read = max(st.read, off)
+		return nil
+	}
+	if off > st.read {
+		st.read = off
+	}
+	if cut := min(st.read, st.have()) - st.base; cut > 0 {
+		st.buf = append(st.buf[:0:0], st.buf[cut:]...)
+		st.base += cut
+	}
+	if off < st.base || off >= st.have() {
+		return nil
+	}
+	return append([]byte(nil), st.buf[off-st.base:]...)
 }
 
 func (rs *runSteps) notify() {
@@ -65,179 +132,343 @@ func (rs *runSteps) notify() {
 	rs.changed = make(chan struct{})
 }
 
-func (r *stepRelay) init() {
+func (r *stepRelay) run(id int64) *runSteps {
 	if r.runs == nil {
 		r.runs = map[int64]*runSteps{}
-		r.epoch = strconv.FormatInt(time.Now().UnixNano(), 36)
 	}
+	rs := r.runs[id]
+	if rs == nil {
+		rs = &runSteps{steps: map[int]*relayStep{}, changed: make(chan struct{})}
+		r.runs[id] = rs
+	}
+	return rs
 }
 
-// sweep drops the steps of runs that are no longer active, waking their
-// pollers.
-func (r *stepRelay) sweep(active func(int64) bool) {
+// load restores the steps of the active runs from the store (at start):
+// their numbering, and the unfinished ones with their exits so far. Their
+// output is unknown until the hosts send it again. A step of a run that
+// ended while the server was down is closed as stopped.
+func (r *stepRelay) load(steps []*store.Step, active func(int64) bool, now time.Time) []*store.Step {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for id, rs := range r.runs {
-		if !active(id) {
-			rs.notify()
-			delete(r.runs, id)
+	var closed []*store.Step
+	for _, p := range steps {
+		if !active(p.RunID) {
+			if p.Status == "running" {
+				p.Status, p.FinishedAt = "stopped", now
+				closed = append(closed, p)
+			}
+			continue
 		}
+		rs := r.run(p.RunID)
+		rs.next = max(rs.next, p.StepID+1)
+		if p.Status != "running" {
+			continue
+		}
+		st := &relayStep{rec: *p, ranks: map[int]*stepRank{}}
+		_ = json.Unmarshal(p.Argv, &st.req.Argv)
+		var nodes []int
+		_ = json.Unmarshal(p.Ranks, &nodes)
+		exits := map[int]api.StepExit{}
+		_ = json.Unmarshal(p.Exits, &exits)
+		st.req.Nodes, st.req.Ranks, st.req.NTasks, st.req.PTY = nodes, nodes, p.NTasks, p.PTY
+		for _, k := range nodes {
+			rk := &stepRank{}
+			if x, ok := exits[k]; ok {
+				rk.exited, rk.exit = true, x
+			}
+			st.ranks[k] = rk
+		}
+		rs.steps[p.StepID] = st
+		rs.order = append(rs.order, p.StepID)
 	}
+	for _, rs := range r.runs {
+		sort.Ints(rs.order)
+	}
+	return closed
 }
 
-// add records a step for a run of n nodes and returns its ID.
-func (r *stepRelay) add(run int64, n int, req api.StepRequest) (int, error) {
+// endRun closes a run's unfinished steps as stopped, wakes its pollers and
+// forgets it; it returns the records to store.
+func (r *stepRelay) endRun(id int64, now time.Time) []*store.Step {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rs := r.runs[id]
+	if rs == nil {
+		return nil
+	}
+	var out []*store.Step
+	for _, sid := range rs.order {
+		st := rs.steps[sid]
+		if st.rec.Status == "running" {
+			st.rec.Status, st.rec.FinishedAt = "stopped", now
+			out = append(out, st.record())
+		}
+	}
+	rs.notify()
+	delete(r.runs, id)
+	return out
+}
+
+// record is a copy of the step's store record with its exits so far.
+func (st *relayStep) record() *store.Step {
+	p := st.rec
+	exits := map[int]api.StepExit{}
+	for k, rk := range st.ranks {
+		if rk.exited {
+			exits[k] = rk.exit
+		}
+	}
+	p.Exits, _ = json.Marshal(exits)
+	return &p
+}
+
+// stepNodes fills a request's nodes and ranks and checks them against a
+// run of n nodes.
+func stepNodes(req *api.StepRequest, n int) error {
 	if len(req.Argv) == 0 {
-		return 0, fmt.Errorf("%w: a step needs argv", ErrInvalid)
+		return fmt.Errorf("%w: a step needs argv", ErrInvalid)
+	}
+	if len(req.Nodes) == 0 {
+		for k := 0; k < n; k++ {
+			req.Nodes = append(req.Nodes, k)
+		}
+	}
+	in := map[int]bool{}
+	for _, k := range req.Nodes {
+		if k < 0 || k >= n || in[k] {
+			return fmt.Errorf("%w: node rank %d: the run has %d nodes", ErrInvalid, k, n)
+		}
+		in[k] = true
 	}
 	if len(req.Ranks) == 0 {
-		for k := 0; k < n; k++ {
-			req.Ranks = append(req.Ranks, k)
+		for _, k := range req.Nodes {
+			if !hasRank(req.Here, k) {
+				req.Ranks = append(req.Ranks, k)
+			}
 		}
 	}
 	seen := map[int]bool{}
 	for _, k := range req.Ranks {
-		if k < 0 || k >= n || seen[k] {
-			return 0, fmt.Errorf("%w: rank %d: the run has %d nodes", ErrInvalid, k, n)
+		if !in[k] || seen[k] {
+			return fmt.Errorf("%w: rank %d is not one of the step's nodes %v", ErrInvalid, k, req.Nodes)
 		}
 		seen[k] = true
 	}
 	sort.Ints(req.Ranks)
+	if req.NTasks <= 0 {
+		req.NTasks = len(req.Nodes)
+	}
+	if req.PTY {
+		req.Attach = true
+	}
+	return nil
+}
+
+// add records a step of a run and returns it; the caller stores it.
+func (r *stepRelay) add(run int64, req api.StepRequest, hosts []string, now time.Time) *relayStep {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.init()
-	rs := r.runs[run]
-	if rs == nil {
-		rs = &runSteps{nodes: n, steps: map[int]*relayStep{}, changed: make(chan struct{})}
-		r.runs[run] = rs
+	rs := r.run(run)
+	var names []string
+	for _, k := range req.Nodes {
+		if k < len(hosts) {
+			names = append(names, hosts[k])
+		}
 	}
-	st := &relayStep{req: req, ranks: map[int]*stepRank{}}
-	for _, k := range req.Ranks {
-		st.ranks[k] = &stepRank{}
+	name := req.Name
+	if name == "" {
+		name = filepath.Base(req.Argv[0])
 	}
-	id := rs.next
+	argv, _ := json.Marshal(req.Argv)
+	nodes, _ := json.Marshal(req.Nodes)
+	st := &relayStep{req: req, ranks: map[int]*stepRank{}, rec: store.Step{
+		RunID: run, StepID: rs.next, Name: name, Argv: argv, Ranks: nodes, NTasks: req.NTasks,
+		NodeList: slurm.CompressHostlist(names), PTY: req.PTY, Status: "running", StartedAt: now,
+	}}
+	for _, k := range req.Nodes {
+		st.ranks[k] = &stepRank{out: stepStream{known: true}, err: stepStream{known: true}}
+	}
 	rs.next++
-	rs.steps[id] = st
-	rs.order = append(rs.order, id)
-	// Over the bound: drop the oldest ended steps, then the oldest.
+	rs.steps[st.rec.StepID] = st
+	rs.order = append(rs.order, st.rec.StepID)
+	// Over the bound: drop the oldest ended steps from memory.
 	for len(rs.order) > maxStepsPerRun {
-		drop := 0
+		drop := -1
 		for i, old := range rs.order {
-			if rs.steps[old].ended() {
+			if rs.steps[old].rec.Status != "running" {
 				drop = i
 				break
 			}
+		}
+		if drop < 0 {
+			break
 		}
 		delete(rs.steps, rs.order[drop])
 		rs.order = append(rs.order[:drop], rs.order[drop+1:]...)
 	}
 	rs.notify()
-	return id, nil
+	return st
 }
 
-func (st *relayStep) ended() bool {
-	for _, rk := range st.ranks {
-		if !rk.exited {
-			return false
-		}
-	}
-	return true
-}
-
-// next is the first step after `after` for rank (epoch: the one the
-// caller knows; another one means it starts over), or the channel to wait
-// on.
-func (r *stepRelay) next(run int64, rank, after int, epoch string) (*api.StepAssignment, <-chan struct{}) {
+// work is what a rank's host has to do after step `after` and signal
+// `sigAfter`, or the channel to wait on when nothing.
+func (r *stepRelay) work(run int64, rank, after int, sigAfter int64) (*api.StepWork, <-chan struct{}) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.init()
-	if epoch != r.epoch {
-		after = -1
-	}
-	rs := r.runs[run]
-	if rs == nil {
-		rs = &runSteps{steps: map[int]*relayStep{}, changed: make(chan struct{})}
-		r.runs[run] = rs
-	}
+	rs := r.run(run)
+	w := &api.StepWork{}
 	for _, id := range rs.order {
 		st := rs.steps[id]
-		if id <= after || st.ranks[rank] == nil {
+		if id <= after || !hasRank(st.req.Ranks, rank) || st.rec.Status != "running" {
 			continue
 		}
-		return &api.StepAssignment{ID: id, Epoch: r.epoch, Argv: st.req.Argv, Env: st.req.Env, Dir: st.req.Dir, Ranks: st.req.Ranks}, nil
+		q := st.req
+		w.Steps = append(w.Steps, api.StepAssignment{ID: id, Argv: q.Argv, Env: q.Env, Dir: q.Dir, Nodes: q.Nodes, Ranks: q.Ranks,
+			NTasks: q.NTasks, PTY: q.PTY, Attach: q.Attach, Rows: q.Rows, Cols: q.Cols})
 	}
-	return nil, rs.changed
+	for _, sg := range rs.signals {
+		if sg.Seq > sigAfter {
+			if st := rs.steps[sg.Step]; st != nil && hasRank(st.req.Ranks, rank) {
+				w.Signals = append(w.Signals, sg)
+			}
+		}
+	}
+	if len(w.Steps) == 0 && len(w.Signals) == 0 {
+		return nil, rs.changed
+	}
+	return w, nil
 }
 
-func (r *stepRelay) rankOf(run int64, id, rank int) (*runSteps, *stepRank, error) {
+func hasRank(ranks []int, k int) bool {
+	for _, r := range ranks {
+		if r == k {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *stepRelay) stepOf(run int64, id int) (*runSteps, *relayStep, error) {
 	rs := r.runs[run]
 	if rs == nil || rs.steps[id] == nil {
-		return nil, nil, fmt.Errorf("%w: step %d.%d: no such step (the run ended, or the server restarted and lost its running steps)", ErrNotFound, run, id)
+		return nil, nil, fmt.Errorf("%w: step %d.%d: no such running step", ErrNotFound, run, id)
 	}
-	rk := rs.steps[id].ranks[rank]
-	if rk == nil {
-		return nil, nil, fmt.Errorf("%w: step %d.%d does not run on node rank %d", ErrInvalid, run, id, rank)
-	}
-	return rs, rk, nil
+	return rs, rs.steps[id], nil
 }
 
-// output appends to a rank's output, up to the cap.
-func (r *stepRelay) output(run int64, id, rank int, data []byte) error {
+func (r *stepRelay) rankOf(run int64, id, rank int) (*runSteps, *relayStep, *stepRank, error) {
+	rs, st, err := r.stepOf(run, id)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	rk := st.ranks[rank]
+	if rk == nil {
+		return nil, nil, nil, fmt.Errorf("%w: step %d.%d does not run on node rank %d", ErrInvalid, run, id, rank)
+	}
+	return rs, st, rk, nil
+}
+
+// output takes a rank's output of one stream (fd 1 or 2) at an offset and
+// answers the acknowledgement, or the channel to wait on for srun to read
+// when the caller asked to wait and nothing has changed.
+func (r *stepRelay) output(run int64, id, rank, fd int, at int64, data []byte, fromStart bool) (api.StepAck, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	rs, rk, err := r.rankOf(run, id, rank)
+	rs, _, rk, err := r.rankOf(run, id, rank)
+	if err != nil {
+		return api.StepAck{}, err
+	}
+	st := &rk.out
+	if fd == 2 {
+		st = &rk.err
+	}
+	before := st.have()
+	st.put(at, data, fromStart)
+	if st.have() != before {
+		rs.notify()
+	}
+	return api.StepAck{Have: st.have(), Read: st.read}, nil
+}
+
+// readCh is the channel that changes when anything of the run changes.
+func (r *stepRelay) changedCh(run int64) <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.run(run).changed
+}
+
+// exit records a rank's end; when every node of the step has ended, the
+// step has too. It returns the record to store.
+func (r *stepRelay) exit(run int64, id, rank int, x api.StepExit, now time.Time) (*store.Step, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rs, st, rk, err := r.rankOf(run, id, rank)
+	if err != nil {
+		return nil, err
+	}
+	if rk.exited {
+		return nil, nil
+	}
+	rk.exited, rk.exit = true, x
+	worst, all := 0, true
+	for _, o := range st.ranks {
+		all = all && o.exited
+		worst = max(worst, o.exit.Code)
+	}
+	if all {
+		st.rec.ExitCode = &worst
+		st.rec.Status, st.rec.FinishedAt = "done", now
+		if worst != 0 {
+			st.rec.Status = "failed"
+		}
+	}
+	rs.notify()
+	return st.record(), nil
+}
+
+// signal queues a signal for the hosts of a step.
+func (r *stepRelay) signal(run int64, id, sig int) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rs, _, err := r.stepOf(run, id)
 	if err != nil {
 		return err
 	}
-	if len(data) == 0 || rk.truncated {
-		return nil
-	}
-	if room := stepOutputCap - len(rk.out); len(data) > room {
-		rk.out = append(rk.out, data[:room]...)
-		rk.out = append(rk.out, stepTruncated...)
-		rk.truncated = true
-	} else {
-		rk.out = append(rk.out, data...)
+	rs.sigSeq++
+	rs.signals = append(rs.signals, api.StepSignal{Seq: rs.sigSeq, Step: id, Signal: sig})
+	if len(rs.signals) > maxStepSignals {
+		rs.signals = rs.signals[len(rs.signals)-maxStepSignals:]
 	}
 	rs.notify()
 	return nil
 }
 
-func (r *stepRelay) exit(run int64, id, rank, code int) error {
+// status is a step's output from the offsets (by rank, stdout and
+// stderr) and its exits, and whether there is anything new; or the
+// channel to wait on.
+func (r *stepRelay) status(run int64, id int, from, errFrom map[int]int64) (*api.StepStatus, bool, <-chan struct{}, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	rs, rk, err := r.rankOf(run, id, rank)
+	rs, st, err := r.stepOf(run, id)
 	if err != nil {
-		return err
+		return nil, false, nil, err
 	}
-	if !rk.exited {
-		rk.exited, rk.code = true, code
-		rs.notify()
-	}
-	return nil
-}
-
-// status is a step's output from the offsets (by rank) and its exits, or
-// the channel to wait on when there is nothing new.
-func (r *stepRelay) status(run int64, id int, from map[int]int64) (*api.StepStatus, bool, <-chan struct{}, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	rs := r.runs[run]
-	if rs == nil || rs.steps[id] == nil {
-		return nil, false, nil, fmt.Errorf("%w: step %d.%d: no such step (the run ended, or the server restarted and lost its running steps)", ErrNotFound, run, id)
-	}
-	st := rs.steps[id]
 	out := &api.StepStatus{ID: id}
 	news, done := false, true
 	for _, k := range st.req.Ranks {
 		rk := st.ranks[k]
-		off := min(max(from[k], 0), int64(len(rk.out)))
-		ro := api.StepRankOutput{Rank: k, Next: int64(len(rk.out)), Exited: rk.exited, Code: rk.code}
-		if off < int64(len(rk.out)) {
-			ro.Data = append([]byte(nil), rk.out[off:]...)
-			news = true
+		ro := api.StepRankOutput{Rank: k, Next: max(from[k], 0), ErrNext: max(errFrom[k], 0)}
+		if d := rk.out.from(ro.Next); len(d) > 0 {
+			ro.Data, ro.Next, news = d, ro.Next+int64(len(d)), true
 		}
-		if !rk.exited {
+		if d := rk.err.from(ro.ErrNext); len(d) > 0 {
+			ro.Err, ro.ErrNext, news = d, ro.ErrNext+int64(len(d)), true
+		}
+		// The exit counts once all of the rank's output is through.
+		if rk.exited && ro.Next >= rk.exit.Out && ro.ErrNext >= rk.exit.Err {
+			ro.Exited, ro.Code = true, rk.exit.Code
+		} else {
 			done = false
 		}
 		out.Ranks = append(out.Ranks, ro)
@@ -245,27 +476,39 @@ func (r *stepRelay) status(run int64, id int, from map[int]int64) (*api.StepStat
 	return out, news || done, rs.changed, nil
 }
 
-// activeRun is the ID and node count of an active run by reference.
-func (s *Server) activeRun(ctx context.Context, ref string) (int64, int, error) {
+// activeRun is the ID, owner check and node names of an active run by
+// reference: a user works on the steps of their own runs (an admin on
+// any).
+func (s *Server) activeRun(ctx context.Context, ref string, u *store.User) (int64, []string, error) {
 	id, err := strconv.ParseInt(ref, 10, 64)
 	if err != nil {
 		run, ferr := s.findRun(ctx, ref)
 		if ferr != nil {
-			return 0, 0, ferr
+			return 0, nil, ferr
 		}
 		id = run.ID
 	}
 	s.mu.Lock()
 	rs, ok := s.runs[id]
-	n := 0
+	var hosts []string
+	owner := int64(0)
 	if ok {
-		n = len(rs.jobs)
+		owner = rs.rec.UserID
+		hosts = make([]string, len(rs.jobs))
+		for _, js := range rs.jobs {
+			if js.rec.Num < len(hosts) {
+				hosts[js.rec.Num] = js.rec.Node
+			}
+		}
 	}
 	s.mu.Unlock()
 	if !ok {
-		return 0, 0, fmt.Errorf("%w: run %s is not active: it has no steps", ErrNotFound, ref)
+		return 0, nil, fmt.Errorf("%w: run %s is not active: it has no steps", ErrNotFound, ref)
 	}
-	return id, n, nil
+	if u != nil && !u.Admin && u.ID != owner {
+		return 0, nil, fmt.Errorf("%w: run %s is another user's", ErrForbidden, ref)
+	}
+	return id, hosts, nil
 }
 
 func (s *Server) runActive(id int64) bool {
@@ -275,27 +518,62 @@ func (s *Server) runActive(id int64) bool {
 	return ok
 }
 
-func (s *Server) handleStepCreate(w http.ResponseWriter, r *http.Request, _ *store.User) {
+// storeSteps makes step records durable, in the order of the calls.
+func (s *Server) storeSteps(steps ...*store.Step) error {
+	if len(steps) == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	done := s.enqueue(&store.Batch{Steps: steps})
+	s.mu.Unlock()
+	return <-done
+}
+
+// loadSteps restores the active runs' steps (at start).
+func (s *Server) loadSteps(ctx context.Context) error {
+	s.mu.Lock()
+	ids := make([]int64, 0, len(s.runs))
+	for id := range s.runs {
+		ids = append(ids, id)
+	}
+	s.mu.Unlock()
+	steps, err := s.store.ListSteps(ctx, ids)
+	if err != nil {
+		return err
+	}
+	closed := s.steps.load(steps, s.runActive, s.clock.Now())
+	return s.store.Apply(ctx, &store.Batch{Steps: closed})
+}
+
+func (s *Server) handleStepCreate(w http.ResponseWriter, r *http.Request, u *store.User) {
 	var req api.StepRequest
 	if err := decode(r, &req); err != nil {
 		writeError(w, err)
 		return
 	}
-	run, n, err := s.activeRun(r.Context(), r.PathValue("ref"))
+	run, hosts, err := s.activeRun(r.Context(), r.PathValue("ref"), u)
+	if err == nil {
+		err = stepNodes(&req, len(hosts))
+	}
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	s.steps.sweep(s.runActive)
-	id, err := s.steps.add(run, n, req)
-	if err != nil {
+	// Under s.mu, so that a run ending now closes this step too.
+	s.mu.Lock()
+	if _, ok := s.runs[run]; !ok {
+		s.mu.Unlock()
+		writeError(w, fmt.Errorf("%w: run %d has ended", ErrNotFound, run))
+		return
+	}
+	st := s.steps.add(run, req, hosts, s.clock.Now())
+	done := s.enqueue(&store.Batch{Steps: []*store.Step{st.record()}})
+	s.mu.Unlock()
+	if err := <-done; err != nil {
 		writeError(w, err)
 		return
 	}
-	s.steps.mu.Lock()
-	epoch := s.steps.epoch
-	s.steps.mu.Unlock()
-	writeJSON(w, http.StatusOK, api.StepCreated{ID: id, Epoch: epoch})
+	writeJSON(w, http.StatusOK, api.StepCreated{ID: st.rec.StepID})
 }
 
 func intParam(r *http.Request, name string, def int) (int, error) {
@@ -310,12 +588,16 @@ func intParam(r *http.Request, name string, def int) (int, error) {
 	return n, nil
 }
 
-// handleStepNext long-polls for the next step of a rank: 200 with it, 204
-// when none came in time, 410 once the run has ended.
-func (s *Server) handleStepNext(w http.ResponseWriter, r *http.Request, _ *store.User) {
-	run, _, err := s.activeRun(r.Context(), r.PathValue("ref"))
+// handleStepNext long-polls for a rank's work: 200 with new steps and
+// signals, 204 when none came in time, 410 once the run has ended.
+func (s *Server) handleStepNext(w http.ResponseWriter, r *http.Request, u *store.User) {
+	run, _, err := s.activeRun(r.Context(), r.PathValue("ref"), u)
 	if err != nil {
-		writeJSON(w, http.StatusGone, api.Error{Error: err.Error()})
+		if errors.Is(err, ErrNotFound) || errors.Is(err, store.ErrNotFound) {
+			writeJSON(w, http.StatusGone, api.Error{Error: err.Error()})
+			return
+		}
+		writeError(w, err)
 		return
 	}
 	rank, err := intParam(r, "rank", -1)
@@ -331,13 +613,17 @@ func (s *Server) handleStepNext(w http.ResponseWriter, r *http.Request, _ *store
 		writeError(w, err)
 		return
 	}
-	epoch := r.URL.Query().Get("epoch")
+	sigAfter, err := intParam(r, "sig", 0)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
 	timer := time.NewTimer(s.stepWait())
 	defer timer.Stop()
 	for {
-		st, wait := s.steps.next(run, rank, after, epoch)
-		if st != nil {
-			writeJSON(w, http.StatusOK, st)
+		work, wait := s.steps.work(run, rank, after, int64(sigAfter))
+		if work != nil {
+			writeJSON(w, http.StatusOK, work)
 			return
 		}
 		select {
@@ -347,7 +633,6 @@ func (s *Server) handleStepNext(w http.ResponseWriter, r *http.Request, _ *store
 				return
 			}
 		case <-timer.C:
-			s.steps.sweep(s.runActive)
 			if !s.runActive(run) {
 				writeJSON(w, http.StatusGone, api.Error{Error: fmt.Sprintf("run %d has ended", run)})
 				return
@@ -368,11 +653,9 @@ func (s *Server) stepWait() time.Duration {
 	return stepPollWait
 }
 
-func (s *Server) stepRankParams(w http.ResponseWriter, r *http.Request) (int64, int, int, bool) {
-	run, err := strconv.ParseInt(r.PathValue("ref"), 10, 64)
-	if err != nil {
-		run, _, err = s.activeRun(r.Context(), r.PathValue("ref"))
-	}
+// stepParams are a step request's run, step ID and (with rank) node rank.
+func (s *Server) stepParams(w http.ResponseWriter, r *http.Request, u *store.User, needRank bool) (int64, int, int, bool) {
+	run, _, err := s.activeRun(r.Context(), r.PathValue("ref"), u)
 	if err != nil {
 		writeError(w, err)
 		return 0, 0, 0, false
@@ -383,7 +666,7 @@ func (s *Server) stepRankParams(w http.ResponseWriter, r *http.Request) (int64, 
 		return 0, 0, 0, false
 	}
 	rank, err := intParam(r, "rank", -1)
-	if err == nil && rank < 0 {
+	if err == nil && rank < 0 && needRank {
 		err = fmt.Errorf("%w: rank is required", ErrInvalid)
 	}
 	if err != nil {
@@ -393,25 +676,63 @@ func (s *Server) stepRankParams(w http.ResponseWriter, r *http.Request) (int64, 
 	return run, id, rank, true
 }
 
-func (s *Server) handleStepOutput(w http.ResponseWriter, r *http.Request, _ *store.User) {
-	run, id, rank, ok := s.stepRankParams(w, r)
+// handleStepOutput takes a rank's output (fd=1|2, at=OFFSET, start=1 when
+// the host sends from the oldest byte it kept) and answers what the
+// server has and srun has read. With wait=1 and nothing new to take, it
+// waits up to a poll's time for srun to read.
+func (s *Server) handleStepOutput(w http.ResponseWriter, r *http.Request, u *store.User) {
+	run, id, rank, ok := s.stepParams(w, r, u, true)
 	if !ok {
 		return
 	}
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 4<<20))
+	q := r.URL.Query()
+	fd, err := intParam(r, "fd", 1)
+	if err == nil && fd != 1 && fd != 2 {
+		err = fmt.Errorf("%w: fd=%d: want 1 or 2", ErrInvalid, fd)
+	}
+	var at int64
+	if err == nil {
+		if at, err = strconv.ParseInt(q.Get("at"), 10, 64); err != nil {
+			err = fmt.Errorf("%w: at=%q: want the offset of the data", ErrInvalid, q.Get("at"))
+		}
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 8<<20))
 	if err != nil {
 		writeError(w, fmt.Errorf("%w: output: %v", ErrInvalid, err))
 		return
 	}
-	if err := s.steps.output(run, id, rank, data); err != nil {
+	ack, err := s.steps.output(run, id, rank, fd, at, data, q.Get("start") == "1")
+	if err != nil {
 		writeError(w, err)
 		return
 	}
-	w.WriteHeader(http.StatusNoContent)
+	if q.Get("wait") == "1" && len(data) == 0 && ack.Have >= 0 && ack.Read < ack.Have {
+		timer := time.NewTimer(s.stepWait())
+		defer timer.Stop()
+		for ack.Read < ack.Have {
+			select {
+			case <-s.steps.changedCh(run):
+			case <-timer.C:
+				writeJSON(w, http.StatusOK, ack)
+				return
+			case <-r.Context().Done():
+				return
+			}
+			if ack, err = s.steps.output(run, id, rank, fd, at, nil, false); err != nil {
+				writeError(w, err)
+				return
+			}
+		}
+	}
+	writeJSON(w, http.StatusOK, ack)
 }
 
-func (s *Server) handleStepExit(w http.ResponseWriter, r *http.Request, _ *store.User) {
-	run, id, rank, ok := s.stepRankParams(w, r)
+func (s *Server) handleStepExit(w http.ResponseWriter, r *http.Request, u *store.User) {
+	run, id, rank, ok := s.stepParams(w, r, u, true)
 	if !ok {
 		return
 	}
@@ -420,42 +741,80 @@ func (s *Server) handleStepExit(w http.ResponseWriter, r *http.Request, _ *store
 		writeError(w, err)
 		return
 	}
-	if err := s.steps.exit(run, id, rank, req.Code); err != nil {
+	s.mu.Lock()
+	rec, err := s.steps.exit(run, id, rank, req, s.clock.Now())
+	var done <-chan error
+	if rec != nil {
+		done = s.enqueue(&store.Batch{Steps: []*store.Step{rec}})
+	}
+	s.mu.Unlock()
+	if err == nil && done != nil {
+		err = <-done
+	}
+	if err != nil {
 		writeError(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// handleStepStatus answers a step's new output (from=RANK:OFFSET,…) and
-// exits, waiting up to a poll's time for something new (wait=0: not at
-// all).
-func (s *Server) handleStepStatus(w http.ResponseWriter, r *http.Request, _ *store.User) {
-	run, err := strconv.ParseInt(r.PathValue("ref"), 10, 64)
-	if err != nil {
-		run, _, err = s.activeRun(r.Context(), r.PathValue("ref"))
+// handleStepSignal forwards a signal to a step's tasks on the hosts.
+func (s *Server) handleStepSignal(w http.ResponseWriter, r *http.Request, u *store.User) {
+	run, id, _, ok := s.stepParams(w, r, u, false)
+	if !ok {
+		return
 	}
+	var req api.StepSignalRequest
+	if err := decode(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if req.Signal <= 0 || req.Signal > 64 {
+		writeError(w, fmt.Errorf("%w: signal %d", ErrInvalid, req.Signal))
+		return
+	}
+	if err := s.steps.signal(run, id, req.Signal); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// offsets reads RANK:OFFSET,… from a query parameter.
+func offsets(v string) (map[int]int64, error) {
+	from := map[int]int64{}
+	if v == "" {
+		return from, nil
+	}
+	for _, part := range strings.Split(v, ",") {
+		k, o, ok := strings.Cut(part, ":")
+		rank, err1 := strconv.Atoi(k)
+		off, err2 := strconv.ParseInt(o, 10, 64)
+		if !ok || err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("%w: %q: want RANK:OFFSET,…", ErrInvalid, v)
+		}
+		from[rank] = off
+	}
+	return from, nil
+}
+
+// handleStepStatus answers a step's new output (from=RANK:OFFSET,… for
+// stdout, errfrom= for stderr) and exits, waiting up to a poll's time for
+// something new (wait=0: not at all).
+func (s *Server) handleStepStatus(w http.ResponseWriter, r *http.Request, u *store.User) {
+	run, id, _, ok := s.stepParams(w, r, u, false)
+	if !ok {
+		return
+	}
+	from, err := offsets(r.URL.Query().Get("from"))
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	id, err := strconv.Atoi(r.PathValue("id"))
+	errFrom, err := offsets(r.URL.Query().Get("errfrom"))
 	if err != nil {
-		writeError(w, fmt.Errorf("%w: step id %q", ErrInvalid, r.PathValue("id")))
+		writeError(w, err)
 		return
-	}
-	from := map[int]int64{}
-	if v := r.URL.Query().Get("from"); v != "" {
-		for _, part := range strings.Split(v, ",") {
-			k, o, ok := strings.Cut(part, ":")
-			rank, err1 := strconv.Atoi(k)
-			off, err2 := strconv.ParseInt(o, 10, 64)
-			if !ok || err1 != nil || err2 != nil {
-				writeError(w, fmt.Errorf("%w: from=%q: want RANK:OFFSET,…", ErrInvalid, v))
-				return
-			}
-			from[rank] = off
-		}
 	}
 	wait := s.stepWait()
 	if r.URL.Query().Get("wait") == "0" {
@@ -464,7 +823,7 @@ func (s *Server) handleStepStatus(w http.ResponseWriter, r *http.Request, _ *sto
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {
-		st, news, changed, err := s.steps.status(run, id, from)
+		st, news, changed, err := s.steps.status(run, id, from, errFrom)
 		if err != nil {
 			writeError(w, err)
 			return
@@ -482,4 +841,36 @@ func (s *Server) handleStepStatus(w http.ResponseWriter, r *http.Request, _ *sto
 			return
 		}
 	}
+}
+
+// handleListSteps lists the steps of runs (ids=1,2,…): sacct's step rows.
+func (s *Server) handleListSteps(w http.ResponseWriter, r *http.Request, _ *store.User) {
+	var ids []int64
+	for _, v := range strings.Split(r.URL.Query().Get("runs"), ",") {
+		if v == "" {
+			continue
+		}
+		id, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			writeError(w, fmt.Errorf("%w: runs=%q: want run IDs", ErrInvalid, v))
+			return
+		}
+		ids = append(ids, id)
+	}
+	steps, err := s.store.ListSteps(r.Context(), ids)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out := make([]api.Step, 0, len(steps))
+	for _, p := range steps {
+		a := api.Step{RunID: p.RunID, ID: p.StepID, Name: p.Name, NTasks: p.NTasks, NodeList: p.NodeList, PTY: p.PTY,
+			Status: p.Status, ExitCode: p.ExitCode, StartedAt: p.StartedAt, FinishedAt: p.FinishedAt}
+		_ = json.Unmarshal(p.Argv, &a.Argv)
+		var nodes []int
+		_ = json.Unmarshal(p.Ranks, &nodes)
+		a.Nodes = len(nodes)
+		out = append(out, a)
+	}
+	writeJSON(w, http.StatusOK, out)
 }

@@ -77,7 +77,7 @@ func OpenSQLite(ctx context.Context, path string, o SQLiteOptions) (*SQLite, err
 		return nil, err
 	}
 	s.stmts = map[string]*sql.Stmt{}
-	for _, text := range []string{upsertRun, upsertJob, upsertNode, insertEvent, insertLog} {
+	for _, text := range []string{upsertRun, upsertJob, upsertNode, insertEvent, insertLog, upsertStep} {
 		st, err := w.PrepareContext(ctx, text)
 		if err != nil {
 			w.Close()
@@ -219,6 +219,10 @@ ON CONFLICT (name) DO UPDATE SET info=excluded.info, registered_at=excluded.regi
   drain=excluded.drain`
 	insertEvent = `INSERT INTO events (run_id, job_id, time, type, message) VALUES (?,?,?,?,?)`
 	insertLog   = `INSERT INTO log_chunks (job_id, off, stream, time, data) VALUES (?,?,?,?,?) ON CONFLICT DO NOTHING`
+	upsertStep  = `INSERT INTO steps (run_id, step_id, name, argv, ranks, ntasks, nodelist, pty, status, exit_code, exits,
+  started_at, finished_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)
+ON CONFLICT (run_id, step_id) DO UPDATE SET status=excluded.status, exit_code=excluded.exit_code, exits=excluded.exits,
+  finished_at=excluded.finished_at`
 )
 
 func (s *SQLite) applyBatch(ctx context.Context, tx *sql.Tx, b *Batch) error {
@@ -275,6 +279,19 @@ func (s *SQLite) applyBatch(ctx context.Context, tx *sql.Tx, b *Batch) error {
 	for _, l := range b.Logs {
 		if _, err := st.ExecContext(ctx, l.JobID, l.Offset, l.Stream, nanos(l.Time), l.Data); err != nil {
 			return fmt.Errorf("store: log of job %d: %w", l.JobID, err)
+		}
+	}
+	if st, err = prep(upsertStep, len(b.Steps)); err != nil {
+		return err
+	}
+	for _, p := range b.Steps {
+		exits := p.Exits
+		if len(exits) == 0 {
+			exits = []byte("{}")
+		}
+		if _, err := st.ExecContext(ctx, p.RunID, p.StepID, p.Name, string(p.Argv), string(p.Ranks), p.NTasks, p.NodeList,
+			p.PTY, p.Status, p.ExitCode, string(exits), nanos(p.StartedAt), nanos(p.FinishedAt)); err != nil {
+			return fmt.Errorf("store: step %d.%d: %w", p.RunID, p.StepID, err)
 		}
 	}
 	return nil
@@ -441,6 +458,43 @@ func (s *SQLite) FindArrayTask(ctx context.Context, arrayID int64, index int) (*
 // ListJobs lists a run's jobs by number and attempt.
 func (s *SQLite) ListJobs(ctx context.Context, runID int64) ([]*Job, error) {
 	return query(ctx, s.r, scanJob, `SELECT `+jobCols+` FROM jobs WHERE run_id = ? ORDER BY num, attempt`, runID)
+}
+
+// ListSteps lists the steps of the runs by run and step ID.
+func (s *SQLite) ListSteps(ctx context.Context, runIDs []int64) ([]*Step, error) {
+	if len(runIDs) == 0 {
+		return nil, nil
+	}
+	var out []*Step
+	// In slices, under SQLite's bound on a statement's variables.
+	for len(runIDs) > 0 {
+		part := runIDs[:min(len(runIDs), 500)]
+		runIDs = runIDs[len(part):]
+		args := make([]any, len(part))
+		for i, id := range part {
+			args[i] = id
+		}
+		got, err := query(ctx, s.r, scanStep, `SELECT run_id, step_id, name, argv, ranks, ntasks, nodelist, pty, status, exit_code, exits,
+  started_at, finished_at FROM steps WHERE run_id IN (?`+strings.Repeat(",?", len(part)-1)+`) ORDER BY run_id, step_id`, args...)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, got...)
+	}
+	return out, nil
+}
+
+func scanStep(sc scanner) (*Step, error) {
+	var p Step
+	var argv, ranks, exits string
+	var started, finished int64
+	if err := sc.Scan(&p.RunID, &p.StepID, &p.Name, &argv, &ranks, &p.NTasks, &p.NodeList, &p.PTY, &p.Status, &p.ExitCode,
+		&exits, &started, &finished); err != nil {
+		return nil, err
+	}
+	p.Argv, p.Ranks, p.Exits = []byte(argv), []byte(ranks), []byte(exits)
+	p.StartedAt, p.FinishedAt = fromNanos(started), fromNanos(finished)
+	return &p, nil
 }
 
 // ListNodes lists every registered node by name.

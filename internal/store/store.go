@@ -22,6 +22,8 @@ type Store interface {
 	FindRun(ctx context.Context, projectID int64, name string) (*Run, error)
 	ListRuns(ctx context.Context, f RunFilter) ([]*Run, error)
 	ListJobs(ctx context.Context, runID int64) ([]*Job, error)
+	// ListSteps returns the job steps of the runs, by run and step ID.
+	ListSteps(ctx context.Context, runIDs []int64) ([]*Step, error)
 	ListNodes(ctx context.Context) ([]*Node, error)
 	// ReadLogs returns the job's log chunks at or after offset, in order, at most limit.
 	ReadLogs(ctx context.Context, jobID int64, offset int64, limit int) ([]*LogChunk, error)
@@ -87,6 +89,24 @@ type Job struct {
 	LogSize     int64
 }
 
+// Step is a job step (srun inside an allocation): JOBID.STEPID.
+type Step struct {
+	RunID    int64
+	StepID   int
+	Name     string
+	Argv     []byte // JSON list
+	Ranks    []byte // JSON list of node ranks
+	NTasks   int
+	NodeList string // Slurm's compressed host list
+	PTY      bool
+	// Status is running, done, failed or stopped (cancelled).
+	Status     string
+	ExitCode   *int
+	Exits      []byte // JSON map of node rank to exit status
+	StartedAt  time.Time
+	FinishedAt time.Time
+}
+
 // Node is a registered host. Info holds the agent's report as JSON.
 type Node struct {
 	Name         string
@@ -139,6 +159,7 @@ type Batch struct {
 	Nodes  []*Node
 	Events []*Event
 	Logs   []*LogChunk
+	Steps  []*Step
 }
 
 // Add appends o's changes to b, keeping their order.
@@ -148,11 +169,12 @@ func (b *Batch) Add(o *Batch) {
 	b.Nodes = append(b.Nodes, o.Nodes...)
 	b.Events = append(b.Events, o.Events...)
 	b.Logs = append(b.Logs, o.Logs...)
+	b.Steps = append(b.Steps, o.Steps...)
 }
 
 // Empty reports whether b changes nothing.
 func (b *Batch) Empty() bool {
-	return len(b.Runs)+len(b.Jobs)+len(b.Nodes)+len(b.Events)+len(b.Logs) == 0
+	return len(b.Runs)+len(b.Jobs)+len(b.Nodes)+len(b.Events)+len(b.Logs)+len(b.Steps) == 0
 }
 
 // Active is the state the leader rebuilds at start.

@@ -1,0 +1,91 @@
+//go:build linux
+
+package main_test
+
+import (
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Job steps end to end, through the Slurm links, on a server with two
+// agents: srun --pty runs a shell on a terminal on an allocated node, in
+// salloc's allocation and on its own; srun -w/-x place a step; standard
+// input reaches task 0; stderr stays stderr; a double Ctrl-C stops the
+// remote tasks; sacct lists every step.
+func TestSlurmSteps(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	srv := c.startServer("--agent-name", "st-n1", "--cpus", "2")
+	srv.startAgent("st-n2", filepath.Join(c.home, "data-n2"), "--cpus", "2")
+	c.waitNodes(30*time.Second, "st-n1", "st-n2")
+	s := newSlurmSite(t, c)
+
+	// srun --pty outside an allocation: a terminal, the input, the status.
+	r := s.sh(`printf 'tty; echo $((6*7)) $SLURM_STEP_ID; exit 3\n' | srun --pty bash --norc`)
+	if r.code != 3 || !regexp.MustCompile(`/dev/pts/\d+`).MatchString(r.stdout) || !strings.Contains(r.stdout, "42 0") {
+		t.Errorf("srun --pty bash: %s", r)
+	}
+	// Inside salloc: on the allocation's first node, a terminal too.
+	r = s.sh(`salloc -Q -N2 bash -c "printf 'test -t 0 && echo term on \$SLURMD_NODENAME\n' | srun --pty bash --norc"`)
+	if r.code != 0 || !regexp.MustCompile(`term on st-n[12]`).MatchString(r.stdout) {
+		t.Errorf("srun --pty in salloc: %s", r)
+	}
+
+	// -w and -x pick the step's node; input goes to task 0; stderr is
+	// stderr.
+	r = s.sh(`salloc -Q -N2 bash -c '
+		srun -w st-n2 bash -c "echo w on \$SLURMD_NODENAME"
+		srun -x st-n2 -N1 bash -c "echo x on \$SLURMD_NODENAME"
+		echo piped | srun -w st-n1 cat
+		srun -N2 bash -c "echo out; echo err >&2"
+		srun -w nosuch true; echo rc=$?'`)
+	for _, want := range []string{"w on st-n2\n", "x on st-n1\n", "piped\n", "rc=1\n"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("steps in salloc: no %q in stdout: %s", want, r)
+		}
+	}
+	if strings.Count(r.stdout, "out\n") != 2 || strings.Count(r.stderr, "err\n") != 2 || strings.Contains(r.stdout, "err\n") {
+		t.Errorf("stdout and stderr of a two-node step: %s", r)
+	}
+	if !strings.Contains(r.stderr, "srun: error: Unable to create step for job") {
+		t.Errorf("srun -w nosuch: %s", r)
+	}
+
+	// A double Ctrl-C interrupts the tasks on the other nodes.
+	start := time.Now()
+	r = s.sh(`salloc -Q -N2 bash -c 'srun -N2 sleep 60 & pid=$!; sleep 3; kill -INT $pid; sleep 0.2; kill -INT $pid; wait $pid; echo rc=$?'`)
+	if time.Since(start) > 40*time.Second || !strings.Contains(r.stdout, "rc=130") || !strings.Contains(r.stderr, "srun: interrupt (one more within 1 sec to abort)") {
+		t.Errorf("double Ctrl-C on srun (%s): %s", time.Since(start), r)
+	}
+
+	// A batch script's steps are recorded: sacct lists them as Slurm does.
+	s.write("steps.sh", "#!/bin/bash\n#SBATCH -N2\n#SBATCH -J multi\nsrun -n4 hostname\nsrun -N1 bash -c 'exit 2'\ntrue\n")
+	id := strings.TrimSpace(s.must("sbatch --parsable steps.sh"))
+	s.waitState(id, 30*time.Second, "COMPLETED")
+	out := s.must("sacct -j " + id + " -P -o JobID,JobName,NNodes,NTasks,State,ExitCode,NodeList")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	want := []string{
+		"JobID|JobName|NNodes|NTasks|State|ExitCode|NodeList",
+		id + "|multi|2||COMPLETED|0:0|st-n[1-2]",
+		id + ".batch|batch|1|1|COMPLETED|0:0|st-n1",
+		id + ".0|hostname|2|4|COMPLETED|0:0|st-n[1-2]",
+		id + ".1|bash|1|1|FAILED|2:0|st-n1",
+	}
+	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
+		t.Errorf("sacct of a job with steps:\n%s\nwant:\n%s", out, strings.Join(want, "\n"))
+	}
+	// -X leaves the steps out; the ids parse as tools parse them.
+	out = s.must("sacct -X -n -P -j " + id + " -o JobID")
+	if strings.TrimSpace(out) != id {
+		t.Errorf("sacct -X: %q", out)
+	}
+	ids := strings.Fields(s.must("sacct -n -P -j " + id + " -o JobID"))
+	sort.Strings(ids)
+	if len(ids) != 4 {
+		t.Errorf("sacct -n -P -o JobID: %v", ids)
+	}
+}

@@ -1,0 +1,286 @@
+package cli
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/creack/pty"
+
+	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/client"
+)
+
+// sinkBound is how much of a task's output a step host keeps that srun
+// has not read: beyond it, the tasks' writes wait (a full pipe), as they
+// would on a slow terminal.
+const sinkBound = 4 << 20
+
+// stepSink is one stream (stdout or stderr) of a rank's output of a step:
+// it keeps what srun has not read yet and sends it to the relay, which
+// acknowledges what it holds and what srun has read. After a restart of
+// the server (it knows nothing: Have -1) it sends again from the oldest
+// byte srun may not have.
+type stepSink struct {
+	c                 *client.Client
+	ref               string
+	id, rank, fd      int
+	mu                sync.Mutex
+	room              *sync.Cond
+	buf               []byte // from base on
+	base, sent, total int64
+	restart           bool // the server knows nothing of the stream
+	closed, lost      bool
+	kick              chan struct{}
+	done              chan struct{}
+}
+
+func newStepSink(c *client.Client, ref string, id, rank, fd int) *stepSink {
+	s := &stepSink{c: c, ref: ref, id: id, rank: rank, fd: fd, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	s.room = sync.NewCond(&s.mu)
+	return s
+}
+
+func (s *stepSink) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	for !s.lost && s.total > s.base && s.total-s.base+int64(len(p)) > sinkBound {
+		s.room.Wait()
+	}
+	if !s.lost {
+		s.buf = append(s.buf, p...)
+		s.total += int64(len(p))
+	}
+	s.mu.Unlock()
+	s.poke()
+	return len(p), nil
+}
+
+func (s *stepSink) poke() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// close ends the stream and returns its length.
+func (s *stepSink) close() int64 {
+	s.mu.Lock()
+	s.closed = true
+	t := s.total
+	s.mu.Unlock()
+	s.poke()
+	return t
+}
+
+// wait returns once srun has read all of the stream (or the step is gone).
+func (s *stepSink) wait() { <-s.done }
+
+func (s *stepSink) start(ctx context.Context) { go s.loop(ctx) }
+
+// tailWait bounds how long a step host waits, once its tasks have ended,
+// for srun to read the rest of their output (srun may be gone).
+const tailWait = time.Minute
+
+func (s *stepSink) loop(ctx context.Context) {
+	defer close(s.done)
+	defer func() {
+		s.mu.Lock()
+		s.lost = true
+		s.room.Broadcast()
+		s.mu.Unlock()
+	}()
+	backoff := 200 * time.Millisecond
+	var closedAt time.Time
+	for {
+		s.mu.Lock()
+		if s.closed && closedAt.IsZero() {
+			closedAt = time.Now()
+		}
+		if s.lost || s.closed && s.base >= s.total {
+			s.mu.Unlock()
+			return
+		}
+		o := client.OutputOptions{FD: s.fd, At: s.sent, Start: s.restart}
+		if s.restart {
+			o.At = s.base
+		}
+		data := s.buf[o.At-s.base:]
+		data = append([]byte(nil), data[:min(len(data), 1<<20)]...)
+		unread := s.base < s.sent
+		s.mu.Unlock()
+		stopping := ctx.Err() != nil || !closedAt.IsZero() && time.Since(closedAt) > tailWait
+		if len(data) == 0 && !o.Start {
+			if stopping {
+				return // the host stops, or srun is gone: nobody will read
+			}
+			if !unread {
+				select {
+				case <-s.kick:
+				case <-ctx.Done():
+				}
+				continue
+			}
+			// All sent, not all read: wait for srun to read (the
+			// writers may be waiting for room).
+			o.Wait = true
+		}
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		if stopping {
+			pctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		}
+		ack, err := s.c.StepOutput(pctx, s.ref, s.id, s.rank, o, data)
+		cancel()
+		if err != nil {
+			var apiErr *client.APIError
+			if errors.As(err, &apiErr) && apiErr.Status/100 == 4 || stopping {
+				return
+			}
+			select { // the server is away: it comes back
+			case <-time.After(backoff):
+			case <-ctx.Done():
+			}
+			backoff = min(backoff*2, 2*time.Second)
+			continue
+		}
+		backoff = 200 * time.Millisecond
+		s.mu.Lock()
+		if ack.Have < 0 {
+			s.restart = true
+		} else {
+			s.restart = false
+			s.sent = min(max(ack.Have, s.base), s.total)
+		}
+		if cut := min(ack.Read, s.total) - s.base; cut > 0 {
+			s.buf = append(s.buf[:0:0], s.buf[cut:]...)
+			s.base += cut
+			s.sent = max(s.sent, s.base)
+			s.room.Broadcast()
+		}
+		s.mu.Unlock()
+		if stopping && len(data) == 0 {
+			return
+		}
+	}
+}
+
+// frameWriter writes what it is given as frames of one type.
+type frameWriter struct {
+	mu  *sync.Mutex
+	w   io.Writer
+	typ byte
+}
+
+func (f *frameWriter) Write(p []byte) (int, error) {
+	n0 := len(p)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for len(p) > 0 {
+		n := min(len(p), 32<<10)
+		if err := client.WriteFrame(f.w, f.typ, p[:n]); err != nil {
+			return 0, err
+		}
+		p = p[n:]
+	}
+	return n0, nil
+}
+
+// runAttachedTask runs task 0 of a step on the attach stream: on a
+// pseudo-terminal (--pty) or with its input, output and errors as frames.
+// srun going away hangs the terminal up (SIGHUP), or ends the task's
+// input. It returns the task's exit status.
+func runAttachedTask(ctx context.Context, c *client.Client, ref string, rank int, st *api.StepAssignment, cmd *exec.Cmd, h *hostedStep, errs io.Writer) int {
+	conn, err := c.Attach(ctx, ref, st.ID, rank, "host")
+	if err != nil {
+		fmt.Fprintf(errs, "slurmstepd: error: task 0: cannot attach to srun: %v\n", err)
+		return 1
+	}
+	defer conn.Close()
+	var wmu sync.Mutex
+	stdout := &frameWriter{mu: &wmu, w: conn, typ: api.FrameStdout}
+	var input io.WriteCloser
+	var term *os.File
+	var copied chan struct{}
+	if st.PTY {
+		ws := &pty.Winsize{Rows: uint16(max(st.Rows, 1)), Cols: uint16(max(st.Cols, 1))}
+		if st.Rows <= 0 || st.Cols <= 0 {
+			ws = &pty.Winsize{Rows: 24, Cols: 80}
+		}
+		ptmx, err := pty.StartWithSize(cmd, ws)
+		if err != nil {
+			fmt.Fprintf(errs, "slurmstepd: error: task 0: pseudo-terminal: %v\n", err)
+			return 1
+		}
+		defer ptmx.Close()
+		input, term = ptmx, ptmx
+		copied = make(chan struct{})
+		go func() {
+			defer close(copied)
+			_, _ = io.Copy(stdout, ptmx)
+		}()
+	} else {
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			fmt.Fprintf(errs, "slurmstepd: error: task 0: %v\n", err)
+			return 1
+		}
+		input = in
+		cmd.Stdout = stdout
+		cmd.Stderr = &frameWriter{mu: &wmu, w: conn, typ: api.FrameStderr}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			fmt.Fprintf(errs, "slurmstepd: error: execve(): %s: %v\n", st.Argv[0], err)
+			return 2
+		}
+	}
+	h.add(cmd.Process)
+	go func() {
+		for {
+			typ, p, err := client.ReadFrame(conn)
+			if err != nil {
+				// srun is gone: hang up, as a closed terminal does.
+				if st.PTY {
+					h.signal(syscall.SIGHUP)
+				} else {
+					input.Close()
+				}
+				return
+			}
+			switch typ {
+			case api.FrameStdin:
+				_, _ = input.Write(p)
+			case api.FrameEOF:
+				if st.PTY {
+					_, _ = input.Write([]byte{4}) // the terminal's end of file
+				} else {
+					input.Close()
+				}
+			case api.FrameResize:
+				if term != nil && len(p) == 4 {
+					_ = pty.Setsize(term, &pty.Winsize{Rows: binary.BigEndian.Uint16(p), Cols: binary.BigEndian.Uint16(p[2:])})
+				}
+			}
+		}
+	}()
+	code := exitCodeOf(cmd.Wait())
+	if copied != nil {
+		// What the task wrote last is still in the terminal; a child left
+		// holding it open does not keep the step.
+		select {
+		case <-copied:
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], uint32(int32(code)))
+	wmu.Lock()
+	_ = client.WriteFrame(conn, api.FrameExit, b[:])
+	wmu.Unlock()
+	return code
+}
