@@ -436,3 +436,13 @@ type FleetInfo struct {
 	Blocks         int      `json:"blocks"`
 	MaxWallSeconds int64    `json:"max_wall_seconds,omitempty"`
 }
+
+// PolicyFile is the server's policy file as text (GET and PUT
+// /policy/file). Version is the SHA-256 of the text, empty when the file
+// does not exist yet; a PUT carries the version it edited and is refused
+// (409) when the file has changed since.
+type PolicyFile struct {
+	Path    string `json:"path,omitempty"`
+	Text    string `json:"text"`
+	Version string `json:"version"`
+}

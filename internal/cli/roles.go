@@ -78,11 +78,29 @@ func newServerCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if policyFile == "" {
+				policyFile = filepath.Join(home, "policy.yml")
+			}
 			srv, err := server.New(ctx, server.Config{Store: st, Logger: log, StopGrace: grace, Policy: pol, Weights: wts, HalfLife: halfLife, Depth: depth, Rules: rules,
-				NodeTimeout: nodeTimeout, MaxArraySize: maxArray})
+				PolicyFile: policyFile, NodeTimeout: nodeTimeout, MaxArraySize: maxArray})
 			if err != nil {
 				return err
 			}
+			// SIGHUP reloads the policy file, as scontrol reconfigure
+			// does slurm.conf; ReloadPolicy logs what came of it.
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
+			go func() {
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case <-hup:
+						_ = srv.ReloadPolicy()
+					}
+				}
+			}()
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
 				return fmt.Errorf("listen on %s: %w", listen, err)

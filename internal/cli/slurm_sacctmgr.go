@@ -10,16 +10,18 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/berth-hq/berth/internal/client"
 	"github.com/berth-hq/berth/internal/policy"
 	"github.com/berth-hq/berth/internal/sched"
 	"github.com/berth-hq/berth/internal/spec"
 )
 
-// sacctmgr shows what Berth's policy file says of QOS, accounts
-// (projects), users and their limits. The file is the server's: sacctmgr
-// reads it where the server runs ($BERTH_HOME/policy.yml, or
-// BERTH_POLICY_FILE), and changes are made by editing it, not with
-// sacctmgr's add/modify/delete.
+// sacctmgr shows and changes what Berth's policy file says of QOS,
+// accounts (projects), users and their limits. The file is the server's:
+// show reads it from the server (GET /api/v1/policy/file), or where the
+// server runs ($BERTH_HOME/policy.yml, or BERTH_POLICY_FILE) when no server
+// is configured; add, modify and delete edit it through the server, which
+// puts the change in force at once (slurm_sacctmgr_edit.go).
 
 var sacctmgrOptions = []slurmOpt{
 	{"help", 'h', noArg}, {"immediate", 'i', noArg}, {"noheader", 'n', noArg}, {"parsable", 'p', noArg},
@@ -32,17 +34,19 @@ func runSacctmgr(e *slurmEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	var noHeader, parsable, parsable2 bool
+	var noHeader, parsable, parsable2, immediate bool
 	for _, g := range got {
 		switch g.name {
 		case "help":
-			fmt.Fprintln(e.stdout, "sacctmgr [<OPTION>] [<COMMAND>]\n  Berth's sacctmgr shows the policy file: list|show qos, account, user, association, cluster.\n  Options: -n (no header), -p, -P (parsable).")
+			fmt.Fprintln(e.stdout, "sacctmgr [<OPTION>] [<COMMAND>]\n  Berth's sacctmgr shows and changes the server's policy file: list|show qos, account, user, association, cluster;\n  add|modify|delete qos, account, user.\n  Options: -i (commit without asking), -n (no header), -p, -P (parsable).")
 			return nil
 		case "version":
 			fmt.Fprintln(e.stdout, slurmVersion)
 			return nil
 		case "noheader":
 			noHeader = true
+		case "immediate":
+			immediate = true
 		case "parsable":
 			parsable = true
 		case "parsable2":
@@ -55,8 +59,13 @@ func runSacctmgr(e *slurmEnv, args []string) error {
 	verb := strings.ToLower(rest[0])
 	switch verb {
 	case "show", "list":
-	case "add", "create", "modify", "update", "delete", "remove", "archive", "load", "dump":
-		return slurmFail(1, fmt.Sprintf("sacctmgr: error: %s: Berth's accounts, users, QOS and limits come from the server's policy file (%s): edit it and restart the server", verb, policyPath(e)))
+	case "add", "create", "modify", "update", "delete", "remove":
+		if len(rest) < 2 {
+			return slurmFail(1, "sacctmgr: error: "+verb+" needs an entity: qos, account, user")
+		}
+		return runSacctmgrChange(e, verb, strings.ToLower(rest[1]), rest[2:], immediate)
+	case "archive", "load", "dump":
+		return slurmFail(1, fmt.Sprintf("sacctmgr: error: %s: Berth keeps accounts, users, QOS and limits in the server's policy file (%s), not in a database", verb, policyPath(e)))
 	default:
 		return slurmFail(1, "sacctmgr: error: Invalid command: "+rest[0])
 	}
@@ -64,10 +73,7 @@ func runSacctmgr(e *slurmEnv, args []string) error {
 		return slurmFail(1, "sacctmgr: error: list/show needs an entity: qos, account, user, association, cluster")
 	}
 	entity := strings.ToLower(rest[1])
-	p, err := policy.Load(policyPath(e))
-	if errors.Is(err, os.ErrNotExist) {
-		p, err = policy.Empty(), nil
-	}
+	p, err := sacctmgrPolicy(e)
 	if err != nil {
 		return slurmFail(1, "sacctmgr: error: "+err.Error())
 	}
@@ -134,6 +140,25 @@ func runSacctmgr(e *slurmEnv, args []string) error {
 	return nil
 }
 
+// sacctmgrPolicy is the policy file's as the server has it, or as it is
+// on this machine when no server is configured.
+func sacctmgrPolicy(e *slurmEnv) (*policy.Policy, error) {
+	if c, err := e.newClient(); err == nil {
+		f, err := c.PolicyFile(e.ctx)
+		if err == nil {
+			return policy.Parse(orStr(f.Path, "policy.yml"), []byte(f.Text))
+		}
+		if !errors.Is(err, client.ErrNotFound) { // 404: a server without a policy file
+			return nil, err
+		}
+	}
+	p, err := policy.Load(policyPath(e))
+	if errors.Is(err, os.ErrNotExist) {
+		return policy.Empty(), nil
+	}
+	return p, err
+}
+
 func policyPath(e *slurmEnv) string {
 	if p := e.getenv("BERTH_POLICY_FILE"); p != "" {
 		return p
@@ -143,6 +168,9 @@ func policyPath(e *slurmEnv) string {
 
 func projects(p *policy.Policy) []string {
 	set := map[string]bool{defaultAccount: true}
+	for a := range p.Projects {
+		set[a] = true
+	}
 	if p.Shares != nil {
 		for a := range p.Shares.Projects {
 			set[a] = true
@@ -164,6 +192,11 @@ func projects(p *policy.Policy) []string {
 // users are [project, user] pairs of the fairshare tree and user limits.
 func users(p *policy.Policy) [][2]string {
 	set := map[[2]string]bool{}
+	for a, us := range p.Projects {
+		for _, u := range us {
+			set[[2]string{a, u}] = true
+		}
+	}
 	if p.Shares != nil {
 		for a, us := range p.Shares.Users {
 			for u := range us {

@@ -41,9 +41,14 @@ func (e *APIError) Error() string { return e.Message }
 // ErrNotFound matches an APIError with status 404 (errors.Is).
 var ErrNotFound = errors.New("client: not found")
 
-// Is makes errors.Is(err, ErrNotFound) work on 404 answers.
+// ErrConflict matches an APIError with status 409: what was changed had
+// changed since it was read (errors.Is).
+var ErrConflict = errors.New("client: conflict")
+
+// Is makes errors.Is(err, ErrNotFound) work on 404 answers and
+// errors.Is(err, ErrConflict) on 409 ones.
 func (e *APIError) Is(target error) bool {
-	return target == ErrNotFound && e.Status == http.StatusNotFound
+	return target == ErrNotFound && e.Status == http.StatusNotFound || target == ErrConflict && e.Status == http.StatusConflict
 }
 
 // New returns a client of the server at baseURL ("http://127.0.0.1:3000").
@@ -178,6 +183,27 @@ func (c *Client) Control(ctx context.Context, ref string, req api.ControlRequest
 func (c *Client) Policy(ctx context.Context) (*api.PolicyInfo, error) {
 	var p api.PolicyInfo
 	return &p, c.do(ctx, c.http, http.MethodGet, "/policy", nil, &p)
+}
+
+// ReloadPolicy has the server read its policy file again (admin only); it
+// answers the policy now in force.
+func (c *Client) ReloadPolicy(ctx context.Context) (*api.PolicyInfo, error) {
+	var p api.PolicyInfo
+	return &p, c.do(ctx, c.http, http.MethodPost, "/policy/reload", nil, &p)
+}
+
+// PolicyFile returns the server's policy file: its text and version.
+func (c *Client) PolicyFile(ctx context.Context) (*api.PolicyFile, error) {
+	var f api.PolicyFile
+	return &f, c.do(ctx, c.http, http.MethodGet, "/policy/file", nil, &f)
+}
+
+// PutPolicyFile replaces the policy file's text, edited from the given
+// version, and puts it in force (admin only). A file changed since answers
+// ErrConflict; a text that does not parse, a 400 naming line and field.
+func (c *Client) PutPolicyFile(ctx context.Context, text, version string) (*api.PolicyFile, error) {
+	var f api.PolicyFile
+	return &f, c.do(ctx, c.http, http.MethodPut, "/policy/file", api.PolicyFile{Text: text, Version: version}, &f)
 }
 
 // Nodes lists the cluster's nodes.

@@ -98,6 +98,10 @@ type Policy struct {
 	Shares   *sched.Shares
 	Topology *sched.Topology
 	Fleets   map[string]Fleet
+	// Projects are the projects the file names (Slurm's accounts), each
+	// with the users it lists, sorted; a project or user may be listed
+	// with no settings of its own.
+	Projects map[string][]string
 }
 
 // Fleet is a fleet's partition settings.
@@ -113,7 +117,7 @@ var yamlPos = regexp.MustCompile(`(?s)^\[(\d+):(\d+)\] (.*)$`)
 
 // Empty is the policy with no file: one implicit QOS "normal", no limits.
 func Empty() *Policy {
-	return &Policy{QOS: map[string]sched.QOS{}, Limits: map[sched.LimitKey]sched.Limits{}, Submit: map[sched.LimitKey]int{}, Fleets: map[string]Fleet{}}
+	return &Policy{QOS: map[string]sched.QOS{}, Limits: map[sched.LimitKey]sched.Limits{}, Submit: map[sched.LimitKey]int{}, Fleets: map[string]Fleet{}, Projects: map[string][]string{}}
 }
 
 // Load reads a policy file.
@@ -202,6 +206,7 @@ func (c *checker) compile(f *File) *Policy {
 	for _, name := range sorted(f.Projects) {
 		pc := f.Projects[name]
 		at := "$.projects." + name
+		p.Projects[name] = sorted(pc.Users)
 		if pc.Shares != nil {
 			if *pc.Shares < 0 {
 				c.fail(at+".shares", "must be 0 or more, got %d", *pc.Shares)

@@ -47,7 +47,7 @@ func (s *Server) readSubmit(r *http.Request) (*api.SubmitRequest, error) {
 			return nil, fmt.Errorf("%w: volumes[%d]: network volume %q: Berth mounts instance paths only (write `- /host/dir:%s`)", ErrInvalid, i, v.Name, v.Path)
 		}
 	}
-	q, err := s.cfg.Rules.QOSOf(req.Spec.QOS)
+	q, err := s.rules.Load().QOSOf(req.Spec.QOS)
 	if err != nil {
 		return nil, fmt.Errorf("%w: qos: %v", ErrInvalid, err)
 	}

@@ -34,6 +34,7 @@ var (
 	ErrInvalid      = errors.New("server: invalid request")
 	ErrUnauthorized = errors.New("server: unauthorized")
 	ErrForbidden    = errors.New("server: forbidden")
+	ErrConflict     = errors.New("server: conflict")
 )
 
 // Config is what a server needs.
@@ -57,8 +58,11 @@ type Config struct {
 	// Depth bounds the pending runs a pass considers (0: all).
 	Depth int
 	// Rules are the policy file's QOS, limits, shares, fleets and topology
-	// (nil: none, one implicit QOS).
+	// at start (nil: none, one implicit QOS).
 	Rules *policy.Policy
+	// PolicyFile is where Rules come from: ReloadPolicy and the policy
+	// file API read and write it (empty: the rules cannot change).
+	PolicyFile string
 	// NodeTimeout is how long a node's agent may stay disconnected before
 	// its jobs are failed as unreachable (default 60 s).
 	NodeTimeout time.Duration
@@ -74,6 +78,13 @@ type Server struct {
 	store store.Store
 	log   *slog.Logger
 	clock Clock
+	// rules are the policy in force. A reload swaps them while holding mu
+	// (with what is derived from them: active, the pending runs' fleets),
+	// so code under mu sees one policy throughout; code outside mu loads
+	// whichever is current. fileMu serialises the policy file's readers
+	// and writers; it is taken before mu, never while holding it.
+	rules  atomic.Pointer[policy.Policy]
+	fileMu sync.Mutex
 
 	// mu guards the in-memory state below. Functions run after a commit never
 	// take it (see commit.go).
@@ -179,6 +190,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		fatal:   make(chan error, 1),
 		hub:     newHub(),
 	}
+	s.rules.Store(cfg.Rules)
 	var err error
 	if s.projectID, err = s.store.EnsureProject(ctx, "main"); err != nil {
 		return nil, err
@@ -262,6 +274,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET "+v+"/server", s.auth(s.handleStatus))
 	mux.HandleFunc("GET "+v+"/priorities", s.auth(s.handlePriorities))
 	mux.HandleFunc("GET "+v+"/policy", s.auth(s.handlePolicy))
+	mux.HandleFunc("POST "+v+"/policy/reload", s.auth(s.handlePolicyReload))
+	mux.HandleFunc("GET "+v+"/policy/file", s.auth(s.handlePolicyFile))
+	mux.HandleFunc("PUT "+v+"/policy/file", s.auth(s.handlePolicyWrite))
 	mux.HandleFunc("POST "+v+"/agent/register", s.auth(s.handleRegister))
 	mux.HandleFunc("GET "+v+"/agent/stream", s.auth(s.handleStream))
 	mux.HandleFunc("POST "+v+"/agent/events", s.auth(s.handleEvents))
@@ -326,6 +341,8 @@ func writeError(w http.ResponseWriter, err error) {
 		status = http.StatusUnauthorized
 	case errors.Is(err, ErrForbidden):
 		status = http.StatusForbidden
+	case errors.Is(err, ErrConflict):
+		status = http.StatusConflict
 	case errors.Is(err, ErrNotFound), errors.Is(err, store.ErrNotFound):
 		status = http.StatusNotFound
 	case errors.Is(err, ErrInvalid):

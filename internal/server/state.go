@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/policy"
 	"github.com/berth-hq/berth/internal/sched"
 	"github.com/berth-hq/berth/internal/spec"
 	"github.com/berth-hq/berth/internal/store"
@@ -64,8 +65,17 @@ func (s *Server) newRunState(rec store.Run, t *spec.Task, user, project string) 
 	if t.MaxDuration != nil {
 		rs.limit = time.Duration(*t.MaxDuration) * time.Second
 	}
-	rs.req = request(t)
-	rules := s.cfg.Rules
+	s.resolve(rs, s.rules.Load())
+	return rs
+}
+
+// resolve sets what a run asks for from its configuration and time limit
+// and the policy's fleets: the fleets its names reach, their tier, and a
+// hold when every fleet's time limit is below the run's. A policy reload
+// resolves the pending runs again.
+func (s *Server) resolve(rs *runState, rules *policy.Policy) {
+	t := rs.spec
+	rs.req, rs.groups, rs.hold = request(t), nil, ""
 	rs.req.Fleets = rules.ResolveFleets(t.Fleets)
 	rs.tier = rules.Tier(rs.req.Fleets)
 	if rs.limit > 0 {
@@ -97,7 +107,6 @@ func (s *Server) newRunState(rec store.Run, t *spec.Task, user, project string) 
 	if len(rs.groups) > 0 {
 		rs.req = rs.groups[0].Request
 	}
-	return rs
 }
 
 // keys are the limit keys the run counts under.
@@ -802,7 +811,7 @@ func (s *Server) flushReasonsLocked(b *store.Batch, now time.Time) {
 func (s *Server) snapshotLocked(pending map[int64]*runState, holds map[int64]string) sched.Snapshot {
 	var snap sched.Snapshot
 	now := s.clock.Now()
-	rules := s.cfg.Rules
+	rules := s.rules.Load()
 	names := make([]string, 0, len(s.nodes))
 	for n := range s.nodes {
 		names = append(names, n)
@@ -860,7 +869,7 @@ func (s *Server) snapshotLocked(pending map[int64]*runState, holds map[int64]str
 func (s *Server) schedNode(ns *nodeState) sched.Node {
 	// A drained node is offline to the scheduler: no new jobs (nodes_admin.go).
 	n := sched.Node{Name: ns.info.Name, Fleet: ns.info.Fleet, Online: ns.conn != nil && !ns.condition().drained(), CPUs: ns.info.CPUs, Memory: sched.Bytes(ns.info.Memory),
-		FreeCPUs: ns.info.CPUs - ns.usedCPU, FreeMemory: sched.Bytes(ns.info.Memory - ns.usedMem), Blocks: s.cfg.Rules.Fleets[ns.info.Fleet].Blocks,
+		FreeCPUs: ns.info.CPUs - ns.usedCPU, FreeMemory: sched.Bytes(ns.info.Memory - ns.usedMem), Blocks: s.rules.Load().Fleets[ns.info.Fleet].Blocks,
 		Containers: ns.info.CanRunContainers()}
 	for _, g := range ns.info.GPUs {
 		n.GPUs = append(n.GPUs, sched.GPU{Index: g.Index, Vendor: g.Vendor, Name: g.Name, Memory: sched.Bytes(g.Memory)})
@@ -971,7 +980,7 @@ func (s *Server) scheduleOnce() {
 
 // countActive adds d to the active-run counts of rs's limit keys.
 func (s *Server) countActive(rs *runState, d int) {
-	if len(s.cfg.Rules.Submit) == 0 {
+	if len(s.rules.Load().Submit) == 0 {
 		return
 	}
 	for _, k := range rs.keys() {
@@ -984,7 +993,7 @@ func (s *Server) countActive(rs *runState, d int) {
 // submitLimitLocked refuses a run that would exceed a submit limit, with
 // Slurm's names for the limit.
 func (s *Server) submitLimitLocked(rs *runState) error {
-	rules := s.cfg.Rules
+	rules := s.rules.Load()
 	for _, k := range rs.keys() {
 		lk := k
 		if k.Scope == sched.ScopeQOSUser {
