@@ -3,6 +3,9 @@
 package main_test
 
 import (
+	"fmt"
+	"net"
+	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -87,5 +90,54 @@ func TestSlurmSteps(t *testing.T) {
 	sort.Strings(ids)
 	if len(ids) != 4 {
 		t.Errorf("sacct -n -P -o JobID: %v", ids)
+	}
+}
+
+// A restart of the server in the middle of a two-node step loses none of
+// its output and doubles none: srun and the step host wait for the server
+// and go on from what srun had read.
+func TestSlurmStepSurvivesServerRestart(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	srv := c.startServer("--listen", addr, "--agent-name", "rs-n1", "--cpus", "2")
+	srv.startAgent("rs-n2", filepath.Join(c.home, "data-n2"), "--cpus", "2")
+	c.waitNodes(30*time.Second, "rs-n1", "rs-n2")
+	s := newSlurmSite(t, c)
+	const lines = 60
+	s.write("long.sh", fmt.Sprintf("#!/bin/bash\n#SBATCH -N2\nsrun -l bash -c 'for i in $(seq 1 %d); do echo line $i; sleep 0.1; done'\n", lines))
+	id := strings.TrimSpace(s.must("sbatch --parsable long.sh"))
+	outFile := filepath.Join(s.dir, "slurm-"+id+".out")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, _ := os.ReadFile(outFile)
+		if strings.Contains(string(b), "1: line 5\n") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the remote task's output did not come: %q", b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	srv.restart()
+	s.waitState(id, 60*time.Second, "COMPLETED")
+	out := string(mustRead(t, outFile))
+	for rank := 0; rank < 2; rank++ {
+		for i := 1; i <= lines; i++ {
+			if n := strings.Count(out, fmt.Sprintf("%d: line %d\n", rank, i)); n != 1 {
+				t.Errorf("task %d's line %d is in the output %d times, want once", rank, i, n)
+			}
+		}
+	}
+	if t.Failed() {
+		t.Logf("output:\n%s", out)
+	}
+	if got := s.must("sacct -n -P -j " + id + ".0 -o JobID,State,NodeList"); got != id+".0|COMPLETED|rs-n[1-2]\n" {
+		t.Errorf("sacct of the step: %q", got)
 	}
 }

@@ -113,14 +113,16 @@ func (s *stepSink) loop(ctx context.Context) {
 		}
 		data := s.buf[o.At-s.base:]
 		data = append([]byte(nil), data[:min(len(data), 1<<20)]...)
-		unread := s.base < s.sent
+		// Unread bytes matter only when the writers wait for room or the
+		// tasks have ended: then ask the server to answer once srun reads.
+		waitRead := s.base < s.sent && (s.closed || s.total-s.base >= sinkBound)
 		s.mu.Unlock()
 		stopping := ctx.Err() != nil || !closedAt.IsZero() && time.Since(closedAt) > tailWait
 		if len(data) == 0 && !o.Start {
 			if stopping {
 				return // the host stops, or srun is gone: nobody will read
 			}
-			if !unread {
+			if !waitRead {
 				select {
 				case <-s.kick:
 				case <-ctx.Done():

@@ -148,12 +148,12 @@ func (r *stepRelay) run(id int64) *runSteps {
 // their numbering, and the unfinished ones with their exits so far. Their
 // output is unknown until the hosts send it again. A step of a run that
 // ended while the server was down is closed as stopped.
-func (r *stepRelay) load(steps []*store.Step, active func(int64) bool, now time.Time) []*store.Step {
+func (r *stepRelay) load(steps []*store.Step, active map[int64]bool, now time.Time) []*store.Step {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var closed []*store.Step
 	for _, p := range steps {
-		if !active(p.RunID) {
+		if !active[p.RunID] {
 			if p.Status == "running" {
 				p.Status, p.FinishedAt = "stopped", now
 				closed = append(closed, p)
@@ -391,7 +391,18 @@ func (r *stepRelay) output(run int64, id, rank, fd int, at int64, data []byte, f
 	return api.StepAck{Have: st.have(), Read: st.read}, nil
 }
 
-// readCh is the channel that changes when anything of the run changes.
+// forget drops what the relay holds of a run that has ended (a poll may
+// have made its entry again just as it ended).
+func (r *stepRelay) forget(run int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rs := r.runs[run]; rs != nil {
+		rs.notify()
+		delete(r.runs, run)
+	}
+}
+
+// changedCh is the channel that changes when anything of the run changes.
 func (r *stepRelay) changedCh(run int64) <-chan struct{} {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -455,10 +466,11 @@ func (r *stepRelay) status(run int64, id int, from, errFrom map[int]int64) (*api
 		return nil, false, nil, err
 	}
 	out := &api.StepStatus{ID: id}
-	news, done := false, true
+	news, done, read := false, true, false
 	for _, k := range st.req.Ranks {
 		rk := st.ranks[k]
 		ro := api.StepRankOutput{Rank: k, Next: max(from[k], 0), ErrNext: max(errFrom[k], 0)}
+		read = read || ro.Next > rk.out.read || ro.ErrNext > rk.err.read
 		if d := rk.out.from(ro.Next); len(d) > 0 {
 			ro.Data, ro.Next, news = d, ro.Next+int64(len(d)), true
 		}
@@ -472,6 +484,9 @@ func (r *stepRelay) status(run int64, id int, from, errFrom map[int]int64) (*api
 			done = false
 		}
 		out.Ranks = append(out.Ranks, ro)
+	}
+	if read {
+		rs.notify() // a host waiting for srun to read learns it
 	}
 	return out, news || done, rs.changed, nil
 }
@@ -518,30 +533,21 @@ func (s *Server) runActive(id int64) bool {
 	return ok
 }
 
-// storeSteps makes step records durable, in the order of the calls.
-func (s *Server) storeSteps(steps ...*store.Step) error {
-	if len(steps) == 0 {
-		return nil
-	}
-	s.mu.Lock()
-	done := s.enqueue(&store.Batch{Steps: steps})
-	s.mu.Unlock()
-	return <-done
-}
-
 // loadSteps restores the active runs' steps (at start).
 func (s *Server) loadSteps(ctx context.Context) error {
 	s.mu.Lock()
 	ids := make([]int64, 0, len(s.runs))
+	active := map[int64]bool{}
 	for id := range s.runs {
 		ids = append(ids, id)
+		active[id] = true
 	}
 	s.mu.Unlock()
 	steps, err := s.store.ListSteps(ctx, ids)
 	if err != nil {
 		return err
 	}
-	closed := s.steps.load(steps, s.runActive, s.clock.Now())
+	closed := s.steps.load(steps, active, s.clock.Now())
 	return s.store.Apply(ctx, &store.Batch{Steps: closed})
 }
 
@@ -629,11 +635,13 @@ func (s *Server) handleStepNext(w http.ResponseWriter, r *http.Request, u *store
 		select {
 		case <-wait:
 			if !s.runActive(run) {
+				s.steps.forget(run)
 				writeJSON(w, http.StatusGone, api.Error{Error: fmt.Sprintf("run %d has ended", run)})
 				return
 			}
 		case <-timer.C:
 			if !s.runActive(run) {
+				s.steps.forget(run)
 				writeJSON(w, http.StatusGone, api.Error{Error: fmt.Sprintf("run %d has ended", run)})
 				return
 			}
