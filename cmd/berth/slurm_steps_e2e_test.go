@@ -45,8 +45,10 @@ func TestSlurmSteps(t *testing.T) {
 		srun -x st-n2 -N1 bash -c "echo x on \$SLURMD_NODENAME"
 		echo piped | srun -w st-n1 cat
 		srun -N2 bash -c "echo out; echo err >&2"
-		srun -w nosuch true; echo rc=$?'`)
-	for _, want := range []string{"w on st-n2\n", "x on st-n1\n", "piped\n", "rc=1\n"} {
+		srun -w nosuch true; echo rc=$?
+		srun -w st-n2 head -c 12000000 /dev/zero | wc -c'`)
+	// 12 MB from another node: three times what a step host keeps unread.
+	for _, want := range []string{"w on st-n2\n", "x on st-n1\n", "piped\n", "rc=1\n", "12000000\n"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("steps in salloc: no %q in stdout: %s", want, r)
 		}

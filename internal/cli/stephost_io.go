@@ -37,6 +37,7 @@ type stepSink struct {
 	buf               []byte // from base on
 	base, sent, total int64
 	restart           bool // the server knows nothing of the stream
+	blocked           int  // writers waiting for room
 	closed, lost      bool
 	kick              chan struct{}
 	done              chan struct{}
@@ -51,7 +52,15 @@ func newStepSink(c *client.Client, ref string, id, rank, fd int) *stepSink {
 func (s *stepSink) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	for !s.lost && s.total > s.base && s.total-s.base+int64(len(p)) > sinkBound {
-		s.room.Wait()
+		// Waiting for room: the sender is to wait for srun to read.
+		s.blocked++
+		s.mu.Unlock()
+		s.poke()
+		s.mu.Lock()
+		if !s.lost && s.total > s.base && s.total-s.base+int64(len(p)) > sinkBound {
+			s.room.Wait()
+		}
+		s.blocked--
 	}
 	if !s.lost {
 		s.buf = append(s.buf, p...)
@@ -115,7 +124,7 @@ func (s *stepSink) loop(ctx context.Context) {
 		data = append([]byte(nil), data[:min(len(data), 1<<20)]...)
 		// Unread bytes matter only when the writers wait for room or the
 		// tasks have ended: then ask the server to answer once srun reads.
-		waitRead := s.base < s.sent && (s.closed || s.total-s.base >= sinkBound)
+		waitRead := s.base < s.sent && (s.closed || s.blocked > 0)
 		s.mu.Unlock()
 		stopping := ctx.Err() != nil || !closedAt.IsZero() && time.Since(closedAt) > tailWait
 		if len(data) == 0 && !o.Start {
