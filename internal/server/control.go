@@ -99,6 +99,9 @@ func (s *Server) control(id int64, req api.ControlRequest, admin bool) error {
 	rs, ok := s.runs[id]
 	if !ok {
 		s.mu.Unlock()
+		if req.Action == "update" {
+			return fmt.Errorf("%w: run %d has ended (Slurm: Job/step already completing or completed)", ErrInvalid, id)
+		}
 		return fmt.Errorf("%w: run %d has ended", ErrInvalid, id)
 	}
 	b := &store.Batch{}
