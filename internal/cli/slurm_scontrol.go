@@ -135,7 +135,7 @@ func scontrolShow(e *slurmEnv, args []string, oneLiner bool) error {
 	case entity == "job" || entity == "jobs" || entity == "jobid":
 		return scontrolShowJob(e, id, oneLiner)
 	case entity == "node" || entity == "nodes":
-		v, err := fetchView(e, "scontrol", false)
+		v, err := fetchView(e, "scontrol", runSelection{})
 		if err != nil {
 			return err
 		}
@@ -163,7 +163,7 @@ func scontrolShow(e *slurmEnv, args []string, oneLiner bool) error {
 		io.WriteString(e.stdout, slurm.ShowNodes(nodes, oneLiner))
 		return nil
 	case entity == "partition" || entity == "partitions":
-		v, err := fetchView(e, "scontrol", false)
+		v, err := fetchView(e, "scontrol", runSelection{})
 		if err != nil {
 			return err
 		}
@@ -190,7 +190,7 @@ func scontrolShow(e *slurmEnv, args []string, oneLiner bool) error {
 }
 
 func scontrolShowJob(e *slurmEnv, id string, oneLiner bool) error {
-	v, err := fetchView(e, "scontrol", true)
+	v, err := fetchView(e, "scontrol", inMemory(e.now()))
 	if err != nil {
 		return err
 	}
