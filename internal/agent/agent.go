@@ -277,6 +277,10 @@ func (a *Agent) connect(ctx context.Context) error {
 			if m.Kill != nil {
 				a.forward(*m.Kill)
 			}
+		case "limit":
+			if m.Limit != nil {
+				a.setLimit(*m.Limit) // timelimit.go
+			}
 		}
 		return nil
 	})
@@ -307,6 +311,8 @@ func (a *Agent) sync(list []api.Assignment) {
 			if asg.Stop > 0 {
 				a.signalLocked(j, asg.Stop == 2)
 			}
+			// A time limit changed while this agent was away.
+			a.limitLocked(j, asg.MaxDuration)
 		case asg.Stop > 0:
 			// Stopped before this node ever started it.
 			reason := exitStopped
@@ -651,6 +657,7 @@ func (a *Agent) restore() error {
 			continue
 		}
 		asg := sp.Assignment
+		asg.MaxDuration = currentLimit(dir, asg.MaxDuration) // timelimit.go
 		j := &localJob{id: id, dir: dir, asg: asg, cg: sp.Cgroup, startedSent: false}
 		a.jobs[id] = j
 		var ex shimExit

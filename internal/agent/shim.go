@@ -43,7 +43,8 @@ const (
 	sigStop  = syscall.SIGTERM // stop gracefully: SIGTERM to the job, SIGKILL after the grace period
 	sigAbort = syscall.SIGUSR2 // stop at once: SIGKILL to the job
 	// sigForward: send the job the signal named in its directory's
-	// "signal" file (scancel --signal), leaving it running.
+	// "signal" file (scancel --signal), leaving it running, and read its
+	// time limit again (timelimit.go).
 	sigForward = syscall.SIGUSR1
 )
 
@@ -133,7 +134,8 @@ func runShim(dir string) error {
 	defer out.Close()
 	fw := &frameWriter{f: out, now: time.Now}
 
-	ex := shimExit{StartedAt: time.Now().UTC()}
+	started := time.Now() // with its monotonic reading, for the time limit
+	ex := shimExit{StartedAt: started.UTC()}
 	finish := func() error {
 		ex.FinishedAt = time.Now().UTC()
 		b, _ := json.Marshal(ex)
@@ -211,18 +213,12 @@ func runShim(dir string) error {
 		exited <- st
 	}()
 
-	var deadline <-chan time.Time
-	if sp.MaxDuration > 0 {
-		t := time.NewTimer(time.Duration(sp.MaxDuration) * time.Second)
-		defer t.Stop()
-		deadline = t.C
-	}
-	var warn <-chan time.Time // the run's `signal:` (dist.go)
-	if d, ok := signalDue(sp.Assignment); ok {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		warn = t.C
-	}
+	// The limit counts from the job's start; scontrol update may move it
+	// (timelimit.go), even before this shim started the job.
+	asg := sp.Assignment
+	asg.MaxDuration = currentLimit(dir, sp.MaxDuration)
+	clock := newJobClock(started, asg)
+	defer clock.stop()
 	var killAfter <-chan time.Time
 	grace := time.Duration(max(sp.Grace, 0)) * time.Second
 	terminate := func(reason string) {
@@ -245,18 +241,19 @@ func runShim(dir string) error {
 			case sigAbort:
 				ex.Reason = exitAborted
 				signalJob(unix.SIGKILL)
-			case sigForward:
+			case sigForward: // a signal to pass on, or a new time limit
+				clock.setLimit(currentLimit(dir, sp.MaxDuration))
 				if sig, batchOnly, ok := forwardedSignal(dir); ok && batchOnly {
 					_ = unix.Kill(pgid, sig)
 				} else if ok {
 					signalJob(sig)
 				}
 			}
-		case <-deadline:
-			deadline = nil
+		case <-clock.deadlineC():
+			clock.deadlinePassed()
 			terminate(exitMaxDuration)
-		case <-warn:
-			warn = nil
+		case <-clock.warnC():
+			clock.warnSent()
 			if sig := sp.Assignment.Signal; ex.Reason == "" && sig.BatchOnly {
 				_ = unix.Kill(pgid, unix.Signal(sig.Number))
 			} else if ex.Reason == "" {
@@ -397,12 +394,16 @@ func memoryText(b int64) string {
 // "N" (every process of the job) or "B:N" (its main process only).
 const fileSignal = "signal"
 
-// forwardedSignal reads fileSignal.
+// forwardedSignal reads fileSignal and removes it: the same sigForward
+// also says that the time limit changed (timelimit.go), which must not send
+// the job an earlier signal again.
 func forwardedSignal(dir string) (sig unix.Signal, batchOnly, ok bool) {
-	b, err := os.ReadFile(filepath.Join(dir, fileSignal))
+	path := filepath.Join(dir, fileSignal)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0, false, false
 	}
+	_ = os.Remove(path)
 	text := strings.TrimSpace(string(b))
 	text, batchOnly = strings.CutPrefix(text, "B:")
 	n, err := strconv.Atoi(text)

@@ -166,19 +166,12 @@ func runContainer(dir string, sp *shimSpec, fw *frameWriter, ex *shimExit, sigs 
 		}
 	}()
 
-	var deadline <-chan time.Time
-	if sp.MaxDuration > 0 {
-		left := time.Duration(sp.MaxDuration)*time.Second - time.Since(ex.StartedAt)
-		t := time.NewTimer(max(left, 0))
-		defer t.Stop()
-		deadline = t.C
-	}
-	var warn <-chan time.Time // the run's `signal:` (dist.go), to the container's main process
-	if d, ok := signalDue(sp.Assignment); ok {
-		t := time.NewTimer(max(d-time.Since(ex.StartedAt), 0))
-		defer t.Stop()
-		warn = t.C
-	}
+	// The limit counts from the container's start, which a new shim finds
+	// in the record; the limit may have moved since job.json (timelimit.go).
+	asg := sp.Assignment
+	asg.MaxDuration = currentLimit(dir, sp.MaxDuration)
+	clock := newJobClock(ex.StartedAt, asg)
+	defer clock.stop()
 	grace := time.Duration(max(sp.Grace, 0)) * time.Second
 	stopping := false
 	terminate := func(reason string) {
@@ -224,7 +217,8 @@ func runContainer(dir string, sp *shimSpec, fw *frameWriter, ex *shimExit, sigs 
 				terminate(exitStopped)
 			case sigAbort:
 				abort()
-			case sigForward:
+			case sigForward: // a signal to pass on, or a new time limit
+				clock.setLimit(currentLimit(dir, sp.MaxDuration))
 				if sig, _, ok := forwardedSignal(dir); ok && !stopping {
 					go func() {
 						if err := c.Signal(ctx, strconv.Itoa(int(sig))); err != nil {
@@ -233,11 +227,11 @@ func runContainer(dir string, sp *shimSpec, fw *frameWriter, ex *shimExit, sigs 
 					}()
 				}
 			}
-		case <-deadline:
-			deadline = nil
+		case <-clock.deadlineC():
+			clock.deadlinePassed()
 			terminate(exitMaxDuration)
-		case <-warn:
-			warn = nil
+		case <-clock.warnC():
+			clock.warnSent()
 			if !stopping {
 				go func() {
 					if err := c.Signal(ctx, strconv.Itoa(sp.Assignment.Signal.Number)); err != nil {

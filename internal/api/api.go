@@ -203,15 +203,18 @@ type SubmitRequest struct {
 }
 
 // ControlRequest changes a run as scontrol does. Action is hold, release,
-// requeue or update; update sets the fields given (a waiting run's time
-// limit in seconds, 0 none; priority 0..100; nice; an array's throttle, 0
-// none).
+// requeue or update; update sets the fields given: the time limit in
+// seconds, 0 none (a waiting run's, or a running one's: its jobs' deadline
+// moves, counted from their start; only an admin may raise a running run's);
+// a waiting run's priority 0..100 and nice; an array's throttle, 0 none;
+// tags (an empty value removes one).
 type ControlRequest struct {
-	Action        string `json:"action"`
-	TimeLimit     *int64 `json:"time_limit,omitempty"`
-	Priority      *int   `json:"priority,omitempty"`
-	Nice          *int64 `json:"nice,omitempty"`
-	ArrayThrottle *int   `json:"array_throttle,omitempty"`
+	Action        string            `json:"action"`
+	TimeLimit     *int64            `json:"time_limit,omitempty"`
+	Priority      *int              `json:"priority,omitempty"`
+	Nice          *int64            `json:"nice,omitempty"`
+	ArrayThrottle *int              `json:"array_throttle,omitempty"`
+	Tags          map[string]string `json:"tags,omitempty"`
 }
 
 // PlanRow is one node's answer to "where would this run go".
@@ -297,12 +300,23 @@ type SignalAt struct {
 
 // AgentMessage is one line of the stream from the server to an agent.
 type AgentMessage struct {
-	Type string `json:"type"` // sync, assign, stop, ping
+	Type string `json:"type"` // sync, assign, stop, signal, limit, ping
 	// Sync lists every active job the server places on this node; the agent
 	// starts those it lacks and reports those the server does not know it ran.
-	Jobs []Assignment `json:"jobs,omitempty"`
-	Stop *StopJob     `json:"stop,omitempty"`
-	Kill *KillJob     `json:"kill,omitempty"` // Type "signal"
+	Jobs  []Assignment `json:"jobs,omitempty"`
+	Stop  *StopJob     `json:"stop,omitempty"`
+	Kill  *KillJob     `json:"kill,omitempty"`  // Type "signal"
+	Limit *JobLimit    `json:"limit,omitempty"` // Type "limit"
+}
+
+// JobLimit gives a placed job a new time limit (scontrol update
+// TimeLimit=): MaxDuration seconds from the job's start, 0 none. A limit
+// already passed ends the job at once (max_duration_exceeded). A sync's
+// assignments carry the run's current limit too, for an agent that missed
+// this message.
+type JobLimit struct {
+	JobID       int64 `json:"job_id"`
+	MaxDuration int64 `json:"max_duration"`
 }
 
 // KillJob asks an agent to send a signal to one job's processes without

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/berth-hq/berth/internal/slurm"
 )
@@ -181,7 +182,7 @@ func runSacct(e *slurmEnv, args []string) error {
 			return slurmFail(1, "sacct: error: Berth keeps its accounting records in the server; --file is not supported")
 		}
 	}
-	v, err := fetchView(e, "sacct", true)
+	v, err := fetchView(e, "sacct", acctSelection(f))
 	if err != nil {
 		return err
 	}
@@ -227,6 +228,19 @@ func runSacct(e *slurmEnv, args []string) error {
 	}
 	io.WriteString(e.stdout, out)
 	return nil
+}
+
+// acctSelection asks the server for the runs sacct's filter may keep: those
+// of the jobs -j names (with their arrays' tasks) and of its time window,
+// a second past its end (the window's end is inclusive for ended jobs).
+func acctSelection(f slurm.AcctFilter) runSelection {
+	sel := runSelection{all: true}
+	for _, j := range f.Jobs {
+		sel.ids = append(sel.ids, int64(j.JobID))
+	}
+	start, end := slurm.AcctWindow(f)
+	sel.since, sel.until = start, end.Add(time.Second)
+	return sel
 }
 
 func ranOn(nodelist string, hosts []string) bool {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -300,16 +302,45 @@ func waitExit(r *api.Run) error {
 	return &ExitError{Code: code}
 }
 
-// fetchView reads what the listing commands show: runs (every one, or
-// only active ones) with their jobs and configurations, and the nodes.
-func fetchView(e *slurmEnv, prog string, all bool) (*slurmView, error) {
+// runSelection is what a listing command asks the server for: the
+// active runs, or with all every run the server keeps narrowed by ids and
+// a window (see client.ListOptions). It selects a superset of what the
+// command shows, so the command's own filter decides as it would over
+// every run.
+type runSelection struct {
+	all          bool
+	ids          []int64
+	since, until time.Time
+	// refs also reads the runs that the selected ones name.
+	refs bool
+}
+
+// inMemory selects the runs squeue and scontrol may show: active, or
+// finished less than minJobAge before now (slurmView.inMemory).
+func inMemory(now time.Time) runSelection {
+	return runSelection{all: true, since: now.Add(-minJobAge), refs: true}
+}
+
+// fetchView reads what the listing commands show: the selected runs with
+// their jobs and configurations, and the nodes.
+func fetchView(e *slurmEnv, prog string, sel runSelection) (*slurmView, error) {
 	c, err := e.newClient()
 	if err != nil {
 		return nil, slurmFail(1, fmt.Sprintf("%s: error: Unable to contact slurm controller (connect failure): %v", prog, err))
 	}
-	runs, err := c.Runs(e.ctx, client.ListOptions{All: all, Jobs: true, Spec: true})
+	o := client.ListOptions{All: sel.all, Jobs: true, Spec: true, IDs: sel.ids, Since: sel.since, Until: sel.until}
+	runs, err := c.Runs(e.ctx, o)
 	if err != nil {
 		return nil, slurmFail(1, fmt.Sprintf("%s: error: %v", prog, err))
+	}
+	if sel.refs {
+		if more := referenced(runs); len(more) > 0 {
+			extra, err := c.Runs(e.ctx, client.ListOptions{All: true, Jobs: true, Spec: true, IDs: more})
+			if err != nil {
+				return nil, slurmFail(1, fmt.Sprintf("%s: error: %v", prog, err))
+			}
+			runs = mergeRuns(runs, extra)
+		}
 	}
 	nodes, err := c.Nodes(e.ctx)
 	if err != nil {
@@ -349,6 +380,56 @@ func (v *slurmView) loadSteps(e *slurmEnv) error {
 		v.steps[p.RunID] = append(v.steps[p.RunID], p)
 	}
 	return nil
+}
+
+// referenced are the runs that runs name and do not hold: tasks' arrays
+// and dependencies.
+func referenced(runs []api.Run) []int64 {
+	have := map[int64]bool{}
+	for _, r := range runs {
+		have[r.ID] = true
+	}
+	var out []int64
+	add := func(id int64) {
+		if id > 0 && !have[id] {
+			have[id] = true
+			out = append(out, id)
+		}
+	}
+	for _, r := range runs {
+		add(r.ArrayID)
+		if r.Spec == nil {
+			continue
+		}
+		for _, dep := range r.Spec.DependsOn {
+			for i, ref := range dep.Runs {
+				idStr, _, _ := strings.Cut(ref, "_")
+				id, _ := strconv.ParseInt(idStr, 10, 64)
+				if i < len(dep.IDs) && dep.IDs[i] != 0 {
+					id = dep.IDs[i]
+				}
+				add(id)
+			}
+		}
+	}
+	return out
+}
+
+// mergeRuns adds to runs those of extra it lacks, keeping the server's
+// order (newest first).
+func mergeRuns(runs, extra []api.Run) []api.Run {
+	have := map[int64]bool{}
+	for _, r := range runs {
+		have[r.ID] = true
+	}
+	for _, r := range extra {
+		if !have[r.ID] {
+			have[r.ID] = true
+			runs = append(runs, r)
+		}
+	}
+	slices.SortStableFunc(runs, func(a, b api.Run) int { return cmp.Compare(b.ID, a.ID) })
+	return runs
 }
 
 // parseJobList reads a list of job ids for scancel, scontrol and sacct:

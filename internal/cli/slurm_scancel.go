@@ -146,7 +146,7 @@ func runScancel(e *slurmEnv, args []string) error {
 		return slurmFail(1, "scancel: error: Unable to contact slurm controller (connect failure): "+err.Error())
 	}
 	if filtered {
-		v, err := fetchView(e, "scancel", false)
+		v, err := fetchView(e, "scancel", runSelection{})
 		if err != nil {
 			return err
 		}

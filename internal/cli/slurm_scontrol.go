@@ -37,7 +37,8 @@ const scontrolUsage = `scontrol [<OPTION>] [<COMMAND>]
      show <ENTITY> [<ID>]     display state of identified entity, default
                               is all records: job, node, partition,
                               hostnames, hostlist.
-     update <SPECIFICATIONS>  update job: JobId=<id> with TimeLimit=,
+     update <SPECIFICATIONS>  update job: JobId=<id> with TimeLimit=
+                              (also of a running job; +=, -=), Comment=,
                               Priority=, Nice=, ArrayTaskThrottle=.
      version                  display tool version number.
 `
@@ -134,7 +135,7 @@ func scontrolShow(e *slurmEnv, args []string, oneLiner bool) error {
 	case entity == "job" || entity == "jobs" || entity == "jobid":
 		return scontrolShowJob(e, id, oneLiner)
 	case entity == "node" || entity == "nodes":
-		v, err := fetchView(e, "scontrol", false)
+		v, err := fetchView(e, "scontrol", runSelection{})
 		if err != nil {
 			return err
 		}
@@ -162,7 +163,7 @@ func scontrolShow(e *slurmEnv, args []string, oneLiner bool) error {
 		io.WriteString(e.stdout, slurm.ShowNodes(nodes, oneLiner))
 		return nil
 	case entity == "partition" || entity == "partitions":
-		v, err := fetchView(e, "scontrol", false)
+		v, err := fetchView(e, "scontrol", runSelection{})
 		if err != nil {
 			return err
 		}
@@ -189,7 +190,7 @@ func scontrolShow(e *slurmEnv, args []string, oneLiner bool) error {
 }
 
 func scontrolShowJob(e *slurmEnv, id string, oneLiner bool) error {
-	v, err := fetchView(e, "scontrol", true)
+	v, err := fetchView(e, "scontrol", inMemory(e.now()))
 	if err != nil {
 		return err
 	}
@@ -310,12 +311,20 @@ func scontrolUpdate(e *slurmEnv, args []string) error {
 	)
 	var pairs []string
 	for _, a := range args {
+		if strings.HasPrefix(strings.ToLower(a), "comment=") {
+			pairs = append(pairs, a) // a comment may hold spaces
+			continue
+		}
 		pairs = append(pairs, strings.Fields(a)...)
 	}
 	for _, p := range pairs {
 		k, val, ok := strings.Cut(p, "=")
 		if !ok {
 			return slurmFail(1, "Invalid input: "+p, "Request aborted")
+		}
+		// TimeLimit+=30 and TimeLimit-=30 are TimeLimit=+30 and TimeLimit=-30.
+		if strings.HasSuffix(k, "+") || strings.HasSuffix(k, "-") {
+			k, val = k[:len(k)-1], k[len(k)-1:]+val
 		}
 		switch strings.ToLower(k) {
 		case "jobid", "job":
@@ -342,6 +351,9 @@ func scontrolUpdate(e *slurmEnv, args []string) error {
 			if err != nil {
 				return slurmFail(1, "Invalid TimeLimit value: "+val, "Request aborted")
 			}
+			if add < 0 && d != slurm.Unlimited && d > cur {
+				return slurmFail(1, fmt.Sprintf("TimeLimit decrement larger than current time limit (%d > %d)", d/time.Minute, cur/time.Minute))
+			}
 			secs := int64(0)
 			if d != slurm.Unlimited && d != 0 {
 				secs = int64((cur + time.Duration(add)*d) / time.Second)
@@ -353,6 +365,8 @@ func scontrolUpdate(e *slurmEnv, args []string) error {
 				}
 			}
 			req.TimeLimit, any = &secs, true
+		case "comment":
+			req.Tags, any = map[string]string{tagComment: val}, true
 		case "priority":
 			n, err := strconv.ParseInt(val, 10, 64)
 			if err != nil || n < 0 {

@@ -124,7 +124,7 @@ func runSinfo(e *slurmEnv, args []string) error {
 		dead = true
 	}
 	once := func() error {
-		v, err := fetchView(e, "sinfo", false)
+		v, err := fetchView(e, "sinfo", runSelection{})
 		if err != nil {
 			return err
 		}

@@ -184,7 +184,11 @@ func runSqueue(e *slurmEnv, args []string) error {
 		for _, s := range f.States {
 			needAll = needAll || s.Finished()
 		}
-		v, err := fetchView(e, "squeue", needAll)
+		sel := runSelection{}
+		if needAll {
+			sel = inMemory(e.now())
+		}
+		v, err := fetchView(e, "squeue", sel)
 		if err != nil {
 			return err
 		}

@@ -137,6 +137,15 @@ type ListOptions struct {
 	Limit int
 	// Spec includes each run's configuration (the Slurm commands need it).
 	Spec bool
+	// IDs keeps these runs and the tasks of the arrays among them; Users
+	// and Statuses the runs of these users and in these statuses (nil:
+	// any).
+	IDs      []int64
+	Users    []string
+	Statuses []api.Status
+	// Since keeps the runs not final before it, Until those submitted
+	// before it (zero: no bound): sacct's window.
+	Since, Until time.Time
 }
 
 // Runs lists runs, newest first.
@@ -153,6 +162,29 @@ func (c *Client) Runs(ctx context.Context, o ListOptions) ([]api.Run, error) {
 	}
 	if o.Spec {
 		q.Set("spec", "1")
+	}
+	if len(o.IDs) > 0 {
+		ids := make([]string, len(o.IDs))
+		for i, id := range o.IDs {
+			ids[i] = strconv.FormatInt(id, 10)
+		}
+		q.Set("ids", strings.Join(ids, ","))
+	}
+	if len(o.Users) > 0 {
+		q.Set("user", strings.Join(o.Users, ","))
+	}
+	if len(o.Statuses) > 0 {
+		st := make([]string, len(o.Statuses))
+		for i, s := range o.Statuses {
+			st[i] = string(s)
+		}
+		q.Set("status", strings.Join(st, ","))
+	}
+	if !o.Since.IsZero() {
+		q.Set("since", o.Since.Format(time.RFC3339Nano))
+	}
+	if !o.Until.IsZero() {
+		q.Set("until", o.Until.Format(time.RFC3339Nano))
 	}
 	var rs []api.Run
 	return rs, c.do(ctx, c.http, http.MethodGet, "/runs?"+q.Encode(), nil, &rs)

@@ -1,9 +1,13 @@
 package server
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/berth-hq/berth/internal/api"
@@ -63,9 +67,9 @@ const (
 )
 
 // control changes a run as Slurm's scontrol does: hold, release, requeue,
-// and update of a waiting run's time limit, priority, nice, or an array's
-// throttle.
-func (s *Server) handleControl(w http.ResponseWriter, r *http.Request, _ *store.User) {
+// and update of a run's time limit (waiting or running) and tags, a waiting
+// run's priority and nice, or an array's throttle.
+func (s *Server) handleControl(w http.ResponseWriter, r *http.Request, u *store.User) {
 	var req api.ControlRequest
 	if err := decode(r, &req); err != nil {
 		writeError(w, err)
@@ -76,7 +80,7 @@ func (s *Server) handleControl(w http.ResponseWriter, r *http.Request, _ *store.
 		writeError(w, err)
 		return
 	}
-	if err := s.control(run.ID, req); err != nil {
+	if err := s.control(run.ID, req, u != nil && u.Admin); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -87,12 +91,17 @@ func (s *Server) handleControl(w http.ResponseWriter, r *http.Request, _ *store.
 	writeJSON(w, http.StatusOK, s.apiRun(run, nil, s.name(r.Context(), 'u', run.UserID), nil))
 }
 
-func (s *Server) control(id int64, req api.ControlRequest) error {
+// control applies req to run id; admin says the caller is an admin (only
+// an admin may raise a running run's time limit, as in Slurm).
+func (s *Server) control(id int64, req api.ControlRequest, admin bool) error {
 	now := s.clock.Now()
 	s.mu.Lock()
 	rs, ok := s.runs[id]
 	if !ok {
 		s.mu.Unlock()
+		if req.Action == "update" {
+			return fmt.Errorf("%w: run %d has ended (Slurm: Job/step already completing or completed)", ErrInvalid, id)
+		}
 		return fmt.Errorf("%w: run %d has ended", ErrInvalid, id)
 	}
 	b := &store.Batch{}
@@ -131,7 +140,7 @@ func (s *Server) control(id int64, req api.ControlRequest) error {
 		after = s.stopLocked(rs, stopRequeue, false, now, b)
 		rs.rec.StopReq = stopRequeue
 	case "update":
-		err = s.updateLocked(rs, req, now, b)
+		after, err = s.updateLocked(rs, req, admin, now, b)
 	default:
 		err = fmt.Errorf("%w: unknown action %q (hold, release, requeue, update)", ErrInvalid, req.Action)
 	}
@@ -145,40 +154,56 @@ func (s *Server) control(id int64, req api.ControlRequest) error {
 	return <-done
 }
 
-func (s *Server) updateLocked(rs *runState, req api.ControlRequest, now time.Time, b *store.Batch) error {
+func (s *Server) updateLocked(rs *runState, req api.ControlRequest, admin bool, now time.Time, b *store.Batch) (after []func(), err error) {
 	id := rs.rec.ID
+	_, waiting := s.pending[id]
 	var changed []string
 	if req.ArrayThrottle != nil {
 		if rs.array == nil {
-			return fmt.Errorf("%w: run %d is not an array: it has no throttle", ErrInvalid, id)
+			return nil, fmt.Errorf("%w: run %d is not an array: it has no throttle", ErrInvalid, id)
 		}
 		if *req.ArrayThrottle < 0 {
-			return fmt.Errorf("%w: array throttle %d: want 0 (none) or more", ErrInvalid, *req.ArrayThrottle)
+			return nil, fmt.Errorf("%w: array throttle %d: want 0 (none) or more", ErrInvalid, *req.ArrayThrottle)
 		}
+	}
+	if !waiting && (req.Priority != nil || req.Nice != nil) {
+		return nil, fmt.Errorf("%w: run %d is not waiting (%s): only a waiting run's priority or nice can change", ErrInvalid, id, rs.rec.Status)
+	}
+	if req.Priority != nil && (*req.Priority < 0 || *req.Priority > 100) {
+		return nil, fmt.Errorf("%w: priority %d: want 0..100", ErrInvalid, *req.Priority)
+	}
+	for k := range req.Tags {
+		if k == "" {
+			return nil, fmt.Errorf("%w: tags: empty tag name", ErrInvalid)
+		}
+	}
+	// The runs a time limit or tags change: the run, or an array's own
+	// record (for the tasks to come) and its live tasks.
+	targets := []*runState{rs}
+	if rs.array != nil {
+		for _, t := range rs.array.live {
+			targets = append(targets, t)
+		}
+		slices.SortFunc(targets[1:], func(a, b *runState) int { return cmp.Compare(a.rec.ID, b.rec.ID) })
+	}
+	if req.TimeLimit != nil {
+		if *req.TimeLimit < 0 {
+			return nil, fmt.Errorf("%w: time limit %d s: want 0 (none) or more", ErrInvalid, *req.TimeLimit)
+		}
+		limit := time.Duration(*req.TimeLimit) * time.Second
+		for _, t := range targets {
+			if err := s.limitAllowedLocked(t, limit, admin); err != nil {
+				return nil, err
+			}
+		}
+	}
+	// Checked: from here on nothing fails.
+	if req.ArrayThrottle != nil {
 		rs.array.Throttle = *req.ArrayThrottle
 		s.freed = true // the throttle may let more start
 		changed = append(changed, fmt.Sprintf("array throttle %d", rs.array.Throttle))
 	}
-	if _, ok := s.pending[id]; !ok && (req.TimeLimit != nil || req.Priority != nil || req.Nice != nil) {
-		return fmt.Errorf("%w: run %d is not waiting (%s): only a waiting run's time limit, priority or nice can change", ErrInvalid, id, rs.rec.Status)
-	}
-	if req.TimeLimit != nil {
-		if *req.TimeLimit < 0 {
-			return fmt.Errorf("%w: time limit %d s: want 0 (none) or more", ErrInvalid, *req.TimeLimit)
-		}
-		rs.limit = time.Duration(*req.TimeLimit) * time.Second
-		if *req.TimeLimit == 0 {
-			rs.spec.MaxDuration = nil
-		} else {
-			d := spec.Duration(*req.TimeLimit)
-			rs.spec.MaxDuration = &d
-		}
-		changed = append(changed, fmt.Sprintf("time limit %s", rs.limit))
-	}
 	if req.Priority != nil {
-		if *req.Priority < 0 || *req.Priority > 100 {
-			return fmt.Errorf("%w: priority %d: want 0..100", ErrInvalid, *req.Priority)
-		}
 		rs.rec.Priority, rs.spec.Priority = *req.Priority, *req.Priority
 		changed = append(changed, fmt.Sprintf("priority %d", *req.Priority))
 	}
@@ -186,18 +211,105 @@ func (s *Server) updateLocked(rs *runState, req api.ControlRequest, now time.Tim
 		rs.spec.Nice = *req.Nice
 		changed = append(changed, fmt.Sprintf("nice %d", *req.Nice))
 	}
-	if len(changed) == 0 {
-		return fmt.Errorf("%w: nothing to update", ErrInvalid)
+	if req.TimeLimit != nil {
+		limit := time.Duration(*req.TimeLimit) * time.Second
+		for _, t := range targets {
+			after = append(after, s.setLimitLocked(t, limit)...)
+		}
+		changed = append(changed, fmt.Sprintf("time limit %s", limit))
 	}
-	if body, err := json.Marshal(rs.spec); err == nil {
-		rs.rec.Spec = body
+	if len(req.Tags) > 0 {
+		keys := slices.Sorted(maps.Keys(req.Tags))
+		for _, t := range targets {
+			for _, k := range keys {
+				if v := req.Tags[k]; v == "" {
+					delete(t.spec.Tags, k)
+				} else {
+					if t.spec.Tags == nil {
+						t.spec.Tags = map[string]string{}
+					}
+					t.spec.Tags[k] = v
+				}
+			}
+		}
+		changed = append(changed, fmt.Sprintf("tags %s", strings.Join(keys, ",")))
+	}
+	if len(changed) == 0 {
+		return nil, fmt.Errorf("%w: nothing to update", ErrInvalid)
+	}
+	for _, t := range targets {
+		if body, err := json.Marshal(t.spec); err == nil {
+			t.rec.Spec = body
+		}
+		if t == rs {
+			continue // the caller stores rs
+		}
+		b.Runs = append(b.Runs, runCopy(t))
+		if _, ok := s.pending[t.rec.ID]; ok {
+			s.fresh[t.rec.ID] = t
+		}
 	}
 	rs.saveMeta()
-	if _, ok := s.pending[id]; ok {
+	if waiting {
 		s.fresh[id] = rs
 	}
 	b.Events = append(b.Events, &store.Event{RunID: id, Time: now, Type: "update", Message: fmt.Sprint(changed)})
+	return after, nil
+}
+
+// limitAllowedLocked refuses a new time limit Slurm would refuse: a
+// running run's limit goes up (or to none) only by an admin's hand.
+func (s *Server) limitAllowedLocked(rs *runState, limit time.Duration, admin bool) error {
+	if _, waiting := s.pending[rs.rec.ID]; waiting || rs.array != nil || admin {
+		return nil
+	}
+	if raised := rs.limit > 0 && (limit == 0 || limit > rs.limit); raised {
+		return fmt.Errorf("%w: run %d is running: only an admin may raise its time limit (%s to %s) (Slurm: Access/permission denied)",
+			ErrInvalid, rs.rec.ID, limitText(rs.limit), limitText(limit))
+	}
 	return nil
+}
+
+func limitText(d time.Duration) string {
+	if d <= 0 {
+		return "none"
+	}
+	return d.String()
+}
+
+// setLimitLocked gives rs a new time limit: in its spec (which survives a
+// restart), in the scheduler's view (its expected end, which backfill
+// reservations count on) and, for a run placed on nodes, in its jobs'
+// supervisors, which end a job whose new limit has passed at once. It
+// returns the messages to send once the change is stored.
+func (s *Server) setLimitLocked(rs *runState, limit time.Duration) (after []func()) {
+	rs.limit = limit
+	if limit == 0 {
+		rs.spec.MaxDuration = nil
+	} else {
+		d := spec.Duration(limit / time.Second)
+		rs.spec.MaxDuration = &d
+	}
+	if _, waiting := s.pending[rs.rec.ID]; waiting || rs.array != nil {
+		return nil
+	}
+	s.freed = true // reservations behind it move
+	for _, js := range rs.jobs {
+		switch api.Status(js.rec.Status) {
+		case api.StatusProvisioning, api.StatusPulling, api.StatusRunning:
+		default:
+			continue // not placed yet, or ended; held jobs get it in their assignment
+		}
+		if js.held {
+			continue
+		}
+		if ns, ok := s.nodes[js.rec.Node]; ok && ns.conn != nil {
+			c, l := ns.conn, api.JobLimit{JobID: js.rec.ID, MaxDuration: int64(limit / time.Second)}
+			after = append(after, func() { c.send(api.AgentMessage{Type: "limit", Limit: &l}) })
+		}
+		// An agent away now learns the limit from its next sync.
+	}
+	return after
 }
 
 // handleSignal sends a signal to a run's running jobs without stopping

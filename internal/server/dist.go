@@ -118,11 +118,12 @@ func gpusNum(rs *runState) int {
 	return n
 }
 
-// signalOf is the assignment's form of the run's `signal:` (nil: none, or
-// no time limit to send it before).
+// signalOf is the assignment's form of the run's `signal:` (nil: none).
+// It goes out even without a time limit to send it before: scontrol update
+// may give the run one while its jobs run.
 func signalOf(t *spec.Task) *api.SignalAt {
 	sig := t.ParsedSignal()
-	if sig == nil || t.MaxDuration == nil {
+	if sig == nil {
 		return nil
 	}
 	return &api.SignalAt{Number: sig.Number, Before: int64(sig.Before), BatchOnly: sig.BatchOnly}

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"net/url"
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/berth-hq/berth/internal/api"
@@ -143,30 +145,80 @@ func nodeResources(n *sched.Node) string {
 	return s
 }
 
+// handleListRuns lists runs, newest first: active ones, or with all=1
+// every one, narrowed by ids (runs and the tasks of arrays among them),
+// user and status (comma-separated), since and until (RFC 3339: runs not
+// final before since, submitted before until: sacct's window) and limit;
+// jobs=1 adds their jobs (one query for all), spec=1 their configuration.
 func (s *Server) handleListRuns(w http.ResponseWriter, r *http.Request, _ *store.User) {
 	q := r.URL.Query()
-	limit, _ := strconv.Atoi(q.Get("limit"))
-	runs, err := s.store.ListRuns(r.Context(), store.RunFilter{ProjectID: s.projectID, All: q.Get("all") == "1", Limit: limit})
+	f, err := s.runFilter(q)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
+	runs, err := s.store.ListRuns(r.Context(), f)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	jobsOf := map[int64][]*store.Job{}
+	if q.Get("jobs") == "1" && len(runs) > 0 {
+		ids := make([]int64, len(runs))
+		for i, run := range runs {
+			ids[i] = run.ID
+		}
+		jobs, err := s.store.ListJobsOf(r.Context(), ids)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		for _, j := range jobs {
+			jobsOf[j.RunID] = append(jobsOf[j.RunID], j)
+		}
+	}
 	out := make([]*api.Run, 0, len(runs))
 	for _, run := range runs {
-		var jobs []*store.Job
-		if q.Get("jobs") == "1" {
-			if jobs, err = s.store.ListJobs(r.Context(), run.ID); err != nil {
-				writeError(w, err)
-				return
-			}
-		}
-		o := s.withBlockedBy(s.apiRun(run, jobs, s.name(r.Context(), 'u', run.UserID), nil))
+		o := s.withBlockedBy(s.apiRun(run, jobsOf[run.ID], s.name(r.Context(), 'u', run.UserID), nil))
 		if q.Get("spec") == "1" {
 			o = withSpec(o, run)
 		}
 		out = append(out, o)
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// runFilter reads the list's query parameters.
+func (s *Server) runFilter(q url.Values) (store.RunFilter, error) {
+	f := store.RunFilter{ProjectID: s.projectID, All: q.Get("all") == "1"}
+	f.Limit, _ = strconv.Atoi(q.Get("limit"))
+	list := func(key string) []string {
+		if v := q.Get(key); v != "" {
+			return strings.Split(v, ",")
+		}
+		return nil
+	}
+	for _, v := range list("ids") {
+		id, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return f, fmt.Errorf("%w: ids: %q is not a run ID", ErrInvalid, v)
+		}
+		f.IDs = append(f.IDs, id)
+	}
+	f.Users, f.Statuses = list("user"), list("status")
+	for _, p := range []struct {
+		key string
+		to  *time.Time
+	}{{"since", &f.Since}, {"until", &f.Until}} {
+		if v := q.Get(p.key); v != "" {
+			t, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				return f, fmt.Errorf("%w: %s: %q: want an RFC 3339 time", ErrInvalid, p.key, v)
+			}
+			*p.to = t
+		}
+	}
+	return f, nil
 }
 
 // findRun resolves a run by ID or by name (the newest run of that name).

@@ -517,7 +517,35 @@ type AcctFilter struct {
 // instant -S (default now) or during -S..-E; with -j, those jobs at any
 // time. Steps follow their job.
 func FilterAcct(recs []AcctRecord, f AcctFilter) []AcctRecord {
-	s, e := unixOrZero(f.Start), unixOrZero(f.End)
+	s, e := acctWindow(f)
+	var out []AcctRecord
+	keep := false
+	for _, r := range recs {
+		if r.Step == "" {
+			keep = acctSelected(&r, f, s, e)
+		}
+		if keep {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// AcctWindow is the window [start, end) FilterAcct selects in: every
+// record it keeps is of a job submitted no later than end's second and not
+// ended before start (zero start: no bound), so that a store may narrow
+// the jobs it reads to those first.
+func AcctWindow(f AcctFilter) (start, end time.Time) {
+	s, e := acctWindow(f)
+	if s != 0 {
+		start = time.Unix(s, 0)
+	}
+	return start, time.Unix(e, 0)
+}
+
+// acctWindow is sacct's window in Unix seconds (s 0: none).
+func acctWindow(f AcctFilter) (s, e int64) {
+	s, e = unixOrZero(f.Start), unixOrZero(f.End)
 	now := f.Now.Unix()
 	switch {
 	case len(f.States) > 0:
@@ -537,17 +565,7 @@ func FilterAcct(recs []AcctRecord, f AcctFilter) []AcctRecord {
 	if e == s || e == now {
 		e++ // the window is [S, E)
 	}
-	var out []AcctRecord
-	keep := false
-	for _, r := range recs {
-		if r.Step == "" {
-			keep = acctSelected(&r, f, s, e)
-		}
-		if keep {
-			out = append(out, r)
-		}
-	}
-	return out
+	return s, e
 }
 
 func unixOrZero(t time.Time) int64 {

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -431,18 +432,70 @@ func (s *SQLite) ListRuns(ctx context.Context, f RunFilter) ([]*Run, error) {
 		q += ` AND active = 1`
 	}
 	if f.ProjectID != 0 {
-		q += ` AND project_id = ?`
+		// Most runs are of one project: the unary + keeps SQLite from
+		// reading them all through runs_name where another condition
+		// selects few.
+		q += ` AND +project_id = ?`
 		args = append(args, f.ProjectID)
 	}
 	if f.ArrayID != 0 {
 		q += ` AND array_id = ?`
 		args = append(args, f.ArrayID)
 	}
-	q += ` ORDER BY id DESC`
+	if f.IDs != nil {
+		in := placeholders(len(f.IDs))
+		q += ` AND (id IN (` + in + `) OR array_id IN (` + in + `))`
+		for range 2 {
+			for _, id := range f.IDs {
+				args = append(args, id)
+			}
+		}
+	}
+	if f.Users != nil {
+		q += ` AND user_id IN (SELECT id FROM users WHERE name IN (` + placeholders(len(f.Users)) + `))`
+		for _, u := range f.Users {
+			args = append(args, u)
+		}
+	}
+	if f.Statuses != nil {
+		q += ` AND status IN (` + placeholders(len(f.Statuses)) + `)`
+		for _, st := range f.Statuses {
+			args = append(args, st)
+		}
+	}
+	order := ` ORDER BY id DESC`
+	if !f.Since.IsZero() {
+		// finished_at is 0 until a run is final. The window is read through
+		// runs_finished: a recent Since selects few runs, whereas Until
+		// (often now) selects most, and so does reading by id to spare the
+		// sort; without statistics SQLite would pick either of those, so
+		// the unary + keeps both from its choice.
+		q += ` AND (finished_at = 0 OR finished_at >= ?)`
+		args = append(args, nanos(f.Since))
+		order = ` ORDER BY +id DESC`
+	}
+	if !f.Until.IsZero() {
+		if f.Since.IsZero() {
+			q += ` AND submitted_at < ?`
+		} else {
+			q += ` AND +submitted_at < ?`
+		}
+		args = append(args, nanos(f.Until))
+	}
+	q += order
 	if f.Limit > 0 {
 		q += fmt.Sprintf(` LIMIT %d`, f.Limit)
 	}
 	return query(ctx, s.r, scanRun, q, args...)
+}
+
+// placeholders is "?, ?, …" for n values ("NULL" for none, so that IN ()
+// matches nothing and stays valid SQL).
+func placeholders(n int) string {
+	if n == 0 {
+		return "NULL"
+	}
+	return strings.Repeat("?, ", n-1) + "?"
 }
 
 // FindArrayTask returns the run of an array's task, or ErrNotFound when
@@ -462,24 +515,45 @@ func (s *SQLite) ListJobs(ctx context.Context, runID int64) ([]*Job, error) {
 
 // ListSteps lists the steps of the runs by run and step ID.
 func (s *SQLite) ListSteps(ctx context.Context, runIDs []int64) ([]*Step, error) {
-	if len(runIDs) == 0 {
-		return nil, nil
-	}
 	var out []*Step
-	// In slices, under SQLite's bound on a statement's variables.
 	for len(runIDs) > 0 {
-		part := runIDs[:min(len(runIDs), 500)]
-		runIDs = runIDs[len(part):]
-		args := make([]any, len(part))
-		for i, id := range part {
+		n := min(len(runIDs), jobsChunk)
+		args := make([]any, n)
+		for i, id := range runIDs[:n] {
 			args[i] = id
 		}
 		got, err := query(ctx, s.r, scanStep, `SELECT run_id, step_id, name, argv, ranks, ntasks, nodelist, pty, status, exit_code, exits,
-  started_at, finished_at FROM steps WHERE run_id IN (?`+strings.Repeat(",?", len(part)-1)+`) ORDER BY run_id, step_id`, args...)
+  started_at, finished_at FROM steps WHERE run_id IN (`+placeholders(n)+`) ORDER BY run_id, step_id`, args...)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, got...)
+		runIDs = runIDs[n:]
+	}
+	return out, nil
+}
+
+// jobsChunk bounds the run IDs of one ListJobsOf query (SQLite allows
+// 32,766 parameters; PostgreSQL 65,535).
+const jobsChunk = 1000
+
+// ListJobsOf lists the jobs of the given runs by run, number and attempt.
+func (s *SQLite) ListJobsOf(ctx context.Context, runIDs []int64) ([]*Job, error) {
+	ids := slices.Sorted(slices.Values(runIDs))
+	ids = slices.Compact(ids)
+	var out []*Job
+	for len(ids) > 0 {
+		n := min(len(ids), jobsChunk)
+		args := make([]any, n)
+		for i, id := range ids[:n] {
+			args[i] = id
+		}
+		jobs, err := query(ctx, s.r, scanJob, `SELECT `+jobCols+` FROM jobs WHERE run_id IN (`+placeholders(n)+`) ORDER BY run_id, num, attempt`, args...)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, jobs...)
+		ids = ids[n:]
 	}
 	return out, nil
 }

@@ -207,3 +207,92 @@ func TestOddPath(t *testing.T) {
 		t.Fatalf("the database is not where it was asked to be: %v", err)
 	}
 }
+
+// ListRuns' filters: IDs (with the tasks of arrays among them), users,
+// statuses and the window (Since: not final before it; Until: submitted
+// before it); ListJobsOf reads the jobs of many runs, in order, across
+// its chunks.
+func TestListRunsFilters(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, filepath.Join(t.TempDir(), "f.db"))
+	pid, _ := s.EnsureProject(ctx, "main")
+	alice, _ := s.EnsureUser(ctx, "alice", false)
+	bob, _ := s.EnsureUser(ctx, "bob", false)
+	run := func(id int64, user int64, status string, sub, fin int) *Run {
+		r := &Run{ID: id, ProjectID: pid, UserID: user, Name: "r", Status: status, Spec: []byte(`{}`), SubmittedAt: ts(sub), ArrayIndex: -1}
+		if fin > 0 {
+			r.FinishedAt = ts(fin)
+		}
+		return r
+	}
+	array := run(5, bob, "running", 10, 0)
+	task := run(6, bob, "done", 10, 40)
+	task.ArrayID, task.ArrayIndex = 5, 0
+	b := &Batch{Runs: []*Run{
+		run(1, alice, "done", 0, 10),   // ended before the window
+		run(2, alice, "failed", 5, 20), // ended in it
+		run(3, bob, "running", 15, 0),  // active
+		run(4, alice, "submitted", 30, 0),
+		array, task,
+	}}
+	n := jobsChunk + 5
+	for i := 0; i < n; i++ {
+		r := run(int64(100+i), alice, "done", 50, 60)
+		b.Runs = append(b.Runs, r)
+		b.Jobs = append(b.Jobs, &Job{ID: int64(1000 + 2*i), RunID: r.ID, Num: 1, Status: "done", SubmittedAt: ts(50)},
+			&Job{ID: int64(1001 + 2*i), RunID: r.ID, Num: 0, Status: "done", SubmittedAt: ts(50)})
+	}
+	if err := s.Apply(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	ids := func(f RunFilter) []int64 {
+		f.ProjectID, f.All = pid, true
+		runs, err := s.ListRuns(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []int64
+		for _, r := range runs {
+			if r.ID < 100 {
+				out = append(out, r.ID)
+			}
+		}
+		return out
+	}
+	tests := map[string]struct {
+		f    RunFilter
+		want []int64
+	}{
+		"ids and an array's tasks": {RunFilter{IDs: []int64{2, 5, 77}}, []int64{6, 5, 2}},
+		"no ids":                   {RunFilter{IDs: []int64{}}, nil},
+		"users":                    {RunFilter{Users: []string{"bob"}}, []int64{6, 5, 3}},
+		"statuses":                 {RunFilter{Statuses: []string{"running", "submitted"}}, []int64{5, 4, 3}},
+		"since":                    {RunFilter{Since: ts(20)}, []int64{6, 5, 4, 3, 2}},
+		"until":                    {RunFilter{Until: ts(15)}, []int64{6, 5, 2, 1}},
+		"window":                   {RunFilter{Since: ts(11), Until: ts(30)}, []int64{6, 5, 3, 2}},
+		"window and ids":           {RunFilter{Since: ts(11), Until: ts(30), IDs: []int64{1, 3}}, []int64{3}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if d := cmp.Diff(tc.want, ids(tc.f)); d != "" {
+				t.Errorf("(-want +got):\n%s", d)
+			}
+		})
+	}
+	var runIDs []int64
+	for i := n - 1; i >= 0; i-- {
+		runIDs = append(runIDs, int64(100+i), int64(100+i))
+	}
+	jobs, err := s.ListJobsOf(ctx, runIDs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 2*n {
+		t.Fatalf("%d jobs of %d runs, want %d", len(jobs), n, 2*n)
+	}
+	for i, j := range jobs {
+		if want := int64(100 + i/2); j.RunID != want || j.Num != i%2 {
+			t.Fatalf("job %d: run %d num %d, want run %d num %d (by run, then number)", i, j.RunID, j.Num, want, i%2)
+		}
+	}
+}

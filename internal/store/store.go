@@ -24,6 +24,9 @@ type Store interface {
 	ListJobs(ctx context.Context, runID int64) ([]*Job, error)
 	// ListSteps returns the job steps of the runs, by run and step ID.
 	ListSteps(ctx context.Context, runIDs []int64) ([]*Step, error)
+	// ListJobsOf lists the jobs of many runs at once, by run, number and
+	// attempt: one query where ListJobs per run would be one per run.
+	ListJobsOf(ctx context.Context, runIDs []int64) ([]*Job, error)
 	ListNodes(ctx context.Context) ([]*Node, error)
 	// ReadLogs returns the job's log chunks at or after offset, in order, at most limit.
 	ReadLogs(ctx context.Context, jobID int64, offset int64, limit int) ([]*LogChunk, error)
@@ -192,4 +195,16 @@ type RunFilter struct {
 	All       bool  // include final runs
 	Limit     int   // 0: no limit
 	ArrayID   int64 // only the tasks of this array
+	// IDs, when set, keeps the runs of these IDs and the tasks of the
+	// arrays among them.
+	IDs []int64
+	// Users, when set, keeps the runs of these users (by name).
+	Users []string
+	// Statuses, when set, keeps the runs in these statuses.
+	Statuses []string
+	// Since keeps the runs not final before it (active, or finished at or
+	// after it); Until the runs submitted before it. Together they are
+	// the runs that existed during [Since, Until), sacct's window. Zero:
+	// no bound.
+	Since, Until time.Time
 }
