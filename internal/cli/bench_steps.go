@@ -53,6 +53,12 @@ step writing MEGABYTES MiB on the second node and prints the rate at which it re
 				return err
 			}
 			ref := strconv.FormatInt(run.ID, 10)
+			// The allocation's jobs outlive their agents by design: end
+			// them before the server and agents go.
+			defer func() {
+				_, _ = b.c.Stop(context.WithoutCancel(ctx), ref, false)
+				_, _ = b.c.Logs(context.WithoutCancel(ctx), ref, client.LogOptions{Follow: true, Job: -1}, func(api.LogEntry) {})
+			}()
 			deadline := time.Now().Add(60 * time.Second)
 			for {
 				cur, err := b.c.Run(ctx, ref)
@@ -87,7 +93,6 @@ step writing MEGABYTES MiB on the second node and prints the rate at which it re
 			}
 			d := time.Since(start)
 			fmt.Fprintf(out, "steps: %d MiB of a remote task's output through the relay in %s: %.0f MiB/s\n", megabytes, ms(d), float64(megabytes)/d.Seconds())
-			_, _ = b.c.Stop(ctx, ref, false)
 			return nil
 		},
 	}

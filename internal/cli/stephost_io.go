@@ -9,10 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
 
 	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/client"
@@ -216,24 +218,20 @@ func runAttachedTask(ctx context.Context, c *client.Client, ref string, rank int
 	var wmu sync.Mutex
 	stdout := &frameWriter{mu: &wmu, w: conn, typ: api.FrameStdout}
 	var input io.WriteCloser
-	var term *os.File
+	var term *taskTerminal
 	var copied chan struct{}
 	if st.PTY {
-		ws := &pty.Winsize{Rows: uint16(max(st.Rows, 1)), Cols: uint16(max(st.Cols, 1))}
-		if st.Rows <= 0 || st.Cols <= 0 {
-			ws = &pty.Winsize{Rows: 24, Cols: 80}
-		}
-		ptmx, err := pty.StartWithSize(cmd, ws)
+		term, err = startOnTerminal(cmd, st.Rows, st.Cols)
 		if err != nil {
 			fmt.Fprintf(errs, "slurmstepd: error: task 0: pseudo-terminal: %v\n", err)
 			return 1
 		}
-		defer ptmx.Close()
-		input, term = ptmx, ptmx
+		defer term.master.Close()
+		input = term.master
 		copied = make(chan struct{})
 		go func() {
 			defer close(copied)
-			_, _ = io.Copy(stdout, ptmx)
+			_, _ = io.Copy(&outputClock{w: stdout, last: &term.lastOut}, term.master)
 		}()
 	} else {
 		in, err := cmd.StdinPipe()
@@ -267,19 +265,22 @@ func runAttachedTask(ctx context.Context, c *client.Client, ref string, rank int
 			case api.FrameStdin:
 				_, _ = input.Write(p)
 			case api.FrameEOF:
-				if st.PTY {
-					_, _ = input.Write([]byte{4}) // the terminal's end of file
+				if term != nil {
+					go term.endOfInput()
 				} else {
 					input.Close()
 				}
 			case api.FrameResize:
 				if term != nil && len(p) == 4 {
-					_ = pty.Setsize(term, &pty.Winsize{Rows: binary.BigEndian.Uint16(p), Cols: binary.BigEndian.Uint16(p[2:])})
+					_ = pty.Setsize(term.master, &pty.Winsize{Rows: binary.BigEndian.Uint16(p), Cols: binary.BigEndian.Uint16(p[2:])})
 				}
 			}
 		}
 	}()
 	code := exitCodeOf(cmd.Wait())
+	if term != nil {
+		term.slave.Close() // the master reads to the end of the output
+	}
 	if copied != nil {
 		// What the task wrote last is still in the terminal; a child left
 		// holding it open does not keep the step.
@@ -294,4 +295,67 @@ func runAttachedTask(ctx context.Context, c *client.Client, ref string, rank int
 	_ = client.WriteFrame(conn, api.FrameExit, b[:])
 	wmu.Unlock()
 	return code
+}
+
+// taskTerminal is the pseudo-terminal of an attached task: the master the
+// host reads and writes, the slave it keeps open to see whether the task
+// has read its input, and when the task last wrote.
+type taskTerminal struct {
+	master, slave *os.File
+	lastOut       atomic.Int64 // unix nanoseconds
+}
+
+// startOnTerminal starts cmd as the session leader of a new terminal of
+// the given size (24x80 when unknown).
+func startOnTerminal(cmd *exec.Cmd, rows, cols int) (*taskTerminal, error) {
+	master, slave, err := pty.Open()
+	if err != nil {
+		return nil, err
+	}
+	if rows <= 0 || cols <= 0 {
+		rows, cols = 24, 80
+	}
+	_ = pty.Setsize(master, &pty.Winsize{Rows: uint16(rows), Cols: uint16(cols)})
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
+	if err := cmd.Start(); err != nil {
+		master.Close()
+		slave.Close()
+		return nil, err
+	}
+	t := &taskTerminal{master: master, slave: slave}
+	t.lastOut.Store(time.Now().UnixNano())
+	return t, nil
+}
+
+// endOfInput types the terminal's end-of-file character once the task has
+// read what came before and gone quiet (at most 2 s): typed ahead, while
+// the line discipline is canonical, it would reach a shell that has since
+// switched to raw input (readline) as a NUL and be lost, as script(1)
+// knows.
+func (t *taskTerminal) endOfInput() {
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		fds := []unix.PollFd{{Fd: int32(t.slave.Fd()), Events: unix.POLLIN}}
+		pending, _ := unix.Poll(fds, 0)
+		quiet := time.Since(time.Unix(0, t.lastOut.Load())) > 100*time.Millisecond
+		if pending == 0 && quiet {
+			break
+		}
+	}
+	eof := byte(4)
+	if tio, err := unix.IoctlGetTermios(int(t.master.Fd()), unix.TCGETS); err == nil && tio.Cc[unix.VEOF] != 0 {
+		eof = tio.Cc[unix.VEOF]
+	}
+	_, _ = t.master.Write([]byte{eof})
+}
+
+// outputClock notes when output went by.
+type outputClock struct {
+	w    io.Writer
+	last *atomic.Int64
+}
+
+func (o *outputClock) Write(p []byte) (int, error) {
+	o.last.Store(time.Now().UnixNano())
+	return o.w.Write(p)
 }
