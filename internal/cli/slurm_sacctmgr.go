@@ -30,7 +30,7 @@ var sacctmgrOptions = []slurmOpt{
 }
 
 func runSacctmgr(e *slurmEnv, args []string) error {
-	got, rest, err := getoptLong("sacctmgr", args, sacctmgrOptions, false)
+	got, rest, err := getoptLong("sacctmgr", args, sacctmgrOptions, true)
 	if err != nil {
 		return err
 	}

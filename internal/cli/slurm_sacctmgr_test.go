@@ -134,7 +134,8 @@ func TestSacctmgrRoundTrip(t *testing.T) {
 	if diff := cmp.Diff(want, out); diff != "" {
 		t.Errorf("add account (-want +got):\n%s", diff)
 	}
-	mustSacctmgr(t, "-i", "add", "user", "alice", "Account=physics", "Fairshare=2")
+	// Options may follow the command, as glibc's getopt permutes them.
+	mustSacctmgr(t, "add", "user", "alice", "Account=physics", "Fairshare=2", "-i")
 	out = mustSacctmgr(t, "-i", "modify", "user", "alice", "set", "MaxJobs=4", "where", "Account=physics")
 	if !strings.HasPrefix(out, " Modified user associations...\n  C = berth      A = physics    U = alice    \n") {
 		t.Errorf("modify user:\n%s", out)

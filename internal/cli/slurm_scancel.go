@@ -189,6 +189,9 @@ func runScancel(e *slurmEnv, args []string) error {
 			var apiErr *client.APIError
 			if errors.As(err, &apiErr) {
 				failed[id] = apiMessage(apiErr)
+				if m := slurmReasonRE.FindStringSubmatch(failed[id]); m != nil {
+					failed[id] = m[1]
+				}
 				continue
 			}
 			return slurmFail(1, "scancel: error: "+err.Error())

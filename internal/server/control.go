@@ -76,6 +76,9 @@ func (s *Server) handleControl(w http.ResponseWriter, r *http.Request, u *store.
 		return
 	}
 	run, err := s.findRun(r.Context(), r.PathValue("ref"))
+	if err == nil {
+		err = mayChange(u, run)
+	}
 	if err != nil {
 		writeError(w, err)
 		return
@@ -315,7 +318,7 @@ func (s *Server) setLimitLocked(rs *runState, limit time.Duration) (after []func
 // handleSignal sends a signal to a run's running jobs without stopping
 // them (scancel --signal); jobs not started yet are not signalled, as in
 // Slurm.
-func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request, _ *store.User) {
+func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request, u *store.User) {
 	var req api.SignalRequest
 	if err := decode(r, &req); err != nil {
 		writeError(w, err)
@@ -326,6 +329,9 @@ func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request, _ *store.U
 		return
 	}
 	run, err := s.findRun(r.Context(), r.PathValue("ref"))
+	if err == nil {
+		err = mayChange(u, run)
+	}
 	if err != nil {
 		writeError(w, err)
 		return

@@ -308,7 +308,16 @@ func (s *Server) handleGetRun(w http.ResponseWriter, r *http.Request, _ *store.U
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) handleStop(w http.ResponseWriter, r *http.Request, _ *store.User) {
+// mayChange refuses a user's change to another user's run, as Slurm does;
+// an admin changes any run.
+func mayChange(u *store.User, run *store.Run) error {
+	if u == nil || u.Admin || u.ID == run.UserID {
+		return nil
+	}
+	return fmt.Errorf("%w: run %d is another user's (Slurm: Access/permission denied)", ErrForbidden, run.ID)
+}
+
+func (s *Server) handleStop(w http.ResponseWriter, r *http.Request, u *store.User) {
 	var req api.StopRequest
 	if err := decode(r, &req); err != nil {
 		writeError(w, err)
@@ -319,13 +328,23 @@ func (s *Server) handleStop(w http.ResponseWriter, r *http.Request, _ *store.Use
 	if errors.Is(err, store.ErrNotFound) {
 		// A task of an array that does not exist yet: it never will.
 		if array, index, ok := s.arrayTaskRef(r.Context(), ref); ok {
-			if err := s.cancelTask(array, index); err != nil {
+			parent, err := s.store.GetRun(r.Context(), array)
+			if err == nil {
+				err = mayChange(u, parent)
+			}
+			if err == nil {
+				err = s.cancelTask(array, index)
+			}
+			if err != nil {
 				writeError(w, err)
 				return
 			}
 			writeJSON(w, http.StatusOK, &api.Run{ID: array, Name: ref, Status: api.StatusTerminated, Reason: api.ReasonTerminatedByUser})
 			return
 		}
+	}
+	if err == nil {
+		err = mayChange(u, run)
 	}
 	if err != nil {
 		writeError(w, err)
