@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -93,6 +94,36 @@ func TestSlurmSteps(t *testing.T) {
 	if len(ids) != 4 {
 		t.Errorf("sacct -n -P -o JobID: %v", ids)
 	}
+
+	// MaxRSS: the batch step's peak memory, from its cgroup, as Slurm's
+	// K/M figures; blank on the job's own line.
+	big := strings.TrimSpace(s.must(`sbatch --parsable --mem=500M --wrap 'x=$(head -c 60000000 /dev/zero | tr "\0" a); echo ${#x}'`))
+	s.waitState(big, 30*time.Second, "COMPLETED")
+	rss := strings.Split(strings.TrimSpace(s.must("sacct -n -P -j "+big+" -o JobID,MaxRSS")), "\n")
+	if len(rss) != 2 || rss[0] != big+"|" || !regexp.MustCompile(`^`+big+`\.batch\|\d+(\.\d+)?[KM]$`).MatchString(rss[1]) {
+		t.Fatalf("sacct -o JobID,MaxRSS: %q", rss)
+	}
+	kb := maxRSSKB(t, strings.TrimPrefix(rss[1], big+".batch|"))
+	if kb < 60000 || kb > 400000 {
+		t.Errorf("MaxRSS of a job holding 60 MB in a shell variable: %d K", kb)
+	}
+}
+
+// maxRSSKB reads sacct's MaxRSS (1234K, 56.50M) in KiB.
+func maxRSSKB(t *testing.T, v string) int {
+	t.Helper()
+	unit := 1.0
+	switch {
+	case strings.HasSuffix(v, "M"):
+		unit = 1024
+	case strings.HasSuffix(v, "G"):
+		unit = 1024 * 1024
+	}
+	f, err := strconv.ParseFloat(strings.TrimRight(v, "KMG"), 64)
+	if err != nil {
+		t.Fatalf("MaxRSS %q: %v", v, err)
+	}
+	return int(f * unit)
 }
 
 // A restart of the server in the middle of a two-node step loses none of

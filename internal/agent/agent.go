@@ -889,7 +889,7 @@ func (a *Agent) collect() (evs []api.AgentEvent, more bool) {
 		if j.exit != nil && complete && !j.exitSent {
 			evs = append(evs, api.AgentEvent{JobID: id, Type: "exited", Time: j.exit.FinishedAt, ExitCode: j.exit.ExitCode,
 				Signal: j.exit.Signal, Reason: j.exit.Reason, Message: j.exit.Message, NeverStarted: j.exit.StartedAt.IsZero(),
-				OOMKilled: j.exit.OOMKilled})
+				OOMKilled: j.exit.OOMKilled, MaxRSS: j.exit.MaxRSS})
 		}
 		if budget <= 0 {
 			break

@@ -86,6 +86,9 @@ type shimExit struct {
 	// OOMKilled: the kernel killed a process of the job for exceeding its
 	// memory (counted in the job's cgroup).
 	OOMKilled bool `json:"oom_killed,omitempty"`
+	// MaxRSS is the most memory the job's group held at once (bytes; 0:
+	// unknown, as without a group).
+	MaxRSS int64 `json:"max_rss,omitempty"`
 }
 
 // RunShim supervises the job described in dir/job.json and returns the shim's
@@ -269,6 +272,9 @@ func runShim(dir string) error {
 	var oomKills uint64
 	if grp != nil {
 		oomKills = endGroup(grp)
+		if st, err := sp.Cgroup.Stats(); err == nil && st.HasMemory {
+			ex.MaxRSS = st.Peak
+		}
 	}
 	done := make(chan struct{})
 	go func() { copiers.Wait(); close(done) }()

@@ -134,6 +134,8 @@ type Job struct {
 	StartedAt   *time.Time `json:"started_at,omitempty"`
 	FinishedAt  *time.Time `json:"finished_at,omitempty"`
 	LogSize     int64      `json:"log_size"`
+	// MaxRSS is the most memory the job held at once (bytes; 0: unknown).
+	MaxRSS int64 `json:"max_rss,omitempty"`
 }
 
 // Alloc is what a job holds on its node.
@@ -358,6 +360,9 @@ type AgentEvent struct {
 	// OOMKilled says the kernel killed a process of the job for exceeding
 	// its memory.
 	OOMKilled bool `json:"oom_killed,omitempty"`
+	// MaxRSS is, on exited, the most memory the job held at once (its
+	// cgroup's peak; 0: unknown).
+	MaxRSS int64 `json:"max_rss,omitempty"`
 }
 
 // AgentEvents is a batch of events from one node, in order.

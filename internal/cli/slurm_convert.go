@@ -683,6 +683,7 @@ func (v *slurmView) acct() []slurm.AcctRecord {
 				step.NodeList = nodes[0]
 			}
 			step.NNodes, step.NTasks = 1, 1
+			step.MaxRSS = maxRSS(r, 0)
 			_, c, m, g := alloc(r)
 			n := max(rec.NNodes, 1)
 			step.AllocTRES = sacctTRES(1, c/n, m/uint64(n), g/n)
@@ -693,6 +694,7 @@ func (v *slurmView) acct() []slurm.AcctRecord {
 			}
 			step.Step = "0"
 			step.NTasks = max(tagInt(r, tagNTasks), rec.NNodes)
+			step.MaxRSS = maxRSS(r, -1)
 		default:
 			step.Step = ""
 		}
@@ -714,6 +716,22 @@ func (v *slurmView) acct() []slurm.AcctRecord {
 		}
 	}
 	return out
+}
+
+// maxRSS is the most memory the last attempt of node rank num held (num
+// -1: any node's), 0 when unknown.
+func maxRSS(r *api.Run, num int) int64 {
+	last := 0
+	for _, j := range r.Jobs {
+		last = max(last, j.Attempt)
+	}
+	var m int64
+	for _, j := range r.Jobs {
+		if j.Attempt == last && (num < 0 || j.Num == num) {
+			m = max(m, j.MaxRSS)
+		}
+	}
+	return m
 }
 
 // stepRecord is a recorded step (srun in an allocation) as sacct shows

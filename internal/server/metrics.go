@@ -104,6 +104,22 @@ func (m *metricsStore) add(samples []sample, now time.Time) {
 	}
 }
 
+// peak is the most memory a job was seen to hold (its newest sample's
+// peak; 0: none).
+func (m *metricsStore) peak(run, job int64) int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rs := m.runs[run]
+	if rs == nil || rs.jobs[job] == nil {
+		return 0
+	}
+	var p int64
+	for _, s := range rs.jobs[job].buf {
+		p = max(p, s.MemoryPeak)
+	}
+	return p
+}
+
 func (m *metricsStore) evictOldest() {
 	var oldest int64
 	var at time.Time

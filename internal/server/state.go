@@ -698,6 +698,9 @@ func (s *Server) agentEvents(node string, evs []api.AgentEvent) (*api.AgentAck, 
 				status, reason = api.StatusTerminated, reasonByServer
 			}
 			code := ev.ExitCode
+			// The group's peak at the end; the samples' for a job without
+			// a group of its own (a container).
+			js.rec.MaxRSS = max(ev.MaxRSS, s.jm.peak(js.rec.RunID, js.rec.ID))
 			delete(touched, js.rec.ID)
 			s.finishJob(js, status, reason, &code, ev.Time, b)
 			extra = append(extra, s.jobFailedLocked(js, now, b)...)

@@ -211,10 +211,10 @@ ON CONFLICT (id) DO UPDATE SET name=excluded.name, status=excluded.status, reaso
   finished_at=excluded.finished_at, stop_req=excluded.stop_req, active=excluded.active,
   estimated_start=excluded.estimated_start, meta=excluded.meta, spec=excluded.spec`
 	upsertJob = `INSERT INTO jobs (id, run_id, num, attempt, status, reason, exit_code, node, alloc,
-  submitted_at, started_at, finished_at, log_size, active) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+  submitted_at, started_at, finished_at, log_size, active, max_rss) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
 ON CONFLICT (id) DO UPDATE SET status=excluded.status, reason=excluded.reason, exit_code=excluded.exit_code,
   node=excluded.node, alloc=excluded.alloc, started_at=excluded.started_at, finished_at=excluded.finished_at,
-  log_size=excluded.log_size, active=excluded.active`
+  log_size=excluded.log_size, active=excluded.active, max_rss=excluded.max_rss`
 	upsertNode = `INSERT INTO nodes (name, info, registered_at, last_seen, drain) VALUES (?,?,?,?,?)
 ON CONFLICT (name) DO UPDATE SET info=excluded.info, registered_at=excluded.registered_at, last_seen=excluded.last_seen,
   drain=excluded.drain`
@@ -254,7 +254,7 @@ func (s *SQLite) applyBatch(ctx context.Context, tx *sql.Tx, b *Batch) error {
 		}
 		if _, err := st.ExecContext(ctx, j.ID, j.RunID, j.Num, j.Attempt, j.Status, j.Reason, j.ExitCode,
 			j.Node, string(alloc), nanos(j.SubmittedAt), nanos(j.StartedAt), nanos(j.FinishedAt),
-			j.LogSize, isActive(j.Status)); err != nil {
+			j.LogSize, isActive(j.Status), j.MaxRSS); err != nil {
 			return fmt.Errorf("store: job %d: %w", j.ID, err)
 		}
 	}
@@ -299,7 +299,7 @@ func (s *SQLite) applyBatch(ctx context.Context, tx *sql.Tx, b *Batch) error {
 }
 
 const runCols = `id, project_id, user_id, name, status, reason, exit_code, priority, spec, submitted_at, started_at, finished_at, stop_req, estimated_start, array_id, array_index, meta`
-const jobCols = `id, run_id, num, attempt, status, reason, exit_code, node, alloc, submitted_at, started_at, finished_at, log_size`
+const jobCols = `id, run_id, num, attempt, status, reason, exit_code, node, alloc, submitted_at, started_at, finished_at, log_size, max_rss`
 
 type scanner interface{ Scan(...any) error }
 
@@ -331,7 +331,7 @@ func scanJob(sc scanner) (*Job, error) {
 	var ec sql.NullInt64
 	var sub, st, fin int64
 	if err := sc.Scan(&j.ID, &j.RunID, &j.Num, &j.Attempt, &j.Status, &j.Reason, &ec, &j.Node, &alloc,
-		&sub, &st, &fin, &j.LogSize); err != nil {
+		&sub, &st, &fin, &j.LogSize, &j.MaxRSS); err != nil {
 		return nil, err
 	}
 	if ec.Valid {

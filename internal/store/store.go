@@ -90,6 +90,7 @@ type Job struct {
 	StartedAt   time.Time
 	FinishedAt  time.Time
 	LogSize     int64
+	MaxRSS      int64 // bytes; 0 unknown
 }
 
 // Step is a job step (srun inside an allocation): JOBID.STEPID.
