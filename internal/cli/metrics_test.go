@@ -75,18 +75,31 @@ q           submitted
 // testServer is a server in this process with one node whose "agent" is
 // this test: it holds the node's stream open and posts samples itself.
 func testServer(t *testing.T) *client.Client {
+	return testServerWith(t, 4, nil, nil)
+}
+
+// testServerWith is testServer with a node of cpus CPUs, a configuration
+// the test adjusts, and records the test adds to the store first.
+func testServerWith(t *testing.T, cpus int, adjust func(*server.Config), setup func(context.Context, *store.SQLite)) *client.Client {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	st, err := store.OpenSQLite(ctx, filepath.Join(t.TempDir(), "berth.db"), store.SQLiteOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(ctx, server.Config{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	cfg := server.Config{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if adjust != nil {
+		adjust(&cfg)
+	}
+	srv, err := server.New(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := srv.EnsureAdmin(ctx, "tok"); err != nil {
 		t.Fatal(err)
+	}
+	if setup != nil {
+		setup(ctx, st)
 	}
 	hs := httptest.NewServer(srv.Handler())
 	done := make(chan struct{})
@@ -102,7 +115,7 @@ func testServer(t *testing.T) *client.Client {
 	t.Setenv("BERTH_URL", hs.URL)
 	t.Setenv("BERTH_TOKEN", "tok")
 	c := client.New(hs.URL, "tok")
-	if err := c.Register(ctx, api.NodeInfo{Name: "n1", CPUs: 4, Memory: 8 << 30}); err != nil {
+	if err := c.Register(ctx, api.NodeInfo{Name: "n1", CPUs: cpus, Memory: 8 << 30}); err != nil {
 		t.Fatal(err)
 	}
 	go func() { _ = c.AgentStream(ctx, "n1", func(api.AgentMessage) error { return nil }) }()

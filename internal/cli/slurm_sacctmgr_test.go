@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"log/slog"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -28,9 +26,7 @@ import (
 // user bob who is not an admin (token "bob-token").
 func policyServer(t *testing.T, text string) (*client.Client, string) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	dir := t.TempDir()
-	path := filepath.Join(dir, "policy.yml")
+	path := filepath.Join(t.TempDir(), "policy.yml")
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -38,43 +34,15 @@ func policyServer(t *testing.T, text string) (*client.Client, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.OpenSQLite(ctx, filepath.Join(dir, "berth.db"), store.SQLiteOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := server.New(ctx, server.Config{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Rules: rules, PolicyFile: path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.EnsureAdmin(ctx, "tok"); err != nil {
-		t.Fatal(err)
-	}
-	bob, err := st.EnsureUser(ctx, "bob", false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.AddToken(ctx, bob, server.HashToken("bob-token"), "bob"); err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	done := make(chan struct{})
-	go func() { _ = srv.Run(ctx); close(done) }()
-	t.Cleanup(func() {
-		hs.CloseClientConnections()
-		hs.Close()
-		cancel()
-		<-done
-		st.Close()
+	c := testServerWith(t, 8, func(cfg *server.Config) { cfg.Rules, cfg.PolicyFile = rules, path }, func(ctx context.Context, st *store.SQLite) {
+		bob, err := st.EnsureUser(ctx, "bob", false)
+		if err == nil {
+			err = st.AddToken(ctx, bob, server.HashToken("bob-token"), "bob")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
 	})
-	t.Setenv("BERTH_HOME", t.TempDir())
-	t.Setenv("BERTH_URL", hs.URL)
-	t.Setenv("BERTH_TOKEN", "tok")
-	c := client.New(hs.URL, "tok")
-	if err := c.Register(ctx, api.NodeInfo{Name: "n1", CPUs: 8, Memory: 8 << 30}); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = c.AgentStream(ctx, "n1", func(api.AgentMessage) error { return nil }) }()
-	waitNode(t, c, func(n api.Node) bool { return n.Status == "idle" })
 	return c, path
 }
 
