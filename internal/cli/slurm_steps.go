@@ -188,6 +188,15 @@ func (rs *remoteStep) follow(ctx context.Context, stdout, stderr io.Writer) []re
 		}
 		away = time.Time{}
 		all := true
+		mine := st.Ranks[:0:0]
+		for _, ro := range st.Ranks {
+			// The nodes srun dispatched (after a restart the server lists
+			// the step's every node).
+			if indexOf(rs.ranks, ro.Rank) >= 0 {
+				mine = append(mine, ro)
+			}
+		}
+		st.Ranks = mine
 		for _, ro := range st.Ranks {
 			if len(ro.Data) > 0 {
 				_, _ = stdout.Write(ro.Data)
