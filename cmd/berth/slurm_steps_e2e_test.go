@@ -47,15 +47,20 @@ func TestSlurmSteps(t *testing.T) {
 		echo piped | srun -w st-n1 cat
 		srun -N2 bash -c "echo out; echo err >&2"
 		srun -w nosuch true; echo rc=$?
-		srun -w st-n2 head -c 12000000 /dev/zero | wc -c'`)
+		srun -w st-n2 head -c 12000000 /dev/zero | wc -c
+		echo | srun -w st-n2 nosuchcmd; echo rc2=$?'`)
 	// 12 MB from another node: three times what a step host keeps unread.
-	for _, want := range []string{"w on st-n2\n", "x on st-n1\n", "piped\n", "rc=1\n", "12000000\n"} {
+	// A command not found, with input to forward: said at once.
+	for _, want := range []string{"w on st-n2\n", "x on st-n1\n", "piped\n", "rc=1\n", "12000000\n", "rc2=2\n"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("steps in salloc: no %q in stdout: %s", want, r)
 		}
 	}
 	if strings.Count(r.stdout, "out\n") != 2 || strings.Count(r.stderr, "err\n") != 2 || strings.Contains(r.stdout, "err\n") {
 		t.Errorf("stdout and stderr of a two-node step: %s", r)
+	}
+	if !strings.Contains(r.stderr, "slurmstepd: error: execve(): nosuchcmd: No such file or directory") {
+		t.Errorf("a command not found on the attached task: %s", r)
 	}
 	if !strings.Contains(r.stderr, "srun: error: Unable to create step for job") {
 		t.Errorf("srun -w nosuch: %s", r)

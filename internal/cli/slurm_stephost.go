@@ -210,6 +210,10 @@ func runHostedStep(ctx context.Context, c *client.Client, ref string, rank int, 
 	path, lookErr := exec.LookPath(st.Argv[0])
 	for i := 0; i < n; i++ {
 		task := first + i
+		if task == 0 && st.Attach && lookErr != nil {
+			codes[i] = runAttachedTask(ctx, c, ref, rank, st, nil, h, errs)
+			continue
+		}
 		if lookErr != nil {
 			fmt.Fprintf(errs, "slurmstepd: error: execve(): %s: No such file or directory\n", st.Argv[0])
 			codes[i] = 2

@@ -207,7 +207,8 @@ func (f *frameWriter) Write(p []byte) (int, error) {
 // runAttachedTask runs task 0 of a step on the attach stream: on a
 // pseudo-terminal (--pty) or with its input, output and errors as frames.
 // srun going away hangs the terminal up (SIGHUP), or ends the task's
-// input. It returns the task's exit status.
+// input. It returns the task's exit status. A nil cmd is a command not
+// found: srun hears it at once.
 func runAttachedTask(ctx context.Context, c *client.Client, ref string, rank int, st *api.StepAssignment, cmd *exec.Cmd, h *hostedStep, errs io.Writer) int {
 	conn, err := c.Attach(ctx, ref, st.ID, rank, "host")
 	if err != nil {
@@ -216,6 +217,23 @@ func runAttachedTask(ctx context.Context, c *client.Client, ref string, rank int
 	}
 	defer conn.Close()
 	var wmu sync.Mutex
+	exit := func(code int) int {
+		var b [4]byte
+		binary.BigEndian.PutUint32(b[:], uint32(int32(code)))
+		wmu.Lock()
+		_ = client.WriteFrame(conn, api.FrameExit, b[:])
+		wmu.Unlock()
+		return code
+	}
+	fail := func(code int, format string, args ...any) int {
+		wmu.Lock()
+		_ = client.WriteFrame(conn, api.FrameStderr, []byte(fmt.Sprintf(format, args...)))
+		wmu.Unlock()
+		return exit(code)
+	}
+	if cmd == nil {
+		return fail(2, "slurmstepd: error: execve(): %s: No such file or directory\n", st.Argv[0])
+	}
 	stdout := &frameWriter{mu: &wmu, w: conn, typ: api.FrameStdout}
 	var input io.WriteCloser
 	var term *taskTerminal
@@ -223,8 +241,7 @@ func runAttachedTask(ctx context.Context, c *client.Client, ref string, rank int
 	if st.PTY {
 		term, err = startOnTerminal(cmd, st.Rows, st.Cols)
 		if err != nil {
-			fmt.Fprintf(errs, "slurmstepd: error: task 0: pseudo-terminal: %v\n", err)
-			return 1
+			return fail(2, "slurmstepd: error: execve(): %s: %v\n", st.Argv[0], err)
 		}
 		defer term.master.Close()
 		input = term.master
@@ -236,16 +253,14 @@ func runAttachedTask(ctx context.Context, c *client.Client, ref string, rank int
 	} else {
 		in, err := cmd.StdinPipe()
 		if err != nil {
-			fmt.Fprintf(errs, "slurmstepd: error: task 0: %v\n", err)
-			return 1
+			return fail(1, "slurmstepd: error: task 0: %v\n", err)
 		}
 		input = in
 		cmd.Stdout = stdout
 		cmd.Stderr = &frameWriter{mu: &wmu, w: conn, typ: api.FrameStderr}
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		if err := cmd.Start(); err != nil {
-			fmt.Fprintf(errs, "slurmstepd: error: execve(): %s: %v\n", st.Argv[0], err)
-			return 2
+			return fail(2, "slurmstepd: error: execve(): %s: %v\n", st.Argv[0], err)
 		}
 	}
 	h.add(cmd.Process)
@@ -289,12 +304,7 @@ func runAttachedTask(ctx context.Context, c *client.Client, ref string, rank int
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
-	var b [4]byte
-	binary.BigEndian.PutUint32(b[:], uint32(int32(code)))
-	wmu.Lock()
-	_ = client.WriteFrame(conn, api.FrameExit, b[:])
-	wmu.Unlock()
-	return code
+	return exit(code)
 }
 
 // taskTerminal is the pseudo-terminal of an attached task: the master the
