@@ -23,8 +23,8 @@ import (
 func TestSlurmSteps(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
-	srv := c.startServer("--agent-name", "st-n1", "--cpus", "2")
-	srv.startAgent("st-n2", filepath.Join(c.home, "data-n2"), "--cpus", "2")
+	srv := c.startServer("--agent-name", "st-n1", "--cpus", "2", "--metrics-interval", "200ms")
+	srv.startAgent("st-n2", filepath.Join(c.home, "data-n2"), "--cpus", "2", "--metrics-interval", "200ms")
 	c.waitNodes(30*time.Second, "st-n1", "st-n2")
 	s := newSlurmSite(t, c)
 
@@ -100,6 +100,8 @@ func TestSlurmSteps(t *testing.T) {
 		t.Errorf("sacct -n -P -o JobID: %v", ids)
 	}
 
+	testSstat(t, s)
+
 	// MaxRSS: the batch step's peak memory, from its cgroup, as Slurm's
 	// K/M figures; blank on the job's own line.
 	big := strings.TrimSpace(s.must(`sbatch --parsable --mem=500M --wrap 'x=$(head -c 60000000 /dev/zero | tr "\0" a); echo ${#x}'`))
@@ -111,6 +113,49 @@ func TestSlurmSteps(t *testing.T) {
 	kb := maxRSSKB(t, strings.TrimPrefix(rss[1], big+".batch|"))
 	if kb < 60000 || kb > 400000 {
 		t.Errorf("MaxRSS of a job holding 60 MB in a shell variable: %d K", kb)
+	}
+}
+
+// sstat shows a running job's steps from the agents' samples: the first
+// numbered step, all of them with -a, one by its ID; Slurm's errors for
+// the rest.
+func testSstat(t *testing.T, s *slurmSite) {
+	id := strings.TrimSpace(s.must(`sbatch --parsable -N2 --wrap 'x=$(head -c 40000000 /dev/zero | tr "\0" a); srun -N2 sleep 30'`))
+	var out string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out = s.must("sstat -n -P -j " + id + " -o JobID,NTasks,MaxRSS,MaxRSSNode,AveCPU")
+		if strings.HasPrefix(out, id+".0|") && !strings.Contains(out, "||") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sstat -j of a running step: %q", out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !regexp.MustCompile(`^` + id + `\.0\|2\|\d+(\.\d+)?[KMG]\|st-n[12]\|\d\d:\d\d:\d\d\n$`).MatchString(out) {
+		t.Errorf("sstat -j: %q", out)
+	}
+	if out = s.must("sstat -a -n -P -j " + id + " -o JobID"); out != id+".batch\n"+id+".0\n" {
+		t.Errorf("sstat -a: %q", out)
+	}
+	out = s.must("sstat -n -P -j " + id + ".batch -o JobID,MaxRSS,MaxRSSNode")
+	if m := regexp.MustCompile(`^` + id + `\.batch\|(\S+)\|st-n1\n$`).FindStringSubmatch(out); m == nil || maxRSSKB(t, m[1]) < 40000 {
+		t.Errorf("sstat of the batch step holding 40 MB: %q", out)
+	}
+	if r := s.sh("sstat -j 99999 -o JobID"); r.code != 0 || r.stdout != "JobID        \n------------ \n" || r.stderr != "sstat: error: couldn't get steps for job 99999\n" {
+		t.Errorf("sstat of an unknown job: %s", r)
+	}
+	if r := s.sh("sstat -j " + id + ".7 -o JobID -n"); r.stderr != "sstat: error: StepId="+id+".7 not found running.\n" {
+		t.Errorf("sstat of a step not running: %s", r)
+	}
+	s.must("scancel " + id)
+	s.waitState(id, 30*time.Second, "CANCELLED")
+	if r := s.sh("sstat -j " + id + " -n"); r.stderr != "sstat: error: No steps running for job "+id+"\n" {
+		t.Errorf("sstat of an ended job: %s", r)
+	}
+	if r := s.sh("sstat"); r.code != 1 || r.stderr != "sstat: error: You didn't give me any jobs to stat.\n" {
+		t.Errorf("sstat without jobs: %s", r)
 	}
 }
 

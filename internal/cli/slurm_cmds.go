@@ -51,6 +51,7 @@ var slurmCommands = []slurmCommand{
 	{"scontrol", "Show and change jobs, nodes and partitions, as Slurm's scontrol", runScontrol},
 	{"srun", "Run a command on the cluster and wait for it, or a job step inside an allocation, as Slurm's srun", runSrun},
 	{"salloc", "Hold an allocation and start a shell in it, as Slurm's salloc", runSalloc},
+	{"sstat", "Show the usage of running job steps, as Slurm's sstat", runSstat},
 	{"sacctmgr", "Show accounts, users and QOS, as Slurm's sacctmgr", runSacctmgr},
 }
 

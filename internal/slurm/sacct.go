@@ -66,7 +66,12 @@ type SacctOptions struct {
 	Parsable2 bool   // -P: fields separated by "|"
 	Delimiter string // --delimiter; "|" when empty
 	NoSteps   bool   // -X/--allocations: jobs only
+	// Sstat prints with sstat's widths where they differ from sacct's.
+	Sstat bool
 }
+
+// sstatWidths are the default widths sstat's field table has of its own.
+var sstatWidths = map[string]int{"AveDiskRead": 12, "AveDiskWrite": 12}
 
 // Slurm 22.05's sacct field lists.
 const (
@@ -127,7 +132,8 @@ var sacctFields = []sacctField{
 // first field it is a case-insensitive prefix of ("tresusageinmaxn" is
 // TRESUsageInMaxNode), with an optional "%width" (positive: right-aligned
 // as usual; sacct keeps JobID left-aligned only with its default width).
-func parseSacctFormat(list string) ([]sacctField, error) {
+// widths are default widths of the caller's own (sstat's).
+func parseSacctFormat(list string, widths map[string]int) ([]sacctField, error) {
 	var out []sacctField
 	for _, item := range strings.Split(list, ",") {
 		item = strings.TrimLeft(item, " \t\n\v\f\r")
@@ -145,6 +151,9 @@ func parseSacctFormat(list string) ([]sacctField, error) {
 		found := false
 		for _, f := range sacctFields {
 			if len(name) <= len(f.name) && strings.EqualFold(f.name[:len(name)], name) {
+				if dw, ok := widths[f.name]; ok {
+					f.width = dw
+				}
 				if hasWidth {
 					f.width = w
 				}
@@ -174,7 +183,11 @@ func FormatSacct(recs []AcctRecord, o SacctOptions) (string, error) {
 	default:
 		list = sacctDefaultFields
 	}
-	fields, err := parseSacctFormat(list)
+	var widths map[string]int
+	if o.Sstat {
+		widths = sstatWidths
+	}
+	fields, err := parseSacctFormat(list, widths)
 	if err != nil {
 		return "", err
 	}
@@ -276,6 +289,22 @@ func tresCount(tres, name string) string {
 		}
 	}
 	return ""
+}
+
+// SstatFields is sstat's default -o: sstat prints its rows with sacct's
+// fields (FormatSacct).
+const SstatFields = "JobID,MaxVMSize,MaxVMSizeNode,MaxVMSizeTask,AveVMSize,MaxRSS,MaxRSSNode,MaxRSSTask,AveRSS," +
+	"MaxPages,MaxPagesNode,MaxPagesTask,AvePages,MinCPU,MinCPUNode,MinCPUTask,AveCPU,NTasks,AveCPUFreq," +
+	"ReqCPUFreqMin,ReqCPUFreqMax,ReqCPUFreqGov,ConsumedEnergy,MaxDiskRead,MaxDiskReadNode,MaxDiskReadTask," +
+	"AveDiskRead,MaxDiskWrite,MaxDiskWriteNode,MaxDiskWriteTask,AveDiskWrite,TRESUsageInAve,TRESUsageInMax," +
+	"TRESUsageInMaxNode,TRESUsageInMaxTask,TRESUsageInMin,TRESUsageInMinNode,TRESUsageInMinTask,TRESUsageInTot," +
+	"TRESUsageOutAve,TRESUsageOutMax,TRESUsageOutMaxNode,TRESUsageOutMaxTask,TRESUsageOutMin,TRESUsageOutMinNode," +
+	"TRESUsageOutMinTask,TRESUsageOutTot"
+
+// FormatMemory writes bytes as sacct and sstat write memory figures
+// (3288K, 1.50G: exact units only).
+func FormatMemory(b int64) string {
+	return convertNumUnit(float64(b), unitNone)
 }
 
 // field is the text sacct prints for one field of this record, or null
@@ -432,7 +461,7 @@ func (r *AcctRecord) field(name string) (string, bool) {
 		if r.MaxRSS <= 0 {
 			return "", false
 		}
-		return convertNumUnit(float64(r.MaxRSS), unitNone), false
+		return FormatMemory(r.MaxRSS), false
 	case "WorkDir":
 		return str(r.WorkDir)
 	case "Suspended", "Reserved", "ResvCPU":
