@@ -164,6 +164,22 @@ func (rs *remoteStep) exitHere(ctx context.Context, k, code int) {
 // stderr until all of them have exited, and returns their exits. A server
 // away for a while (a restart) is waited for.
 func (rs *remoteStep) follow(ctx context.Context, stdout, stderr io.Writer) []remoteExit {
+	// Alive even while the writes below wait (srun | less): the server
+	// kills a step whose srun it stops hearing from.
+	alive, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		t := time.NewTicker(20 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-alive.Done():
+				return
+			case <-t.C:
+				_ = rs.c.StepAlive(alive, rs.ref, rs.id)
+			}
+		}
+	}()
 	from, errFrom := map[int]int64{}, map[int]int64{}
 	var away time.Time
 	for {

@@ -104,6 +104,12 @@ func (c *Client) StepExit(ctx context.Context, ref string, id, rank int, x api.S
 	return c.do(ctx, c.http, http.MethodPost, fmt.Sprintf("/runs/%s/steps/%d/exit?rank=%d", url.PathEscape(ref), id, rank), x, nil)
 }
 
+// StepAlive says srun still follows the step (the server kills a step
+// whose srun it has not heard of for a minute).
+func (c *Client) StepAlive(ctx context.Context, ref string, id int) error {
+	return c.do(ctx, c.http, http.MethodPost, fmt.Sprintf("/runs/%s/steps/%d/alive", url.PathEscape(ref), id), struct{}{}, nil)
+}
+
 // StepSignal forwards a signal to a step's tasks on its hosts.
 func (c *Client) StepSignal(ctx context.Context, ref string, id, sig int) error {
 	return c.do(ctx, c.http, http.MethodPost, fmt.Sprintf("/runs/%s/steps/%d/signal", url.PathEscape(ref), id), api.StepSignalRequest{Signal: sig}, nil)

@@ -143,7 +143,7 @@ type Server struct {
 	jm        metricsStore // jobs' samples (metrics.go)
 	// steps relays srun's steps to the step hosts (steps.go); its own lock.
 	steps        stepRelay
-	stepPollWait time.Duration // tests shorten the step polls
+	stepPollWait atomic.Int64 // nanoseconds; tests shorten the step polls
 }
 
 // New opens the server's state from the store. The "main" project and the
@@ -237,6 +237,7 @@ func (s *Server) Run(ctx context.Context) error {
 	errc := make(chan error, 1)
 	go func() { errc <- s.committer(ctx) }()
 	go s.schedLoop(ctx)
+	go s.reapSteps(ctx)
 	s.wakeScheduler()
 	select {
 	case <-ctx.Done():
@@ -286,6 +287,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST "+v+"/runs/{ref}/steps/{id}/output", s.auth(s.handleStepOutput))
 	mux.HandleFunc("POST "+v+"/runs/{ref}/steps/{id}/exit", s.auth(s.handleStepExit))
 	mux.HandleFunc("POST "+v+"/runs/{ref}/steps/{id}/signal", s.auth(s.handleStepSignal))
+	mux.HandleFunc("POST "+v+"/runs/{ref}/steps/{id}/alive", s.auth(s.handleStepAlive))
 	mux.HandleFunc("GET "+v+"/runs/{ref}/steps/{id}/attach", s.auth(s.handleStepAttach))
 	mux.HandleFunc("GET "+v+"/steps", s.auth(s.handleListSteps))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {

@@ -63,6 +63,10 @@ type relayStep struct {
 	rec   store.Step
 	req   api.StepRequest
 	ranks map[int]*stepRank // every node of the step (Nodes)
+	// seen is when srun last asked for the step's output; a step whose
+	// srun is gone is killed on its nodes (reap), once.
+	seen   time.Time
+	reaped bool
 }
 
 // stepRank is one node's part of a step: its two streams and its exit.
@@ -165,7 +169,7 @@ func (r *stepRelay) load(steps []*store.Step, active map[int64]bool, now time.Ti
 		if p.Status != "running" {
 			continue
 		}
-		st := &relayStep{rec: *p, ranks: map[int]*stepRank{}}
+		st := &relayStep{rec: *p, ranks: map[int]*stepRank{}, seen: now}
 		_ = json.Unmarshal(p.Argv, &st.req.Argv)
 		var nodes []int
 		_ = json.Unmarshal(p.Ranks, &nodes)
@@ -282,7 +286,7 @@ func (r *stepRelay) add(run int64, req api.StepRequest, hosts []string, now time
 	}
 	argv, _ := json.Marshal(req.Argv)
 	nodes, _ := json.Marshal(req.Nodes)
-	st := &relayStep{req: req, ranks: map[int]*stepRank{}, rec: store.Step{
+	st := &relayStep{req: req, ranks: map[int]*stepRank{}, seen: now, rec: store.Step{
 		RunID: run, StepID: rs.next, Name: name, Argv: argv, Ranks: nodes, NTasks: req.NTasks,
 		NodeList: slurm.CompressHostlist(names), PTY: req.PTY, Status: "running", StartedAt: now,
 	}}
@@ -446,25 +450,73 @@ func (r *stepRelay) signal(run int64, id, sig int) error {
 	if err != nil {
 		return err
 	}
+	rs.queueSignal(id, sig)
+	return nil
+}
+
+func (rs *runSteps) queueSignal(step, sig int) {
 	rs.sigSeq++
-	rs.signals = append(rs.signals, api.StepSignal{Seq: rs.sigSeq, Step: id, Signal: sig})
+	rs.signals = append(rs.signals, api.StepSignal{Seq: rs.sigSeq, Step: step, Signal: sig})
 	if len(rs.signals) > maxStepSignals {
 		rs.signals = rs.signals[len(rs.signals)-maxStepSignals:]
 	}
 	rs.notify()
-	return nil
 }
+
+// reap kills, on their nodes, the running steps whose srun has not been
+// heard of for longer than idle (srun was killed, or its machine is gone),
+// as slurmstepd ends a step whose srun went away. srun asks for output
+// without pause and says it is alive every stepAlive besides; steps run by
+// srun alone are not watched.
+func (r *stepRelay) reap(now time.Time, idle time.Duration) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, rs := range r.runs {
+		for _, id := range rs.order {
+			st := rs.steps[id]
+			if st.rec.Status != "running" || st.reaped || len(st.req.Ranks) == 0 || now.Sub(st.seen) <= idle {
+				continue
+			}
+			st.reaped = true
+			rs.queueSignal(id, 9)
+			n++
+		}
+	}
+	return n
+}
+
+// reapSteps runs reap every poll period until ctx ends.
+func (s *Server) reapSteps(ctx context.Context) {
+	t := time.NewTicker(s.stepWait())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if n := s.steps.reap(s.clock.Now(), stepIdle(s.stepWait())); n > 0 {
+				s.log.Info("job steps killed: their srun is gone", "steps", n)
+			}
+		}
+	}
+}
+
+// stepIdle is how long srun may not poll before its step is killed: two
+// of its long polls and some room for a server restart.
+func stepIdle(poll time.Duration) time.Duration { return 2*poll + 15*time.Second }
 
 // status is a step's output from the offsets (by rank, stdout and
 // stderr) and its exits, and whether there is anything new; or the
 // channel to wait on.
-func (r *stepRelay) status(run int64, id int, from, errFrom map[int]int64) (*api.StepStatus, bool, <-chan struct{}, error) {
+func (r *stepRelay) status(run int64, id int, from, errFrom map[int]int64, now time.Time) (*api.StepStatus, bool, <-chan struct{}, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rs, st, err := r.stepOf(run, id)
 	if err != nil {
 		return nil, false, nil, err
 	}
+	st.seen = now
 	out := &api.StepStatus{ID: id}
 	news, done, read := false, true, false
 	for _, k := range st.req.Ranks {
@@ -655,8 +707,8 @@ func (s *Server) handleStepNext(w http.ResponseWriter, r *http.Request, u *store
 
 // stepWait is how long a poll waits (shorter in tests).
 func (s *Server) stepWait() time.Duration {
-	if s.stepPollWait > 0 {
-		return s.stepPollWait
+	if d := time.Duration(s.stepPollWait.Load()); d > 0 {
+		return d
 	}
 	return stepPollWait
 }
@@ -766,6 +818,26 @@ func (s *Server) handleStepExit(w http.ResponseWriter, r *http.Request, u *store
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// handleStepAlive is srun saying it is still there, even while it does
+// not ask for output (its own output is blocked: srun | less).
+func (s *Server) handleStepAlive(w http.ResponseWriter, r *http.Request, u *store.User) {
+	run, id, _, ok := s.stepParams(w, r, u, false)
+	if !ok {
+		return
+	}
+	s.steps.mu.Lock()
+	_, st, err := s.steps.stepOf(run, id)
+	if err == nil {
+		st.seen = s.clock.Now()
+	}
+	s.steps.mu.Unlock()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
 // handleStepSignal forwards a signal to a step's tasks on the hosts.
 func (s *Server) handleStepSignal(w http.ResponseWriter, r *http.Request, u *store.User) {
 	run, id, _, ok := s.stepParams(w, r, u, false)
@@ -831,7 +903,7 @@ func (s *Server) handleStepStatus(w http.ResponseWriter, r *http.Request, u *sto
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {
-		st, news, changed, err := s.steps.status(run, id, from, errFrom)
+		st, news, changed, err := s.steps.status(run, id, from, errFrom, s.clock.Now())
 		if err != nil {
 			writeError(w, err)
 			return

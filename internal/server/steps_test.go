@@ -19,7 +19,7 @@ import (
 // back, steps are recorded, and the run's end closes them.
 func TestStepRelay(t *testing.T) {
 	h := newHarnessCfg(t, t.TempDir(), "127.0.0.1:0", func(*Config) {})
-	h.srv.stepPollWait = 300 * time.Millisecond
+	h.srv.stepPollWait.Store(int64(300 * time.Millisecond))
 	ctx := context.Background()
 	// Three nodes, none there: the run stays pending, and active.
 	r := submit(t, h, "type: task\nnodes: 3\ncommands: [\"true\"]\n")
@@ -148,6 +148,21 @@ func TestStepRelay(t *testing.T) {
 		t.Errorf("step 1 recorded as %+v", steps[1])
 	}
 
+	// srun says it is alive: the step is not reaped as abandoned.
+	seen := func() time.Time {
+		h.srv.steps.mu.Lock()
+		defer h.srv.steps.mu.Unlock()
+		return h.srv.steps.runs[r.ID].steps[1].seen
+	}
+	before := seen()
+	time.Sleep(10 * time.Millisecond)
+	if err := h.c.StepAlive(ctx, ref, 1); err != nil || !seen().After(before) {
+		t.Errorf("alive: %v; seen %v, was %v", err, seen(), before)
+	}
+	if err := h.c.StepAlive(ctx, ref, 99); !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("alive of no step: %v", err)
+	}
+
 	// Another user's run is not theirs to step into.
 	bob := h.userClient(t, "bob")
 	if _, err := bob.CreateStep(ctx, ref, api.StepRequest{Argv: []string{"id"}}); err == nil || !strings.Contains(err.Error(), "another user's") {
@@ -223,7 +238,7 @@ func TestStepRelaySurvivesRestart(t *testing.T) {
 	_ = st
 	h.close()
 	h = newHarnessAt(t, dir, addr)
-	h.srv.stepPollWait = 200 * time.Millisecond
+	h.srv.stepPollWait.Store(int64(200 * time.Millisecond))
 
 	// srun asks from where it was: nothing yet, the server knows nothing.
 	st, err = h.c.StepStatus(ctx, ref, 0, map[int]int64{0: 3, 1: 3}, nil)
@@ -303,5 +318,41 @@ func TestStepAttach(t *testing.T) {
 	// The host closed: the client's end closes too.
 	if _, _, err := client.ReadFrame(conn); err == nil {
 		t.Errorf("the client's end is still open after the host left")
+	}
+}
+
+// A step whose srun stops asking for its output is killed on its nodes,
+// once; a step srun follows, or runs alone, is not.
+func TestStepReap(t *testing.T) {
+	var r stepRelay
+	t0 := time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC)
+	idle := stepIdle(25 * time.Second)
+	followed := api.StepRequest{Argv: []string{"sleep", "1000"}}
+	if err := stepNodes(&followed, 2); err != nil {
+		t.Fatal(err)
+	}
+	alone := api.StepRequest{Argv: []string{"true"}, Here: []int{0}}
+	if err := stepNodes(&alone, 1); err != nil {
+		t.Fatal(err)
+	}
+	a := r.add(1, followed, []string{"n1", "n2"}, t0)
+	r.add(1, alone, []string{"n1"}, t0)
+	b := r.add(1, followed, []string{"n1", "n2"}, t0)
+	// srun follows step b; a's srun is gone.
+	if _, _, _, err := r.status(1, b.rec.StepID, nil, nil, t0.Add(idle)); err != nil {
+		t.Fatal(err)
+	}
+	if n := r.reap(t0.Add(idle), idle); n != 0 {
+		t.Errorf("reaped %d steps at the bound, want none", n)
+	}
+	if n := r.reap(t0.Add(idle+time.Second), idle); n != 1 {
+		t.Fatalf("reaped %d steps, want 1 (the unfollowed one)", n)
+	}
+	w, _ := r.work(1, 1, 100, 0)
+	if w == nil || len(w.Signals) != 1 || w.Signals[0].Step != a.rec.StepID || w.Signals[0].Signal != 9 {
+		t.Errorf("the hosts' work after the reap: %+v, want SIGKILL for step %d", w, a.rec.StepID)
+	}
+	if n := r.reap(t0.Add(2*idle+time.Second), idle); n != 1 {
+		t.Errorf("a second reap killed %d steps, want 1 (b, no longer followed; a only once)", n)
 	}
 }
