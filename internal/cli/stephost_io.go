@@ -171,7 +171,7 @@ func (s *stepSink) loop(ctx context.Context) {
 			s.sent = min(max(ack.Have, s.base), s.total)
 		}
 		if cut := min(ack.Read, s.total) - s.base; cut > 0 {
-			s.buf = append(s.buf[:0:0], s.buf[cut:]...)
+			s.buf = s.buf[cut:] // the next growth leaves the read bytes behind
 			s.base += cut
 			s.sent = max(s.sent, s.base)
 			s.room.Broadcast()

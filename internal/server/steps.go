@@ -42,6 +42,8 @@ const (
 	stepPollWait = 25 * time.Second
 	// maxStepSignals bounds the signals a run keeps for its hosts.
 	maxStepSignals = 256
+	// maxStepAnswer bounds the bytes of one stream in one answer to srun.
+	maxStepAnswer = 1 << 20
 )
 
 type stepRelay struct {
@@ -122,13 +124,15 @@ func (st *stepStream) from(off int64) []byte {
 		st.read = off
 	}
 	if cut := min(st.read, st.have()) - st.base; cut > 0 {
-		st.buf = append(st.buf[:0:0], st.buf[cut:]...)
+		// A reslice: the next growth of buf leaves the read bytes behind.
+		st.buf = st.buf[cut:]
 		st.base += cut
 	}
 	if off < st.base || off >= st.have() {
 		return nil
 	}
-	return append([]byte(nil), st.buf[off-st.base:]...)
+	part := st.buf[off-st.base:]
+	return append([]byte(nil), part[:min(len(part), maxStepAnswer)]...)
 }
 
 func (rs *runSteps) notify() {
