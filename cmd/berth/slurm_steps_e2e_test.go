@@ -101,6 +101,7 @@ func TestSlurmSteps(t *testing.T) {
 	}
 
 	testSstat(t, s)
+	testScancelStep(t, s)
 
 	// MaxRSS: the batch step's peak memory, from its cgroup, as Slurm's
 	// K/M figures; blank on the job's own line.
@@ -156,6 +157,30 @@ func testSstat(t *testing.T, s *slurmSite) {
 	}
 	if r := s.sh("sstat"); r.code != 1 || r.stderr != "sstat: error: You didn't give me any jobs to stat.\n" {
 		t.Errorf("sstat without jobs: %s", r)
+	}
+}
+
+// scancel JOB.STEP ends the step, on every node and in srun, and leaves
+// the job running; sacct shows the step CANCELLED.
+func testScancelStep(t *testing.T, s *slurmSite) {
+	r := s.sh(`salloc -Q -N2 bash -c 'srun -N2 sleep 60 & pid=$!; sleep 2; scancel $SLURM_JOB_ID.0; wait $pid; echo rc=$?; srun -N2 true; echo after=$?; echo job=$SLURM_JOB_ID'`)
+	m := regexp.MustCompile(`job=(\d+)`).FindStringSubmatch(r.stdout)
+	if m == nil || !strings.Contains(r.stdout, "rc=143\n") || !strings.Contains(r.stdout, "after=0\n") ||
+		!regexp.MustCompile(`slurmstepd: error: \*\*\* STEP \d+\.0 ON st-n1 CANCELLED AT \S+ \*\*\*`).MatchString(r.stderr) {
+		t.Fatalf("scancel JOB.STEP in salloc: %s", r)
+	}
+	out := s.must("sacct -n -P -j " + m[1] + ".0," + m[1] + ".1 -o JobID,State")
+	if out != m[1]+".0|CANCELLED\n"+m[1]+".1|COMPLETED\n" {
+		t.Errorf("sacct of a cancelled step and the next: %q", out)
+	}
+	// A step srun runs alone (a one-node batch job) is cancelled too.
+	id := strings.TrimSpace(s.must(`sbatch --parsable --wrap 'srun sleep 60 & pid=$!; sleep 2; scancel $SLURM_JOB_ID.0; wait $pid; echo rc=$?'`))
+	s.waitState(id, 40*time.Second, "COMPLETED")
+	if out := string(mustRead(t, filepath.Join(s.dir, "slurm-"+id+".out"))); !strings.Contains(out, "rc=143\n") || !strings.Contains(out, "CANCELLED AT") {
+		t.Errorf("scancel of a batch job's local step:\n%s", out)
+	}
+	if r := s.sh("scancel " + id + ".7"); !strings.Contains(r.stderr, "scancel: error: Kill job error on job step id "+id+".7: ") {
+		t.Errorf("scancel of no such step: %s", r)
 	}
 }
 

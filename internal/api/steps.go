@@ -103,10 +103,12 @@ type StepRankOutput struct {
 	Code    int    `json:"code"`
 }
 
-// StepStatus is a step's output and exits, per rank.
+// StepStatus is a step's output and exits, per rank, and whether it was
+// cancelled (scancel JOB.STEP: srun stops its own tasks too).
 type StepStatus struct {
-	ID    int              `json:"id"`
-	Ranks []StepRankOutput `json:"ranks"`
+	ID        int              `json:"id"`
+	Ranks     []StepRankOutput `json:"ranks"`
+	Cancelled bool             `json:"cancelled,omitempty"`
 }
 
 // Step is a step as sacct lists it.

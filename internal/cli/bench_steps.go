@@ -111,7 +111,7 @@ func benchStep(ctx context.Context, c *client.Client, ref string, req api.StepRe
 	from, errFrom := map[int]int64{}, map[int]int64{}
 	var total int64
 	for {
-		st, err := c.StepStatus(ctx, ref, created.ID, from, errFrom)
+		st, err := c.StepStatus(ctx, ref, created.ID, from, errFrom, false)
 		if err != nil {
 			return total, err
 		}
@@ -125,7 +125,7 @@ func benchStep(ctx context.Context, c *client.Client, ref string, req api.StepRe
 			all = all && ro.Exited
 		}
 		if all {
-			_, _ = c.StepStatus(ctx, ref, created.ID, from, errFrom) // what was read
+			_, _ = c.StepStatus(ctx, ref, created.ID, from, errFrom, false) // what was read
 			return total, nil
 		}
 		if len(st.Ranks) == 0 {

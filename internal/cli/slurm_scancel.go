@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/berth-hq/berth/internal/client"
@@ -120,14 +121,19 @@ func runScancel(e *slurmEnv, args []string) error {
 	}
 	_ = quiet
 	var ids []string
+	var steps [][2]string // job, step of JOB.STEP items
 	for _, a := range rest {
 		for _, item := range splitOutsideBrackets(a) {
 			if item == "" {
 				continue
 			}
-			if strings.Contains(item, ".") {
-				// A job step: Berth's steps are not separate; cancel the job.
-				item, _, _ = strings.Cut(item, ".")
+			if job, step, ok := strings.Cut(item, "."); ok {
+				sels, err := parseJobList("scancel", job)
+				if _, nerr := strconv.Atoi(step); err != nil || nerr != nil || len(sels) != 1 {
+					return slurmFail(1, "scancel: error: Invalid job id "+item)
+				}
+				steps = append(steps, [2]string{sels[0].String(), step})
+				continue
 			}
 			sels, err := parseJobList("scancel", item)
 			if err != nil {
@@ -138,12 +144,30 @@ func runScancel(e *slurmEnv, args []string) error {
 			}
 		}
 	}
-	if len(ids) == 0 && !filtered {
+	if len(ids) == 0 && len(steps) == 0 && !filtered {
 		return slurmFail(1, "scancel: error: No job identification provided")
 	}
 	c, err := e.newClient()
 	if err != nil {
 		return slurmFail(1, "scancel: error: Unable to contact slurm controller (connect failure): "+err.Error())
+	}
+	// Steps are cancelled on their own: the job goes on.
+	for _, js := range steps {
+		id, _ := strconv.Atoi(js[1])
+		if err := c.CancelStep(e.ctx, js[0], id); err != nil {
+			reason := "Invalid job id specified"
+			var apiErr *client.APIError
+			if errors.As(err, &apiErr) && !errors.Is(err, client.ErrNotFound) {
+				reason = apiMessage(apiErr)
+				if m := slurmReasonRE.FindStringSubmatch(reason); m != nil {
+					reason = m[1]
+				}
+			}
+			fmt.Fprintf(e.stderr, "scancel: error: Kill job error on job step id %s.%s: %s\n", js[0], js[1], reason)
+		}
+	}
+	if len(ids) == 0 && !filtered {
+		return nil
 	}
 	if filtered {
 		v, err := fetchView(e, "scancel", runSelection{})

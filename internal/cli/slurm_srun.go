@@ -644,12 +644,34 @@ func srunStep(e *slurmEnv, r *allocRequest) error {
 		})
 		defer stop()
 	}
+	// scancel JOB.STEP: the tasks here end as the other nodes' do,
+	// SIGTERM then SIGKILL.
+	cancelled := func() {
+		mu.Lock()
+		fmt.Fprintf(stderr, "slurmstepd: error: *** STEP %s.%s ON %s CANCELLED AT %s ***\n", e.getenv("SLURM_JOB_ID"), stepID,
+			orStr(e.getenv("SLURMD_NODENAME"), hosts[nodes[0]]), slurm.FormatTimestamp(time.Now()))
+		mu.Unlock()
+		signalAll := func(sig syscall.Signal) {
+			pmu.Lock()
+			defer pmu.Unlock()
+			for _, p := range procs {
+				_ = p.Signal(sig)
+			}
+		}
+		signalAll(syscall.SIGTERM)
+		time.AfterFunc(10*time.Second, func() { signalAll(syscall.SIGKILL) })
+	}
 	var remoteDone chan []remoteExit
 	var attached chan int
+	watchCtx, stopWatch := context.WithCancel(e.ctx)
+	defer stopWatch()
+	if step != nil && len(ranks) == 0 {
+		go step.watch(watchCtx, cancelled)
+	}
 	if step != nil && len(ranks) > 0 {
 		remoteDone = make(chan []remoteExit, 1)
 		go func() {
-			remoteDone <- step.follow(e.ctx, &lockedWriter{w: stdout, mu: &mu}, &lockedWriter{w: stderr, mu: &mu})
+			remoteDone <- step.follow(e.ctx, &lockedWriter{w: stdout, mu: &mu}, &lockedWriter{w: stderr, mu: &mu}, cancelled)
 		}()
 		if attach {
 			attached = make(chan int, 1)
@@ -708,6 +730,7 @@ func srunStep(e *slurmEnv, r *allocRequest) error {
 		}(i, cmd, flushers)
 	}
 	wg.Wait()
+	stopWatch()
 	worst := 0
 	host := orStr(e.getenv("SLURMD_NODENAME"), "localhost")
 	for i, c := range codes {

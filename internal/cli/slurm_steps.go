@@ -162,8 +162,9 @@ func (rs *remoteStep) exitHere(ctx context.Context, k, code int) {
 
 // follow copies the step's output on the dispatched nodes to stdout and
 // stderr until all of them have exited, and returns their exits. A server
-// away for a while (a restart) is waited for.
-func (rs *remoteStep) follow(ctx context.Context, stdout, stderr io.Writer) []remoteExit {
+// away for a while (a restart) is waited for. cancelled runs once if the
+// step is cancelled (scancel JOB.STEP).
+func (rs *remoteStep) follow(ctx context.Context, stdout, stderr io.Writer, cancelled func()) []remoteExit {
 	// Alive even while the writes below wait (srun | less): the server
 	// kills a step whose srun it stops hearing from.
 	alive, stop := context.WithCancel(ctx)
@@ -182,8 +183,9 @@ func (rs *remoteStep) follow(ctx context.Context, stdout, stderr io.Writer) []re
 	}()
 	from, errFrom := map[int]int64{}, map[int]int64{}
 	var away time.Time
+	knows := false
 	for {
-		st, err := rs.c.StepStatus(ctx, rs.ref, rs.id, from, errFrom)
+		st, err := rs.c.StepStatus(ctx, rs.ref, rs.id, from, errFrom, knows)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -203,6 +205,10 @@ func (rs *remoteStep) follow(ctx context.Context, stdout, stderr io.Writer) []re
 			continue
 		}
 		away = time.Time{}
+		if st.Cancelled && !knows {
+			knows = true
+			cancelled()
+		}
 		all := true
 		mine := st.Ranks[:0:0]
 		for _, ro := range st.Ranks {
@@ -225,12 +231,30 @@ func (rs *remoteStep) follow(ctx context.Context, stdout, stderr io.Writer) []re
 		}
 		if all {
 			// Say what was read, so that the hosts may forget it.
-			_, _ = rs.c.StepStatus(ctx, rs.ref, rs.id, from, errFrom)
+			_, _ = rs.c.StepStatus(ctx, rs.ref, rs.id, from, errFrom, knows)
 			var out []remoteExit
 			for _, ro := range st.Ranks {
 				out = append(out, remoteExit{host: rs.host(ro.Rank), task: rs.firstTask(ro.Rank), code: ro.Code})
 			}
 			return out
+		}
+	}
+}
+
+// watch waits, for a step whose every task srun runs itself, until ctx
+// ends or the step is cancelled (then it runs cancelled).
+func (rs *remoteStep) watch(ctx context.Context, cancelled func()) {
+	for ctx.Err() == nil {
+		st, err := rs.c.StepStatus(ctx, rs.ref, rs.id, nil, nil, false)
+		if err == nil && st.Cancelled {
+			cancelled()
+			return
+		}
+		if err != nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
 		}
 	}
 }

@@ -110,6 +110,11 @@ func (c *Client) StepAlive(ctx context.Context, ref string, id int) error {
 	return c.do(ctx, c.http, http.MethodPost, fmt.Sprintf("/runs/%s/steps/%d/alive", url.PathEscape(ref), id), struct{}{}, nil)
 }
 
+// CancelStep cancels a running step (scancel JOB.STEP).
+func (c *Client) CancelStep(ctx context.Context, ref string, id int) error {
+	return c.do(ctx, c.http, http.MethodPost, fmt.Sprintf("/runs/%s/steps/%d/cancel", url.PathEscape(ref), id), struct{}{}, nil)
+}
+
 // StepSignal forwards a signal to a step's tasks on its hosts.
 func (c *Client) StepSignal(ctx context.Context, ref string, id, sig int) error {
 	return c.do(ctx, c.http, http.MethodPost, fmt.Sprintf("/runs/%s/steps/%d/signal", url.PathEscape(ref), id), api.StepSignalRequest{Signal: sig}, nil)
@@ -126,9 +131,12 @@ func offsetParam(m map[int]int64) string {
 
 // StepStatus returns a step's output after the offsets (by rank, stdout
 // and stderr) and its exits, waiting up to the server's poll time for
-// something new.
-func (c *Client) StepStatus(ctx context.Context, ref string, id int, from, errFrom map[int]int64) (*api.StepStatus, error) {
+// something new; knowsCancel says the caller has seen the step cancelled.
+func (c *Client) StepStatus(ctx context.Context, ref string, id int, from, errFrom map[int]int64, knowsCancel bool) (*api.StepStatus, error) {
 	q := url.Values{}
+	if knowsCancel {
+		q.Set("cancelled", "1")
+	}
 	if v := offsetParam(from); v != "" {
 		q.Set("from", v)
 	}

@@ -288,6 +288,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST "+v+"/runs/{ref}/steps/{id}/exit", s.auth(s.handleStepExit))
 	mux.HandleFunc("POST "+v+"/runs/{ref}/steps/{id}/signal", s.auth(s.handleStepSignal))
 	mux.HandleFunc("POST "+v+"/runs/{ref}/steps/{id}/alive", s.auth(s.handleStepAlive))
+	mux.HandleFunc("POST "+v+"/runs/{ref}/steps/{id}/cancel", s.auth(s.handleStepCancel))
 	mux.HandleFunc("GET "+v+"/runs/{ref}/steps/{id}/attach", s.auth(s.handleStepAttach))
 	mux.HandleFunc("GET "+v+"/steps", s.auth(s.handleListSteps))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {

@@ -69,6 +69,8 @@ type relayStep struct {
 	// srun is gone is killed on its nodes (reap), once.
 	seen   time.Time
 	reaped bool
+	// cancelled: scancel JOB.STEP; the step ends as stopped.
+	cancelled bool
 }
 
 // stepRank is one node's part of a step: its two streams and its exit.
@@ -438,7 +440,10 @@ func (r *stepRelay) exit(run int64, id, rank int, x api.StepExit, now time.Time)
 	if all {
 		st.rec.ExitCode = &worst
 		st.rec.Status, st.rec.FinishedAt = "done", now
-		if worst != 0 {
+		switch {
+		case st.cancelled:
+			st.rec.Status = "stopped"
+		case worst != 0:
 			st.rec.Status = "failed"
 		}
 	}
@@ -465,6 +470,33 @@ func (rs *runSteps) queueSignal(step, sig int) {
 		rs.signals = rs.signals[len(rs.signals)-maxStepSignals:]
 	}
 	rs.notify()
+}
+
+// cancel marks a running step cancelled and sends its hosts SIGTERM
+// (srun, told by its status, stops its own tasks).
+func (r *stepRelay) cancel(run int64, id int) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rs, st, err := r.stepOf(run, id)
+	if err == nil && st.rec.Status != "running" {
+		err = fmt.Errorf("%w: step %d.%d has ended", ErrNotFound, run, id)
+	}
+	if err != nil {
+		return err
+	}
+	if !st.cancelled {
+		st.cancelled = true
+		rs.queueSignal(id, 15)
+	}
+	return nil
+}
+
+// running tells whether a step still runs.
+func (r *stepRelay) running(run int64, id int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, st, err := r.stepOf(run, id)
+	return err == nil && st.rec.Status == "running"
 }
 
 // reap kills, on their nodes, the running steps whose srun has not been
@@ -513,7 +545,7 @@ func stepIdle(poll time.Duration) time.Duration { return 2*poll + 15*time.Second
 // status is a step's output from the offsets (by rank, stdout and
 // stderr) and its exits, and whether there is anything new; or the
 // channel to wait on.
-func (r *stepRelay) status(run int64, id int, from, errFrom map[int]int64, now time.Time) (*api.StepStatus, bool, <-chan struct{}, error) {
+func (r *stepRelay) status(run int64, id int, from, errFrom map[int]int64, knowsCancel bool, now time.Time) (*api.StepStatus, bool, <-chan struct{}, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rs, st, err := r.stepOf(run, id)
@@ -521,8 +553,9 @@ func (r *stepRelay) status(run int64, id int, from, errFrom map[int]int64, now t
 		return nil, false, nil, err
 	}
 	st.seen = now
-	out := &api.StepStatus{ID: id}
-	news, done, read := false, true, false
+	out := &api.StepStatus{ID: id, Cancelled: st.cancelled}
+	// With no node of its own to follow, srun waits for a cancel only.
+	news, done, read := st.cancelled && !knowsCancel, len(st.req.Ranks) > 0, false
 	for _, k := range st.req.Ranks {
 		rk := st.ranks[k]
 		ro := api.StepRankOutput{Rank: k, Next: max(from[k], 0), ErrNext: max(errFrom[k], 0)}
@@ -822,6 +855,25 @@ func (s *Server) handleStepExit(w http.ResponseWriter, r *http.Request, u *store
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// handleStepCancel cancels a running step (scancel JOB.STEP): SIGTERM to
+// its tasks, SIGKILL after the server's stop grace, as Slurm's KillWait.
+func (s *Server) handleStepCancel(w http.ResponseWriter, r *http.Request, u *store.User) {
+	run, id, _, ok := s.stepParams(w, r, u, false)
+	if !ok {
+		return
+	}
+	if err := s.steps.cancel(run, id); err != nil {
+		writeError(w, err)
+		return
+	}
+	time.AfterFunc(s.cfg.StopGrace, func() {
+		if s.steps.running(run, id) {
+			_ = s.steps.signal(run, id, 9)
+		}
+	})
+	w.WriteHeader(http.StatusNoContent)
+}
+
 // handleStepAlive is srun saying it is still there, even while it does
 // not ask for output (its own output is blocked: srun | less).
 func (s *Server) handleStepAlive(w http.ResponseWriter, r *http.Request, u *store.User) {
@@ -907,7 +959,7 @@ func (s *Server) handleStepStatus(w http.ResponseWriter, r *http.Request, u *sto
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {
-		st, news, changed, err := s.steps.status(run, id, from, errFrom, s.clock.Now())
+		st, news, changed, err := s.steps.status(run, id, from, errFrom, r.URL.Query().Get("cancelled") == "1", s.clock.Now())
 		if err != nil {
 			writeError(w, err)
 			return

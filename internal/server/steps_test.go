@@ -91,7 +91,7 @@ func TestStepRelay(t *testing.T) {
 	// status waits for news.
 	done := make(chan *api.StepStatus, 1)
 	go func() {
-		st, err := h.c.StepStatus(ctx, ref, 0, nil, nil)
+		st, err := h.c.StepStatus(ctx, ref, 0, nil, nil, false)
 		if err != nil {
 			t.Error(err)
 		}
@@ -115,19 +115,19 @@ func TestStepRelay(t *testing.T) {
 	_, _ = h.c.StepOutput(ctx, ref, 0, 1, client.OutputOptions{FD: 2}, []byte("oops\n"))
 	_ = h.c.StepExit(ctx, ref, 0, 1, api.StepExit{Code: 0, Out: 12, Err: 5})
 	_ = h.c.StepExit(ctx, ref, 0, 2, api.StepExit{Code: 3})
-	st, err = h.c.StepStatus(ctx, ref, 0, map[int]int64{1: 6}, nil)
+	st, err = h.c.StepStatus(ctx, ref, 0, map[int]int64{1: 6}, nil, false)
 	if err != nil || string(st.Ranks[0].Data) != "world\n" || string(st.Ranks[0].Err) != "oops\n" || !st.Ranks[0].Exited || !st.Ranks[1].Exited || st.Ranks[1].Code != 3 {
 		t.Fatalf("status after exits: %+v, %v", st, err)
 	}
 	// What srun has read (it asks from there next) is what the host may
 	// forget.
-	_, _ = h.c.StepStatus(ctx, ref, 0, map[int]int64{1: 12}, map[int]int64{1: 5})
+	_, _ = h.c.StepStatus(ctx, ref, 0, map[int]int64{1: 12}, map[int]int64{1: 5}, false)
 	if ack, _ := h.c.StepOutput(ctx, ref, 0, 1, client.OutputOptions{FD: 1, At: 12}, nil); ack.Read != 12 {
 		t.Errorf("read after srun took all: %d, want 12", ack.Read)
 	}
 	// An exit counts only once its output is through.
 	_ = h.c.StepExit(ctx, ref, 2, 2, api.StepExit{Code: 0, Out: 3})
-	if st, _ := h.c.StepStatus(ctx, ref, 2, nil, nil); st.Ranks[2].Exited {
+	if st, _ := h.c.StepStatus(ctx, ref, 2, nil, nil, false); st.Ranks[2].Exited {
 		t.Errorf("rank 2 exited before its 3 bytes of output came: %+v", st.Ranks[2])
 	}
 	if _, err := h.c.StepOutput(ctx, ref, 1, 1, client.OutputOptions{FD: 1}, []byte("x")); err == nil {
@@ -187,7 +187,7 @@ func TestStepRelay(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the poll did not end with the run")
 	}
-	if _, err := h.c.StepStatus(ctx, ref, 1, nil, nil); !errors.Is(err, client.ErrNotFound) {
+	if _, err := h.c.StepStatus(ctx, ref, 1, nil, nil, false); !errors.Is(err, client.ErrNotFound) {
 		t.Errorf("status of a step of an ended run: %v", err)
 	}
 	if _, err := h.c.CreateStep(ctx, ref, api.StepRequest{Argv: []string{"true"}}); err == nil {
@@ -234,14 +234,14 @@ func TestStepRelaySurvivesRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	// srun read 2 bytes of rank 1's output, then the server restarts.
-	st, _ := h.c.StepStatus(ctx, ref, 0, map[int]int64{0: 3, 1: 3}, nil)
+	st, _ := h.c.StepStatus(ctx, ref, 0, map[int]int64{0: 3, 1: 3}, nil, false)
 	_ = st
 	h.close()
 	h = newHarnessAt(t, dir, addr)
 	h.srv.stepPollWait.Store(int64(200 * time.Millisecond))
 
 	// srun asks from where it was: nothing yet, the server knows nothing.
-	st, err = h.c.StepStatus(ctx, ref, 0, map[int]int64{0: 3, 1: 3}, nil)
+	st, err = h.c.StepStatus(ctx, ref, 0, map[int]int64{0: 3, 1: 3}, nil, false)
 	if err != nil {
 		t.Fatalf("status after a restart: %v", err)
 	}
@@ -257,7 +257,7 @@ func TestStepRelaySurvivesRestart(t *testing.T) {
 	if ack, _ = h.c.StepOutput(ctx, ref, 0, 1, client.OutputOptions{FD: 1, At: 3, Start: true}, []byte("45678")); ack.Have != 8 {
 		t.Fatalf("resend: have %d, want 8", ack.Have)
 	}
-	st, _ = h.c.StepStatus(ctx, ref, 0, map[int]int64{0: 3, 1: 3}, nil)
+	st, _ = h.c.StepStatus(ctx, ref, 0, map[int]int64{0: 3, 1: 3}, nil, false)
 	if string(st.Ranks[1].Data) != "45678" || st.Ranks[1].Next != 8 {
 		t.Errorf("srun got %q next %d after the restart, want \"45678\" 8", st.Ranks[1].Data, st.Ranks[1].Next)
 	}
@@ -339,7 +339,7 @@ func TestStepReap(t *testing.T) {
 	r.add(1, alone, []string{"n1"}, t0)
 	b := r.add(1, followed, []string{"n1", "n2"}, t0)
 	// srun follows step b; a's srun is gone.
-	if _, _, _, err := r.status(1, b.rec.StepID, nil, nil, t0.Add(idle)); err != nil {
+	if _, _, _, err := r.status(1, b.rec.StepID, nil, nil, false, t0.Add(idle)); err != nil {
 		t.Fatal(err)
 	}
 	if n := r.reap(t0.Add(idle), idle); n != 0 {
@@ -354,5 +354,41 @@ func TestStepReap(t *testing.T) {
 	}
 	if n := r.reap(t0.Add(2*idle+time.Second), idle); n != 1 {
 		t.Errorf("a second reap killed %d steps, want 1 (b, no longer followed; a only once)", n)
+	}
+}
+
+// A cancelled step says so to srun once, queues SIGTERM for its hosts,
+// and ends as stopped whatever its tasks' statuses.
+func TestStepCancel(t *testing.T) {
+	var r stepRelay
+	now := time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC)
+	local := api.StepRequest{Argv: []string{"sleep", "60"}, Here: []int{0}}
+	if err := stepNodes(&local, 1); err != nil {
+		t.Fatal(err)
+	}
+	st := r.add(1, local, []string{"n1"}, now)
+	// srun alone runs it: a status waits (nothing to follow) until a cancel.
+	if _, news, _, _ := r.status(1, st.rec.StepID, nil, nil, false, now); news {
+		t.Errorf("a local step's status answered at once before a cancel")
+	}
+	if err := r.cancel(1, st.rec.StepID); err != nil {
+		t.Fatal(err)
+	}
+	got, news, _, _ := r.status(1, st.rec.StepID, nil, nil, false, now)
+	if !news || !got.Cancelled {
+		t.Errorf("after the cancel: news %v, %+v", news, got)
+	}
+	if _, news, _, _ := r.status(1, st.rec.StepID, nil, nil, true, now); news {
+		t.Errorf("the cancel is news again to a srun that knows it")
+	}
+	if w, _ := r.work(1, 0, -1, 0); w != nil {
+		t.Errorf("a step srun runs alone sent work to a host: %+v", w)
+	}
+	rec, err := r.exit(1, st.rec.StepID, 0, api.StepExit{Code: 143}, now)
+	if err != nil || rec.Status != "stopped" {
+		t.Errorf("the cancelled step ended as %+v, %v; want stopped", rec, err)
+	}
+	if err := r.cancel(1, st.rec.StepID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("cancel of an ended step: %v", err)
 	}
 }
