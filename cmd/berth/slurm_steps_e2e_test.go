@@ -144,6 +144,14 @@ func testSstat(t *testing.T, s *slurmSite) {
 	if m := regexp.MustCompile(`^` + id + `\.batch\|(\S+)\|st-n1\n$`).FindStringSubmatch(out); m == nil || maxRSSKB(t, m[1]) < 40000 {
 		t.Errorf("sstat of the batch step holding 40 MB: %q", out)
 	}
+	// squeue -s lists the running steps, numbered first, then the batch step.
+	out = s.must("squeue -s -j " + id)
+	if !regexp.MustCompile(`^         STEPID     NAME PARTITION     USER      TIME NODELIST\n +` + id + `\.0 +sleep +\S+ +\S+ +\d+:\d\d st-n\[1-2\]\n +` + id + `\.batch +batch +\S+ +\S+ +\d+:\d\d st-n1\n$`).MatchString(out) {
+		t.Errorf("squeue -s -j:\n%s", out)
+	}
+	if out = s.must("squeue -h -s --steps=" + id + ".0"); !strings.Contains(out, id+".0 ") || strings.Contains(out, "batch") || strings.Contains(out, "STEPID") {
+		t.Errorf("squeue -h -s --steps: %q", out)
+	}
 	if r := s.sh("sstat -j 99999 -o JobID"); r.code != 0 || r.stdout != "JobID        \n------------ \n" || r.stderr != "sstat: error: couldn't get steps for job 99999\n" {
 		t.Errorf("sstat of an unknown job: %s", r)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/slurm"
 )
 
@@ -86,6 +87,7 @@ func runSqueue(e *slurmEnv, args []string) error {
 		jobsArg  string
 		asJSON   bool
 		steps    bool
+		stepList []string // --steps=JOB.STEP,…
 		iterate  int
 		nodelist []string
 	)
@@ -135,6 +137,9 @@ func runSqueue(e *slurmEnv, args []string) error {
 			o.Start = true
 		case "steps":
 			steps = true
+			if g.val != "" {
+				stepList = append(stepList, splitList(g.val)...)
+			}
 		case "states":
 			st, all, err := slurm.ParseStateList(g.val)
 			if err != nil {
@@ -173,11 +178,10 @@ func runSqueue(e *slurmEnv, args []string) error {
 		f.Jobs = sel
 	}
 	if steps {
-		// Berth keeps no job steps: squeue -s lists none.
-		if !o.NoHeader {
-			fmt.Fprintln(e.stdout, "         STEPID     NAME PARTITION     USER      TIME NODELIST")
+		if o.Format != "" || o.LongFormat != "" {
+			return slurmFail(1, "squeue: error: -o/-O with -s is not supported by Berth: squeue -s prints its default step columns")
 		}
-		return nil
+		return squeueSteps(e, f, stepList, o.Long, o.NoHeader)
 	}
 	once := func() error {
 		needAll := f.AllStates || len(f.Jobs) > 0
@@ -249,4 +253,71 @@ func onNodes(jobs []slurm.Job, hosts []string) []slurm.Job {
 		}
 	}
 	return out
+}
+
+// squeueSteps is squeue -s: the running steps of the running jobs the
+// filter keeps (-j, -u, -p…), the batch step with them; --steps=J.S names
+// steps.
+func squeueSteps(e *slurmEnv, f slurm.JobFilter, only []string, long, noHeader bool) error {
+	v, err := fetchView(e, "squeue", runSelection{})
+	if err != nil {
+		return err
+	}
+	kept := map[uint32]bool{}
+	for _, j := range slurm.FilterJobs(v.jobs(), f) {
+		kept[j.JobID] = true
+	}
+	var runs []*api.Run
+	var ids []int64
+	for i := range v.runs {
+		r := &v.runs[i]
+		if r.Status == api.StatusRunning && r.Array == nil && r.StartedAt != nil && kept[u32(r.ID)] {
+			runs = append(runs, r)
+			ids = append(ids, r.ID)
+		}
+	}
+	byRun := map[int64][]api.Step{}
+	if len(ids) > 0 {
+		c, err := e.newClient()
+		if err != nil {
+			return slurmFail(1, "squeue: error: "+err.Error())
+		}
+		steps, err := c.Steps(e.ctx, ids)
+		if err != nil {
+			return slurmFail(1, "squeue: error: "+err.Error())
+		}
+		for _, p := range steps {
+			if p.Status == "running" {
+				byRun[p.RunID] = append(byRun[p.RunID], p)
+			}
+		}
+	}
+	var rows []slurm.StepRow
+	for _, r := range runs {
+		base := slurm.StepRow{JobID: u32(r.ID), Partition: v.partition(r), User: jobUser(r), TimeLimit: timeLimit(r.Spec)}
+		if r.ArrayID != 0 && r.ArrayIndex != nil {
+			base.ArrayID, base.ArrayTask = u32(r.ArrayID), *r.ArrayIndex
+		}
+		if t := tag(r, tagTool); t == "sbatch" || t == "" {
+			row := base
+			row.Step, row.Name, row.NodeList, row.Start = "batch", "batch", firstNode(r), *r.StartedAt
+			rows = append(rows, row)
+		}
+		for _, p := range byRun[r.ID] {
+			row := base
+			row.Step, row.Name, row.NodeList, row.Start = strconv.Itoa(p.ID), p.Name, p.NodeList, p.StartedAt
+			rows = append(rows, row)
+		}
+	}
+	if len(only) > 0 {
+		var named []slurm.StepRow
+		for _, row := range rows {
+			if contains(only, strconv.FormatUint(uint64(row.JobID), 10)+"."+row.Step) {
+				named = append(named, row)
+			}
+		}
+		rows = named
+	}
+	io.WriteString(e.stdout, slurm.FormatSqueueSteps(rows, long, noHeader, v.now))
+	return nil
 }

@@ -49,3 +49,26 @@ func TestSstatGolden(t *testing.T) {
 		t.Errorf("FormatMemory: %s, %s", FormatMemory(3288<<10), FormatMemory(3<<30))
 	}
 }
+
+// squeue -s: Slurm's step header, the numbered steps before batch, an
+// array task's step id, and -l's time limit.
+func TestFormatSqueueSteps(t *testing.T) {
+	now := at("10:00:00")
+	rows := []StepRow{
+		{JobID: 7, Step: "batch", Name: "batch", Partition: "debug", User: "root", NodeList: "n1", Start: at("09:59:00"), TimeLimit: Unlimited},
+		{JobID: 7, Step: "1", Name: "a-very-long-name", Partition: "debug", User: "root", NodeList: "n[1-2]", Start: at("09:59:55"), TimeLimit: Unlimited},
+		{JobID: 9, ArrayID: 8, ArrayTask: 2, Step: "0", Name: "hostname", Partition: "debug", User: "root", NodeList: "n1", Start: at("09:59:58"), TimeLimit: 30 * 60e9},
+	}
+	want := "" +
+		"         STEPID     NAME PARTITION     USER      TIME NODELIST\n" +
+		"            7.1 a-very-l     debug     root      0:05 n[1-2]\n" +
+		"        7.batch    batch     debug     root      1:00 n1\n" +
+		"          8_2.0 hostname     debug     root      0:02 n1\n"
+	if got := FormatSqueueSteps(rows, false, false, now); got != want {
+		t.Errorf("squeue -s:\n%s\nwant:\n%s", got, want)
+	}
+	long := FormatSqueueSteps(rows[2:], true, true, now)
+	if long != "          8_2.0 hostname     debug     root     30:00      0:02 n1\n" {
+		t.Errorf("squeue -s -l -h: %q", long)
+	}
+}
