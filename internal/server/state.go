@@ -275,7 +275,7 @@ func (s *Server) load(ctx context.Context) error {
 			}
 		}
 		if rs.spec.Array != "" && rs.rec.ArrayID == 0 {
-			tasks, err := s.store.ListRuns(ctx, store.RunFilter{All: true, ArrayID: rs.rec.ID})
+			tasks, err := s.store.ListRuns(ctx, store.RunFilter{All: true, ArrayID: rs.rec.ID, Brief: true})
 			if err != nil {
 				return err
 			}
@@ -310,7 +310,7 @@ func (s *Server) load(ctx context.Context) error {
 				s.ended[id] = outcomeOf(r)
 				_, index := parseRef(ref)
 				if _, known := s.doneArrays[id]; (d.Type == "aftercorr" || index >= 0) && !known && isArrayRun(r) {
-					tasks, err := s.store.ListRuns(ctx, store.RunFilter{All: true, ArrayID: id})
+					tasks, err := s.store.ListRuns(ctx, store.RunFilter{All: true, ArrayID: id, Brief: true})
 					if err != nil {
 						return err
 					}

@@ -325,6 +325,17 @@ func scanRun(sc scanner) (*Run, error) {
 	return &r, nil
 }
 
+// scanBriefRun reads what RunFilter.Brief selects.
+func scanBriefRun(sc scanner) (*Run, error) {
+	var r Run
+	var st int64
+	if err := sc.Scan(&r.ID, &r.Status, &st, &r.ArrayID, &r.ArrayIndex); err != nil {
+		return nil, err
+	}
+	r.StartedAt = fromNanos(st)
+	return &r, nil
+}
+
 func scanJob(sc scanner) (*Job, error) {
 	var j Job
 	var alloc string
@@ -426,7 +437,11 @@ func (s *SQLite) FindRun(ctx context.Context, projectID int64, name string) (*Ru
 
 // ListRuns lists runs, newest first.
 func (s *SQLite) ListRuns(ctx context.Context, f RunFilter) ([]*Run, error) {
-	q := `SELECT ` + runCols + ` FROM runs WHERE 1=1`
+	cols, scan := runCols, scanRun
+	if f.Brief {
+		cols, scan = `id, status, started_at, array_id, array_index`, scanBriefRun
+	}
+	q := `SELECT ` + cols + ` FROM runs WHERE 1=1`
 	var args []any
 	if !f.All {
 		q += ` AND active = 1`
@@ -486,7 +501,7 @@ func (s *SQLite) ListRuns(ctx context.Context, f RunFilter) ([]*Run, error) {
 	if f.Limit > 0 {
 		q += fmt.Sprintf(` LIMIT %d`, f.Limit)
 	}
-	return query(ctx, s.r, scanRun, q, args...)
+	return query(ctx, s.r, scan, q, args...)
 }
 
 // placeholders is "?, ?, …" for n values ("NULL" for none, so that IN ()

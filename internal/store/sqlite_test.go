@@ -296,3 +296,32 @@ func TestListRunsFilters(t *testing.T) {
 		}
 	}
 }
+
+// A brief listing of an array's tasks reads what a restart needs (ID,
+// status, start, array and index) and nothing else.
+func TestListRunsBrief(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, filepath.Join(t.TempDir(), "b.db"))
+	pid, _ := s.EnsureProject(ctx, "main")
+	uid, _ := s.EnsureUser(ctx, "u", false)
+	b := Batch{Runs: []*Run{
+		{ID: 1, ProjectID: pid, UserID: uid, Name: "arr", Status: "running", Spec: []byte(`{"array":"0-1"}`), SubmittedAt: ts(1)},
+		{ID: 2, ProjectID: pid, UserID: uid, Name: "arr_0", Status: "done", Reason: "done", ExitCode: intp(0), Spec: []byte(`{"x":1}`),
+			SubmittedAt: ts(2), StartedAt: ts(3), FinishedAt: ts(4), ArrayID: 1, ArrayIndex: 0, Meta: []byte(`{}`)},
+		{ID: 3, ProjectID: pid, UserID: uid, Name: "arr_1", Status: "submitted", Spec: []byte(`{"x":2}`), SubmittedAt: ts(2), ArrayID: 1, ArrayIndex: 1},
+	}}
+	if err := s.Apply(ctx, &b); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.ListRuns(ctx, RunFilter{All: true, ArrayID: 1, Brief: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []*Run{
+		{ID: 3, Status: "submitted", ArrayID: 1, ArrayIndex: 1},
+		{ID: 2, Status: "done", StartedAt: ts(3), ArrayID: 1, ArrayIndex: 0},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("brief listing (-want +got):\n%s", diff)
+	}
+}

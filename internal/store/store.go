@@ -196,6 +196,9 @@ type RunFilter struct {
 	All       bool  // include final runs
 	Limit     int   // 0: no limit
 	ArrayID   int64 // only the tasks of this array
+	// Brief reads only what an array's restart needs of its tasks: ID,
+	// status, start, array ID and index (the rest zero; no spec).
+	Brief bool
 	// IDs, when set, keeps the runs of these IDs and the tasks of the
 	// arrays among them.
 	IDs []int64
