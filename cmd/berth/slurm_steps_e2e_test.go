@@ -48,13 +48,18 @@ func TestSlurmSteps(t *testing.T) {
 		srun -N2 bash -c "echo out; echo err >&2"
 		srun -w nosuch true; echo rc=$?
 		srun -w st-n2 head -c 12000000 /dev/zero | wc -c
-		echo | srun -w st-n2 nosuchcmd; echo rc2=$?'`)
+		echo | srun -w st-n2 nosuchcmd; echo rc2=$?
+		echo fan | srun -N2 cat
+		echo gone | srun -N2 --input=none cat; echo file > in.txt; srun -N2 --input=in.txt cat'`)
 	// 12 MB from another node: three times what a step host keeps unread.
 	// A command not found, with input to forward: said at once.
 	for _, want := range []string{"w on st-n2\n", "x on st-n1\n", "piped\n", "rc=1\n", "12000000\n", "rc2=2\n"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("steps in salloc: no %q in stdout: %s", want, r)
 		}
+	}
+	if strings.Count(r.stdout, "fan\n") != 2 || strings.Contains(r.stdout, "gone") || strings.Count(r.stdout, "file\n") != 2 {
+		t.Errorf("input to a two-node step reaches every task: %s", r)
 	}
 	if strings.Count(r.stdout, "out\n") != 2 || strings.Count(r.stderr, "err\n") != 2 || strings.Contains(r.stdout, "err\n") {
 		t.Errorf("stdout and stderr of a two-node step: %s", r)
@@ -180,6 +185,13 @@ func testScancelStep(t *testing.T, s *slurmSite) {
 	out := s.must("sacct -n -P -j " + m[1] + ".0," + m[1] + ".1 -o JobID,State")
 	if out != m[1]+".0|CANCELLED\n"+m[1]+".1|COMPLETED\n" {
 		t.Errorf("sacct of a cancelled step and the next: %q", out)
+	}
+	// In a batch job, srun's input reaches its own tasks and the other
+	// node's.
+	bid := strings.TrimSpace(s.must(`sbatch --parsable -N2 --wrap 'echo both | srun -N2 -l cat'`))
+	s.waitState(bid, 30*time.Second, "COMPLETED")
+	if out := string(mustRead(t, filepath.Join(s.dir, "slurm-"+bid+".out"))); !strings.Contains(out, "0: both\n") || !strings.Contains(out, "1: both\n") {
+		t.Errorf("input to a batch job's two-node step:\n%s", out)
 	}
 	// A step srun runs alone (a one-node batch job) is cancelled too.
 	id := strings.TrimSpace(s.must(`sbatch --parsable --wrap 'srun sleep 60 & pid=$!; sleep 2; scancel $SLURM_JOB_ID.0; wait $pid; echo rc=$?'`))

@@ -26,9 +26,11 @@ type StepRequest struct {
 	Ranks  []int `json:"ranks,omitempty"`
 	Here   []int `json:"here,omitempty"`
 	NTasks int   `json:"ntasks,omitempty"`
-	// PTY runs task 0 on a pseudo-terminal; Attach gives task 0 the
-	// attach stream (its input, output and the terminal's size). PTY
-	// implies Attach.
+	// Attach: srun forwards its input over an attach stream per node, to
+	// every task (Slurm's --input=all); with PTY, task 0 runs on a
+	// pseudo-terminal over its node's stream (input, output, the
+	// terminal's size, the exit) and takes the input alone. PTY implies
+	// Attach.
 	PTY    bool `json:"pty,omitempty"`
 	Attach bool `json:"attach,omitempty"`
 	Rows   int  `json:"rows,omitempty"`

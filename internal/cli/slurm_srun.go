@@ -567,6 +567,25 @@ func layoutStep(o *slurm.BatchOptions, getenv func(string) string) stepLayout {
 // hosts (BERTH_SLURM_STEPS unset: a single-node batch job), every task of
 // the step runs here.
 func srunStep(e *slurmEnv, r *allocRequest) error {
+	// --input: none, or a file, in place of srun's own (all, the
+	// default; a task number is not applied: every task gets it).
+	switch in := r.opt.Input; {
+	case in == "" || in == "all":
+	case in == "none":
+		e2 := *e
+		e2.stdin, e = nil, &e2
+	default:
+		if _, err := strconv.Atoi(in); err == nil {
+			break
+		}
+		f, err := os.Open(in)
+		if err != nil {
+			return slurmFail(1, "srun: error: Could not open stdin file: "+err.Error())
+		}
+		defer f.Close()
+		e2 := *e
+		e2.stdin, e = f, &e2
+	}
 	l := layoutStep(&r.opt, e.getenv)
 	hosts, _ := slurm.ExpandHostlist(e.getenv("SLURM_JOB_NODELIST"))
 	if len(hosts) == 0 {
@@ -606,7 +625,10 @@ func srunStep(e *slurmEnv, r *allocRequest) error {
 			tasks = append(tasks, task{rank: i, local: i})
 		}
 	}
-	attach := len(ranks) > 0 && nodes[0] != this && (r.pty || forwardsInput(e))
+	// srun's input: with --pty, task 0's terminal; else, when there is
+	// some, every task's (Slurm's --input=all).
+	broadcast := !r.pty && forwardsInput(e)
+	attach := len(ranks) > 0 && (r.pty && nodes[0] != this || broadcast)
 	step, err := createStep(e, r, hosts, nodes, ranks, ntasks, attach)
 	if err != nil {
 		if len(ranks) > 0 {
@@ -673,11 +695,12 @@ func srunStep(e *slurmEnv, r *allocRequest) error {
 		go func() {
 			remoteDone <- step.follow(e.ctx, &lockedWriter{w: stdout, mu: &mu}, &lockedWriter{w: stderr, mu: &mu}, cancelled)
 		}()
-		if attach {
+		if attach && r.pty {
 			attached = make(chan int, 1)
-			go func() { attached <- step.attach(e, r.pty) }()
+			go func() { attached <- step.attach(e, true) }()
 		}
 	}
+	var localInputs []io.WriteCloser
 	for i, tk := range tasks {
 		if lookErr != nil {
 			fmt.Fprintf(stderr, "slurmstepd: error: execve(): %s: No such file or directory\n", r.command[0])
@@ -695,8 +718,14 @@ func srunStep(e *slurmEnv, r *allocRequest) error {
 			env = append(env, "SLURM_NODEID="+strconv.Itoa(tk.rank*len(nodes)/max(ntasks, 1)))
 		}
 		cmd.Env = env
-		// Standard input goes to task 0, as srun forwards it.
-		if tk.rank == 0 {
+		// Standard input goes to every task (to task 0's terminal with
+		// --pty), as srun forwards it.
+		switch {
+		case broadcast:
+			if in, err := cmd.StdinPipe(); err == nil {
+				localInputs = append(localInputs, in)
+			}
+		case tk.rank == 0:
 			cmd.Stdin = e.stdin
 			if r.pty && e.interactiveIn != nil {
 				cmd.Stdin = e.interactiveIn
@@ -728,6 +757,13 @@ func srunStep(e *slurmEnv, r *allocRequest) error {
 				f()
 			}
 		}(i, cmd, flushers)
+	}
+	if broadcast {
+		if step != nil && len(ranks) > 0 {
+			go step.feed(e, localInputs)
+		} else {
+			go (&remoteStep{}).feed(e, localInputs)
+		}
 	}
 	wg.Wait()
 	stopWatch()

@@ -208,9 +208,13 @@ func runHostedStep(ctx context.Context, c *client.Client, ref string, rank int, 
 	codes := make([]int, n)
 	var wg sync.WaitGroup
 	path, lookErr := exec.LookPath(st.Argv[0])
+	// srun's input, when it forwards some, goes to every task here (task 0
+	// on a terminal takes it alone).
+	var inputs []io.WriteCloser
+	feedInput := st.Attach && !st.PTY
 	for i := 0; i < n; i++ {
 		task := first + i
-		if task == 0 && st.Attach && lookErr != nil {
+		if task == 0 && st.PTY && lookErr != nil {
 			codes[i] = runAttachedTask(ctx, c, ref, rank, st, nil, h, errs)
 			continue
 		}
@@ -226,7 +230,7 @@ func runHostedStep(ctx context.Context, c *client.Client, ref string, rank int, 
 			cmd.Env = append(cmd.Env, k+"="+env[k])
 		}
 		cmd.Env = append(cmd.Env, "SLURM_PROCID="+strconv.Itoa(task), "SLURM_LOCALID="+strconv.Itoa(i))
-		if task == 0 && st.Attach {
+		if task == 0 && st.PTY {
 			wg.Add(1)
 			go func(i int) {
 				defer wg.Done()
@@ -243,10 +247,17 @@ func runHostedStep(ctx context.Context, c *client.Client, ref string, rank int, 
 		}
 		cmd.Stdout, cmd.Stderr = ow, ew
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		var in io.WriteCloser
+		if feedInput {
+			in, _ = cmd.StdinPipe()
+		}
 		if err := cmd.Start(); err != nil {
 			fmt.Fprintf(errs, "slurmstepd: error: execve(): %s: %v\n", st.Argv[0], err)
 			codes[i] = 2
 			continue
+		}
+		if in != nil {
+			inputs = append(inputs, in)
 		}
 		h.add(cmd.Process)
 		wg.Add(1)
@@ -257,6 +268,9 @@ func runHostedStep(ctx context.Context, c *client.Client, ref string, rank int, 
 				f()
 			}
 		}(i)
+	}
+	if feedInput {
+		go readInput(ctx, c, ref, st.ID, rank, inputs)
 	}
 	// The host's own end (the job stops) stops the tasks too: they are in
 	// process groups of their own.

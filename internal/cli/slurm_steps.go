@@ -272,9 +272,53 @@ func (rs *remoteStep) host(k int) string {
 	return "node" + strconv.Itoa(k)
 }
 
-// attach joins task 0's stream: srun's input goes to it (raw, from a
-// terminal, with --pty) and its output comes back; it returns the task's
-// exit status (-1 when the stream broke before it said).
+// feed sends srun's input to every task of the step: to the other nodes
+// over an attach stream each, and to the tasks here (local), as srun
+// broadcasts its input by default; the end of it ends theirs.
+func (rs *remoteStep) feed(e *slurmEnv, local []io.WriteCloser) {
+	var outs []io.Writer
+	var streams []io.ReadWriteCloser
+	var mu sync.Mutex
+	for _, k := range rs.ranks {
+		conn, err := rs.c.Attach(e.ctx, rs.ref, rs.id, k, "client")
+		if err != nil {
+			fmt.Fprintf(e.stderr, "srun: error: step %s.%d: no input to node %s: %v\n", rs.ref, rs.id, rs.host(k), err)
+			continue
+		}
+		streams = append(streams, conn)
+		outs = append(outs, &frameWriter{mu: &mu, w: conn, typ: api.FrameStdin})
+	}
+	for _, l := range local {
+		outs = append(outs, l)
+	}
+	defer func() {
+		for _, s := range streams {
+			mu.Lock()
+			_ = client.WriteFrame(s, api.FrameEOF, nil)
+			mu.Unlock()
+			s.Close()
+		}
+		for _, l := range local {
+			l.Close()
+		}
+	}()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := e.stdin.Read(buf)
+		if n > 0 {
+			for _, o := range outs {
+				_, _ = o.Write(buf[:n]) // a task that stopped reading misses it
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// attach joins the stream of task 0 on a terminal (--pty): srun's
+// terminal, raw, goes to it and its output comes back; it returns the
+// task's exit status (-1 when the stream broke before it said).
 func (rs *remoteStep) attach(e *slurmEnv, pty bool) int {
 	k := rs.nodes[0]
 	conn, err := rs.c.Attach(e.ctx, rs.ref, rs.id, k, "client")

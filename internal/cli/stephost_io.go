@@ -204,11 +204,37 @@ func (f *frameWriter) Write(p []byte) (int, error) {
 	return n0, nil
 }
 
-// runAttachedTask runs task 0 of a step on the attach stream: on a
-// pseudo-terminal (--pty) or with its input, output and errors as frames.
-// srun going away hangs the terminal up (SIGHUP), or ends the task's
-// input. It returns the task's exit status. A nil cmd is a command not
-// found: srun hears it at once.
+// readInput copies srun's input, from this rank's attach stream, to every
+// task here, and ends their input with srun's (or when srun goes away).
+func readInput(ctx context.Context, c *client.Client, ref string, id, rank int, tasks []io.WriteCloser) {
+	defer func() {
+		for _, t := range tasks {
+			t.Close()
+		}
+	}()
+	conn, err := c.Attach(ctx, ref, id, rank, "host")
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	for {
+		typ, p, err := client.ReadFrame(conn)
+		if err != nil || typ == api.FrameEOF {
+			return
+		}
+		if typ == api.FrameStdin {
+			for _, t := range tasks {
+				_, _ = t.Write(p) // a task that stopped reading misses it
+			}
+		}
+	}
+}
+
+// runAttachedTask runs task 0 of a step on a pseudo-terminal (--pty) over
+// the attach stream: input, output, the terminal's size and the exit as
+// frames. srun going away hangs the terminal up (SIGHUP). It returns the
+// task's exit status. A nil cmd is a command not found: srun hears it at
+// once.
 func runAttachedTask(ctx context.Context, c *client.Client, ref string, rank int, st *api.StepAssignment, cmd *exec.Cmd, h *hostedStep, errs io.Writer) int {
 	conn, err := c.Attach(ctx, ref, st.ID, rank, "host")
 	if err != nil {
@@ -235,74 +261,44 @@ func runAttachedTask(ctx context.Context, c *client.Client, ref string, rank int
 		return fail(2, "slurmstepd: error: execve(): %s: No such file or directory\n", st.Argv[0])
 	}
 	stdout := &frameWriter{mu: &wmu, w: conn, typ: api.FrameStdout}
-	var input io.WriteCloser
-	var term *taskTerminal
-	var copied chan struct{}
-	if st.PTY {
-		term, err = startOnTerminal(cmd, st.Rows, st.Cols)
-		if err != nil {
-			return fail(2, "slurmstepd: error: execve(): %s: %v\n", st.Argv[0], err)
-		}
-		defer term.master.Close()
-		input = term.master
-		copied = make(chan struct{})
-		go func() {
-			defer close(copied)
-			_, _ = io.Copy(&outputClock{w: stdout, last: &term.lastOut}, term.master)
-		}()
-	} else {
-		in, err := cmd.StdinPipe()
-		if err != nil {
-			return fail(1, "slurmstepd: error: task 0: %v\n", err)
-		}
-		input = in
-		cmd.Stdout = stdout
-		cmd.Stderr = &frameWriter{mu: &wmu, w: conn, typ: api.FrameStderr}
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		if err := cmd.Start(); err != nil {
-			return fail(2, "slurmstepd: error: execve(): %s: %v\n", st.Argv[0], err)
-		}
+	term, err := startOnTerminal(cmd, st.Rows, st.Cols)
+	if err != nil {
+		return fail(2, "slurmstepd: error: execve(): %s: %v\n", st.Argv[0], err)
 	}
+	defer term.master.Close()
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		_, _ = io.Copy(&outputClock{w: stdout, last: &term.lastOut}, term.master)
+	}()
 	h.add(cmd.Process)
 	go func() {
 		for {
 			typ, p, err := client.ReadFrame(conn)
 			if err != nil {
 				// srun is gone: hang up, as a closed terminal does.
-				if st.PTY {
-					h.signal(syscall.SIGHUP)
-				} else {
-					input.Close()
-				}
+				h.signal(syscall.SIGHUP)
 				return
 			}
 			switch typ {
 			case api.FrameStdin:
-				_, _ = input.Write(p)
+				_, _ = term.master.Write(p)
 			case api.FrameEOF:
-				if term != nil {
-					go term.endOfInput()
-				} else {
-					input.Close()
-				}
+				go term.endOfInput()
 			case api.FrameResize:
-				if term != nil && len(p) == 4 {
+				if len(p) == 4 {
 					_ = pty.Setsize(term.master, &pty.Winsize{Rows: binary.BigEndian.Uint16(p), Cols: binary.BigEndian.Uint16(p[2:])})
 				}
 			}
 		}
 	}()
 	code := exitCodeOf(cmd.Wait())
-	if term != nil {
-		term.slave.Close() // the master reads to the end of the output
-	}
-	if copied != nil {
-		// What the task wrote last is still in the terminal; a child left
-		// holding it open does not keep the step.
-		select {
-		case <-copied:
-		case <-time.After(500 * time.Millisecond):
-		}
+	term.slave.Close() // the master reads to the end of the output
+	// What the task wrote last is still in the terminal; a child left
+	// holding it open does not keep the step.
+	select {
+	case <-copied:
+	case <-time.After(500 * time.Millisecond):
 	}
 	return exit(code)
 }
