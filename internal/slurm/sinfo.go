@@ -473,36 +473,17 @@ func sinfoDefByName(name string) *sinfoDef {
 func parseSinfoFormat(format string) ([]sinfoField, []string) {
 	var fields []sinfoField
 	var warnings []string
-	if i := strings.IndexByte(format, '%'); i != 0 {
-		if i < 0 {
-			return []sinfoField{{suffix: format}}, nil
-		}
-		fields = append(fields, sinfoField{suffix: format[:i]})
-		format = format[i:]
+	lead, toks := formatTokens(format)
+	if lead != "" {
+		fields = append(fields, sinfoField{suffix: lead})
 	}
-	for _, tok := range strings.Split(format, "%") {
-		if tok == "" {
-			continue
-		}
-		f := sinfoField{}
-		i := 0
-		if tok[0] == '.' {
-			f.right = true
-			i++
-		}
-		for i < len(tok) && tok[i] >= '0' && tok[i] <= '9' {
-			f.width = f.width*10 + int(tok[i]-'0')
-			i++
-		}
-		if i >= len(tok) {
-			continue
-		}
-		f.suffix = tok[i+1:]
-		if name, ok := sinfoLetters[tok[i]]; ok {
+	for _, t := range toks {
+		f := sinfoField{right: t.right, width: t.width, suffix: t.suffix}
+		if name, ok := sinfoLetters[t.letter]; ok {
 			f.def = sinfoDefByName(name)
 		} else {
-			f.suffix = "%" + tok
-			warnings = append(warnings, fmt.Sprintf("sinfo: error: Invalid node format specification: %c", tok[i]))
+			f.suffix = "%" + t.raw
+			warnings = append(warnings, fmt.Sprintf("sinfo: error: Invalid node format specification: %c", t.letter))
 		}
 		fields = append(fields, f)
 	}

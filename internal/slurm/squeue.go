@@ -260,41 +260,64 @@ func printField(b *strings.Builder, s string, width int, right, cut bool) {
 	}
 }
 
-// parseSqueueFormat parses a -o format (parse_format).
-func parseSqueueFormat(format string) ([]squeueField, []string) {
-	var fields []squeueField
-	var warnings []string
+// formatToken is one %-item of a -o format (parse_format, shared by
+// squeue and sinfo): "%[.][width]letter" and the text up to the next %.
+type formatToken struct {
+	right  bool
+	width  int
+	letter byte
+	suffix string
+	raw    string // the item without its %
+}
+
+// formatTokens splits a -o format into the text before its first % and
+// its items; an item with no letter (strtok's empty or a bare width) is
+// skipped, as Slurm does.
+func formatTokens(format string) (lead string, toks []formatToken) {
 	if i := strings.IndexByte(format, '%'); i != 0 {
 		if i < 0 {
-			return []squeueField{{suffix: format, prefix: true}}, nil
+			return format, nil
 		}
-		fields = append(fields, squeueField{suffix: format[:i], prefix: true})
-		format = format[i:]
+		lead, format = format[:i], format[i:]
 	}
 	for _, tok := range strings.Split(format, "%") {
 		if tok == "" {
 			continue // strtok skips empty tokens
 		}
-		f := squeueField{}
+		t := formatToken{raw: tok}
 		i := 0
 		if tok[0] == '.' {
-			f.right = true
+			t.right = true
 			i++
 		}
 		for i < len(tok) && tok[i] >= '0' && tok[i] <= '9' {
-			f.width = f.width*10 + int(tok[i]-'0')
+			t.width = t.width*10 + int(tok[i]-'0')
 			i++
 		}
 		if i >= len(tok) {
 			continue
 		}
-		c := tok[i]
-		f.suffix = tok[i+1:]
-		if def, ok := squeueLetters[c]; ok {
+		t.letter, t.suffix = tok[i], tok[i+1:]
+		toks = append(toks, t)
+	}
+	return lead, toks
+}
+
+// parseSqueueFormat parses a -o format (parse_format).
+func parseSqueueFormat(format string) ([]squeueField, []string) {
+	var fields []squeueField
+	var warnings []string
+	lead, toks := formatTokens(format)
+	if lead != "" {
+		fields = append(fields, squeueField{suffix: lead, prefix: true})
+	}
+	for _, t := range toks {
+		f := squeueField{right: t.right, width: t.width, suffix: t.suffix}
+		if def, ok := squeueLetters[t.letter]; ok {
 			f.def = def
 		} else {
-			f.suffix = "%" + tok
-			warnings = append(warnings, fmt.Sprintf("squeue: error: Invalid job format specification: %c", c))
+			f.suffix = "%" + t.raw
+			warnings = append(warnings, fmt.Sprintf("squeue: error: Invalid job format specification: %c", t.letter))
 		}
 		fields = append(fields, f)
 	}
