@@ -307,6 +307,14 @@ func FormatMemory(b int64) string {
 	return convertNumUnit(float64(b), unitNone)
 }
 
+// stepMissing and stepBlank are the job's fields a step's line leaves out:
+// null (nothing when parsable) or an empty string.
+var (
+	stepMissing = map[string]bool{"Partition": true, "QOS": true, "Priority": true, "Reason": true, "ReqTRES": true,
+		"Timelimit": true, "TimelimitRaw": true, "ReqCPUFreqMin": true, "ReqCPUFreqMax": true, "ReqCPUFreqGov": true, "ReqCPUFreq": true}
+	stepBlank = map[string]bool{"DerivedExitCode": true, "ReqMem": true}
+)
+
 // field is the text sacct prints for one field of this record, or null
 // for a missing value (blank, or nothing when parsable).
 func (r *AcctRecord) field(name string) (string, bool) {
@@ -315,6 +323,16 @@ func (r *AcctRecord) field(name string) (string, bool) {
 	}
 	step := r.Step != ""
 	str := func(s string) (string, bool) { return s, s == "" }
+	if step {
+		// What belongs to the job, not its steps: missing on a step's
+		// line (nothing at all when parsable), or blank.
+		if stepMissing[name] {
+			return "", true
+		}
+		if stepBlank[name] {
+			return "", false
+		}
+	}
 	switch name {
 	case "JobID":
 		if step {
@@ -329,9 +347,6 @@ func (r *AcctRecord) field(name string) (string, bool) {
 	case "JobName":
 		return str(r.JobName)
 	case "Partition":
-		if step {
-			return "", true
-		}
 		return str(r.Partition)
 	case "Account":
 		return str(r.Account)
@@ -346,14 +361,8 @@ func (r *AcctRecord) field(name string) (string, bool) {
 	case "Cluster":
 		return str(r.Cluster)
 	case "QOS":
-		if step {
-			return "", true
-		}
 		return str(r.QOS)
 	case "Priority":
-		if step {
-			return "", true
-		}
 		return u32(r.Priority), false
 	case "AllocCPUS", "NCPUS":
 		tres := r.AllocTRES
@@ -393,14 +402,8 @@ func (r *AcctRecord) field(name string) (string, bool) {
 		}
 		return fmt.Sprintf("%d:%d", code, r.ExitSignal), false
 	case "DerivedExitCode":
-		if step {
-			return "", false
-		}
 		return fmt.Sprintf("%d:%d", r.DerivedCode, r.DerivedSig), false
 	case "Reason":
-		if step {
-			return "", true
-		}
 		if r.Reason == "" {
 			return ReasonNone, false
 		}
@@ -429,8 +432,6 @@ func (r *AcctRecord) field(name string) (string, bool) {
 		return strconv.FormatInt(int64(r.CPUTime/time.Second), 10), false
 	case "Timelimit", "TimelimitRaw":
 		switch {
-		case step:
-			return "", true
 		case r.TimeLimit == Unlimited:
 			return "UNLIMITED", false
 		case r.TimeLimit == 0:
@@ -442,18 +443,12 @@ func (r *AcctRecord) field(name string) (string, bool) {
 	case "NodeList":
 		return str(r.NodeList)
 	case "ReqMem":
-		if step {
-			return "", false
-		}
 		mem := tresCount(r.ReqTRES, "mem")
 		if mem == "" {
 			return "", false
 		}
 		return mem, false
 	case "ReqTRES":
-		if step {
-			return "", true
-		}
 		return str(r.ReqTRES)
 	case "AllocTRES":
 		return str(r.AllocTRES)
@@ -467,9 +462,6 @@ func (r *AcctRecord) field(name string) (string, bool) {
 	case "Suspended", "Reserved", "ResvCPU":
 		return FormatElapsed(0), false
 	case "ReqCPUFreqMin", "ReqCPUFreqMax", "ReqCPUFreqGov", "ReqCPUFreq":
-		if step {
-			return "", true
-		}
 		return "Unknown", false
 	}
 	for _, f := range sacctFields {
