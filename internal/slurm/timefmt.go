@@ -144,6 +144,19 @@ func FormatTimeLimit(d time.Duration) string {
 	return clockString(int64(d/time.Minute)*60, true)
 }
 
+// namedHours are the times of day Slurm's parse_time knows by name.
+var namedHours = map[string]int{"midnight": 0, "noon": 12, "fika": 15, "teatime": 16}
+
+// namedHour is the name of a time of day s starts with (any case), or "".
+func namedHour(s string) string {
+	for word := range namedHours {
+		if len(s) >= len(word) && strings.EqualFold(s[:len(word)], word) {
+			return word
+		}
+	}
+	return ""
+}
+
 // FormatElapsed prints a duration as sacct's Elapsed and scontrol's RunTime
 // (secs2time_str): "00:00:05", "01:02:03", "2-03:04:05", "INVALID" when
 // negative.
@@ -256,6 +269,11 @@ func ParseBegin(s string, now time.Time, past bool) (time.Time, error) {
 		if c == ' ' || c == '\t' || c == '-' || c == 'T' {
 			continue
 		}
+		if word := namedHour(s[pos:]); word != "" {
+			hour, minute, second = namedHours[word], 0, 0
+			pos += len(word) - 1
+			continue
+		}
 		switch {
 		case hasPrefixFold(pos, "today"):
 			setDate(now)
@@ -264,22 +282,6 @@ func ParseBegin(s string, now time.Time, past bool) (time.Time, error) {
 		case hasPrefixFold(pos, "tomorrow"):
 			setDate(now.Add(24 * time.Hour))
 			pos += 7
-			continue
-		case hasPrefixFold(pos, "midnight"):
-			hour, minute, second = 0, 0, 0
-			pos += 7
-			continue
-		case hasPrefixFold(pos, "noon"):
-			hour, minute, second = 12, 0, 0
-			pos += 3
-			continue
-		case hasPrefixFold(pos, "fika"):
-			hour, minute, second = 15, 0, 0
-			pos += 3
-			continue
-		case hasPrefixFold(pos, "teatime"):
-			hour, minute, second = 16, 0, 0
-			pos += 6
 			continue
 		case hasPrefixFold(pos, "now"):
 			var delta int64
