@@ -697,7 +697,7 @@ func srunStep(e *slurmEnv, r *allocRequest) error {
 		}()
 		if attach && r.pty {
 			attached = make(chan int, 1)
-			go func() { attached <- step.attach(e, true) }()
+			go func() { attached <- step.attach(e) }()
 		}
 	}
 	var localInputs []io.WriteCloser
@@ -759,11 +759,11 @@ func srunStep(e *slurmEnv, r *allocRequest) error {
 		}(i, cmd, flushers)
 	}
 	if broadcast {
-		if step != nil && len(ranks) > 0 {
-			go step.feed(e, localInputs)
-		} else {
-			go (&remoteStep{}).feed(e, localInputs)
+		remote := step
+		if len(ranks) == 0 {
+			remote = nil
 		}
+		go feedInput(e, remote, localInputs)
 	}
 	wg.Wait()
 	stopWatch()

@@ -272,14 +272,19 @@ func (rs *remoteStep) host(k int) string {
 	return "node" + strconv.Itoa(k)
 }
 
-// feed sends srun's input to every task of the step: to the other nodes
-// over an attach stream each, and to the tasks here (local), as srun
-// broadcasts its input by default; the end of it ends theirs.
-func (rs *remoteStep) feed(e *slurmEnv, local []io.WriteCloser) {
+// feedInput sends srun's input to every task of the step: to the other
+// nodes of rs (nil: none) over an attach stream each, and to the tasks
+// here (local), as srun broadcasts its input by default; the end of it
+// ends theirs.
+func feedInput(e *slurmEnv, rs *remoteStep, local []io.WriteCloser) {
 	var outs []io.Writer
 	var streams []io.ReadWriteCloser
 	var mu sync.Mutex
-	for _, k := range rs.ranks {
+	var ranks []int
+	if rs != nil {
+		ranks = rs.ranks
+	}
+	for _, k := range ranks {
 		conn, err := rs.c.Attach(e.ctx, rs.ref, rs.id, k, "client")
 		if err != nil {
 			fmt.Fprintf(e.stderr, "srun: error: step %s.%d: no input to node %s: %v\n", rs.ref, rs.id, rs.host(k), err)
@@ -319,7 +324,7 @@ func (rs *remoteStep) feed(e *slurmEnv, local []io.WriteCloser) {
 // attach joins the stream of task 0 on a terminal (--pty): srun's
 // terminal, raw, goes to it and its output comes back; it returns the
 // task's exit status (-1 when the stream broke before it said).
-func (rs *remoteStep) attach(e *slurmEnv, pty bool) int {
+func (rs *remoteStep) attach(e *slurmEnv) int {
 	k := rs.nodes[0]
 	conn, err := rs.c.Attach(e.ctx, rs.ref, rs.id, k, "client")
 	if err != nil {
@@ -334,7 +339,7 @@ func (rs *remoteStep) attach(e *slurmEnv, pty bool) int {
 		return client.WriteFrame(conn, typ, p)
 	}
 	in := e.stdin
-	if pty && e.interactiveIn != nil {
+	if e.interactiveIn != nil {
 		in = e.interactiveIn
 		if fd := int(e.interactiveIn.Fd()); term.IsTerminal(fd) {
 			if old, err := term.MakeRaw(fd); err == nil {

@@ -392,3 +392,27 @@ func TestStepCancel(t *testing.T) {
 		t.Errorf("cancel of an ended step: %v", err)
 	}
 }
+
+// A run keeps at most maxStepsPerRun steps in memory: ended ones go
+// first; running ones are never dropped.
+func TestStepRelayBound(t *testing.T) {
+	var r stepRelay
+	now := time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC)
+	req := api.StepRequest{Argv: []string{"true"}}
+	if err := stepNodes(&req, 1); err != nil {
+		t.Fatal(err)
+	}
+	running := r.add(1, req, []string{"n1"}, now)
+	for i := 0; i < maxStepsPerRun+10; i++ {
+		st := r.add(1, req, []string{"n1"}, now)
+		if _, err := r.exit(1, st.rec.StepID, 0, api.StepExit{}, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.mu.Lock()
+	kept, first := len(r.runs[1].steps), r.runs[1].steps[running.rec.StepID]
+	r.mu.Unlock()
+	if kept != maxStepsPerRun || first == nil {
+		t.Errorf("%d steps kept (the running one kept: %v), want %d and it", kept, first != nil, maxStepsPerRun)
+	}
+}
