@@ -542,20 +542,7 @@ func layoutStep(o *slurm.BatchOptions, getenv func(string) string) stepLayout {
 		l.ntasks = n
 	}
 	l.nodes = max(min(l.nodes, l.ntasks), 1)
-	base, rem := l.ntasks/l.nodes, l.ntasks%l.nodes
-	share := func(k int) int {
-		if k >= l.nodes {
-			return 0
-		}
-		if k < rem {
-			return base + 1
-		}
-		return base
-	}
-	l.local = share(nodeID)
-	for k := 0; k < nodeID; k++ {
-		l.first += share(k)
-	}
+	l.local, l.first = stepShare(l.ntasks, l.nodes, nodeID)
 	return l
 }
 
