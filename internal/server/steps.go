@@ -53,6 +53,9 @@ type runSteps struct {
 	signals []api.StepSignal
 	sigSeq  int64
 	changed chan struct{} // closed and replaced on every change
+	// work is closed and replaced when the hosts have something new:
+	// a step, a signal, the run's end (not on every byte of output).
+	work chan struct{}
 }
 
 type relayStep struct {
@@ -136,13 +139,20 @@ func (rs *runSteps) notify() {
 	rs.changed = make(chan struct{})
 }
 
+// notifyWork wakes the hosts' polls, and everything else.
+func (rs *runSteps) notifyWork() {
+	close(rs.work)
+	rs.work = make(chan struct{})
+	rs.notify()
+}
+
 func (r *stepRelay) run(id int64) *runSteps {
 	if r.runs == nil {
 		r.runs = map[int64]*runSteps{}
 	}
 	rs := r.runs[id]
 	if rs == nil {
-		rs = &runSteps{steps: map[int]*relayStep{}, changed: make(chan struct{})}
+		rs = &runSteps{steps: map[int]*relayStep{}, changed: make(chan struct{}), work: make(chan struct{})}
 		r.runs[id] = rs
 	}
 	return rs
@@ -209,7 +219,7 @@ func (r *stepRelay) endRun(id int64, now time.Time) []*store.Step {
 			out = append(out, st.record())
 		}
 	}
-	rs.notify()
+	rs.notifyWork()
 	delete(r.runs, id)
 	return out
 }
@@ -311,7 +321,7 @@ func (r *stepRelay) add(run int64, req api.StepRequest, hosts []string, now time
 		delete(rs.steps, rs.order[drop])
 		rs.order = append(rs.order[:drop], rs.order[drop+1:]...)
 	}
-	rs.notify()
+	rs.notifyWork()
 	return st
 }
 
@@ -339,7 +349,7 @@ func (r *stepRelay) work(run int64, rank, after int, sigAfter int64) (*api.StepW
 		}
 	}
 	if len(w.Steps) == 0 && len(w.Signals) == 0 {
-		return nil, rs.changed
+		return nil, rs.work
 	}
 	return w, nil
 }
@@ -401,7 +411,7 @@ func (r *stepRelay) forget(run int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if rs := r.runs[run]; rs != nil {
-		rs.notify()
+		rs.notifyWork()
 		delete(r.runs, run)
 	}
 }
@@ -463,7 +473,7 @@ func (rs *runSteps) queueSignal(step, sig int) {
 	if len(rs.signals) > maxStepSignals {
 		rs.signals = rs.signals[len(rs.signals)-maxStepSignals:]
 	}
-	rs.notify()
+	rs.notifyWork()
 }
 
 // cancel marks a running step cancelled and sends its hosts SIGTERM
