@@ -6,65 +6,52 @@ package api
 import (
 	"time"
 
+	"github.com/berth-hq/berth/internal/lifecycle"
+
 	"github.com/berth-hq/berth/internal/spec"
 )
 
 // Version is the API's path prefix.
 const Version = "/api/v1"
 
-// Status is a run's or a job's state, in dstack's vocabulary.
-type Status string
+// Status is a run's or a job's state, in dstack's vocabulary (lifecycle
+// owns it; the API carries it).
+type Status = lifecycle.Status
 
 // The states a run or a job goes through. Submitted, provisioning, pulling,
 // running and terminating are active; the others are final.
 const (
-	StatusSubmitted    Status = "submitted"
-	StatusProvisioning Status = "provisioning"
-	StatusPulling      Status = "pulling"
-	StatusRunning      Status = "running"
-	StatusTerminating  Status = "terminating"
-	StatusDone         Status = "done"
-	StatusFailed       Status = "failed"
-	StatusTerminated   Status = "terminated"
-	StatusAborted      Status = "aborted"
-	// StatusScheduled is a schedule's own run: it submits a run at each
-	// tick of its cron expressions until stopped.
-	StatusScheduled Status = "scheduled"
+	StatusSubmitted    = lifecycle.StatusSubmitted
+	StatusProvisioning = lifecycle.StatusProvisioning
+	StatusPulling      = lifecycle.StatusPulling
+	StatusRunning      = lifecycle.StatusRunning
+	StatusTerminating  = lifecycle.StatusTerminating
+	StatusDone         = lifecycle.StatusDone
+	StatusFailed       = lifecycle.StatusFailed
+	StatusTerminated   = lifecycle.StatusTerminated
+	StatusAborted      = lifecycle.StatusAborted
+	StatusScheduled    = lifecycle.StatusScheduled
 )
 
-// Finished reports whether s is a final state.
-func (s Status) Finished() bool {
-	switch s {
-	case StatusDone, StatusFailed, StatusTerminated, StatusAborted:
-		return true
-	}
-	return false
-}
-
-// Termination and pending reasons. Pending reasons follow Slurm's codes so that
-// the Slurm commands can print them unchanged; termination reasons follow dstack.
+// Termination and pending reasons (lifecycle.Reason's values, as the wire's
+// plain strings). Pending reasons follow Slurm's codes so that the Slurm
+// commands can print them unchanged; termination reasons follow dstack.
 const (
-	ReasonNone              = ""
-	ReasonPriority          = "Priority"
-	ReasonResources         = "Resources"
-	ReasonNoNode            = "ReqNodeNotAvail"
-	ReasonDone              = "done_by_runner"
-	ReasonExitedWithError   = "exited_with_error"
-	ReasonTerminatedByUser  = "terminated_by_user"
-	ReasonAbortedByUser     = "aborted_by_user"
-	ReasonMaxDuration       = "max_duration_exceeded"
-	ReasonFailedToStart     = "failed_to_start"
-	ReasonLostByAgent       = "lost_by_agent"
-	ReasonTerminatedByAgent = "terminated_by_agent"
-	// ReasonPreempted ends a run stopped for a higher QOS (mode cancel);
-	// one preempted with mode requeue goes back to the queue instead.
-	ReasonPreempted = "preempted"
-	// ReasonPartitionTimeLimit holds a run whose time limit is longer than
-	// every fleet it may use allows.
-	ReasonPartitionTimeLimit = "PartitionTimeLimit"
-	// ReasonOOM: the job was killed for using more memory than it holds
-	// (Slurm's OUT_OF_MEMORY).
-	ReasonOOM = "OOM"
+	ReasonNone               = string(lifecycle.ReasonNone)
+	ReasonPriority           = string(lifecycle.ReasonPriority)
+	ReasonResources          = string(lifecycle.ReasonResources)
+	ReasonNoNode             = string(lifecycle.ReasonNoNode)
+	ReasonDone               = string(lifecycle.ReasonDone)
+	ReasonExitedWithError    = string(lifecycle.ReasonExitedWithError)
+	ReasonTerminatedByUser   = string(lifecycle.ReasonTerminatedByUser)
+	ReasonAbortedByUser      = string(lifecycle.ReasonAbortedByUser)
+	ReasonMaxDuration        = string(lifecycle.ReasonMaxDuration)
+	ReasonFailedToStart      = string(lifecycle.ReasonFailedToStart)
+	ReasonLostByAgent        = string(lifecycle.ReasonLostByAgent)
+	ReasonTerminatedByAgent  = string(lifecycle.ReasonTerminatedByAgent)
+	ReasonPreempted          = string(lifecycle.ReasonPreempted)
+	ReasonPartitionTimeLimit = string(lifecycle.ReasonPartitionTimeLimit)
+	ReasonOOM                = string(lifecycle.ReasonOOM)
 )
 
 // Run is what a user submitted: one configuration, one or more jobs.

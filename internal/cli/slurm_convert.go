@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/lifecycle"
 	"github.com/berth-hq/berth/internal/slurm"
 	"github.com/berth-hq/berth/internal/spec"
 )
@@ -153,7 +154,8 @@ func (v *slurmView) partition(r *api.Run) string {
 	return defaultPartition
 }
 
-// slurmState maps a run's status and reason onto Slurm's job state.
+// slurmState maps a run's status and reason onto Slurm's job state: the
+// active statuses here, how a final run ended from lifecycle.
 func slurmState(r *api.Run) slurm.JobState {
 	switch r.Status {
 	case api.StatusSubmitted, api.StatusScheduled:
@@ -164,74 +166,25 @@ func slurmState(r *api.Run) slurm.JobState {
 		return slurm.JobRunning
 	case api.StatusTerminating:
 		return slurm.JobRunning | slurm.JobCompleting
-	case api.StatusDone:
-		return slurm.JobCompleted
-	case api.StatusFailed:
-		switch r.Reason {
-		case api.ReasonOOM:
-			return slurm.JobOutOfMemory
-		case "instance_unreachable", api.ReasonLostByAgent:
-			return slurm.JobNodeFail
-		case api.ReasonMaxDuration:
-			return slurm.JobTimeout
-		case api.ReasonPreempted:
-			return slurm.JobPreempted
-		}
-		return slurm.JobFailed
-	case api.StatusTerminated:
-		switch r.Reason {
-		case api.ReasonMaxDuration:
-			return slurm.JobTimeout
-		case api.ReasonPreempted:
-			return slurm.JobPreempted
-		case api.ReasonOOM:
-			return slurm.JobOutOfMemory
-		case "instance_unreachable", api.ReasonLostByAgent:
-			return slurm.JobNodeFail
-		}
-		return slurm.JobCancelled
-	case api.StatusAborted:
-		return slurm.JobCancelled
 	}
-	return slurm.JobPending
+	return endStates[lifecycle.EndOf(r.Status, lifecycle.Reason(r.Reason))]
+}
+
+// endStates are Slurm's job states of lifecycle's ends.
+var endStates = map[lifecycle.End]slurm.JobState{
+	lifecycle.EndNone: slurm.JobPending, lifecycle.EndCompleted: slurm.JobCompleted, lifecycle.EndFailed: slurm.JobFailed,
+	lifecycle.EndCancelled: slurm.JobCancelled, lifecycle.EndTimeout: slurm.JobTimeout, lifecycle.EndOutOfMemory: slurm.JobOutOfMemory,
+	lifecycle.EndNodeFail: slurm.JobNodeFail, lifecycle.EndPreempted: slurm.JobPreempted,
 }
 
 // slurmReason is the reason squeue shows: Slurm's codes for a waiting run
 // (the server already uses them), and for an ended one the reason Slurm
 // gives its state.
 func slurmReason(r *api.Run, st slurm.JobState) string {
-	switch {
-	case st.Pending():
-		if r.Reason == "" {
-			return slurm.ReasonNone
-		}
-		return r.Reason
-	case !st.Finished():
-		return slurm.ReasonNone
+	if st.Pending() {
+		return lifecycle.SlurmReason(api.StatusSubmitted, lifecycle.Reason(r.Reason))
 	}
-	switch st.Base() {
-	case slurm.JobFailed:
-		if r.Reason == api.ReasonFailedToStart {
-			return slurm.ReasonJobLaunchFailure
-		}
-		if r.Reason == "DependencyNeverSatisfied" {
-			return slurm.ReasonDependencyNeverSatisfied
-		}
-		return slurm.ReasonNonZeroExitCode
-	case slurm.JobTimeout:
-		return slurm.ReasonTimeLimit
-	case slurm.JobOutOfMemory:
-		return slurm.ReasonOutOfMemory
-	case slurm.JobPreempted:
-		return slurm.ReasonPreempted
-	case slurm.JobNodeFail:
-		return slurm.ReasonNodeDown
-	case slurm.JobCancelled:
-		if r.Reason == "DependencyNeverSatisfied" {
-			return slurm.ReasonDependencyNeverSatisfied
-		}
-	}
-	return slurm.ReasonNone
+	return lifecycle.SlurmReason(r.Status, lifecycle.Reason(r.Reason))
 }
 
 // exitCode is Slurm's ExitCode "code:signal" of a run: the exit status of

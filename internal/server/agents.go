@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/lifecycle"
 	"github.com/berth-hq/berth/internal/slurm"
 	"github.com/berth-hq/berth/internal/spec"
 	"github.com/berth-hq/berth/internal/store"
@@ -215,7 +216,7 @@ func (s *Server) assignment(js *jobState, hosts, ips []string) api.Assignment {
 		a.MaxDuration = int64(*t.MaxDuration)
 	}
 	if js.stopping && a.Stop == 0 {
-		a.Stop = stopUser // a sibling failed or the master is done: a resync still stops it
+		a.Stop = int(lifecycle.StopUser) // a sibling failed or the master is done: a resync still stops it
 	}
 	// The run's own stop_duration is its grace period (dstack's meaning);
 	// off: SIGKILL at once.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/lifecycle"
 	"github.com/berth-hq/berth/internal/spec"
 	"github.com/berth-hq/berth/internal/store"
 )
@@ -21,7 +22,7 @@ import (
 type runMeta struct {
 	Array    *arrayState    `json:"array,omitempty"`
 	Schedule *scheduleState `json:"schedule,omitempty"`
-	Retry    *retryState    `json:"retry,omitempty"`
+	Retry    *lifecycle.Retries `json:"retry,omitempty"`
 	Held     bool           `json:"held,omitempty"`
 	Begin    time.Time      `json:"begin,omitzero"`
 }
@@ -59,12 +60,6 @@ func (rs *runState) loadMeta() {
 	}
 	rs.held, rs.begin, rs.retry = m.Held, m.Begin, m.Retry
 }
-
-// Pending reasons of holds, as Slurm names them.
-const (
-	reasonHeldUser = "JobHeldUser"
-	reasonRequeued = "requeued" // a job stopped by scontrol requeue
-)
 
 // control changes a run as Slurm's scontrol does: hold, release, requeue,
 // and update of a run's time limit (waiting or running) and tags, a waiting
@@ -139,9 +134,13 @@ func (s *Server) control(id int64, req api.ControlRequest, admin bool) error {
 			err = fmt.Errorf("%w: run %d is not running: nothing to requeue", ErrInvalid, id)
 			break
 		}
+		if c := lifecycle.StopCause(rs.rec.StopReq); c == lifecycle.StopUser || c == lifecycle.StopAbort {
+			// A run a user stops ends: Slurm refuses to requeue a completing job.
+			err = fmt.Errorf("%w: run %d is being stopped (%s): it cannot be requeued", ErrInvalid, id, c)
+			break
+		}
 		b.Events = append(b.Events, &store.Event{RunID: id, Time: now, Type: "requeue", Message: "requeue requested"})
-		after = s.stopLocked(rs, stopRequeue, false, now, b)
-		rs.rec.StopReq = stopRequeue
+		after = s.stopLocked(rs, lifecycle.StopRequeue, now, b)
 	case "update":
 		after, err = s.updateLocked(rs, req, admin, now, b)
 	default:

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/lifecycle"
 	"github.com/berth-hq/berth/internal/spec"
 	"github.com/berth-hq/berth/internal/store"
 )
@@ -28,8 +29,8 @@ import (
 
 // Pending reasons of dependencies, as Slurm names them.
 const (
-	reasonDependency      = "Dependency"
-	reasonDependencyNever = "DependencyNeverSatisfied"
+	reasonDependency      = string(lifecycle.ReasonDependency)
+	reasonDependencyNever = string(lifecycle.ReasonDependencyNever)
 )
 
 // outcome is what a dependency needs to know of a run.
@@ -344,14 +345,14 @@ func (s *Server) holdsLocked(candidates map[int64]*runState, now time.Time, b *s
 		case rs.hold != "":
 			holds[id] = rs.hold
 		case rs.held:
-			holds[id] = reasonHeldUser
+			holds[id] = string(lifecycle.ReasonHeldUser)
 		case !rs.begin.IsZero() && now.Before(rs.begin):
-			holds[id] = reasonBeginTime
+			holds[id] = string(lifecycle.ReasonBeginTime)
 			if s.holdUntil.IsZero() || rs.begin.Before(s.holdUntil) {
 				s.holdUntil = rs.begin
 			}
 		case rs.retry != nil && now.Before(rs.retry.NotBefore):
-			holds[id] = reasonBeginTime
+			holds[id] = string(lifecycle.ReasonBeginTime)
 			if s.holdUntil.IsZero() || rs.retry.NotBefore.Before(s.holdUntil) {
 				s.holdUntil = rs.retry.NotBefore
 			}
@@ -371,11 +372,8 @@ func (s *Server) holdsLocked(candidates map[int64]*runState, now time.Time, b *s
 	}
 	for _, rs := range cancel {
 		delete(candidates, rs.rec.ID)
-		for _, js := range rs.jobs {
-			s.finishJob(js, api.StatusTerminated, reasonDependencyNever, nil, now, b)
-		}
 		b.Events = append(b.Events, &store.Event{RunID: rs.rec.ID, Time: now, Type: "cancelled", Message: "a dependency can never be satisfied (kill_invalid_depend)"})
-		s.aggregate(rs, now, b)
+		s.stepLocked(rs, lifecycle.Event{Kind: lifecycle.Failed, Status: lifecycle.StatusTerminated, Reason: lifecycle.ReasonDependencyNever}, now, b)
 	}
 	return holds
 }

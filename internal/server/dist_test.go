@@ -15,6 +15,7 @@ import (
 
 	"github.com/berth-hq/berth/internal/agent"
 	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/lifecycle"
 	"github.com/berth-hq/berth/internal/sched"
 	"github.com/berth-hq/berth/internal/spec"
 )
@@ -219,7 +220,7 @@ func TestStopCriteria(t *testing.T) {
 		atLeast, below time.Duration
 	}{
 		"master-done": {yaml: "stop_criteria: master-done", worker: "sleep 60", status: api.StatusDone, reason: api.ReasonDone,
-			worker1: api.StatusTerminated, worker1Reason: reasonByServer, below: 15 * time.Second},
+			worker1: api.StatusTerminated, worker1Reason: string(lifecycle.ReasonByServer), below: 15 * time.Second},
 		"all-done": {yaml: "stop_criteria: all-done", worker: "sleep 2", status: api.StatusDone, reason: api.ReasonDone,
 			worker1: api.StatusDone, worker1Reason: api.ReasonDone, atLeast: 2 * time.Second, below: 15 * time.Second},
 		"worker fails": {yaml: "stop_criteria: master-done", worker: "exit 3", status: api.StatusFailed, reason: api.ReasonExitedWithError,

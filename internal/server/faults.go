@@ -1,12 +1,13 @@
 package server
 
 import (
-	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
 	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/lifecycle"
 	"github.com/berth-hq/berth/internal/spec"
 	"github.com/berth-hq/berth/internal/store"
 )
@@ -31,141 +32,20 @@ import (
 //     (1 s, doubling, at most a minute: reason BeginTime), so a command that
 //     fails at once does not spin.
 
-// Reasons of faults.
-const (
-	reasonUnreachable = "instance_unreachable"
-	reasonNoCapacity  = "failed_to_start_due_to_no_capacity"
-	reasonByServer    = "terminated_by_server" // a sibling job failed, or the master is done
-	reasonBeginTime   = "BeginTime"
-)
-
-// retryState is a run's retry history, in its meta.
-type retryState struct {
-	LastFailure time.Time `json:"last_failure"`
-	Event       string    `json:"event"`  // the last failure's: error or interruption
-	Reason      string    `json:"reason"` // and its job reason
-	Expired     bool      `json:"expired,omitempty"`
-	Retries     int       `json:"retries"`
-	NotBefore   time.Time `json:"not_before"`
-}
-
-func (rs *runState) retryInfo() *retryState {
-	if rs.retry == nil {
-		var m runMeta
-		if len(rs.rec.Meta) > 0 && json.Unmarshal(rs.rec.Meta, &m) == nil && m.Retry != nil {
-			rs.retry = m.Retry
-		} else {
-			rs.retry = &retryState{}
-		}
-	}
-	return rs.retry
-}
-
-// retryEvent is the retry event a final job reason counts as ("": none).
-func retryEvent(status api.Status, reason string) string {
-	switch reason {
-	case reasonUnreachable, api.ReasonLostByAgent, api.ReasonTerminatedByAgent:
-		return "interruption"
-	case api.ReasonExitedWithError, api.ReasonOOM, api.ReasonFailedToStart:
-		return "error"
-	}
-	if status == api.StatusFailed {
-		return "error"
-	}
-	return ""
-}
-
-// retryLocked decides, for a run whose jobs have all ended, whether to start
-// it again; if so it requeues it and returns true.
-func (s *Server) retryLocked(rs *runState, now time.Time, b *store.Batch) bool {
-	r := rs.spec.Retry
-	if r == nil || rs.rec.StopReq == stopUser || rs.rec.StopReq == stopAbort || rs.rec.StopReq == stopPreemptCancel {
-		return false
-	}
-	// The run's event and reason: its first failing job's (not a sibling
-	// the server stopped because of it).
-	event, reason := "", ""
-	for _, js := range rs.jobs {
-		if e := retryEvent(api.Status(js.rec.Status), js.rec.Reason); e != "" && js.rec.Reason != reasonByServer {
-			event, reason = e, js.rec.Reason
-			break
-		}
-	}
-	if event == "" || !slices.Contains(r.OnEvents, event) {
-		return false
-	}
-	st := rs.retryInfo()
-	if st.Expired {
-		return false
-	}
-	st.LastFailure, st.Event, st.Reason = now, event, reason
-	st.Retries++
-	st.NotBefore = now.Add(min(time.Second<<min(st.Retries-1, 6), time.Minute))
-	rs.saveMeta()
-	s.requeueLocked(rs, now, b, fmt.Sprintf("retry after %s (%s)", event, reason))
-	return true
-}
-
 // noCapacityLocked fails, for a run with a retry policy that waits because no
 // node could ever hold it, when the policy does not wait for capacity or its
 // duration has passed since submission.
 func (s *Server) noCapacityLocked(rs *runState, now time.Time, b *store.Batch) bool {
-	r := rs.spec.Retry
-	if r == nil {
-		return false // no retry policy: wait, as Slurm's queue does
-	}
-	if slices.Contains(r.OnEvents, "no-capacity") {
-		if r.Duration == nil {
-			return false
+	fail, again := lifecycle.NoCapacity(rs.lifeRun(), now)
+	if !fail {
+		if !again.IsZero() && (s.holdUntil.IsZero() || again.Before(s.holdUntil)) {
+			s.holdUntil = again // look again when the duration has passed
 		}
-		if deadline := rs.rec.SubmittedAt.Add(time.Duration(*r.Duration) * time.Second); !now.After(deadline) {
-			// Look again when the duration has passed.
-			if s.holdUntil.IsZero() || deadline.Before(s.holdUntil) {
-				s.holdUntil = deadline.Add(time.Millisecond)
-			}
-			return false
-		}
-	}
-	for _, js := range rs.jobs {
-		if !api.Status(js.rec.Status).Finished() {
-			s.finishJob(js, api.StatusFailed, reasonNoCapacity, nil, now, b)
-		}
+		return false
 	}
 	b.Events = append(b.Events, &store.Event{RunID: rs.rec.ID, Time: now, Type: "failed", Message: "no node can hold the run (retry on no-capacity not allowed or its duration has passed)"})
-	s.aggregate(rs, now, b)
+	s.stepLocked(rs, lifecycle.Event{Kind: lifecycle.Failed, Status: lifecycle.StatusFailed, Reason: lifecycle.ReasonNoCapacity}, now, b)
 	return true
-}
-
-// jobFailedLocked stops the other jobs of a multi-node run when one fails,
-// and the workers when the master is done under stop_criteria master-done.
-func (s *Server) jobFailedLocked(js *jobState, now time.Time, b *store.Batch) []func() {
-	rs := js.run
-	if len(rs.jobs) < 2 || rs.rec.StopReq > 0 {
-		return nil
-	}
-	st := api.Status(js.rec.Status)
-	masterDone := rs.spec.StopCriteria == "master-done" && js.rec.Num == 0 && st == api.StatusDone
-	if st == api.StatusDone && !masterDone {
-		return nil
-	}
-	var after []func()
-	for _, o := range rs.jobs {
-		if o == js || api.Status(o.rec.Status).Finished() {
-			continue
-		}
-		o.stopping = true
-		if api.Status(o.rec.Status) == api.StatusSubmitted || o.held { // held: never sent to its node
-			s.finishJob(o, api.StatusTerminated, reasonByServer, nil, now, b)
-			continue
-		}
-		after = s.terminateJobLocked(o, false, b, after)
-	}
-	why := fmt.Sprintf("job %d failed (%s): the run's other jobs are stopped", js.rec.Num, js.rec.Reason)
-	if masterDone {
-		why = "the master job is done (stop_criteria: master-done): the workers are stopped"
-	}
-	b.Events = append(b.Events, &store.Event{RunID: rs.rec.ID, JobID: js.rec.ID, Time: now, Type: "stop", Message: why})
-	return after
 }
 
 // nodesLostLocked ends the jobs of nodes away for longer than NodeTimeout
@@ -184,19 +64,16 @@ func (s *Server) nodesLostLocked(now time.Time, b *store.Batch) (next time.Time,
 		}
 		s.log.Warn("node unreachable: its jobs fail", "node", ns.info.Name, "away", now.Sub(ns.downSince).Round(time.Second), "jobs", len(ns.jobs))
 		ns.unreachable = true
-		var runs []*runState
-		for _, js := range ns.jobs {
-			s.finishJob(js, api.StatusFailed, reasonUnreachable, nil, now, b)
+		// In job ID order, so that the batch is the same on every run.
+		for _, id := range slices.Sorted(maps.Keys(ns.jobs)) {
+			js, ok := ns.jobs[id]
+			if !ok {
+				continue // ended with a sibling just before
+			}
 			b.Events = append(b.Events, &store.Event{RunID: js.rec.RunID, JobID: js.rec.ID, Time: now, Type: "node_failure",
 				Message: fmt.Sprintf("node %s unreachable for %s", ns.info.Name, s.cfg.NodeTimeout)})
-			after = append(after, s.jobFailedLocked(js, now, b)...)
-			if !slices.Contains(runs, js.run) {
-				runs = append(runs, js.run)
-			}
-		}
-		for _, rs := range runs {
-			s.aggregate(rs, now, b)
-			after = append(after, s.notify(rs.rec.ID))
+			after = append(after, s.stepLocked(js.run, lifecycle.Event{Kind: lifecycle.NodeLost, Job: js.rec.Num}, now, b)...)
+			after = append(after, s.notify(js.rec.RunID))
 		}
 	}
 	return next, after
@@ -263,29 +140,18 @@ func (s *Server) releaseHeldLocked(rs *runState) []func() {
 // returns whether it did; otherwise it makes sure a pass comes at the
 // deadline.
 func (s *Server) retryExpiredLocked(rs *runState, now time.Time, b *store.Batch) bool {
-	r, st := rs.spec.Retry, rs.retry
-	if r == nil || r.Duration == nil || st == nil || st.LastFailure.IsZero() {
-		return false
-	}
-	deadline := st.LastFailure.Add(time.Duration(*r.Duration) * time.Second)
-	if !now.After(deadline) {
-		if s.holdUntil.IsZero() || deadline.Before(s.holdUntil) {
-			s.holdUntil = deadline.Add(time.Millisecond)
+	r := rs.lifeRun()
+	expired, reason, again := lifecycle.RetryExpired(r, now)
+	if !expired {
+		if !again.IsZero() && (s.holdUntil.IsZero() || again.Before(s.holdUntil)) {
+			s.holdUntil = again
 		}
 		return false
 	}
-	st.Expired = true // this end is final: no retry of it
-	reason := st.Reason
-	if reason == "" {
-		reason = api.ReasonExitedWithError
-	}
-	for _, js := range rs.jobs {
-		if !api.Status(js.rec.Status).Finished() {
-			s.finishJob(js, api.StatusFailed, reason, nil, now, b)
-		}
-	}
+	rs.retry.Expired = true // this end is final: no retry of it
+	rs.saveMeta()
 	b.Events = append(b.Events, &store.Event{RunID: rs.rec.ID, Time: now, Type: "failed",
-		Message: fmt.Sprintf("retry after %s: still waiting %s after the failure (retry duration)", st.Event, now.Sub(st.LastFailure).Round(time.Second))})
-	s.aggregate(rs, now, b)
+		Message: fmt.Sprintf("retry after %s: still waiting %s after the failure (retry duration)", r.Retries.Event, now.Sub(r.Retries.LastFailure).Round(time.Second))})
+	s.stepLocked(rs, lifecycle.Event{Kind: lifecycle.Failed, Status: lifecycle.StatusFailed, Reason: reason}, now, b)
 	return true
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/lifecycle"
 )
 
 func TestRetryOnError(t *testing.T) {
@@ -40,7 +41,7 @@ commands:
 	}
 	// A run nothing could hold, retrying on no-capacity for a short while, fails then.
 	r3 := submit(t, h, "type: task\nretry: {on_events: [no-capacity], duration: 1s}\nresources: {cpu: 64}\ncommands: [\"true\"]\n")
-	if end := finished(t, h, fmt.Sprint(r3.ID)); end.Status != api.StatusFailed || end.Reason != reasonNoCapacity {
+	if end := finished(t, h, fmt.Sprint(r3.ID)); end.Status != api.StatusFailed || end.Reason != string(lifecycle.ReasonNoCapacity) {
 		t.Errorf("run no node can hold ended %s (%s)", end.Status, end.Reason)
 	}
 }
@@ -61,7 +62,7 @@ func TestNodeFailureAndRetry(t *testing.T) {
 	})
 	stop() // the agent goes away and does not come back
 	startAgent(t, h, agentOpts{name: "spare", cpus: 2})
-	if end := finished(t, h, fmt.Sprint(plain.ID)); end.Status != api.StatusFailed || end.Reason != reasonUnreachable {
+	if end := finished(t, h, fmt.Sprint(plain.ID)); end.Status != api.StatusFailed || end.Reason != string(lifecycle.ReasonUnreachable) {
 		t.Errorf("run on the lost node ended %s (%s)", end.Status, end.Reason)
 	}
 	end := finished(t, h, fmt.Sprint(retried.ID))
@@ -108,7 +109,7 @@ func TestAllOrNothing(t *testing.T) {
 	for _, j := range end.Jobs {
 		reasons[j.Reason] = true
 	}
-	if !reasons[reasonByServer] || !reasons[api.ReasonExitedWithError] {
+	if !reasons[string(lifecycle.ReasonByServer)] || !reasons[api.ReasonExitedWithError] {
 		t.Errorf("job reasons %v: want one exited_with_error and one terminated_by_server", reasons)
 	}
 }

@@ -202,27 +202,3 @@ func codeOf(c *int) string {
 	return fmt.Sprint(*c)
 }
 
-// An OOM kill fails a job whatever its exit code; a stop, an abort or the
-// time limit still read as such.
-func TestExitStatusOOM(t *testing.T) {
-	tests := map[string]struct {
-		ev          api.AgentEvent
-		status      api.Status
-		reason      string
-		stopRequest int
-	}{
-		"killed":         {api.AgentEvent{ExitCode: 137, Signal: "SIGKILL", OOMKilled: true}, api.StatusFailed, api.ReasonOOM, 0},
-		"exit 0 anyway":  {api.AgentEvent{ExitCode: 0, OOMKilled: true}, api.StatusFailed, api.ReasonOOM, 0},
-		"stopped":        {api.AgentEvent{ExitCode: 137, Reason: "stopped", OOMKilled: true}, api.StatusTerminated, api.ReasonTerminatedByUser, 1},
-		"max duration":   {api.AgentEvent{ExitCode: 143, Reason: "max_duration", OOMKilled: true}, api.StatusTerminated, api.ReasonMaxDuration, 0},
-		"no OOM, exit 1": {api.AgentEvent{ExitCode: 1}, api.StatusFailed, api.ReasonExitedWithError, 0},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			st, reason := exitStatus(tc.ev, tc.stopRequest)
-			if st != tc.status || reason != tc.reason {
-				t.Errorf("exitStatus = %s %s, want %s %s", st, reason, tc.status, tc.reason)
-			}
-		})
-	}
-}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/lifecycle"
 	"github.com/berth-hq/berth/internal/policy"
 	"github.com/berth-hq/berth/internal/sched"
 	"github.com/berth-hq/berth/internal/spec"
@@ -37,7 +38,7 @@ type runState struct {
 	hold string
 	// groups are a heterogeneous run's components (nil: one request, req).
 	groups []sched.Group
-	retry  *retryState // see faults.go; nil until needed
+	retry  *lifecycle.Retries // see faults.go; nil until it first failed
 	// held: a user's hold (JobHeldUser); begin: not before then (BeginTime).
 	held  bool
 	begin time.Time
@@ -47,16 +48,6 @@ type runState struct {
 	parent *runState
 	sched  *scheduleState
 }
-
-// Stop requests, in runs' stop_req: a user's stop and abort, and the
-// scheduler's preemptions (requeue: back to the queue once stopped).
-const (
-	stopUser           = 1
-	stopAbort          = 2
-	stopPreemptRequeue = 3
-	stopPreemptCancel  = 4
-	stopRequeue        = 5 // scontrol requeue: back to the queue once stopped
-)
 
 // newRunState builds an active run from its record and configuration,
 // resolving its fleets, tier and time limit against the policy.
@@ -261,7 +252,7 @@ func (s *Server) load(ctx context.Context) error {
 		for _, js := range rs.jobs {
 			// A job stopping while its run is not: the server stopped it
 			// because of a sibling (all-or-nothing, master-done).
-			js.stopping = api.Status(js.rec.Status) == api.StatusTerminating && rs.rec.StopReq == 0
+			js.stopping = api.Status(js.rec.Status) == api.StatusTerminating && lifecycle.StopCause(rs.rec.StopReq) == lifecycle.StopNone
 		}
 		if rs.spec.StartupOrder != "" && len(rs.jobs) > 1 {
 			// startup_order's held assignments are not stored: hold again
@@ -443,9 +434,9 @@ func runCopy(r *runState) *store.Run {
 
 // stop asks a run's jobs to end. Jobs not placed yet end at once.
 func (s *Server) stop(id int64, abort bool) error {
-	level := 1
+	cause := lifecycle.StopUser
 	if abort {
-		level = 2
+		cause = lifecycle.StopAbort
 	}
 	now := s.clock.Now()
 	s.mu.Lock()
@@ -462,46 +453,23 @@ func (s *Server) stop(id int64, abort bool) error {
 		// An array: no more tasks, and every live one stops.
 		b.Events = append(b.Events, &store.Event{RunID: id, Time: now, Type: "stop", Message: "array stopped"})
 		for _, tid := range s.stopArrayLocked(rs) {
-			after = append(after, s.stopLocked(s.runs[tid], level, abort, now, b)...)
+			after = append(after, s.stopLocked(s.runs[tid], cause, now, b)...)
 		}
 		s.arrayFinishedLocked(rs, now)
 		b.Runs = append(b.Runs, runCopy(rs))
 	} else {
-		after = s.stopLocked(rs, level, abort, now, b)
+		after = s.stopLocked(rs, cause, now, b)
 	}
 	done := s.enqueue(b, append(after, s.notify(id), s.wakeScheduler)...)
 	s.mu.Unlock()
 	return <-done
 }
 
-// stopLocked asks one run's jobs to end, recording it in b; it returns what
-// to send once b is committed.
-func (s *Server) stopLocked(rs *runState, level int, abort bool, now time.Time, b *store.Batch) []func() {
-	id := rs.rec.ID
-	var after []func()
-	if rs.rec.StopReq < level || rs.rec.StopReq >= stopPreemptRequeue {
-		// A user's stop wins over a preemption: the run is not requeued.
-		rs.rec.StopReq = level
-		b.Events = append(b.Events, &store.Event{RunID: id, Time: now, Type: "stop", Message: map[bool]string{false: "stop requested", true: "abort requested"}[abort]})
-	}
-	for _, js := range rs.jobs {
-		st := api.Status(js.rec.Status)
-		if js.held && !st.Finished() {
-			st = api.StatusSubmitted // startup_order kept it from its node: it ends here
-		}
-		switch st {
-		case api.StatusSubmitted:
-			reason, status := api.ReasonTerminatedByUser, api.StatusTerminated
-			if abort {
-				reason, status = api.ReasonAbortedByUser, api.StatusAborted
-			}
-			s.finishJob(js, status, reason, nil, now, b)
-		case api.StatusProvisioning, api.StatusPulling, api.StatusRunning, api.StatusTerminating:
-			after = s.terminateJobLocked(js, abort, b, after)
-		}
-	}
-	s.aggregate(rs, now, b)
-	return append(after, s.notify(id))
+// stopLocked asks one run's jobs to end for cause (user, abort, requeue),
+// recording it in b; it returns what to send once b is committed.
+func (s *Server) stopLocked(rs *runState, cause lifecycle.StopCause, now time.Time, b *store.Batch) []func() {
+	after := s.stepLocked(rs, lifecycle.Event{Kind: lifecycle.StopRequested, Cause: cause}, now, b)
+	return append(after, s.notify(rs.rec.ID))
 }
 
 // terminateJobLocked marks a placed job terminating, in b, and adds to after
@@ -519,8 +487,8 @@ func (s *Server) terminateJobLocked(js *jobState, abort bool, b *store.Batch, af
 }
 
 // finishJob makes a job final, releases what it held and records it in b.
-func (s *Server) finishJob(js *jobState, status api.Status, reason string, code *int, now time.Time, b *store.Batch) {
-	js.rec.Status, js.rec.Reason, js.rec.ExitCode = string(status), reason, code
+func (s *Server) finishJob(js *jobState, status lifecycle.Status, reason lifecycle.Reason, code *int, now time.Time, b *store.Batch) {
+	js.rec.Status, js.rec.Reason, js.rec.ExitCode = string(status), string(reason), code
 	js.rec.FinishedAt = now
 	if !js.rec.StartedAt.IsZero() {
 		s.decayTo(now)
@@ -534,7 +502,7 @@ func (s *Server) finishJob(js *jobState, status api.Status, reason string, code 
 	b.Jobs = append(b.Jobs, jobCopy(js))
 	msg := string(status)
 	if reason != "" {
-		msg += " (" + reason + ")"
+		msg += " (" + string(reason) + ")"
 	}
 	if code != nil {
 		msg += " exit code " + strconv.Itoa(*code)
@@ -542,67 +510,10 @@ func (s *Server) finishJob(js *jobState, status api.Status, reason string, code 
 	b.Events = append(b.Events, &store.Event{RunID: js.rec.RunID, JobID: js.rec.ID, Time: now, Type: "job_finished", Message: msg})
 }
 
-// aggregate derives the run's status from its jobs' and records the run in b.
-func (s *Server) aggregate(rs *runState, now time.Time, b *store.Batch) {
-	final := true
-	var running, provisioning, terminating bool
-	for _, js := range rs.jobs {
-		switch api.Status(js.rec.Status) {
-		case api.StatusRunning:
-			running = true
-		case api.StatusProvisioning, api.StatusPulling:
-			provisioning = true
-		case api.StatusTerminating:
-			terminating = true
-		}
-		if !api.Status(js.rec.Status).Finished() {
-			final = false
-		}
-	}
-	switch {
-	case final && rs.rec.StopReq == stopPreemptRequeue:
-		s.requeueLocked(rs, now, b, "preempted; back in the queue")
-	case final && rs.rec.StopReq == stopRequeue:
-		s.requeueLocked(rs, now, b, "requeued on request")
-	case final && s.retryLocked(rs, now, b):
-	case final:
-		s.finalRun(rs, now)
-		if rs.parent != nil {
-			s.taskEndedLocked(rs, now)
-			b.Runs = append(b.Runs, runCopy(rs.parent))
-		}
-	case terminating || rs.rec.StopReq > 0:
-		rs.rec.Status = string(api.StatusTerminating)
-		s.parentRunningLocked(rs, b)
-	case running:
-		rs.rec.Status, rs.rec.Reason = string(api.StatusRunning), ""
-		s.parentRunningLocked(rs, b)
-	case provisioning:
-		rs.rec.Status, rs.rec.Reason = string(api.StatusProvisioning), ""
-	}
-	b.Runs = append(b.Runs, runCopy(rs))
-}
-
-// finalRun sets a finished run's status, reason and exit code from its jobs
-// and drops it from memory.
+// finalRun drops a run that lifecycle made final from memory, with what
+// waited on its end.
 func (s *Server) finalRun(rs *runState, now time.Time) {
-	status, reason := api.StatusDone, api.ReasonDone
-	var code *int
-	rank := map[api.Status]int{api.StatusDone: 0, api.StatusTerminated: 1, api.StatusFailed: 2, api.StatusAborted: 3}
-	for _, js := range rs.jobs {
-		st := api.Status(js.rec.Status)
-		if js.rec.Reason == reasonByServer {
-			continue // stopped because of another job: that job's end decides
-		}
-		if rank[st] > rank[status] {
-			status, reason = st, js.rec.Reason
-		}
-		if js.rec.ExitCode != nil && (code == nil || *code == 0) {
-			v := *js.rec.ExitCode
-			code = &v
-		}
-	}
-	rs.rec.Status, rs.rec.Reason, rs.rec.ExitCode, rs.rec.FinishedAt = string(status), reason, code, now
+	rs.rec.FinishedAt = now
 	delete(s.runs, rs.rec.ID)
 	delete(s.pending, rs.rec.ID)
 	delete(s.fresh, rs.rec.ID)
@@ -612,42 +523,6 @@ func (s *Server) finalRun(rs *runState, now time.Time) {
 	if steps := s.steps.endRun(rs.rec.ID, now); len(steps) > 0 {
 		s.enqueue(&store.Batch{Steps: steps})
 	}
-}
-
-// exitStatus maps a shim's report onto a job's final state.
-func exitStatus(ev api.AgentEvent, stopReq int) (api.Status, string) {
-	switch ev.Reason {
-	case "stopped":
-		if stopReq == 0 {
-			return api.StatusTerminated, api.ReasonTerminatedByAgent
-		}
-		if stopReq == stopRequeue {
-			return api.StatusTerminated, reasonRequeued
-		}
-		if stopReq >= stopPreemptRequeue {
-			return api.StatusTerminated, api.ReasonPreempted
-		}
-		return api.StatusTerminated, api.ReasonTerminatedByUser
-	case "aborted":
-		return api.StatusAborted, api.ReasonAbortedByUser
-	case "max_duration":
-		return api.StatusTerminated, api.ReasonMaxDuration
-	case "start_failed":
-		return api.StatusFailed, api.ReasonFailedToStart
-	case api.ReasonLostByAgent:
-		return api.StatusFailed, api.ReasonLostByAgent
-	case api.ReasonOOM:
-		return api.StatusFailed, api.ReasonOOM
-	}
-	// As Slurm's OUT_OF_MEMORY: an OOM kill in the job fails it, whatever
-	// its exit code (a stop asked for above still reads as the stop).
-	if ev.OOMKilled {
-		return api.StatusFailed, api.ReasonOOM
-	}
-	if ev.ExitCode == 0 {
-		return api.StatusDone, api.ReasonDone
-	}
-	return api.StatusFailed, api.ReasonExitedWithError
 }
 
 // agentEvents applies a node's reports and answers what the server now holds.
@@ -672,12 +547,12 @@ func (s *Server) agentEvents(node string, evs []api.AgentEvent) (*api.AgentAck, 
 		switch ev.Type {
 		case "started":
 			if st := api.Status(js.rec.Status); st == api.StatusProvisioning || st == api.StatusPulling {
-				js.rec.Status = string(api.StatusRunning)
 				js.rec.StartedAt = ev.Time
 				if js.run.rec.StartedAt.IsZero() {
 					js.run.rec.StartedAt = ev.Time
 					s.changedLocked(js.run.rec.ID, js.run.rec.ArrayID) // for `after` dependencies
 				}
+				extra = append(extra, s.stepLocked(js.run, lifecycle.Event{Kind: lifecycle.Started, Job: js.rec.Num, Time: ev.Time}, now, b)...)
 				extra = append(extra, s.releaseHeldLocked(js.run)...)
 				runs[js.rec.RunID] = js.run
 			}
@@ -693,17 +568,12 @@ func (s *Server) agentEvents(node string, evs []api.AgentEvent) (*api.AgentAck, 
 			if js.run.rec.StartedAt.IsZero() {
 				js.run.rec.StartedAt = js.rec.StartedAt
 			}
-			status, reason := exitStatus(ev, js.run.rec.StopReq)
-			if js.stopping && ev.Reason == "stopped" {
-				status, reason = api.StatusTerminated, reasonByServer
-			}
-			code := ev.ExitCode
 			// The group's peak at the end; the samples' for a job without
 			// a group of its own (a container).
 			js.rec.MaxRSS = max(ev.MaxRSS, s.jm.peak(js.rec.RunID, js.rec.ID))
 			delete(touched, js.rec.ID)
-			s.finishJob(js, status, reason, &code, ev.Time, b)
-			extra = append(extra, s.jobFailedLocked(js, now, b)...)
+			exit := lifecycle.Exit{Reason: ev.Reason, Code: ev.ExitCode, OOMKilled: ev.OOMKilled}
+			extra = append(extra, s.stepLocked(js.run, lifecycle.Event{Kind: lifecycle.Exited, Job: js.rec.Num, Exit: exit, Time: ev.Time}, now, b)...)
 			if ev.Message != "" {
 				b.Events = append(b.Events, &store.Event{RunID: js.rec.RunID, JobID: js.rec.ID, Time: now, Type: "agent", Message: ev.Message})
 			}
@@ -716,9 +586,6 @@ func (s *Server) agentEvents(node string, evs []api.AgentEvent) (*api.AgentAck, 
 	for id, js := range touched {
 		b.Jobs = append(b.Jobs, jobCopy(js))
 		ack.LogSize[id] = js.rec.LogSize
-	}
-	for _, rs := range runs {
-		s.aggregate(rs, now, b)
 	}
 	after := extra
 	notified := map[int64]bool{}
@@ -1015,47 +882,28 @@ func (s *Server) submitLimitLocked(rs *runState) error {
 }
 
 // requeueLocked puts a run whose jobs have all ended back in the queue, as
-// a new attempt with fresh jobs: it keeps its name, ID, submit time and
-// history.
-func (s *Server) requeueLocked(rs *runState, now time.Time, b *store.Batch, why string) {
-	attempt := 0
-	for _, js := range rs.jobs {
-		attempt = max(attempt, js.rec.Attempt)
-	}
-	attempt++
+// a new attempt with fresh jobs (lifecycle decided it and set its status):
+// it keeps its name, ID, submit time and history.
+func (s *Server) requeueLocked(rs *runState, attempt int, now time.Time, b *store.Batch) {
 	rs.jobs = nil
 	s.newJobsLocked(rs, attempt, now, b)
-	rs.rec.Status, rs.rec.Reason, rs.rec.StopReq, rs.rec.StartedAt = string(api.StatusSubmitted), "", 0, time.Time{}
-	rs.placedAt = time.Time{}
+	rs.rec.StartedAt, rs.placedAt = time.Time{}, time.Time{}
 	s.pending[rs.rec.ID] = rs
 	s.fresh[rs.rec.ID] = rs
-	b.Events = append(b.Events, &store.Event{RunID: rs.rec.ID, Time: now, Type: "requeued", Message: fmt.Sprintf("%s: attempt %d", why, attempt)})
 }
 
 // preemptLocked stops the plan's victims: their jobs get the stop signal and
-// grace period of a user's stop; the run's stop_req says what follows.
+// grace period of a user's stop; the run's stop cause says what follows.
 func (s *Server) preemptLocked(p sched.Preemption, now time.Time, b *store.Batch) []func() {
 	rs, ok := s.runs[p.Victim]
-	if !ok || rs.rec.StopReq > 0 {
+	if !ok || lifecycle.StopCause(rs.rec.StopReq) != lifecycle.StopNone {
 		return nil
 	}
-	rs.rec.StopReq = stopPreemptRequeue
+	cause := lifecycle.StopPreemptRequeue
 	if p.Mode == sched.Cancel {
-		rs.rec.StopReq = stopPreemptCancel
+		cause = lifecycle.StopPreemptCancel
 	}
-	b.Events = append(b.Events, &store.Event{RunID: rs.rec.ID, Time: now, Type: "preempted",
-		Message: fmt.Sprintf("preempted by run %d (%s)", p.By, p.Mode)})
-	var after []func()
-	for _, js := range rs.jobs {
-		switch st := api.Status(js.rec.Status); {
-		case js.held && !st.Finished():
-			// startup_order kept it from its node: it ends here.
-			s.finishJob(js, api.StatusTerminated, api.ReasonPreempted, nil, now, b)
-		case st == api.StatusProvisioning, st == api.StatusPulling, st == api.StatusRunning:
-			after = s.terminateJobLocked(js, false, b, after)
-		}
-	}
-	s.aggregate(rs, now, b)
+	after := s.stepLocked(rs, lifecycle.Event{Kind: lifecycle.Preempted, Cause: cause, By: p.By}, now, b)
 	return append(after, s.notify(rs.rec.ID))
 }
 

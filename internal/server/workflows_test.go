@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/lifecycle"
 	"github.com/berth-hq/berth/internal/store"
 )
 
@@ -375,7 +376,7 @@ func TestHoldReleaseUpdate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitReason(t, h, r.ID, reasonHeldUser)
+	waitReason(t, h, r.ID, string(lifecycle.ReasonHeldUser))
 	limit, prio := int64(600), 70
 	if _, err := h.c.Control(ctx, "held", api.ControlRequest{Action: "update", TimeLimit: &limit, Priority: &prio}); err != nil {
 		t.Fatal(err)
@@ -453,7 +454,7 @@ func TestRequeueOnRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	end := finished(t, h, fmt.Sprint(r.ID))
-	if end.Status != api.StatusDone || len(end.Jobs) != 2 || end.Jobs[0].Reason != reasonRequeued || end.Jobs[1].Attempt != 1 {
+	if end.Status != api.StatusDone || len(end.Jobs) != 2 || end.Jobs[0].Reason != string(lifecycle.ReasonRequeued) || end.Jobs[1].Attempt != 1 {
 		t.Errorf("requeued run %s, jobs %+v", end.Status, end.Jobs)
 	}
 	if _, err := h.c.Control(ctx, fmt.Sprint(r.ID), api.ControlRequest{Action: "requeue"}); err == nil {

@@ -1,0 +1,144 @@
+package lifecycle
+
+// Reason says why a run or a job is in its state. A waiting run's reason is
+// one of Slurm's codes (Priority, Resources, …), so the Slurm commands print
+// it unchanged; a final one is dstack's word (exited_with_error, …). The
+// value is what the store and the API hold; Slurm renders it with End and
+// SlurmReason.
+type Reason string
+
+// Reasons of waiting runs: Slurm's codes. The scheduler's limit reasons
+// (AssocGrpCpuLimit, QOSMaxGRESPerUser, …) arrive as sched's strings and
+// are Reasons too.
+const (
+	ReasonNone               Reason = ""
+	ReasonPriority           Reason = "Priority"
+	ReasonResources          Reason = "Resources"
+	ReasonNoNode             Reason = "ReqNodeNotAvail"
+	ReasonDependency         Reason = "Dependency"
+	ReasonBeginTime          Reason = "BeginTime"
+	ReasonHeldUser           Reason = "JobHeldUser"
+	ReasonPartitionTimeLimit Reason = "PartitionTimeLimit"
+)
+
+// Reasons of ends: dstack's words, and Berth's where dstack has none.
+const (
+	ReasonDone              Reason = "done_by_runner"
+	ReasonExitedWithError   Reason = "exited_with_error"
+	ReasonTerminatedByUser  Reason = "terminated_by_user"
+	ReasonAbortedByUser     Reason = "aborted_by_user"
+	ReasonMaxDuration       Reason = "max_duration_exceeded"
+	ReasonFailedToStart     Reason = "failed_to_start"
+	ReasonLostByAgent       Reason = "lost_by_agent"
+	ReasonTerminatedByAgent Reason = "terminated_by_agent"
+	// ReasonPreempted ends a run stopped for a higher QOS (mode cancel);
+	// one preempted with mode requeue goes back to the queue instead.
+	ReasonPreempted Reason = "preempted"
+	// ReasonOOM: the job was killed for using more memory than it holds
+	// (Slurm's OUT_OF_MEMORY).
+	ReasonOOM             Reason = "OOM"
+	ReasonUnreachable     Reason = "instance_unreachable"
+	ReasonNoCapacity      Reason = "failed_to_start_due_to_no_capacity"
+	ReasonByServer        Reason = "terminated_by_server" // a sibling job failed, or the master is done
+	ReasonRequeued        Reason = "requeued"             // a job stopped by scontrol requeue
+	ReasonDependencyNever Reason = "DependencyNeverSatisfied"
+)
+
+// End is how a final run ended, in the terms every front end renders: one
+// of Slurm's base job states, told from a status and a reason in one place.
+type End int
+
+// The ends. EndNone is a run that has not ended.
+const (
+	EndNone End = iota
+	EndCompleted
+	EndFailed
+	EndCancelled
+	EndTimeout
+	EndOutOfMemory
+	EndNodeFail
+	EndPreempted
+)
+
+// EndOf is how a run in state st for reason r ended (EndNone: it has not).
+// A time limit, a preemption, an OOM kill or a lost node reads as such
+// whether the run ended failed or terminated.
+func EndOf(st Status, r Reason) End {
+	switch st {
+	case StatusDone:
+		return EndCompleted
+	case StatusAborted:
+		return EndCancelled
+	case StatusFailed, StatusTerminated:
+		switch r {
+		case ReasonOOM:
+			return EndOutOfMemory
+		case ReasonUnreachable, ReasonLostByAgent:
+			return EndNodeFail
+		case ReasonMaxDuration:
+			return EndTimeout
+		case ReasonPreempted:
+			return EndPreempted
+		}
+		if st == StatusFailed {
+			return EndFailed
+		}
+		return EndCancelled
+	}
+	return EndNone
+}
+
+// SlurmReason is Slurm's reason code for a run in state st for reason r, as
+// squeue and scontrol print it: a waiting run's own reason (None when it has
+// none), None while it runs, and for an ended run the reason Slurm gives its
+// state.
+func SlurmReason(st Status, r Reason) string {
+	end := EndOf(st, r)
+	switch {
+	case st == StatusSubmitted || st == StatusScheduled:
+		if r == ReasonNone {
+			return "None"
+		}
+		return string(r)
+	case end == EndNone:
+		return "None"
+	}
+	switch end {
+	case EndFailed:
+		switch r {
+		case ReasonFailedToStart:
+			return "JobLaunchFailure"
+		case ReasonDependencyNever:
+			return string(ReasonDependencyNever)
+		}
+		return "NonZeroExitCode"
+	case EndTimeout:
+		return "TimeLimit"
+	case EndOutOfMemory:
+		return "OutOfMemory"
+	case EndPreempted:
+		return "Preempted"
+	case EndNodeFail:
+		return "NodeDown"
+	case EndCancelled:
+		if r == ReasonDependencyNever {
+			return string(ReasonDependencyNever)
+		}
+	}
+	return "None"
+}
+
+// RetryEvent is the retry event (dstack's on_events) a job's end counts as:
+// "error", "interruption", or "" for none.
+func RetryEvent(st Status, r Reason) string {
+	switch r {
+	case ReasonUnreachable, ReasonLostByAgent, ReasonTerminatedByAgent:
+		return "interruption"
+	case ReasonExitedWithError, ReasonOOM, ReasonFailedToStart:
+		return "error"
+	}
+	if st == StatusFailed {
+		return "error"
+	}
+	return ""
+}
