@@ -20,11 +20,11 @@ import (
 // an array's progress, a schedule's next tick, retries, a user's hold and a
 // begin time. Each part is set only on runs that have it.
 type runMeta struct {
-	Array    *arrayState    `json:"array,omitempty"`
-	Schedule *scheduleState `json:"schedule,omitempty"`
+	Array    *arrayState        `json:"array,omitempty"`
+	Schedule *scheduleState     `json:"schedule,omitempty"`
 	Retry    *lifecycle.Retries `json:"retry,omitempty"`
-	Held     bool           `json:"held,omitempty"`
-	Begin    time.Time      `json:"begin,omitzero"`
+	Held     bool               `json:"held,omitempty"`
+	Begin    time.Time          `json:"begin,omitzero"`
 }
 
 // isArrayRun tells whether a stored run is an array's own record (its meta

@@ -201,4 +201,3 @@ func codeOf(c *int) string {
 	}
 	return fmt.Sprint(*c)
 }
-
