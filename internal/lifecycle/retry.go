@@ -51,7 +51,7 @@ func retry(r Run, js []Job, d *Decision, now time.Time) bool {
 	h.NotBefore = now.Add(min(time.Second<<min(h.Retries-1, 6), time.Minute))
 	requeue(js, d)
 	d.Retried, d.Retries = true, h
-	d.Notes = append(d.Notes, Note{Job: -1, Type: "requeued", Message: fmt.Sprintf("retry after %s (%s): attempt %d", event, reason, d.Attempt)})
+	d.note(Note{Job: -1, Type: "requeued", Message: fmt.Sprintf("retry after %s (%s): attempt %d", event, reason, d.Attempt)})
 	return true
 }
 

@@ -98,6 +98,9 @@ type Note struct {
 	Job     int // the job's index; -1 for the run
 	Type    string
 	Message string
+	// After is how many of the decision's job changes come before it in
+	// the history (a stop request comes before the ends it causes).
+	After int
 }
 
 // Decision is what a run and its jobs are after an event: the only place
@@ -120,6 +123,11 @@ type Decision struct {
 	// Retried: the requeue is a retry; Retries is the updated history.
 	Retried bool
 	Retries Retries
+}
+
+func (d *Decision) note(n Note) {
+	n.After = len(d.Jobs)
+	d.Notes = append(d.Notes, n)
 }
 
 // Step applies ev to a run with the given jobs at now and returns what the
@@ -169,7 +177,7 @@ func Step(r Run, jobs []Job, ev Event, now time.Time) Decision {
 			if ev.Cause == StopAbort {
 				msg = "abort requested"
 			}
-			d.Notes = append(d.Notes, Note{Job: -1, Type: "stop", Message: msg})
+			d.note(Note{Job: -1, Type: "stop", Message: msg})
 		}
 		abort := ev.Cause == StopAbort
 		for k, j := range js {
@@ -196,7 +204,7 @@ func Step(r Run, jobs []Job, ev Event, now time.Time) Decision {
 		if stop == StopPreemptCancel {
 			mode = "cancel"
 		}
-		d.Notes = append(d.Notes, Note{Job: -1, Type: "preempted", Message: fmt.Sprintf("preempted by run %d (%s)", ev.By, mode)})
+		d.note(Note{Job: -1, Type: "preempted", Message: fmt.Sprintf("preempted by run %d (%s)", ev.By, mode)})
 		for k, j := range js {
 			switch {
 			case j.Status.Finished():
@@ -223,15 +231,19 @@ func Step(r Run, jobs []Job, ev Event, now time.Time) Decision {
 // (runs are all-or-nothing), and the workers when the master is done under
 // stop_criteria master-done.
 func stopSiblings(r Run, js []Job, k int, d *Decision, change func(JobChange), now time.Time) {
-	if len(js) < 2 || d.Stop != StopNone {
-		return
+	if len(js) < 2 || d.Stop != StopNone || js[k].BySibling {
+		return // a job the server stopped for a sibling stops nothing more
 	}
 	st := js[k].Status
 	masterDone := r.MasterDone && k == 0 && st == StatusDone
 	if st == StatusDone && !masterDone {
 		return
 	}
+	stopped := 0
 	for o, j := range js {
+		if o != k && !j.Status.Finished() {
+			stopped++
+		}
 		switch {
 		case o == k || j.Status.Finished():
 		case j.Status == StatusSubmitted || j.Held: // never sent to its node
@@ -240,11 +252,14 @@ func stopSiblings(r Run, js []Job, k int, d *Decision, change func(JobChange), n
 			change(JobChange{Job: o, Status: StatusTerminating, Terminate: true, BySibling: true, At: now})
 		}
 	}
+	if stopped == 0 {
+		return
+	}
 	why := fmt.Sprintf("job %d failed (%s): the run's other jobs are stopped", k, js[k].Reason)
 	if masterDone {
 		why = "the master job is done (stop_criteria: master-done): the workers are stopped"
 	}
-	d.Notes = append(d.Notes, Note{Job: k, Type: "stop", Message: why})
+	d.note(Note{Job: k, Type: "stop", Message: why})
 }
 
 // settle derives the run's state from its jobs: requeued, retried or final
@@ -272,7 +287,7 @@ func settle(r Run, js []Job, d *Decision, now time.Time) {
 			why = "requeued on request"
 		}
 		requeue(js, d)
-		d.Notes = append(d.Notes, Note{Job: -1, Type: "requeued", Message: fmt.Sprintf("%s: attempt %d", why, d.Attempt)})
+		d.note(Note{Job: -1, Type: "requeued", Message: fmt.Sprintf("%s: attempt %d", why, d.Attempt)})
 	case final && retry(r, js, d, now):
 	case final:
 		d.Status, d.Reason, d.ExitCode = finalState(js)

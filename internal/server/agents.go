@@ -59,9 +59,19 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request, _ *store
 		writeError(w, err)
 		return
 	}
-	if info.Name == "" || info.CPUs <= 0 {
-		writeError(w, fmt.Errorf("%w: a node needs a name and at least one CPU", ErrInvalid))
+	if err := s.register(info); err != nil {
+		writeError(w, err)
 		return
+	}
+	s.log.Info("node registered", "node", info.Name, "addr", info.Addr, "cpus", info.CPUs, "memory", info.Memory, "gpus", len(info.GPUs))
+	writeJSON(w, http.StatusOK, struct{}{})
+}
+
+// register records a node's resources (a new node, or one that changed) and
+// returns once that is durable.
+func (s *Server) register(info api.NodeInfo) error {
+	if info.Name == "" || info.CPUs <= 0 {
+		return fmt.Errorf("%w: a node needs a name and at least one CPU", ErrInvalid)
 	}
 	now := s.clock.Now()
 	body, _ := json.Marshal(info)
@@ -81,12 +91,7 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request, _ *store
 	rec := ns.rec
 	done := s.enqueue(&store.Batch{Nodes: []*store.Node{&rec}}, s.wakeScheduler)
 	s.mu.Unlock()
-	if err := <-done; err != nil {
-		writeError(w, err)
-		return
-	}
-	s.log.Info("node registered", "node", info.Name, "addr", info.Addr, "cpus", info.CPUs, "memory", info.Memory, "gpus", len(info.GPUs))
-	writeJSON(w, http.StatusOK, struct{}{})
+	return <-done
 }
 
 // handleStream keeps an agent's assignment stream: a full sync first, then
@@ -98,25 +103,11 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request, _ *store.U
 		writeError(w, fmt.Errorf("server: streaming unsupported"))
 		return
 	}
-	conn := newAgentConn()
-	s.mu.Lock()
-	ns, ok := s.nodes[name]
-	if !ok {
-		s.mu.Unlock()
-		writeError(w, fmt.Errorf("node %q: %w (register first)", name, ErrNotFound))
+	ns, conn, err := s.connect(name)
+	if err != nil {
+		writeError(w, err)
 		return
 	}
-	if ns.conn != nil {
-		ns.conn.close()
-	}
-	ns.conn = conn
-	ns.downSince, ns.unreachable = time.Time{}, false
-	s.freed = true
-	sync := s.syncLocked(ns)
-	// The sync goes out once everything it reflects is durable, ahead of any
-	// later change's messages.
-	s.enqueue(&store.Batch{}, func() { conn.send(sync) }, s.wakeScheduler)
-	s.mu.Unlock()
 	s.log.Info("agent connected", "node", name)
 
 	w.Header().Set("Content-Type", "application/x-ndjson")
@@ -126,16 +117,7 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request, _ *store.U
 	ping := time.NewTicker(s.cfg.PingEvery)
 	defer ping.Stop()
 	defer func() {
-		s.mu.Lock()
-		if ns.conn == conn {
-			ns.conn = nil
-			ns.rec.LastSeen = s.clock.Now()
-			ns.downSince = ns.rec.LastSeen
-			rec := ns.rec
-			s.enqueue(&store.Batch{Nodes: []*store.Node{&rec}})
-		}
-		s.mu.Unlock()
-		conn.close()
+		s.disconnect(ns, conn)
 		s.log.Info("agent disconnected", "node", name)
 	}()
 	for {
@@ -176,6 +158,44 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request, _ *store.U
 		}
 		fl.Flush()
 	}
+}
+
+// connect makes conn the node's stream (closing an earlier one): the node
+// is up again, and its first message is the full sync of its jobs.
+func (s *Server) connect(name string) (*nodeState, *agentConn, error) {
+	conn := newAgentConn()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ns, ok := s.nodes[name]
+	if !ok {
+		return nil, nil, fmt.Errorf("node %q: %w (register first)", name, ErrNotFound)
+	}
+	if ns.conn != nil {
+		ns.conn.close()
+	}
+	ns.conn = conn
+	ns.downSince, ns.unreachable = time.Time{}, false
+	s.freed = true
+	sync := s.syncLocked(ns)
+	// The sync goes out once everything it reflects is durable, ahead of any
+	// later change's messages.
+	s.enqueue(&store.Batch{}, func() { conn.send(sync) }, s.wakeScheduler)
+	return ns, conn, nil
+}
+
+// disconnect ends the node's stream conn: unless a newer stream replaced
+// it, the node is away from now (see nodesLostLocked).
+func (s *Server) disconnect(ns *nodeState, conn *agentConn) {
+	s.mu.Lock()
+	if ns.conn == conn {
+		ns.conn = nil
+		ns.rec.LastSeen = s.clock.Now()
+		ns.downSince = ns.rec.LastSeen
+		rec := ns.rec
+		s.enqueue(&store.Batch{Nodes: []*store.Node{&rec}})
+	}
+	s.mu.Unlock()
+	conn.close()
 }
 
 // syncLocked lists every active job placed on the node.

@@ -49,7 +49,20 @@ func (s *Server) stepLocked(rs *runState, ev lifecycle.Event, now time.Time, b *
 // says, goes back to the queue as a new attempt, or ends and leaves memory.
 func (s *Server) applyLocked(rs *runState, d lifecycle.Decision, now time.Time, b *store.Batch) []func() {
 	var after []func()
-	for _, c := range d.Jobs {
+	notes := d.Notes
+	record := func(done int) {
+		for len(notes) > 0 && notes[0].After <= done {
+			n := notes[0]
+			notes = notes[1:]
+			e := &store.Event{RunID: rs.rec.ID, Time: now, Type: n.Type, Message: n.Message}
+			if n.Job >= 0 {
+				e.JobID = rs.jobs[n.Job].rec.ID
+			}
+			b.Events = append(b.Events, e)
+		}
+	}
+	for k, c := range d.Jobs {
+		record(k)
 		js := rs.jobs[c.Job]
 		js.stopping = js.stopping || c.BySibling
 		switch {
@@ -61,16 +74,11 @@ func (s *Server) applyLocked(rs *runState, d lifecycle.Decision, now time.Time, 
 			js.rec.Status = string(c.Status)
 		}
 	}
-	for _, n := range d.Notes {
-		e := &store.Event{RunID: rs.rec.ID, Time: now, Type: n.Type, Message: n.Message}
-		if n.Job >= 0 {
-			e.JobID = rs.jobs[n.Job].rec.ID
-		}
-		b.Events = append(b.Events, e)
-	}
+	record(len(d.Jobs))
 	rs.rec.StopReq = int(d.Stop)
 	switch {
 	case d.Requeue:
+		rs.rec.Status, rs.rec.Reason = string(d.Status), string(d.Reason)
 		if d.Retried {
 			h := d.Retries
 			rs.retry = &h

@@ -1,0 +1,493 @@
+package server
+
+import (
+	"cmp"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/lifecycle"
+	"github.com/berth-hq/berth/internal/spec"
+	"github.com/berth-hq/berth/internal/store"
+)
+
+// Transcripts drive the control plane through a run's whole life without
+// HTTP, agents or polling, on a virtual clock, as etcd's raft does: each
+// file of testdata/transcripts is a list of commands, each followed by what
+// it did — the changes committed to the store (as the store ends up) and
+// the messages sent to agents. `go test ./internal/server -run Transcript
+// -update` rewrites the outputs; review them as a diff.
+//
+// Commands (names are the transcript's own: runs and nodes by name):
+//
+//	node N cpus=C [mem=8G] [gpus=G] [fleet=F]   register N and open its stream
+//	away N                                    N's stream ends
+//	submit R [cpus=C] [mem=M] [nodes=K] [limit=1h] [retry=error,interruption] [startup=master-first]
+//	         [stop-criteria=master-done] [depends=afterok:R2] [priority=P] [qos=Q]
+//	schedule                                  one scheduling pass
+//	agent N started|exited R.K [code=C] [reason=stopped|aborted|max_duration|start_failed|lost_by_agent] [oom]
+//	stop R [abort] | requeue R | hold R | release R
+//	tick D                                    the clock moves on by D (1m, 30s…)
+//	check-nodes                               nodes away past the timeout fail their jobs
+//	print runs                                every run and job as the store has them
+var update = flag.Bool("update", false, "rewrite the transcripts' outputs")
+
+func TestTranscripts(t *testing.T) {
+	files, _ := filepath.Glob("testdata/transcripts/*.txt")
+	if len(files) == 0 {
+		t.Fatal("no transcripts in testdata/transcripts")
+	}
+	for _, f := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) { runTranscript(t, f) })
+	}
+}
+
+// A transcript is blocks separated by blank lines: comment lines (#), then
+// one command, then "----" and its output.
+type block struct {
+	comments []string
+	cmd      string
+	out      string
+}
+
+func parseTranscript(t *testing.T, text string) []block {
+	var blocks []block
+	var b *block
+	inOut := false
+	for _, line := range strings.Split(text, "\n") {
+		switch {
+		case line == "" && !inOut:
+		case line == "" && inOut:
+			inOut = false
+			b = nil
+		case inOut:
+			b.out += line + "\n"
+		case line == "----":
+			if b == nil || b.cmd == "" {
+				t.Fatalf("---- without a command")
+			}
+			inOut = true
+		default:
+			if b == nil {
+				blocks = append(blocks, block{})
+				b = &blocks[len(blocks)-1]
+			}
+			if strings.HasPrefix(line, "#") {
+				b.comments = append(b.comments, line)
+			} else if b.cmd != "" {
+				t.Fatalf("two commands in one block: %q and %q", b.cmd, line)
+			} else {
+				b.cmd = line
+			}
+		}
+	}
+	return blocks
+}
+
+func runTranscript(t *testing.T, path string) {
+	text, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := parseTranscript(t, string(text))
+	e := newTranscriptEnv(t)
+	var out strings.Builder
+	for k := range blocks {
+		b := &blocks[k]
+		for _, c := range b.comments {
+			out.WriteString(c + "\n")
+		}
+		if b.cmd == "" {
+			out.WriteString("\n")
+			continue
+		}
+		got := e.do(t, b.cmd)
+		fmt.Fprintf(&out, "%s\n----\n%s\n", b.cmd, got)
+		if !*update && got != b.out {
+			t.Errorf("%s: %s\n--- want\n%s--- got\n%s", path, b.cmd, b.out, got)
+		}
+	}
+	if *update {
+		if err := os.WriteFile(path, []byte(strings.TrimRight(out.String(), "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// fakeClock is the transcripts' virtual time.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+
+// recordingStore keeps the batches committed since the last command.
+type recordingStore struct {
+	store.Store
+	mu      sync.Mutex
+	batches []*store.Batch
+}
+
+func (r *recordingStore) Apply(ctx context.Context, b *store.Batch) error {
+	r.mu.Lock()
+	r.batches = append(r.batches, b)
+	r.mu.Unlock()
+	return r.Store.Apply(ctx, b)
+}
+
+func (r *recordingStore) take() []*store.Batch {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b := r.batches
+	r.batches = nil
+	return b
+}
+
+type transcriptEnv struct {
+	srv   *Server
+	st    *recordingStore
+	clock *fakeClock
+	start time.Time
+	admin *store.User
+	conns map[string]*agentConn
+	nodes map[string]*nodeState
+	runs  map[string]int64 // name -> ID
+	names map[int64]string
+}
+
+func newTranscriptEnv(t *testing.T) *transcriptEnv {
+	ctx, cancel := context.WithCancel(context.Background())
+	sq, err := store.OpenSQLite(ctx, filepath.Join(t.TempDir(), "berth.db"), store.SQLiteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	e := &transcriptEnv{st: &recordingStore{Store: sq}, clock: &fakeClock{now: start}, start: start,
+		conns: map[string]*agentConn{}, nodes: map[string]*nodeState{}, runs: map[string]int64{}, names: map[int64]string{}}
+	e.srv, err = New(ctx, Config{Store: e.st, Clock: e.clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), StopGrace: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.srv.EnsureAdmin(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	uid, _ := sq.EnsureUser(ctx, "admin", true)
+	e.admin = &store.User{ID: uid, Name: "admin", Admin: true}
+	// Only the committer runs: passes happen when the transcript says so.
+	done := make(chan error, 1)
+	go func() { done <- e.srv.committer(ctx) }()
+	t.Cleanup(func() { cancel(); <-done; sq.Close() })
+	e.st.take()
+	return e
+}
+
+// settle waits until everything queued so far is committed and its effects
+// have run.
+func (e *transcriptEnv) settle() {
+	e.srv.mu.Lock()
+	done := e.srv.enqueue(&store.Batch{})
+	e.srv.mu.Unlock()
+	<-done
+}
+
+func (e *transcriptEnv) do(t *testing.T, line string) string {
+	f := strings.Fields(line)
+	args := map[string]string{}
+	var flags []string
+	for _, a := range f[1:] {
+		if k, v, ok := strings.Cut(a, "="); ok {
+			args[k] = v
+		} else {
+			flags = append(flags, a)
+		}
+	}
+	var err error
+	switch f[0] {
+	case "node":
+		err = e.node(flags[0], args)
+	case "away":
+		e.srv.disconnect(e.nodes[flags[0]], e.conns[flags[0]])
+		delete(e.conns, flags[0])
+	case "submit":
+		err = e.submit(t, flags[0], args)
+	case "schedule":
+		e.srv.scheduleOnce()
+	case "agent":
+		err = e.agent(flags, args)
+	case "stop":
+		err = e.srv.stop(e.runs[flags[0]], slices.Contains(flags, "abort"))
+	case "requeue", "hold", "release":
+		err = e.srv.control(e.runs[flags[0]], api.ControlRequest{Action: f[0]}, true)
+	case "tick":
+		d, perr := time.ParseDuration(flags[0])
+		if perr != nil {
+			t.Fatalf("%s: %v", line, perr)
+		}
+		e.clock.mu.Lock()
+		e.clock.now = e.clock.now.Add(d)
+		e.clock.mu.Unlock()
+		return fmt.Sprintf("now +%s\n", e.clock.Now().Sub(e.start))
+	case "check-nodes":
+		e.srv.checkNodes()
+	case "print":
+		e.settle()
+		e.st.take()
+		return e.printRuns(t)
+	default:
+		t.Fatalf("unknown command %q", line)
+	}
+	e.settle()
+	var out strings.Builder
+	if err != nil {
+		fmt.Fprintf(&out, "error: %v\n", err)
+	}
+	out.WriteString(e.describe(e.st.take()))
+	out.WriteString(e.sent())
+	return out.String()
+}
+
+func (e *transcriptEnv) node(name string, args map[string]string) error {
+	info := api.NodeInfo{Name: name, Addr: "10.0.0." + strconv.Itoa(len(e.nodes)+1), CPUs: atoi(args["cpus"], 1), Fleet: args["fleet"]}
+	if m := args["mem"]; m != "" {
+		v, err := spec.ParseBytes(m)
+		if err != nil {
+			return err
+		}
+		info.Memory = int64(v)
+	}
+	for k := range atoi(args["gpus"], 0) {
+		info.GPUs = append(info.GPUs, api.GPU{Index: k, Vendor: "nvidia", Name: "H100", Memory: 80 << 30})
+	}
+	if err := e.srv.register(info); err != nil {
+		return err
+	}
+	ns, conn, err := e.srv.connect(name)
+	if err != nil {
+		return err
+	}
+	e.nodes[name], e.conns[name] = ns, conn
+	return nil
+}
+
+func atoi(s string, def int) int {
+	if v, err := strconv.Atoi(s); err == nil {
+		return v
+	}
+	return def
+}
+
+func (e *transcriptEnv) submit(t *testing.T, name string, args map[string]string) error {
+	y := fmt.Sprintf("type: task\nname: %s\ncommands: [\"true\"]\nresources:\n  cpu: %s\n", name, cmp.Or(args["cpus"], "1"))
+	if m := args["mem"]; m != "" {
+		y += "  memory: " + m + "\n"
+	}
+	for key, field := range map[string]string{"nodes": "nodes", "limit": "max_duration", "startup": "startup_order",
+		"stop-criteria": "stop_criteria", "priority": "priority", "qos": "qos"} {
+		if v := args[key]; v != "" {
+			y += field + ": " + v + "\n"
+		}
+	}
+	if v := args["retry"]; v != "" {
+		y += "retry:\n  on_events: [" + v + "]\n"
+	}
+	if v := args["depends"]; v != "" {
+		typ, ref, _ := strings.Cut(v, ":")
+		y += fmt.Sprintf("depends_on: [{%s: %d}]\n", typ, e.runs[ref])
+	}
+	task, err := spec.Parse("transcript.yml", []byte(y))
+	if err != nil {
+		t.Fatalf("submit %s: %v\n%s", name, err, y)
+	}
+	r, err := e.srv.submit(e.admin, task, nil, submitOpts{})
+	if err != nil {
+		return err
+	}
+	e.runs[name], e.names[r.ID] = r.ID, name
+	return nil
+}
+
+func (e *transcriptEnv) agent(flags []string, args map[string]string) error {
+	node, typ := flags[0], flags[1]
+	run, num, _ := strings.Cut(flags[2], ".")
+	e.srv.mu.Lock()
+	rs, ok := e.srv.runs[e.runs[run]]
+	var id int64
+	if ok && atoi(num, 0) < len(rs.jobs) {
+		id = rs.jobs[atoi(num, 0)].rec.ID
+	}
+	e.srv.mu.Unlock()
+	ev := api.AgentEvent{JobID: id, Type: typ, Time: e.clock.Now(), ExitCode: atoi(args["code"], 0), Reason: args["reason"],
+		OOMKilled: slices.Contains(flags, "oom")}
+	_, err := e.srv.agentEvents(node, []api.AgentEvent{ev})
+	return err
+}
+
+// job names a job as the transcript does: RUN.NUM (and its attempt).
+func (e *transcriptEnv) job(j *store.Job) string {
+	s := fmt.Sprintf("%s.%d", e.names[j.RunID], j.Num)
+	if j.Attempt > 0 {
+		s += fmt.Sprintf("#%d", j.Attempt)
+	}
+	return s
+}
+
+func status(st, reason string, code *int) string {
+	s := st
+	if reason != "" {
+		s += " (" + reason + ")"
+	}
+	if code != nil {
+		s += fmt.Sprintf(" exit %d", *code)
+	}
+	return s
+}
+
+// describe prints what the batches committed, as the store ends up: the
+// last version of each run and job, in ID order, then the history events
+// in order.
+func (e *transcriptEnv) describe(batches []*store.Batch) string {
+	runs := map[int64]*store.Run{}
+	jobs := map[int64]*store.Job{}
+	var events []*store.Event
+	for _, b := range batches {
+		for _, r := range b.Runs {
+			runs[r.ID] = r
+		}
+		for _, j := range b.Jobs {
+			jobs[j.ID] = j
+		}
+		events = append(events, b.Events...)
+	}
+	var out strings.Builder
+	for _, id := range slices.Sorted(mapsKeys(runs)) {
+		r := runs[id]
+		fmt.Fprintf(&out, "commit run %s: %s", e.names[id], status(r.Status, r.Reason, r.ExitCode))
+		if c := lifecycle.StopCause(r.StopReq); c != lifecycle.StopNone {
+			fmt.Fprintf(&out, " stop=%s", c)
+		}
+		out.WriteString("\n")
+	}
+	for _, id := range slices.Sorted(mapsKeys(jobs)) {
+		j := jobs[id]
+		fmt.Fprintf(&out, "commit job %s: %s", e.job(j), status(j.Status, j.Reason, j.ExitCode))
+		if j.Node != "" {
+			fmt.Fprintf(&out, " on %s", j.Node)
+		}
+		out.WriteString("\n")
+	}
+	for _, ev := range events {
+		fmt.Fprintf(&out, "event %s %s: %s\n", e.names[ev.RunID], ev.Type, ev.Message)
+	}
+	return out.String()
+}
+
+func mapsKeys[V any](m map[int64]V) func(func(int64) bool) {
+	return func(yield func(int64) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// sent prints the messages queued to the nodes' streams, node by node.
+func (e *transcriptEnv) sent() string {
+	var out strings.Builder
+	names := slices.Sorted(func(yield func(string) bool) {
+		for n := range e.conns {
+			if !yield(n) {
+				return
+			}
+		}
+	})
+	for _, n := range names {
+		for more := true; more; {
+			select {
+			case m := <-e.conns[n].ch:
+				out.WriteString(e.message(n, m))
+			default:
+				more = false
+			}
+		}
+	}
+	return out.String()
+}
+
+func (e *transcriptEnv) jobName(id int64) string {
+	e.srv.mu.Lock()
+	defer e.srv.mu.Unlock()
+	if js, ok := e.srv.jobs[id]; ok {
+		return e.job(&js.rec)
+	}
+	return fmt.Sprintf("job %d", id)
+}
+
+func (e *transcriptEnv) message(node string, m api.AgentMessage) string {
+	switch m.Type {
+	case "assign", "sync":
+		var out strings.Builder
+		if m.Type == "sync" {
+			fmt.Fprintf(&out, "send %s: sync of %d job(s)\n", node, len(m.Jobs))
+		}
+		for _, a := range m.Jobs {
+			fmt.Fprintf(&out, "send %s: %s %s.%d attempt %d cpus=%d", node, m.Type, e.names[a.RunID], a.JobNum, a.Attempt, a.Alloc.CPUs)
+			if len(a.Alloc.GPUs) > 0 {
+				fmt.Fprintf(&out, " gpus=%v", a.Alloc.GPUs)
+			}
+			if a.Stop > 0 {
+				fmt.Fprintf(&out, " stop=%s", lifecycle.StopCause(a.Stop))
+			}
+			out.WriteString("\n")
+		}
+		return out.String()
+	case "stop":
+		s := fmt.Sprintf("send %s: stop %s", node, e.jobName(m.Stop.JobID))
+		if m.Stop.Abort {
+			s += " abort"
+		}
+		return s + "\n"
+	}
+	return fmt.Sprintf("send %s: %s\n", node, m.Type)
+}
+
+func (e *transcriptEnv) printRuns(t *testing.T) string {
+	ctx := context.Background()
+	runs, err := e.st.ListRuns(ctx, store.RunFilter{All: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(runs, func(a, b *store.Run) int { return cmp.Compare(a.ID, b.ID) })
+	var out strings.Builder
+	for _, r := range runs {
+		fmt.Fprintf(&out, "run %s: %s", e.names[r.ID], status(r.Status, r.Reason, r.ExitCode))
+		if c := lifecycle.StopCause(r.StopReq); c != lifecycle.StopNone {
+			fmt.Fprintf(&out, " stop=%s", c)
+		}
+		out.WriteString("\n")
+		jobs, err := e.st.ListJobs(ctx, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range jobs {
+			fmt.Fprintf(&out, "  job %s: %s", e.job(j), status(j.Status, j.Reason, j.ExitCode))
+			if j.Node != "" {
+				fmt.Fprintf(&out, " on %s", j.Node)
+			}
+			out.WriteString("\n")
+		}
+	}
+	return out.String()
+}
