@@ -1,0 +1,213 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/lifecycle"
+)
+
+// Safety rules of the control plane over random lives, on the transcripts'
+// in-process server (real SQLite, no HTTP, virtual clock): an acknowledged
+// run is never dropped; a final run never becomes active again; a run a user
+// stopped never gets another attempt; a job never runs on two nodes at once,
+// and no node gives out more CPUs than it has.
+func TestControlProperties(t *testing.T) {
+	seeds := uint64(8)
+	if testing.Short() {
+		seeds = 3
+	}
+	for seed := range seeds {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { controlWalk(t, seed) })
+	}
+}
+
+func controlWalk(t *testing.T, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 11))
+	e := newTranscriptEnv(t)
+	nodes := []string{"n1", "n2", "n3"}
+	for _, n := range nodes {
+		e.do(t, fmt.Sprintf("node %s cpus=%d", n, 2+rng.IntN(3)))
+	}
+	var acked []string
+	final := map[string]lifecycle.Status{}
+	userStopped := map[string]int{} // run -> its attempt when a user stopped it
+	for step := range 300 {
+		var cmd string
+		switch k := rng.IntN(20); {
+		case k < 4:
+			name := fmt.Sprintf("r%d", len(acked)+1)
+			cmd = fmt.Sprintf("submit %s cpus=%d nodes=%d", name, 1+rng.IntN(3), 1+rng.IntN(2))
+			if rng.IntN(3) == 0 {
+				cmd += " retry=error,interruption"
+			}
+			if rng.IntN(4) == 0 {
+				cmd += " limit=5m"
+			}
+			acked = append(acked, name)
+		case k < 7:
+			cmd = "schedule"
+		case k < 13:
+			if c := e.randomAgentReport(rng); c != "" {
+				cmd = c
+			}
+		case k < 15:
+			active := e.activeRuns()
+			if len(active) == 0 {
+				continue
+			}
+			r := active[rng.IntN(len(active))]
+			cmd = []string{"stop " + r, "stop " + r + " abort", "requeue " + r}[rng.IntN(3)]
+		case k < 16:
+			n := nodes[rng.IntN(len(nodes))]
+			if _, up := e.conns[n]; up {
+				cmd = "away " + n
+			} else {
+				e.reconnect(t, n)
+				continue
+			}
+		case k < 18:
+			cmd = fmt.Sprintf("tick %ds", 1+rng.IntN(40))
+		default:
+			cmd = "check-nodes"
+		}
+		if cmd == "" {
+			continue
+		}
+		before := e.attempts()
+		out := e.do(t, cmd)
+		if name, ok := strings.CutPrefix(cmd, "stop "); ok {
+			name = strings.TrimSuffix(name, " abort")
+			if _, done := final[name]; !done {
+				userStopped[name] = before[name]
+			}
+		}
+		e.checkInvariants(t, fmt.Sprintf("seed %d step %d %q\n%s", seed, step, cmd, out), acked, final, userStopped)
+	}
+}
+
+// reconnect opens a node's stream again after "away".
+func (e *transcriptEnv) reconnect(t *testing.T, name string) {
+	ns, conn, err := e.srv.connect(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.nodes[name], e.conns[name] = ns, conn
+	e.settle()
+	e.sent()
+}
+
+// randomAgentReport is an agent's report on a random placed job: started,
+// or exited in one of the ways a shim ends a job.
+func (e *transcriptEnv) randomAgentReport(rng *rand.Rand) string {
+	e.srv.mu.Lock()
+	var placed []string
+	for _, rs := range e.srv.runs {
+		for _, js := range rs.jobs {
+			if st := lifecycle.Status(js.rec.Status); st.Placed() {
+				placed = append(placed, fmt.Sprintf("%s %s.%d", js.rec.Node, e.names[rs.rec.ID], js.rec.Num))
+			}
+		}
+	}
+	e.srv.mu.Unlock()
+	if len(placed) == 0 {
+		return ""
+	}
+	slices.Sort(placed)
+	p := placed[rng.IntN(len(placed))]
+	switch rng.IntN(6) {
+	case 0, 1:
+		return "agent " + p[:2] + " started " + p[3:]
+	case 2:
+		return "agent " + p[:2] + " exited " + p[3:] + " code=0"
+	case 3:
+		return "agent " + p[:2] + " exited " + p[3:] + " code=1"
+	case 4:
+		return "agent " + p[:2] + " exited " + p[3:] + " code=143 reason=stopped"
+	}
+	return "agent " + p[:2] + " exited " + p[3:] + " code=137 reason=" + []string{"aborted", "max_duration", "lost_by_agent", "start_failed"}[rng.IntN(4)]
+}
+
+// activeRuns are the runs in memory, by name, sorted.
+func (e *transcriptEnv) activeRuns() []string {
+	e.srv.mu.Lock()
+	defer e.srv.mu.Unlock()
+	var out []string
+	for id := range e.srv.runs {
+		out = append(out, e.names[id])
+	}
+	slices.Sort(out)
+	return out
+}
+
+// attempts is each active run's current attempt.
+func (e *transcriptEnv) attempts() map[string]int {
+	e.srv.mu.Lock()
+	defer e.srv.mu.Unlock()
+	out := map[string]int{}
+	for id, rs := range e.srv.runs {
+		if len(rs.jobs) > 0 {
+			out[e.names[id]] = rs.jobs[0].rec.Attempt
+		}
+	}
+	return out
+}
+
+func (e *transcriptEnv) checkInvariants(t *testing.T, at string, acked []string, final map[string]lifecycle.Status, userStopped map[string]int) {
+	t.Helper()
+	ctx := context.Background()
+	for _, name := range acked {
+		id, ok := e.runs[name]
+		if !ok {
+			continue // refused at submission: not acknowledged
+		}
+		r, err := e.st.GetRun(ctx, id)
+		if err != nil {
+			t.Fatalf("%s: acknowledged run %s is gone from the store: %v", at, name, err)
+		}
+		st := lifecycle.Status(r.Status)
+		if was, ended := final[name]; ended && !st.Finished() {
+			t.Fatalf("%s: run %s was %s and is active again (%s)", at, name, was, st)
+		}
+		if st.Finished() {
+			final[name] = st
+		}
+		if a, stopped := userStopped[name]; stopped {
+			jobs, _ := e.st.ListJobs(ctx, id)
+			for _, j := range jobs {
+				if j.Attempt > a {
+					t.Fatalf("%s: run %s got attempt %d after a user stopped attempt %d", at, name, j.Attempt, a)
+				}
+			}
+		}
+	}
+	e.srv.mu.Lock()
+	defer e.srv.mu.Unlock()
+	seen := map[int64]string{}
+	for name, ns := range e.srv.nodes {
+		cpus := 0
+		for id, js := range ns.jobs {
+			if other, dup := seen[id]; dup {
+				t.Fatalf("%s: job %d is on %s and %s", at, id, other, name)
+			}
+			seen[id] = name
+			if js.rec.Node != name {
+				t.Fatalf("%s: job %d is held by %s but placed on %s", at, id, name, js.rec.Node)
+			}
+			cpus += js.alloc.CPUs
+		}
+		if cpus != ns.usedCPU || cpus > ns.info.CPUs {
+			t.Fatalf("%s: node %s holds %d CPUs of %d (used count %d)", at, name, cpus, ns.info.CPUs, ns.usedCPU)
+		}
+	}
+	for id, rs := range e.srv.runs {
+		if api.Status(rs.rec.Status).Finished() {
+			t.Fatalf("%s: final run %d is still in memory", at, id)
+		}
+	}
+}
