@@ -331,3 +331,16 @@ func finalState(js []Job) (Status, Reason, *int) {
 	}
 	return status, reason, code
 }
+
+// ArrayEnd is an array's final state once no task remains to run: stopped
+// by its user (stopped, or tasks cancelled before they existed while none
+// failed), failed when a task failed, else done.
+func ArrayEnd(stopped, cancelledUnmade bool, failed int) (Status, Reason) {
+	switch {
+	case stopped || cancelledUnmade && failed == 0:
+		return StatusTerminated, ReasonTerminatedByUser
+	case failed > 0:
+		return StatusFailed, ReasonExitedWithError
+	}
+	return StatusDone, ReasonDone
+}

@@ -97,3 +97,24 @@ func TestSlurmRendering(t *testing.T) {
 		}
 	}
 }
+
+func TestArrayEnd(t *testing.T) {
+	tests := []struct {
+		stopped, cancelled bool
+		failed             int
+		status             Status
+		reason             Reason
+	}{
+		{false, false, 0, StatusDone, ReasonDone},
+		{false, false, 2, StatusFailed, ReasonExitedWithError},
+		{true, false, 0, StatusTerminated, ReasonTerminatedByUser},
+		{true, false, 3, StatusTerminated, ReasonTerminatedByUser},
+		{false, true, 0, StatusTerminated, ReasonTerminatedByUser},
+		{false, true, 1, StatusFailed, ReasonExitedWithError},
+	}
+	for _, tc := range tests {
+		if st, r := ArrayEnd(tc.stopped, tc.cancelled, tc.failed); st != tc.status || r != tc.reason {
+			t.Errorf("ArrayEnd(%v, %v, %d) = %s %s, want %s %s", tc.stopped, tc.cancelled, tc.failed, st, r, tc.status, tc.reason)
+		}
+	}
+}

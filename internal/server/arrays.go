@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/lifecycle"
 	"github.com/berth-hq/berth/internal/sched"
 	"github.com/berth-hq/berth/internal/spec"
 	"github.com/berth-hq/berth/internal/store"
@@ -168,14 +169,8 @@ func (s *Server) arrayFinishedLocked(rs *runState, now time.Time) {
 	if len(a.live) > 0 || (!a.Stopped && a.Next < a.count()) {
 		return
 	}
-	status, reason := api.StatusDone, api.ReasonDone
-	switch {
-	case a.Stopped || len(a.Cancel) > 0 && a.Failed == 0 && len(a.tasks) < a.count():
-		status, reason = api.StatusTerminated, api.ReasonTerminatedByUser
-	case a.Failed > 0:
-		status, reason = api.StatusFailed, api.ReasonExitedWithError
-	}
-	rs.rec.Status, rs.rec.Reason, rs.rec.FinishedAt = string(status), reason, now
+	status, reason := lifecycle.ArrayEnd(a.Stopped, len(a.Cancel) > 0 && len(a.tasks) < a.count(), a.Failed)
+	rs.rec.Status, rs.rec.Reason, rs.rec.FinishedAt = string(status), string(reason), now
 	rs.saveMeta()
 	delete(s.arrays, rs.rec.ID)
 	delete(s.runs, rs.rec.ID)

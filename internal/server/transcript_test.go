@@ -34,7 +34,8 @@ import (
 //	node N cpus=C [mem=8G] [gpus=G] [fleet=F]   register N and open its stream
 //	away N                                    N's stream ends
 //	submit R [cpus=C] [mem=M] [nodes=K] [limit=1h] [retry=error,interruption] [startup=master-first]
-//	         [stop-criteria=master-done] [depends=afterok:R2] [priority=P] [qos=Q]
+//	         [stop-criteria=master-done] [depends=afterok:R2] [priority=P] [qos=Q] [array=0-3%2]
+//	                                          (an array's tasks are named R_INDEX)
 //	schedule                                  one scheduling pass
 //	agent N started|exited R.K [code=C] [reason=stopped|aborted|max_duration|start_failed|lost_by_agent] [oom]
 //	stop R [abort] | requeue R | hold R | release R
@@ -294,7 +295,7 @@ func (e *transcriptEnv) submit(t *testing.T, name string, args map[string]string
 		y += "  memory: " + m + "\n"
 	}
 	for key, field := range map[string]string{"nodes": "nodes", "limit": "max_duration", "startup": "startup_order",
-		"stop-criteria": "stop_criteria", "priority": "priority", "qos": "qos"} {
+		"stop-criteria": "stop_criteria", "priority": "priority", "qos": "qos", "array": "array"} {
 		if v := args[key]; v != "" {
 			y += field + ": " + v + "\n"
 		}
@@ -364,6 +365,10 @@ func (e *transcriptEnv) describe(batches []*store.Batch) string {
 	for _, b := range batches {
 		for _, r := range b.Runs {
 			runs[r.ID] = r
+			if _, named := e.names[r.ID]; !named && r.ArrayID != 0 {
+				e.names[r.ID] = fmt.Sprintf("%s_%d", e.names[r.ArrayID], r.ArrayIndex)
+				e.runs[e.names[r.ID]] = r.ID
+			}
 		}
 		for _, j := range b.Jobs {
 			jobs[j.ID] = j
