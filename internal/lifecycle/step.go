@@ -294,7 +294,9 @@ func settle(r Run, js []Job, d *Decision, now time.Time) {
 		d.Final = true
 	case terminating || d.Stop != StopNone:
 		d.Status = StatusTerminating
-	case running:
+	case running || provisioning && d.Status == StatusRunning:
+		// A run that ran stays running while a job it still waits for
+		// (startup_order) is being provisioned.
 		d.Status, d.Reason = StatusRunning, ReasonNone
 	case provisioning:
 		d.Status, d.Reason = StatusProvisioning, ReasonNone

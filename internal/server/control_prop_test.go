@@ -18,7 +18,7 @@ import (
 // stopped never gets another attempt; a job never runs on two nodes at once,
 // and no node gives out more CPUs than it has.
 func TestControlProperties(t *testing.T) {
-	seeds := uint64(8)
+	seeds := uint64(4)
 	if testing.Short() {
 		seeds = 3
 	}

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -15,26 +14,21 @@ import (
 
 	"github.com/berth-hq/berth/internal/agent"
 	"github.com/berth-hq/berth/internal/api"
-	"github.com/berth-hq/berth/internal/lifecycle"
 	"github.com/berth-hq/berth/internal/sched"
 	"github.com/berth-hq/berth/internal/spec"
 )
 
 // distAgent is a real agent with a declared address (as `berth agent
-// --addr`) and report tick.
+// --addr`).
 type distAgent struct {
 	name, addr, gpus string
 	cpus             int
-	tick             time.Duration // default 20ms
 }
 
 func startDistAgent(t *testing.T, h *harness, o distAgent) {
 	t.Helper()
 	cfg := agent.Config{Server: h.http.URL, Token: testToken, Name: o.name, Addr: o.addr, DataDir: t.TempDir(), CPUs: o.cpus,
-		ShimCommand: []string{os.Args[0], "berth-shim"}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), LogTick: o.tick}
-	if cfg.LogTick == 0 {
-		cfg.LogTick = 20 * time.Millisecond
-	}
+		ShimCommand: []string{os.Args[0], "berth-shim"}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), LogTick: 20 * time.Millisecond}
 	if o.gpus != "" {
 		g, err := agent.ParseGPUs(o.gpus, func(s string) (int64, error) { b, err := spec.ParseBytes(s); return int64(b), err })
 		if err != nil {
@@ -172,107 +166,6 @@ func TestOrderPlacements(t *testing.T) {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
-	}
-}
-
-// TestStartupOrder: with two agents, master-first starts job 0 before
-// job 1 is even assigned, and workers-first the other way round. Each is
-// run three times, so that an order that only happened by chance fails.
-func TestStartupOrder(t *testing.T) {
-	h := newHarness(t, t.TempDir())
-	startDistAgent(t, h, distAgent{name: "a", addr: "127.0.0.21", cpus: 1})
-	startDistAgent(t, h, distAgent{name: "b", addr: "127.0.0.22", cpus: 1})
-	for _, order := range []string{"master-first", "workers-first"} {
-		for i := range 3 {
-			r := submit(t, h, "type: task\nnodes: 2\nstartup_order: "+order+"\ncommands: [\"sleep 0.2\"]\n")
-			end := finished(t, h, fmt.Sprint(r.ID))
-			if end.Status != api.StatusDone || len(end.Jobs) != 2 {
-				t.Fatalf("%s #%d: run %s with %d jobs", order, i, end.Status, len(end.Jobs))
-			}
-			jobs := end.Jobs
-			sort.Slice(jobs, func(a, b int) bool { return jobs[a].Num < jobs[b].Num })
-			first, second := jobs[0], jobs[1]
-			if order == "workers-first" {
-				first, second = second, first
-			}
-			if first.StartedAt == nil || second.StartedAt == nil || !second.StartedAt.After(*first.StartedAt) {
-				t.Errorf("%s #%d: job %d started %v, job %d %v; want job %d first", order, i,
-					first.Num, first.StartedAt, second.Num, second.StartedAt, first.Num)
-			}
-		}
-	}
-}
-
-// TestStopCriteria: master-done ends the run done as soon as job 0 exits 0,
-// stopping the workers that still sleep; all-done (the default) waits for
-// every job; a failing worker stops the master and fails the run
-// (all-or-nothing).
-func TestStopCriteria(t *testing.T) {
-	h := newHarness(t, t.TempDir())
-	startDistAgent(t, h, distAgent{name: "a", addr: "127.0.0.31", cpus: 1})
-	startDistAgent(t, h, distAgent{name: "b", addr: "127.0.0.32", cpus: 1})
-	cases := map[string]struct {
-		yaml, worker   string
-		status         api.Status
-		reason         string
-		worker1        api.Status
-		worker1Reason  string
-		atLeast, below time.Duration
-	}{
-		"master-done": {yaml: "stop_criteria: master-done", worker: "sleep 60", status: api.StatusDone, reason: api.ReasonDone,
-			worker1: api.StatusTerminated, worker1Reason: string(lifecycle.ReasonByServer), below: 15 * time.Second},
-		"all-done": {yaml: "stop_criteria: all-done", worker: "sleep 2", status: api.StatusDone, reason: api.ReasonDone,
-			worker1: api.StatusDone, worker1Reason: api.ReasonDone, atLeast: 2 * time.Second, below: 15 * time.Second},
-		"worker fails": {yaml: "stop_criteria: master-done", worker: "exit 3", status: api.StatusFailed, reason: api.ReasonExitedWithError,
-			worker1: api.StatusFailed, worker1Reason: api.ReasonExitedWithError, below: 15 * time.Second},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			master := "sleep 0.3"
-			if name == "worker fails" {
-				master = "sleep 60"
-			}
-			r := submit(t, h, fmt.Sprintf("type: task\nnodes: 2\n%s\ncommands:\n  - if [ $DSTACK_NODE_RANK = 0 ]; then %s; else %s; fi\n", tc.yaml, master, tc.worker))
-			end := finished(t, h, fmt.Sprint(r.ID))
-			if end.Status != tc.status || end.Reason != tc.reason {
-				t.Errorf("run ended %s (%s), want %s (%s)", end.Status, end.Reason, tc.status, tc.reason)
-			}
-			var worker api.Job
-			for _, j := range end.Jobs {
-				if j.Num == 1 {
-					worker = j
-				}
-			}
-			if worker.Status != tc.worker1 || worker.Reason != tc.worker1Reason {
-				t.Errorf("worker ended %s (%s), want %s (%s)", worker.Status, worker.Reason, tc.worker1, tc.worker1Reason)
-			}
-			if took := end.FinishedAt.Sub(*end.StartedAt); took < tc.atLeast || took >= tc.below {
-				t.Errorf("run took %v, want at least %v and below %v", took, tc.atLeast, tc.below)
-			}
-		})
-	}
-}
-
-// TestStopHeldJob: a job that startup_order still holds back has never
-// reached its node; stopping the run ends it at once instead of waiting
-// for a node that knows nothing of it.
-func TestStopHeldJob(t *testing.T) {
-	h := newHarness(t, t.TempDir())
-	// Node a (job 0) reports its jobs' start only every 3 s: job 1 stays
-	// held that long.
-	startDistAgent(t, h, distAgent{name: "a", addr: "127.0.0.41", cpus: 1, tick: 3 * time.Second})
-	startDistAgent(t, h, distAgent{name: "b", addr: "127.0.0.42", cpus: 1})
-	r := submit(t, h, "type: task\nnodes: 2\nstartup_order: master-first\ncommands: [\"sleep 60\"]\n")
-	waitFor(t, "the run placed", func() bool {
-		run, err := h.c.Run(context.Background(), fmt.Sprint(r.ID))
-		return err == nil && len(run.Jobs) == 2 && run.Jobs[0].Node != "" && run.Jobs[1].Node != ""
-	})
-	if _, err := h.c.Stop(context.Background(), fmt.Sprint(r.ID), false); err != nil {
-		t.Fatal(err)
-	}
-	end := finished(t, h, fmt.Sprint(r.ID))
-	if end.Status != api.StatusTerminated {
-		t.Errorf("run ended %s (%s), want terminated", end.Status, end.Reason)
 	}
 }
 

@@ -34,16 +34,8 @@ commands:
 		t.Errorf("second attempt's output %q lacks its attempt number", out)
 	}
 
-	// Without error among the events, a failure is final.
-	r2 := submit(t, h, "type: task\nretry: {on_events: [interruption]}\ncommands: [\"exit 5\"]\n")
-	if end := finished(t, h, fmt.Sprint(r2.ID)); end.Status != api.StatusFailed || len(end.Jobs) != 1 {
-		t.Errorf("run retried on interruption only ended %s with %d jobs", end.Status, len(end.Jobs))
-	}
-	// A run nothing could hold, retrying on no-capacity for a short while, fails then.
-	r3 := submit(t, h, "type: task\nretry: {on_events: [no-capacity], duration: 1s}\nresources: {cpu: 64}\ncommands: [\"true\"]\n")
-	if end := finished(t, h, fmt.Sprint(r3.ID)); end.Status != api.StatusFailed || end.Reason != string(lifecycle.ReasonNoCapacity) {
-		t.Errorf("run no node can hold ended %s (%s)", end.Status, end.Reason)
-	}
+	// The other retry rules (events, durations, no-capacity) are in
+	// testdata/transcripts/retry.txt.
 }
 
 // A node away for longer than the timeout: its jobs fail as unreachable, and
@@ -90,30 +82,6 @@ func killShims(t *testing.T, dir string) {
 	}
 }
 
-// A multi-node run is all or nothing: when one job fails, the other is
-// stopped and the run fails with the first failure's reason.
-func TestAllOrNothing(t *testing.T) {
-	h := newHarness(t, t.TempDir())
-	startAgent(t, h, agentOpts{name: "a1", cpus: 2})
-	startAgent(t, h, agentOpts{name: "a2", cpus: 2})
-	r := submit(t, h, "type: task\nnodes: 2\ncommands: [\"if [ $BERTH_NODE_RANK = 1 ]; then sleep 0.3; exit 7; fi; sleep 30\"]\n")
-	start := time.Now()
-	end := finished(t, h, fmt.Sprint(r.ID))
-	if end.Status != api.StatusFailed || end.Reason != api.ReasonExitedWithError || end.ExitCode == nil || *end.ExitCode != 7 {
-		t.Errorf("run ended %s (%s) exit %v", end.Status, end.Reason, end.ExitCode)
-	}
-	if time.Since(start) > 15*time.Second {
-		t.Errorf("the surviving job was not stopped: the run took %v", time.Since(start))
-	}
-	reasons := map[string]bool{}
-	for _, j := range end.Jobs {
-		reasons[j.Reason] = true
-	}
-	if !reasons[string(lifecycle.ReasonByServer)] || !reasons[api.ReasonExitedWithError] {
-		t.Errorf("job reasons %v: want one exited_with_error and one terminated_by_server", reasons)
-	}
-}
-
 func readPidFile(path string) (int, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -126,41 +94,3 @@ func readPidFile(path string) (int, error) {
 
 func syscallKill(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }
 
-// A dependency on a run that is retried waits for the run's end, not for
-// the end of its failed attempt.
-func TestDependencyOnRetriedRun(t *testing.T) {
-	h := newHarness(t, t.TempDir())
-	startAgent(t, h, agentOpts{name: "n1", cpus: 2})
-	marker := filepath.Join(t.TempDir(), "once")
-	a := submit(t, h, fmt.Sprintf("type: task\nname: shaky\nretry: {on_events: [error]}\ncommands: [\"if [ ! -e %s ]; then touch %s; exit 1; fi\"]\n", marker, marker))
-	b := submit(t, h, "type: task\nname: after-shaky\ndepends_on: [{afterok: shaky}]\ncommands: [\"true\"]\n")
-	ae := finished(t, h, fmt.Sprint(a.ID))
-	be := finished(t, h, fmt.Sprint(b.ID))
-	if ae.Status != api.StatusDone || be.Status != api.StatusDone || be.StartedAt.Before(*ae.FinishedAt) {
-		t.Errorf("shaky %s ended %v; after-shaky %s started %v", ae.Status, ae.FinishedAt, be.Status, be.StartedAt)
-	}
-}
-
-// The retry duration counts from the last failure: a retried attempt that
-// still waits that long after it fails the run.
-func TestRetryDurationFromLastFailure(t *testing.T) {
-	h := newHarness(t, t.TempDir())
-	stop := startAgent(t, h, agentOpts{name: "n1", cpus: 1})
-	r := submit(t, h, "type: task\nretry: {on_events: [error], duration: 2s}\ncommands: [\"exit 3\"]\n")
-	waitFor(t, "a retry", func() bool {
-		got, err := h.c.Run(context.Background(), fmt.Sprint(r.ID))
-		return err == nil && len(got.Jobs) >= 2
-	})
-	stop() // the retried attempt has nowhere to run
-	end := finished(t, h, fmt.Sprint(r.ID))
-	if end.Status != api.StatusFailed || end.Reason != api.ReasonExitedWithError {
-		t.Errorf("ended %s (%s)", end.Status, end.Reason)
-	}
-	found := false
-	for _, e := range end.Events {
-		found = found || strings.Contains(e.Message, "retry duration")
-	}
-	if !found {
-		t.Errorf("no event says the retry duration ran out: %+v", end.Events)
-	}
-}

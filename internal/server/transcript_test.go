@@ -33,7 +33,7 @@ import (
 //
 //	node N cpus=C [mem=8G] [gpus=G] [fleet=F]   register N and open its stream
 //	away N                                    N's stream ends
-//	submit R [cpus=C] [mem=M] [nodes=K] [limit=1h] [retry=error,interruption] [startup=master-first]
+//	submit R [cpus=C] [mem=M] [nodes=K] [limit=1h] [retry=error,interruption [duration=1h]] [startup=master-first]
 //	         [stop-criteria=master-done] [depends=afterok:R2] [priority=P] [qos=Q] [array=0-3%2]
 //	                                          (an array's tasks are named R_INDEX)
 //	schedule                                  one scheduling pass
@@ -302,6 +302,9 @@ func (e *transcriptEnv) submit(t *testing.T, name string, args map[string]string
 	}
 	if v := args["retry"]; v != "" {
 		y += "retry:\n  on_events: [" + v + "]\n"
+		if d := args["duration"]; d != "" {
+			y += "  duration: " + d + "\n"
+		}
 	}
 	if v := args["depends"]; v != "" {
 		typ, ref, _ := strings.Cut(v, ":")
@@ -322,6 +325,7 @@ func (e *transcriptEnv) submit(t *testing.T, name string, args map[string]string
 func (e *transcriptEnv) agent(flags []string, args map[string]string) error {
 	node, typ := flags[0], flags[1]
 	run, num, _ := strings.Cut(flags[2], ".")
+	num, _, _ = strings.Cut(num, "#") // the attempt is the run's current one
 	e.srv.mu.Lock()
 	rs, ok := e.srv.runs[e.runs[run]]
 	var id int64
