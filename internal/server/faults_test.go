@@ -93,4 +93,3 @@ func readPidFile(path string) (int, error) {
 }
 
 func syscallKill(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }
-

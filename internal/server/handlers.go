@@ -40,21 +40,30 @@ func (s *Server) readSubmit(r *http.Request) (*api.SubmitRequest, error) {
 	if req.Spec == nil {
 		return nil, fmt.Errorf("%w: spec: required", ErrInvalid)
 	}
-	req.Spec.Normalize()
-	if err := req.Spec.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	if err := s.accept(req.Spec); err != nil {
+		return nil, err
 	}
-	for i, v := range req.Spec.Volumes {
+	return &req, nil
+}
+
+// accept checks a submitted configuration as the YAML path does, and what
+// only the server knows (its QOS, which it resolves), normalising t.
+func (s *Server) accept(t *spec.Task) error {
+	t.Normalize()
+	if err := t.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	for i, v := range t.Volumes {
 		if v.Name != "" {
-			return nil, fmt.Errorf("%w: volumes[%d]: network volume %q: Berth mounts instance paths only (write `- /host/dir:%s`)", ErrInvalid, i, v.Name, v.Path)
+			return fmt.Errorf("%w: volumes[%d]: network volume %q: Berth mounts instance paths only (write `- /host/dir:%s`)", ErrInvalid, i, v.Name, v.Path)
 		}
 	}
-	q, err := s.rules.Load().QOSOf(req.Spec.QOS)
+	q, err := s.rules.Load().QOSOf(t.QOS)
 	if err != nil {
-		return nil, fmt.Errorf("%w: qos: %v", ErrInvalid, err)
+		return fmt.Errorf("%w: qos: %v", ErrInvalid, err)
 	}
-	req.Spec.QOS = q
-	return &req, nil
+	t.QOS = q
+	return nil
 }
 
 func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, u *store.User) {

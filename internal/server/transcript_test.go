@@ -18,6 +18,7 @@ import (
 
 	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/lifecycle"
+	"github.com/berth-hq/berth/internal/policy"
 	"github.com/berth-hq/berth/internal/spec"
 	"github.com/berth-hq/berth/internal/store"
 )
@@ -36,6 +37,7 @@ import (
 //	submit R [cpus=C] [mem=M] [nodes=K] [limit=1h] [retry=error,interruption [duration=1h]] [startup=master-first]
 //	         [stop-criteria=master-done] [depends=afterok:R2] [priority=P] [qos=Q] [array=0-3%2]
 //	                                          (an array's tasks are named R_INDEX)
+//	policy FILE.yml                           the policy file's rules (testdata/transcripts/FILE.yml)
 //	schedule                                  one scheduling pass
 //	agent N started|exited R.K [code=C] [reason=stopped|aborted|max_duration|start_failed|lost_by_agent] [oom]
 //	stop R [abort] | requeue R | hold R | release R
@@ -223,6 +225,12 @@ func (e *transcriptEnv) do(t *testing.T, line string) string {
 		delete(e.conns, flags[0])
 	case "submit":
 		err = e.submit(t, flags[0], args)
+	case "policy":
+		p, perr := policy.Load(filepath.Join("testdata/transcripts", flags[0]))
+		if perr != nil {
+			t.Fatalf("%s: %v", line, perr)
+		}
+		e.srv.setRules(p)
 	case "schedule":
 		e.srv.scheduleOnce()
 	case "agent":
@@ -314,7 +322,15 @@ func (e *transcriptEnv) submit(t *testing.T, name string, args map[string]string
 	if err != nil {
 		t.Fatalf("submit %s: %v\n%s", name, err, y)
 	}
-	r, err := e.srv.submit(e.admin, task, nil, submitOpts{})
+	// As the API does: the server's checks, the dependencies resolved.
+	if err := e.srv.accept(task); err != nil {
+		return err
+	}
+	seen, err := e.srv.resolveDeps(context.Background(), task)
+	if err != nil {
+		return err
+	}
+	r, err := e.srv.submit(e.admin, task, seen, submitOpts{})
 	if err != nil {
 		return err
 	}
