@@ -354,9 +354,10 @@ func (s *Server) submit(user *store.User, t *spec.Task, ended map[int64]outcome,
 		return nil, fmt.Errorf("server: encode spec: %w", err)
 	}
 	now := s.clock.Now()
+	project := s.name(context.Background(), 'p', s.projectID) // may read the store: not under the lock
 	s.mu.Lock()
 	rs := s.newRunState(store.Run{ProjectID: s.projectID, UserID: user.ID, Status: string(api.StatusSubmitted), Priority: t.Priority,
-		Spec: body, SubmittedAt: now}, t, user.Name, s.name(context.Background(), 'p', s.projectID))
+		Spec: body, SubmittedAt: now}, t, user.Name, project)
 	if err := s.submitLimitLocked(rs); err != nil {
 		s.mu.Unlock()
 		return nil, err
@@ -412,13 +413,12 @@ func (s *Server) submit(user *store.User, t *spec.Task, ended map[int64]outcome,
 	}
 	run := rs.rec
 	b.Runs = append(b.Runs, &run)
-	out := s.apiRun(&run, nil, user.Name, t)
 	done := s.enqueue(b, s.wakeScheduler)
 	s.mu.Unlock()
 	if err := <-done; err != nil {
 		return nil, err
 	}
-	return out, nil
+	return s.apiRun(&run, nil, user.Name, t), nil
 }
 
 func jobCopy(j *jobState) *store.Job {
