@@ -166,35 +166,84 @@ func (s *Server) handleListRuns(w http.ResponseWriter, r *http.Request, _ *store
 		writeError(w, err)
 		return
 	}
-	runs, err := s.store.ListRuns(r.Context(), f)
-	if err != nil {
-		writeError(w, err)
-		return
+	// Streamed a page at a time, so that no listing holds the whole table
+	// (and its JSON) in memory, however long the history.
+	want, sent := f.Limit, 0
+	for page := 0; ; page++ {
+		f.Limit = s.cfg.ListPage
+		if want > 0 {
+			f.Limit = min(s.cfg.ListPage, want-sent)
+		}
+		runs, err := s.store.ListRuns(r.Context(), f)
+		if err != nil {
+			if page == 0 {
+				writeError(w, err)
+			} else {
+				s.log.Warn("listing cut short", "err", err) // the client sees JSON that does not end
+			}
+			return
+		}
+		if page == 0 {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusOK)
+			w.Write([]byte("["))
+		}
+		out, err := s.listPage(r, runs, q.Get("jobs") == "1", q.Get("spec") == "1")
+		if err != nil {
+			s.log.Warn("listing cut short", "err", err)
+			return
+		}
+		for i, o := range out {
+			if sent+i > 0 {
+				w.Write([]byte(","))
+			}
+			body, _ := json.Marshal(o)
+			if _, err := w.Write(body); err != nil {
+				return // the client has gone
+			}
+		}
+		sent += len(runs)
+		if len(runs) < f.Limit || want > 0 && sent >= want {
+			break
+		}
+		f.BeforeID = runs[len(runs)-1].ID
 	}
+	w.Write([]byte("]\n"))
+}
+
+// listPage is one page of a listing as the API shows it: with their jobs
+// (one query for the page) and configurations when asked, and what the last
+// pass said the waiting ones wait for.
+func (s *Server) listPage(r *http.Request, runs []*store.Run, withJobs, withSpecs bool) ([]*api.Run, error) {
 	jobsOf := map[int64][]*store.Job{}
-	if q.Get("jobs") == "1" && len(runs) > 0 {
+	if withJobs && len(runs) > 0 {
 		ids := make([]int64, len(runs))
 		for i, run := range runs {
 			ids[i] = run.ID
 		}
 		jobs, err := s.store.ListJobsOf(r.Context(), ids)
 		if err != nil {
-			writeError(w, err)
-			return
+			return nil, err
 		}
 		for _, j := range jobs {
 			jobsOf[j.RunID] = append(jobsOf[j.RunID], j)
 		}
 	}
-	out := make([]*api.Run, 0, len(runs))
-	for _, run := range runs {
-		o := s.withBlockedBy(s.apiRun(run, jobsOf[run.ID], s.name(r.Context(), 'u', run.UserID), nil))
-		if q.Get("spec") == "1" {
-			o = withSpec(o, run)
+	out := make([]*api.Run, len(runs))
+	for i, run := range runs {
+		out[i] = s.apiRun(run, jobsOf[run.ID], s.name(r.Context(), 'u', run.UserID), nil)
+		if withSpecs {
+			out[i] = withSpec(out[i], run)
 		}
-		out = append(out, o)
 	}
-	writeJSON(w, http.StatusOK, out)
+	s.mu.Lock()
+	for _, o := range out {
+		if rs, ok := s.pending[o.ID]; ok && o.Status == api.StatusSubmitted {
+			o.BlockedBy = slices.Clone(rs.blockedBy)
+		}
+	}
+	s.mu.Unlock()
+	return out, nil
 }
 
 // runFilter reads the list's query parameters.

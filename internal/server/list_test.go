@@ -11,10 +11,11 @@ import (
 	"github.com/berth-hq/berth/internal/client"
 )
 
-// GET /runs narrows the listing on the server: ids, user, status and the
-// window, with each run's jobs read in one query.
+// GET /runs narrows the listing on the server: ids, user, status, the
+// window and a limit, with each page's jobs read in one query; pages of two
+// runs here, so that every listing spans pages.
 func TestListRunsFilters(t *testing.T) {
-	h := newHarness(t, t.TempDir())
+	h := newHarnessCfg(t, t.TempDir(), "127.0.0.1:0", func(c *Config) { c.ListPage = 2 })
 	ctx := context.Background()
 	a := submit(t, h, "type: task\ncommands: [\"true\"]\n")
 	b := submit(t, h, "type: task\nnodes: 2\ncommands: [\"true\"]\n")
@@ -40,6 +41,10 @@ func TestListRunsFilters(t *testing.T) {
 		want []int64
 	}{
 		"every run":   {client.ListOptions{All: true}, []int64{c.ID, b.ID, a.ID}},
+		"active":      {client.ListOptions{}, []int64{c.ID, b.ID, a.ID}},
+		"limit 2":     {client.ListOptions{All: true, Limit: 2}, []int64{c.ID, b.ID}},
+		"limit 1":     {client.ListOptions{All: true, Limit: 1}, []int64{c.ID}},
+		"limit 5":     {client.ListOptions{All: true, Limit: 5}, []int64{c.ID, b.ID, a.ID}},
 		"ids":         {client.ListOptions{All: true, IDs: []int64{a.ID, c.ID}}, []int64{c.ID, a.ID}},
 		"user":        {client.ListOptions{All: true, Users: []string{"admin"}}, []int64{c.ID, b.ID, a.ID}},
 		"other user":  {client.ListOptions{All: true, Users: []string{"nobody"}}, nil},

@@ -69,6 +69,9 @@ type Config struct {
 	// MaxArraySize bounds array indices, as Slurm's MaxArraySize: indices
 	// 0..MaxArraySize-1 (default 1,000,001).
 	MaxArraySize int
+	// ListPage is how many runs a listing reads and sends at a time
+	// (default 1,000): listings stream, a page in memory at once.
+	ListPage int
 }
 
 // Server is the control plane. New loads its state; Run runs its loops;
@@ -176,6 +179,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if cfg.NodeTimeout == 0 {
 		cfg.NodeTimeout = time.Minute
+	}
+	if cfg.ListPage <= 0 {
+		cfg.ListPage = 1000
 	}
 	if cfg.MaxArraySize == 0 {
 		cfg.MaxArraySize = 1_000_001

@@ -478,6 +478,10 @@ func (s *SQLite) ListRuns(ctx context.Context, f RunFilter) ([]*Run, error) {
 			args = append(args, st)
 		}
 	}
+	if f.BeforeID != 0 {
+		q += ` AND id < ?`
+		args = append(args, f.BeforeID)
+	}
 	order := ` ORDER BY id DESC`
 	if !f.Since.IsZero() {
 		// finished_at is 0 until a run is final. The window is read through

@@ -206,6 +206,9 @@ type RunFilter struct {
 	Users []string
 	// Statuses, when set, keeps the runs in these statuses.
 	Statuses []string
+	// BeforeID keeps the runs of lower IDs (0: no bound): a listing's next
+	// page, newest first.
+	BeforeID int64
 	// Since keeps the runs not final before it (active, or finished at or
 	// after it); Until the runs submitted before it. Together they are
 	// the runs that existed during [Since, Until), sacct's window. Zero:
