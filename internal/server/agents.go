@@ -226,7 +226,7 @@ func (s *Server) runHosts(rs *runState) (hosts, ips []string) {
 // assignment is what an agent needs to run a job.
 func (s *Server) assignment(js *jobState, hosts, ips []string) api.Assignment {
 	rs := js.run
-	t := rs.spec
+	t := rs.task()
 	a := api.Assignment{
 		JobID: js.rec.ID, RunID: rs.rec.ID, RunName: rs.rec.Name, JobNum: js.rec.Num, Attempt: js.rec.Attempt,
 		Status: api.Status(js.rec.Status), Commands: groupCommands(t, js.rec.Num), WorkingDir: t.WorkingDir,
@@ -294,11 +294,11 @@ func jobEnv(js *jobState, hosts, ips []string, visible string) []string {
 	if len(gpus) > 0 {
 		kv = append(kv, [2]string{"SLURM_JOB_GPUS", strings.Join(gpus, ",")}, [2]string{"GPU_DEVICE_ORDINAL", strings.Join(gpus, ",")})
 	}
-	if len(rs.spec.Groups) > 0 {
-		g := strconv.Itoa(groupOf(rs.spec, js.rec.Num))
+	if len(rs.task().Groups) > 0 {
+		g := strconv.Itoa(groupOf(rs.task(), js.rec.Num))
 		kv = append(kv, [2]string{"BERTH_GROUP", g}, [2]string{"SLURM_HET_JOB_ID", id}, [2]string{"SLURM_JOB_COMPONENT_ID", g},
-			[2]string{"SLURM_HET_SIZE", strconv.Itoa(len(rs.spec.Groups))})
-		if name := rs.spec.Groups[groupOf(rs.spec, js.rec.Num)].Name; name != "" {
+			[2]string{"SLURM_HET_SIZE", strconv.Itoa(len(rs.task().Groups))})
+		if name := rs.task().Groups[groupOf(rs.task(), js.rec.Num)].Name; name != "" {
 			kv = append(kv, [2]string{"BERTH_GROUP_NAME", name})
 		}
 	}
@@ -310,11 +310,11 @@ func jobEnv(js *jobState, hosts, ips []string, visible string) []string {
 			[2]string{"SLURM_ARRAY_TASK_COUNT", count}, [2]string{"SLURM_ARRAY_TASK_MIN", strconv.Itoa(a.Min())},
 			[2]string{"SLURM_ARRAY_TASK_MAX", strconv.Itoa(a.Max())}, [2]string{"SLURM_ARRAY_TASK_STEP", strconv.Itoa(a.Step())})
 	}
-	env := make([]string, 0, len(kv)+len(rs.spec.Env))
+	env := make([]string, 0, len(kv)+len(rs.task().Env))
 	for _, p := range kv {
 		env = append(env, p[0]+"="+p[1])
 	}
-	return append(env, rs.spec.Env.Strings()...)
+	return append(env, rs.task().Env.Strings()...)
 }
 
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, _ *store.User) {

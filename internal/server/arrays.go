@@ -52,7 +52,7 @@ func (a *arrayState) count() int { return a.spec.Count() }
 
 // newArrayLocked sets up the array state of a submitted array run.
 func (s *Server) newArrayLocked(rs *runState) error {
-	as, err := spec.ParseArray(rs.spec.Array)
+	as, err := spec.ParseArray(rs.task().Array)
 	if err != nil {
 		return fmt.Errorf("%w: array: %v", ErrInvalid, err)
 	}
@@ -70,7 +70,7 @@ func (s *Server) loadArray(rs *runState, tasks []*store.Run) error {
 	if err := json.Unmarshal(rs.rec.Meta, &m); err != nil || m.Array == nil {
 		return fmt.Errorf("server: array %d: bad state %q", rs.rec.ID, rs.rec.Meta)
 	}
-	as, err := spec.ParseArray(rs.spec.Array)
+	as, err := spec.ParseArray(rs.task().Array)
 	if err != nil {
 		return fmt.Errorf("server: array %d: %w", rs.rec.ID, err)
 	}
@@ -126,11 +126,11 @@ func (s *Server) topUpArraysLocked(now time.Time, b *store.Batch) {
 // newTaskLocked creates task index of array rs as a pending run.
 func (s *Server) newTaskLocked(rs *runState, index int, now time.Time, b *store.Batch) {
 	a := rs.array
-	t := rs.spec.ForArrayTask(index, a.count())
+	t := rs.task().ForArrayTask(index, a.count())
 	body, _ := json.Marshal(t)
 	s.nextRun++
 	name := rs.rec.Name + "_" + strconv.Itoa(index)
-	if t.Name != "" && t.Name != rs.spec.Name {
+	if t.Name != "" && t.Name != rs.task().Name {
 		name = t.Name // the name has ${{ array.index }} in it
 	}
 	task := s.newRunState(store.Run{ID: s.nextRun, ProjectID: rs.rec.ProjectID, UserID: rs.rec.UserID,

@@ -83,5 +83,8 @@ func (s *Server) committer(ctx context.Context) error {
 			}
 			r.done <- nil
 		}
+		// The reused slice must not keep the committed batches alive (a
+		// pass's batch holds a copy of every run it touched).
+		clear(group)
 	}
 }

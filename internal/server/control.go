@@ -199,38 +199,43 @@ func (s *Server) updateLocked(rs *runState, req api.ControlRequest, admin bool, 
 			}
 		}
 	}
-	// Checked: from here on nothing fails.
+	// Checked: from here on nothing fails. Each target's configuration
+	// changes in one copy, stored once at the end.
+	tasks := make([]*spec.Task, len(targets))
+	for i, t := range targets {
+		tasks[i] = t.task()
+	}
 	if req.ArrayThrottle != nil {
 		rs.array.Throttle = *req.ArrayThrottle
 		s.freed = true // the throttle may let more start
 		changed = append(changed, fmt.Sprintf("array throttle %d", rs.array.Throttle))
 	}
 	if req.Priority != nil {
-		rs.rec.Priority, rs.spec.Priority = *req.Priority, *req.Priority
+		rs.rec.Priority, tasks[0].Priority = *req.Priority, *req.Priority
 		changed = append(changed, fmt.Sprintf("priority %d", *req.Priority))
 	}
 	if req.Nice != nil {
-		rs.spec.Nice = *req.Nice
+		tasks[0].Nice = *req.Nice
 		changed = append(changed, fmt.Sprintf("nice %d", *req.Nice))
 	}
 	if req.TimeLimit != nil {
 		limit := time.Duration(*req.TimeLimit) * time.Second
-		for _, t := range targets {
-			after = append(after, s.setLimitLocked(t, limit)...)
+		for i, t := range targets {
+			after = append(after, s.setLimitLocked(t, tasks[i], limit)...)
 		}
 		changed = append(changed, fmt.Sprintf("time limit %s", limit))
 	}
 	if len(req.Tags) > 0 {
 		keys := slices.Sorted(maps.Keys(req.Tags))
-		for _, t := range targets {
+		for _, t := range tasks {
 			for _, k := range keys {
 				if v := req.Tags[k]; v == "" {
-					delete(t.spec.Tags, k)
+					delete(t.Tags, k)
 				} else {
-					if t.spec.Tags == nil {
-						t.spec.Tags = map[string]string{}
+					if t.Tags == nil {
+						t.Tags = map[string]string{}
 					}
-					t.spec.Tags[k] = v
+					t.Tags[k] = v
 				}
 			}
 		}
@@ -239,10 +244,8 @@ func (s *Server) updateLocked(rs *runState, req api.ControlRequest, admin bool, 
 	if len(changed) == 0 {
 		return nil, fmt.Errorf("%w: nothing to update", ErrInvalid)
 	}
-	for _, t := range targets {
-		if body, err := json.Marshal(t.spec); err == nil {
-			t.rec.Spec = body
-		}
+	for i, t := range targets {
+		t.setTask(tasks[i])
 		if t == rs {
 			continue // the caller stores rs
 		}
@@ -279,18 +282,18 @@ func limitText(d time.Duration) string {
 	return d.String()
 }
 
-// setLimitLocked gives rs a new time limit: in its spec (which survives a
+// setLimitLocked gives rs a new time limit: in its configuration t (which survives a
 // restart), in the scheduler's view (its expected end, which backfill
 // reservations count on) and, for a run placed on nodes, in its jobs'
 // supervisors, which end a job whose new limit has passed at once. It
 // returns the messages to send once the change is stored.
-func (s *Server) setLimitLocked(rs *runState, limit time.Duration) (after []func()) {
+func (s *Server) setLimitLocked(rs *runState, t *spec.Task, limit time.Duration) (after []func()) {
 	rs.limit = limit
 	if limit == 0 {
-		rs.spec.MaxDuration = nil
+		t.MaxDuration = nil
 	} else {
 		d := spec.Duration(limit / time.Second)
-		rs.spec.MaxDuration = &d
+		t.MaxDuration = &d
 	}
 	if _, waiting := s.pending[rs.rec.ID]; waiting || rs.array != nil {
 		return nil

@@ -188,11 +188,11 @@ func judge(typ string, o outcome) verdict {
 // depHoldLocked is why rs may not start yet because of its dependencies:
 // "" (it may), Dependency, or DependencyNeverSatisfied.
 func (s *Server) depHoldLocked(rs *runState) string {
-	deps := rs.spec.DependsOn
+	deps := rs.deps
 	if len(deps) == 0 {
 		return ""
 	}
-	any := rs.spec.DependencyPolicy == "any"
+	any := rs.depAny
 	met, never := 0, 0
 	for _, d := range deps {
 		v := metDep
@@ -251,7 +251,7 @@ func parseRef(ref string) (int64, int) {
 // watchLocked records rs as waiting on the runs its dependencies name, so
 // that their changes put it back in front of the scheduler.
 func (s *Server) watchLocked(rs *runState) {
-	for _, d := range rs.spec.DependsOn {
+	for _, d := range rs.deps {
 		for _, ref := range d.Runs {
 			id, _ := parseRef(ref)
 			if !slices.Contains(s.waiters[id], rs.rec.ID) {
@@ -297,7 +297,7 @@ func (s *Server) endedLocked(rs *runState) {
 func (s *Server) singletonHoldsLocked(candidates map[int64]*runState) map[int64]bool {
 	var singles []*runState
 	for _, rs := range candidates {
-		if rs.spec.Singleton {
+		if rs.singleton {
 			singles = append(singles, rs)
 		}
 	}
@@ -358,7 +358,7 @@ func (s *Server) holdsLocked(candidates map[int64]*runState, now time.Time, b *s
 			}
 		default:
 			h := s.depHoldLocked(rs)
-			if h == reasonDependencyNever && rs.spec.KillInvalidDepend {
+			if h == reasonDependencyNever && rs.killInvalid {
 				cancel = append(cancel, rs)
 				continue
 			}

@@ -123,7 +123,7 @@ func (s *Server) releaseHeldLocked(rs *runState) []func() {
 	var after []func()
 	hosts, ips := s.runHosts(rs)
 	for k, js := range rs.jobs {
-		if !js.held || api.Status(js.rec.Status).Finished() || startupHeld(rs.spec, k, started, len(rs.jobs)) {
+		if !js.held || api.Status(js.rec.Status).Finished() || startupHeld(rs.task(), k, started, len(rs.jobs)) {
 			continue
 		}
 		js.held = false

@@ -15,13 +15,7 @@ import (
 // lifeRun is what lifecycle needs of rs.
 func (rs *runState) lifeRun() lifecycle.Run {
 	r := lifecycle.Run{Status: lifecycle.Status(rs.rec.Status), Reason: lifecycle.Reason(rs.rec.Reason),
-		Stop: lifecycle.StopCause(rs.rec.StopReq), MasterDone: rs.spec.StopCriteria == "master-done", SubmittedAt: rs.rec.SubmittedAt}
-	if p := rs.spec.Retry; p != nil {
-		r.Retry = &lifecycle.RetryPolicy{OnEvents: p.OnEvents}
-		if p.Duration != nil {
-			r.Retry.Duration = time.Duration(*p.Duration) * time.Second
-		}
-	}
+		Stop: lifecycle.StopCause(rs.rec.StopReq), Retry: rs.retryPolicy, MasterDone: rs.masterDone, SubmittedAt: rs.rec.SubmittedAt}
 	if rs.retry != nil {
 		r.Retries = *rs.retry
 	}

@@ -59,7 +59,7 @@ func (s *Server) setRules(p *policy.Policy) {
 		s.countActive(rs, 1)
 	}
 	for _, rs := range s.pending {
-		s.resolve(rs, p)
+		s.resolve(rs, rs.task(), p)
 	}
 	s.freed = true
 	s.mu.Unlock()

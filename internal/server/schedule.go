@@ -51,7 +51,7 @@ func (st *scheduleState) next(t time.Time) time.Time {
 
 // newScheduleLocked sets up a submitted schedule.
 func (s *Server) newScheduleLocked(rs *runState, now time.Time) error {
-	exprs, err := parseCron(rs.spec.Schedule.Cron)
+	exprs, err := parseCron(rs.task().Schedule.Cron)
 	if err != nil {
 		return err
 	}
@@ -69,7 +69,7 @@ func (s *Server) loadSchedule(rs *runState) error {
 	if err := json.Unmarshal(rs.rec.Meta, &m); err != nil || m.Schedule == nil {
 		return fmt.Errorf("server: schedule %d: bad state %q", rs.rec.ID, rs.rec.Meta)
 	}
-	exprs, err := parseCron(rs.spec.Schedule.Cron)
+	exprs, err := parseCron(rs.task().Schedule.Cron)
 	if err != nil {
 		return fmt.Errorf("server: schedule %d: %w", rs.rec.ID, err)
 	}
@@ -101,7 +101,7 @@ func (s *Server) tickSchedulesLocked(now time.Time, b *store.Batch) time.Time {
 
 // submitTickLocked submits one run of a schedule.
 func (s *Server) submitTickLocked(rs *runState, now time.Time, b *store.Batch) {
-	t := *rs.spec
+	t := *rs.task()
 	t.Schedule = nil
 	body, _ := json.Marshal(&t)
 	s.nextRun++

@@ -21,9 +21,24 @@ import (
 
 // runState is an active run in memory.
 type runState struct {
-	rec   store.Run
-	spec  *spec.Task
-	req   sched.Request
+	rec store.Run
+	// parsed is its configuration decoded, kept while it is placed (the
+	// agents need all of it) and for arrays and schedules; a waiting run
+	// holds only its stored form (rec.Spec) and what passes read of it
+	// (below), so that a long queue costs little memory. task() reads it.
+	parsed *spec.Task
+	// What the control plane reads of the configuration while the run
+	// waits: its QOS and nice (every pass), its retry policy and stop
+	// criteria (lifecycle), and its dependencies.
+	qos         string
+	nice        int64
+	retryPolicy *lifecycle.RetryPolicy
+	masterDone  bool
+	deps        []spec.Dependency
+	depAny      bool // dependency_policy: any
+	singleton   bool
+	killInvalid bool // kill_invalid_depend
+	req         sched.Request
 	limit time.Duration // max_duration; 0 none
 	jobs  []*jobState
 	// placedAt is when the scheduler placed it: its expected end counts
@@ -52,20 +67,69 @@ type runState struct {
 // newRunState builds an active run from its record and configuration,
 // resolving its fleets, tier and time limit against the policy.
 func (s *Server) newRunState(rec store.Run, t *spec.Task, user, project string) *runState {
-	rs := &runState{rec: rec, spec: t, user: user, project: project}
+	rs := &runState{rec: rec, parsed: t, user: user, project: project}
+	rs.configure(t)
+	s.resolve(rs, t, s.rules.Load())
+	return rs
+}
+
+// configure keeps what the control plane reads of t while the run waits.
+func (rs *runState) configure(t *spec.Task) {
+	rs.qos, rs.nice = t.QOS, t.Nice
+	rs.limit = 0
 	if t.MaxDuration != nil {
 		rs.limit = time.Duration(*t.MaxDuration) * time.Second
 	}
-	s.resolve(rs, s.rules.Load())
-	return rs
+	rs.retryPolicy = nil
+	if p := t.Retry; p != nil {
+		rs.retryPolicy = &lifecycle.RetryPolicy{OnEvents: p.OnEvents}
+		if p.Duration != nil {
+			rs.retryPolicy.Duration = time.Duration(*p.Duration) * time.Second
+		}
+	}
+	rs.masterDone = t.StopCriteria == "master-done"
+	rs.deps, rs.depAny, rs.singleton, rs.killInvalid = t.DependsOn, t.DependencyPolicy == "any", t.Singleton, t.KillInvalidDepend
+}
+
+// task is the run's configuration: the parsed one when kept, else decoded
+// from its stored form (a copy: changes to it are saved with setTask).
+func (rs *runState) task() *spec.Task {
+	if rs.parsed != nil {
+		return rs.parsed
+	}
+	var t spec.Task
+	if err := json.Unmarshal(rs.rec.Spec, &t); err != nil {
+		panic(fmt.Sprintf("server: run %d: stored configuration unreadable: %v", rs.rec.ID, err)) // it was encoded by us
+	}
+	return &t
+}
+
+// setTask stores a changed configuration t (from task()) in the run.
+func (rs *runState) setTask(t *spec.Task) {
+	if body, err := json.Marshal(t); err == nil {
+		rs.rec.Spec = body
+	}
+	if rs.parsed != nil {
+		rs.parsed = t
+	}
+	rs.configure(t)
+}
+
+// keepTask keeps the configuration parsed (the run is placed);
+// dropTask lets a plain waiting run hold only its stored form.
+func (rs *runState) keepTask() { rs.parsed = rs.task() }
+
+func (rs *runState) dropTask() {
+	if rs.array == nil && rs.sched == nil {
+		rs.parsed = nil
+	}
 }
 
 // resolve sets what a run asks for from its configuration and time limit
 // and the policy's fleets: the fleets its names reach, their tier, and a
 // hold when every fleet's time limit is below the run's. A policy reload
 // resolves the pending runs again.
-func (s *Server) resolve(rs *runState, rules *policy.Policy) {
-	t := rs.spec
+func (s *Server) resolve(rs *runState, t *spec.Task, rules *policy.Policy) {
 	rs.req, rs.groups, rs.hold = request(t), nil, ""
 	rs.req.Fleets = rules.ResolveFleets(t.Fleets)
 	rs.tier = rules.Tier(rs.req.Fleets)
@@ -103,7 +167,7 @@ func (s *Server) resolve(rs *runState, rules *policy.Policy) {
 // keys are the limit keys the run counts under.
 func (rs *runState) keys() []sched.LimitKey {
 	return []sched.LimitKey{{Scope: sched.ScopeUser, Name: rs.user}, {Scope: sched.ScopeProject, Name: rs.project},
-		{Scope: sched.ScopeQOS, Name: rs.spec.QOS}, {Scope: sched.ScopeQOSUser, Name: rs.spec.QOS + "\x00" + rs.user}}
+		{Scope: sched.ScopeQOS, Name: rs.qos}, {Scope: sched.ScopeQOSUser, Name: rs.qos + "\x00" + rs.user}}
 }
 
 // expectedEnd is when the run should give its resources back (zero: no
@@ -254,7 +318,7 @@ func (s *Server) load(ctx context.Context) error {
 			// because of a sibling (all-or-nothing, master-done).
 			js.stopping = api.Status(js.rec.Status) == api.StatusTerminating && lifecycle.StopCause(rs.rec.StopReq) == lifecycle.StopNone
 		}
-		if rs.spec.StartupOrder != "" && len(rs.jobs) > 1 {
+		if rs.task().StartupOrder != "" && len(rs.jobs) > 1 {
 			// startup_order's held assignments are not stored: hold again
 			// the placed jobs whose turn has not come.
 			started := func(k int) bool {
@@ -262,10 +326,10 @@ func (s *Server) load(ctx context.Context) error {
 				return st == api.StatusRunning || st.Finished()
 			}
 			for k, js := range rs.jobs {
-				js.held = api.Status(js.rec.Status) == api.StatusProvisioning && startupHeld(rs.spec, k, started, len(rs.jobs))
+				js.held = api.Status(js.rec.Status) == api.StatusProvisioning && startupHeld(rs.task(), k, started, len(rs.jobs))
 			}
 		}
-		if rs.spec.Array != "" && rs.rec.ArrayID == 0 {
+		if rs.task().Array != "" && rs.rec.ArrayID == 0 {
 			tasks, err := s.store.ListRuns(ctx, store.RunFilter{All: true, ArrayID: rs.rec.ID, Brief: true})
 			if err != nil {
 				return err
@@ -288,7 +352,7 @@ func (s *Server) load(ctx context.Context) error {
 		}
 	}
 	for _, rs := range s.pending {
-		for _, d := range rs.spec.DependsOn {
+		for _, d := range rs.deps {
 			for _, ref := range d.Runs {
 				id, _ := parseRef(ref)
 				if _, active := s.runs[id]; active {
@@ -321,6 +385,7 @@ func (s *Server) load(ctx context.Context) error {
 			}
 		}
 		s.watchLocked(rs)
+		rs.dropTask()
 	}
 	s.freed = true
 	if err := s.loadUsage(ctx); err != nil {
@@ -410,6 +475,7 @@ func (s *Server) submit(user *store.User, t *spec.Task, ended map[int64]outcome,
 	} else {
 		s.pending[id] = rs
 		s.fresh[id] = rs
+		rs.dropTask()
 	}
 	run := rs.rec
 	b.Runs = append(b.Runs, &run)
@@ -699,7 +765,7 @@ func (s *Server) snapshotLocked(pending map[int64]*runState, holds map[int64]str
 			r, ok := held[js.rec.RunID]
 			if !ok {
 				rs := js.run
-				r = &sched.Running{RunID: js.rec.RunID, End: rs.expectedEnd(), User: rs.user, Project: rs.project, QOS: rs.spec.QOS,
+				r = &sched.Running{RunID: js.rec.RunID, End: rs.expectedEnd(), User: rs.user, Project: rs.project, QOS: rs.qos,
 					Priority: int64(rs.rec.Priority), Start: rs.rec.StartedAt, Ending: rs.rec.StopReq > 0, Array: arrayKey(rs)}
 				if r.Ending {
 					// Being stopped: gone within the grace period.
@@ -726,7 +792,7 @@ func (s *Server) snapshotLocked(pending map[int64]*runState, holds map[int64]str
 	snap.Pending = make([]sched.Pending, 0, len(pending))
 	for _, rs := range pending {
 		p := sched.Pending{Hold: holds[rs.rec.ID], RunID: rs.rec.ID, Priority: rs.rec.Priority, SubmittedAt: rs.rec.SubmittedAt, Nodes: len(rs.jobs),
-			Request: rs.req, Limit: rs.limit, User: rs.user, Project: rs.project, QOS: rs.spec.QOS, Tier: rs.tier, Nice: rs.spec.Nice, Array: arrayKey(rs), Groups: rs.groups}
+			Request: rs.req, Limit: rs.limit, User: rs.user, Project: rs.project, QOS: rs.qos, Tier: rs.tier, Nice: rs.nice, Array: arrayKey(rs), Groups: rs.groups}
 		p.JobIDs = make([]int64, len(rs.jobs))
 		for k, js := range rs.jobs {
 			p.JobIDs[k] = js.rec.ID
@@ -799,7 +865,8 @@ func (s *Server) scheduleOnce() {
 		rs := s.runs[st.RunID]
 		rs.placedAt, rs.rec.EstimatedStart = now, time.Time{}
 		delete(s.pending, st.RunID)
-		orderPlacements(rs.spec, st.Placements) // dist.go: SLURM_NODEID 0 is the first host of SLURM_JOB_NODELIST
+		rs.keepTask() // placed: its agents need all of it
+		orderPlacements(rs.task(), st.Placements) // dist.go: SLURM_NODEID 0 is the first host of SLURM_JOB_NODELIST
 		nodeIPs := make([]string, len(st.Placements))
 		hosts := make([]string, len(st.Placements))
 		for k, p := range st.Placements {
@@ -818,7 +885,7 @@ func (s *Server) scheduleOnce() {
 		// total): they go out once every job is placed.
 		for k, p := range st.Placements {
 			js, ns := rs.jobs[k], s.nodes[p.Node]
-			js.held = startupHeld(rs.spec, k, func(int) bool { return false }, len(rs.jobs))
+			js.held = startupHeld(rs.task(), k, func(int) bool { return false }, len(rs.jobs))
 			if ns.conn != nil && !js.held {
 				c, asg := ns.conn, s.assignment(js, hosts, nodeIPs)
 				after = append(after, func() { c.send(api.AgentMessage{Type: "assign", Jobs: []api.Assignment{asg}}) })
@@ -829,7 +896,7 @@ func (s *Server) scheduleOnce() {
 	}
 	for id, reason := range plan.Reasons {
 		rs := s.runs[id]
-		if reason == sched.ReasonNoNode && rs.spec.Retry != nil && s.noCapacityLocked(rs, now, b) {
+		if reason == sched.ReasonNoNode && rs.retryPolicy != nil && s.noCapacityLocked(rs, now, b) {
 			continue
 		}
 		rs.blockedBy = plan.BlockedBy[id]
@@ -867,15 +934,15 @@ func (s *Server) submitLimitLocked(rs *runState) error {
 	for _, k := range rs.keys() {
 		lk := k
 		if k.Scope == sched.ScopeQOSUser {
-			lk.Name = rs.spec.QOS
+			lk.Name = rs.qos
 		}
 		max, ok := rules.Submit[lk]
 		if !ok || s.active[k] < max {
 			continue
 		}
 		what := map[sched.Scope]string{sched.ScopeUser: "AssocMaxSubmitJobLimit: user " + rs.user,
-			sched.ScopeProject: "AssocGrpSubmitJobsLimit: project " + rs.project, sched.ScopeQOS: "QOSGrpSubmitJobsLimit: QOS " + rs.spec.QOS,
-			sched.ScopeQOSUser: "QOSMaxSubmitJobPerUserLimit: QOS " + rs.spec.QOS + " for user " + rs.user}[k.Scope]
+			sched.ScopeProject: "AssocGrpSubmitJobsLimit: project " + rs.project, sched.ScopeQOS: "QOSGrpSubmitJobsLimit: QOS " + rs.qos,
+			sched.ScopeQOSUser: "QOSMaxSubmitJobPerUserLimit: QOS " + rs.qos + " for user " + rs.user}[k.Scope]
 		return fmt.Errorf("%w: %s already has %d active runs, the most it may have (Slurm: Job violates accounting/QOS policy)", ErrInvalid, what, s.active[k])
 	}
 	return nil
@@ -887,6 +954,7 @@ func (s *Server) submitLimitLocked(rs *runState) error {
 func (s *Server) requeueLocked(rs *runState, attempt int, now time.Time, b *store.Batch) {
 	rs.jobs = nil
 	s.newJobsLocked(rs, attempt, now, b)
+	rs.dropTask()
 	rs.rec.StartedAt, rs.placedAt = time.Time{}, time.Time{}
 	s.pending[rs.rec.ID] = rs
 	s.fresh[rs.rec.ID] = rs
@@ -954,7 +1022,7 @@ func groupOf(t *spec.Task, k int) int {
 
 // newJobsLocked gives rs a fresh job per node, of the given attempt, waiting.
 func (s *Server) newJobsLocked(rs *runState, attempt int, now time.Time, b *store.Batch) {
-	for k := range jobCount(rs.spec) {
+	for k := range jobCount(rs.task()) {
 		s.nextJob++
 		js := &jobState{run: rs, rec: store.Job{ID: s.nextJob, RunID: rs.rec.ID, Num: k, Attempt: attempt, Status: string(api.StatusSubmitted), SubmittedAt: now, Alloc: []byte("{}")}}
 		rs.jobs = append(rs.jobs, js)
@@ -967,6 +1035,7 @@ func (s *Server) newJobsLocked(rs *runState, attempt int, now time.Time, b *stor
 // the queue with its jobs, recording both in b.
 func (s *Server) queueRunLocked(rs *runState, now time.Time, b *store.Batch) {
 	s.newJobsLocked(rs, 0, now, b)
+	rs.dropTask()
 	s.runs[rs.rec.ID] = rs
 	s.pending[rs.rec.ID] = rs
 	s.fresh[rs.rec.ID] = rs

@@ -141,12 +141,15 @@ type recordingStore struct {
 	store.Store
 	mu      sync.Mutex
 	batches []*store.Batch
+	record  bool // set before the server starts; off for benchmarks
 }
 
 func (r *recordingStore) Apply(ctx context.Context, b *store.Batch) error {
-	r.mu.Lock()
-	r.batches = append(r.batches, b)
-	r.mu.Unlock()
+	if r.record {
+		r.mu.Lock()
+		r.batches = append(r.batches, b)
+		r.mu.Unlock()
+	}
 	return r.Store.Apply(ctx, b)
 }
 
@@ -177,7 +180,7 @@ func newTranscriptEnv(t *testing.T) *transcriptEnv {
 		t.Fatal(err)
 	}
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	e := &transcriptEnv{st: &recordingStore{Store: sq}, clock: &fakeClock{now: start}, start: start,
+	e := &transcriptEnv{st: &recordingStore{Store: sq, record: true}, clock: &fakeClock{now: start}, start: start,
 		conns: map[string]*agentConn{}, nodes: map[string]*nodeState{}, runs: map[string]int64{}, names: map[int64]string{}}
 	e.srv, err = New(ctx, Config{Store: e.st, Clock: e.clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), StopGrace: 10 * time.Second})
 	if err != nil {

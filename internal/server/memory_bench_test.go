@@ -1,0 +1,60 @@
+package server
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"sync"
+	"testing"
+)
+
+// BenchmarkPendingMemory reports the live heap a waiting run costs the
+// server: N runs of `sleep 3600`, each needing the whole node, submitted
+// through the server's submit path (as the API does) onto one node, then a
+// scheduling pass over them. BERTH_HEAP_PROFILE=FILE writes the heap
+// profile. berth bench memory measures the same through HTTP, as RSS.
+//
+//	go test ./internal/server -run XXX -bench PendingMemory -benchtime 1x
+func BenchmarkPendingMemory(b *testing.B) {
+	const runs = 100_000
+	for range b.N {
+		e := newTranscriptEnv(&testing.T{})
+		e.do(&testing.T{}, "node n1 cpus=4")
+		e.st.record = false
+		var before runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		task := task(b, "type: task\ncommands: [\"sleep 3600\"]\nresources: {cpu: 4}\n")
+		var wg sync.WaitGroup
+		for k := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := k; i < runs; i += 8 {
+					t := *task
+					if _, err := e.srv.submit(e.admin, &t, nil, submitOpts{}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		e.srv.scheduleOnce()
+		e.settle()
+		e.st.take() // the transcripts' record of the batches is not the server's
+		var after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/runs, "live-bytes/run")
+		if f := os.Getenv("BERTH_HEAP_PROFILE"); f != "" {
+			out, err := os.Create(f)
+			if err == nil {
+				pprof.WriteHeapProfile(out)
+				out.Close()
+			}
+		}
+		fmt.Fprintf(os.Stderr, "pending: %d runs in memory\n", len(e.srv.pending))
+	}
+}
