@@ -3,6 +3,7 @@ package server
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -34,13 +35,14 @@ import (
 //
 //	node N cpus=C [mem=8G] [gpus=G] [fleet=F]   register N and open its stream
 //	away N                                    N's stream ends
-//	submit R [cpus=C] [mem=M] [nodes=K] [limit=1h] [retry=error,interruption [duration=1h]] [startup=master-first]
+//	submit R [name=N] [cpus=C] [mem=M] [nodes=K] [limit=1h] [retry=error,interruption [duration=1h]] [startup=master-first]
+//	         [held] [begin=+30s] [singleton]
 //	         [stop-criteria=master-done] [depends=afterok:R2] [priority=P] [qos=Q] [array=0-3%2]
 //	                                          (an array's tasks are named R_INDEX)
 //	policy FILE.yml                           the policy file's rules (testdata/transcripts/FILE.yml)
 //	schedule                                  one scheduling pass
 //	agent N started|exited R.K [code=C] [reason=stopped|aborted|max_duration|start_failed|lost_by_agent] [oom]
-//	stop R [abort] | requeue R | hold R | release R
+//	stop R [abort] | requeue R | hold R | release R | update R [limit=S] [priority=P] [throttle=T]
 //	tick D                                    the clock moves on by D (1m, 30s…)
 //	check-nodes                               nodes away past the timeout fail their jobs
 //	print runs                                every run and job as the store has them
@@ -227,7 +229,7 @@ func (e *transcriptEnv) do(t *testing.T, line string) string {
 		e.srv.disconnect(e.nodes[flags[0]], e.conns[flags[0]])
 		delete(e.conns, flags[0])
 	case "submit":
-		err = e.submit(t, flags[0], args)
+		err = e.submit(t, flags[0], flags[1:], args)
 	case "policy":
 		p, perr := policy.Load(filepath.Join("testdata/transcripts", flags[0]))
 		if perr != nil {
@@ -242,6 +244,24 @@ func (e *transcriptEnv) do(t *testing.T, line string) string {
 		err = e.srv.stop(e.runs[flags[0]], slices.Contains(flags, "abort"))
 	case "requeue", "hold", "release":
 		err = e.srv.control(e.runs[flags[0]], api.ControlRequest{Action: f[0]}, true)
+	case "update":
+		req := api.ControlRequest{Action: "update"}
+		for k, v := range args {
+			n := int64(atoi(v, -1))
+			switch k {
+			case "limit":
+				req.TimeLimit = &n
+			case "priority":
+				p := int(n)
+				req.Priority = &p
+			case "throttle":
+				p := int(n)
+				req.ArrayThrottle = &p
+			default:
+				t.Fatalf("%s: unknown field %s", line, k)
+			}
+		}
+		err = e.srv.control(e.runs[flags[0]], req, true)
 	case "tick":
 		d, perr := time.ParseDuration(flags[0])
 		if perr != nil {
@@ -300,8 +320,20 @@ func atoi(s string, def int) int {
 	return def
 }
 
-func (e *transcriptEnv) submit(t *testing.T, name string, args map[string]string) error {
-	y := fmt.Sprintf("type: task\nname: %s\ncommands: [\"true\"]\nresources:\n  cpu: %s\n", name, cmp.Or(args["cpus"], "1"))
+func (e *transcriptEnv) submit(t *testing.T, name string, flags []string, args map[string]string) error {
+	y := fmt.Sprintf("type: task\nname: %s\ncommands: [\"true\"]\nresources:\n  cpu: %s\n", cmp.Or(args["name"], name), cmp.Or(args["cpus"], "1"))
+	if slices.Contains(flags, "singleton") {
+		y += "singleton: true\n"
+	}
+	var opts submitOpts
+	opts.hold = slices.Contains(flags, "held")
+	if v := args["begin"]; v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("begin=%s: %v", v, err)
+		}
+		opts.begin = e.clock.Now().Add(d)
+	}
 	if m := args["mem"]; m != "" {
 		y += "  memory: " + m + "\n"
 	}
@@ -333,7 +365,7 @@ func (e *transcriptEnv) submit(t *testing.T, name string, args map[string]string
 	if err != nil {
 		return err
 	}
-	r, err := e.srv.submit(e.admin, task, seen, submitOpts{})
+	r, err := e.srv.submit(e.admin, task, seen, opts)
 	if err != nil {
 		return err
 	}
@@ -503,6 +535,17 @@ func (e *transcriptEnv) printRuns(t *testing.T) string {
 		fmt.Fprintf(&out, "run %s: %s", e.names[r.ID], status(r.Status, r.Reason, r.ExitCode))
 		if c := lifecycle.StopCause(r.StopReq); c != lifecycle.StopNone {
 			fmt.Fprintf(&out, " stop=%s", c)
+		}
+		// What the stored configuration says of its priority and limit.
+		var cfg spec.Task
+		if err := json.Unmarshal(r.Spec, &cfg); err != nil {
+			t.Fatalf("run %s: stored configuration: %v", e.names[r.ID], err)
+		}
+		if cfg.Priority != 0 {
+			fmt.Fprintf(&out, " priority=%d", cfg.Priority)
+		}
+		if cfg.MaxDuration != nil {
+			fmt.Fprintf(&out, " limit=%ds", *cfg.MaxDuration)
 		}
 		out.WriteString("\n")
 		jobs, err := e.st.ListJobs(ctx, r.ID)

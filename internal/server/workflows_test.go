@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	"github.com/berth-hq/berth/internal/api"
-	"github.com/berth-hq/berth/internal/lifecycle"
 	"github.com/berth-hq/berth/internal/store"
 )
 
@@ -115,28 +113,6 @@ func TestDependencyErrors(t *testing.T) {
 	}
 	if runs, _ := h.st.ListRuns(context.Background(), store.RunFilter{All: true}); len(runs) != 1 || runs[0].ID != plain.ID {
 		t.Errorf("%d runs stored after refused submissions, want only the first", len(runs))
-	}
-}
-
-func TestSingleton(t *testing.T) {
-	h := newHarness(t, t.TempDir())
-	startAgent(t, h, agentOpts{name: "n1", cpus: 8})
-	var ids []int64
-	for range 3 {
-		ids = append(ids, submit(t, h, "type: task\nname: registry\nsingleton: true\ncommands: [\"sleep 0.3\"]\n").ID)
-	}
-	var runs []*api.Run
-	for _, id := range ids {
-		runs = append(runs, finished(t, h, fmt.Sprint(id)))
-	}
-	sort.Slice(runs, func(i, k int) bool { return runs[i].StartedAt.Before(*runs[k].StartedAt) })
-	for i := 1; i < len(runs); i++ {
-		if runs[i].StartedAt.Before(*runs[i-1].FinishedAt) {
-			t.Errorf("run %d started %v while run %d ran until %v", runs[i].ID, runs[i].StartedAt, runs[i-1].ID, runs[i-1].FinishedAt)
-		}
-	}
-	if runs[0].ID != ids[0] {
-		t.Errorf("the oldest singleton should go first: %d did, not %d", runs[0].ID, ids[0])
 	}
 }
 
@@ -369,47 +345,6 @@ groups:
 	}
 }
 
-func TestHoldReleaseUpdate(t *testing.T) {
-	h := newHarness(t, t.TempDir())
-	ctx := context.Background()
-	r, err := h.c.Submit(ctx, api.SubmitRequest{Spec: task(t, "type: task\nname: held\ncommands: [\"true\"]\nmax_duration: 1h\n"), Hold: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitReason(t, h, r.ID, string(lifecycle.ReasonHeldUser))
-	limit, prio := int64(600), 70
-	if _, err := h.c.Control(ctx, "held", api.ControlRequest{Action: "update", TimeLimit: &limit, Priority: &prio}); err != nil {
-		t.Fatal(err)
-	}
-	got, _ := h.c.Run(ctx, "held")
-	if got.Priority != 70 || got.Spec.MaxDuration == nil || *got.Spec.MaxDuration != 600 {
-		t.Errorf("after update: priority %d, max_duration %v", got.Priority, got.Spec.MaxDuration)
-	}
-	if _, err := h.c.Control(ctx, "held", api.ControlRequest{Action: "update", ArrayThrottle: &prio}); err == nil {
-		t.Error("a throttle on a run that is no array was accepted")
-	}
-	startAgent(t, h, agentOpts{name: "n1", cpus: 2})
-	time.Sleep(300 * time.Millisecond)
-	if got, _ := h.c.Run(ctx, "held"); got.Status != api.StatusSubmitted {
-		t.Fatalf("a held run went %s", got.Status)
-	}
-	if _, err := h.c.Control(ctx, "held", api.ControlRequest{Action: "release"}); err != nil {
-		t.Fatal(err)
-	}
-	if end := finished(t, h, "held"); end.Status != api.StatusDone {
-		t.Errorf("released run ended %s", end.Status)
-	}
-	// Begin: not before.
-	b, err := h.c.Submit(ctx, api.SubmitRequest{Spec: task(t, "type: task\ncommands: [\"true\"]\n"), Begin: time.Now().Add(time.Second)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	end := finished(t, h, fmt.Sprint(b.ID))
-	if end.StartedAt.Before(b.SubmittedAt.Add(900 * time.Millisecond)) {
-		t.Errorf("began %v, submitted %v with begin +1s", end.StartedAt, b.SubmittedAt)
-	}
-}
-
 func TestArrayThrottleUpdate(t *testing.T) {
 	h := newHarness(t, t.TempDir())
 	ctx := context.Background()
@@ -440,25 +375,6 @@ func TestArrayThrottleUpdate(t *testing.T) {
 	}
 	if most < 2 || most > 3 {
 		t.Errorf("at most %d tasks ran at once after the throttle went to 3", most)
-	}
-}
-
-func TestRequeueOnRequest(t *testing.T) {
-	h := newHarness(t, t.TempDir())
-	ctx := context.Background()
-	startAgent(t, h, agentOpts{name: "n1", cpus: 1})
-	marker := filepath.Join(t.TempDir(), "first")
-	r := submit(t, h, fmt.Sprintf("type: task\ncommands: [\"if [ -e %s ]; then exit 0; fi; touch %s; sleep 30\"]\n", marker, marker))
-	waitFor(t, "the first attempt to sleep", func() bool { _, err := os.Stat(marker); return err == nil })
-	if _, err := h.c.Control(ctx, fmt.Sprint(r.ID), api.ControlRequest{Action: "requeue"}); err != nil {
-		t.Fatal(err)
-	}
-	end := finished(t, h, fmt.Sprint(r.ID))
-	if end.Status != api.StatusDone || len(end.Jobs) != 2 || end.Jobs[0].Reason != string(lifecycle.ReasonRequeued) || end.Jobs[1].Attempt != 1 {
-		t.Errorf("requeued run %s, jobs %+v", end.Status, end.Jobs)
-	}
-	if _, err := h.c.Control(ctx, fmt.Sprint(r.ID), api.ControlRequest{Action: "requeue"}); err == nil {
-		t.Error("an ended run was requeued")
 	}
 }
 
