@@ -39,8 +39,8 @@ type runState struct {
 	singleton   bool
 	killInvalid bool // kill_invalid_depend
 	req         sched.Request
-	limit time.Duration // max_duration; 0 none
-	jobs  []*jobState
+	limit       time.Duration // max_duration; 0 none
+	jobs        []*jobState
 	// placedAt is when the scheduler placed it: its expected end counts
 	// from its start, or from here until it has started.
 	placedAt  time.Time
@@ -865,7 +865,7 @@ func (s *Server) scheduleOnce() {
 		rs := s.runs[st.RunID]
 		rs.placedAt, rs.rec.EstimatedStart = now, time.Time{}
 		delete(s.pending, st.RunID)
-		rs.keepTask() // placed: its agents need all of it
+		rs.keepTask()                             // placed: its agents need all of it
 		orderPlacements(rs.task(), st.Placements) // dist.go: SLURM_NODEID 0 is the first host of SLURM_JOB_NODELIST
 		nodeIPs := make([]string, len(st.Placements))
 		hosts := make([]string, len(st.Placements))
