@@ -865,7 +865,8 @@ func (s *Server) scheduleOnce() {
 		rs := s.runs[st.RunID]
 		rs.placedAt, rs.rec.EstimatedStart = now, time.Time{}
 		delete(s.pending, st.RunID)
-		rs.keepTask()                             // placed: its agents need all of it
+		// Placed: its agents need all of its configuration.
+		rs.keepTask()
 		orderPlacements(rs.task(), st.Placements) // dist.go: SLURM_NODEID 0 is the first host of SLURM_JOB_NODELIST
 		nodeIPs := make([]string, len(st.Placements))
 		hosts := make([]string, len(st.Placements))
