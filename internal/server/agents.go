@@ -89,7 +89,7 @@ func (s *Server) register(info api.NodeInfo) error {
 		ns.rec.RegisteredAt = now
 	}
 	rec := ns.rec
-	done := s.enqueue(&store.Batch{Nodes: []*store.Node{&rec}}, s.wakeScheduler)
+	done := s.enqueue(&store.Batch{Nodes: []*store.Node{&rec}}, wakeEffect)
 	s.mu.Unlock()
 	return <-done
 }
@@ -179,7 +179,7 @@ func (s *Server) connect(name string) (*nodeState, *agentConn, error) {
 	sync := s.syncLocked(ns)
 	// The sync goes out once everything it reflects is durable, ahead of any
 	// later change's messages.
-	s.enqueue(&store.Batch{}, func() { conn.send(sync) }, s.wakeScheduler)
+	s.enqueue(&store.Batch{}, sendEffect(conn, sync), wakeEffect)
 	return ns, conn, nil
 }
 

@@ -5,14 +5,53 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/store"
 )
 
 // commitReq is one caller's batch and what to do once it is durable.
 type commitReq struct {
 	b     *store.Batch
-	after []func()
+	after []effect
 	done  chan error
+}
+
+// effect is something the server does once a change is durable, as data
+// (raft's Ready carries its messages so): a message to a node's agent, a
+// wake-up of a run's log followers, a wake-up of the scheduler.
+type effect struct {
+	kind effectKind
+	conn *agentConn // effectSend: the node's stream when the change was made
+	msg  api.AgentMessage
+	run  int64 // effectNotify
+}
+
+type effectKind uint8
+
+const (
+	effectSend effectKind = iota
+	effectNotify
+	effectWake
+)
+
+// wakeEffect wakes the scheduler.
+var wakeEffect = effect{kind: effectWake}
+
+// sendEffect sends m on the agent stream c.
+func sendEffect(c *agentConn, m api.AgentMessage) effect {
+	return effect{kind: effectSend, conn: c, msg: m}
+}
+
+// perform carries out an effect. It never takes s.mu.
+func (s *Server) perform(e effect) {
+	switch e.kind {
+	case effectSend:
+		e.conn.send(e.msg)
+	case effectNotify:
+		s.hub.notify(e.run)
+	case effectWake:
+		s.wakeScheduler()
+	}
 }
 
 // maxGroup bounds how many queued batches share one transaction.
@@ -20,8 +59,8 @@ const maxGroup = 2048
 
 // enqueue queues b for the committer; the caller must hold s.mu, which makes
 // the queue's order the order in which the changes were made in memory.
-// after runs once b is durable, before done is signalled.
-func (s *Server) enqueue(b *store.Batch, after ...func()) <-chan error {
+// after is performed once b is durable, before done is signalled.
+func (s *Server) enqueue(b *store.Batch, after ...effect) <-chan error {
 	done := make(chan error, 1)
 	if s.broken != nil {
 		done <- s.broken
@@ -78,8 +117,8 @@ func (s *Server) committer(ctx context.Context) error {
 		s.metrics.commits.Add(1)
 		s.metrics.batches.Add(int64(len(group)))
 		for _, r := range group {
-			for _, f := range r.after {
-				f()
+			for _, e := range r.after {
+				s.perform(e)
 			}
 			r.done <- nil
 		}

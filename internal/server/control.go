@@ -103,7 +103,7 @@ func (s *Server) control(id int64, req api.ControlRequest, admin bool) error {
 		return fmt.Errorf("%w: run %d has ended", ErrInvalid, id)
 	}
 	b := &store.Batch{}
-	var after []func()
+	var after []effect
 	waiting := func() error {
 		if _, ok := s.pending[id]; !ok && rs.array == nil {
 			return fmt.Errorf("%w: run %d is not waiting (%s): only a waiting run can be changed so", ErrInvalid, id, rs.rec.Status)
@@ -151,12 +151,12 @@ func (s *Server) control(id int64, req api.ControlRequest, admin bool) error {
 		return err
 	}
 	b.Runs = append(b.Runs, runCopy(rs))
-	done := s.enqueue(b, append(after, s.notify(id), s.wakeScheduler)...)
+	done := s.enqueue(b, append(after, s.notify(id), wakeEffect)...)
 	s.mu.Unlock()
 	return <-done
 }
 
-func (s *Server) updateLocked(rs *runState, req api.ControlRequest, admin bool, now time.Time, b *store.Batch) (after []func(), err error) {
+func (s *Server) updateLocked(rs *runState, req api.ControlRequest, admin bool, now time.Time, b *store.Batch) (after []effect, err error) {
 	id := rs.rec.ID
 	_, waiting := s.pending[id]
 	var changed []string
@@ -287,7 +287,7 @@ func limitText(d time.Duration) string {
 // reservations count on) and, for a run placed on nodes, in its jobs'
 // supervisors, which end a job whose new limit has passed at once. It
 // returns the messages to send once the change is stored.
-func (s *Server) setLimitLocked(rs *runState, t *spec.Task, limit time.Duration) (after []func()) {
+func (s *Server) setLimitLocked(rs *runState, t *spec.Task, limit time.Duration) (after []effect) {
 	rs.limit = limit
 	if limit == 0 {
 		t.MaxDuration = nil
@@ -310,7 +310,7 @@ func (s *Server) setLimitLocked(rs *runState, t *spec.Task, limit time.Duration)
 		}
 		if ns, ok := s.nodes[js.rec.Node]; ok && ns.conn != nil {
 			c, l := ns.conn, api.JobLimit{JobID: js.rec.ID, MaxDuration: int64(limit / time.Second)}
-			after = append(after, func() { c.send(api.AgentMessage{Type: "limit", Limit: &l}) })
+			after = append(after, sendEffect(c, api.AgentMessage{Type: "limit", Limit: &l}))
 		}
 		// An agent away now learns the limit from its next sync.
 	}
@@ -353,7 +353,7 @@ func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request, u *store.U
 			targets = append(targets, t)
 		}
 	}
-	var after []func()
+	var after []effect
 	sent := 0
 	for _, t := range targets {
 		for _, js := range t.jobs {
@@ -367,7 +367,7 @@ func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request, u *store.U
 			}
 			if ns, ok := s.nodes[js.rec.Node]; ok && ns.conn != nil {
 				c, k := ns.conn, api.KillJob{JobID: js.rec.ID, Signal: req.Signal, BatchOnly: req.BatchOnly}
-				after = append(after, func() { c.send(api.AgentMessage{Type: "signal", Kill: &k}) })
+				after = append(after, sendEffect(c, api.AgentMessage{Type: "signal", Kill: &k}))
 				sent++
 			}
 		}

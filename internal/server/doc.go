@@ -6,7 +6,9 @@
 // Every mutation follows one path (see commit.go): under the state lock it is
 // applied in memory and queued, in lock order, to the committer, which writes
 // queued batches to the store in one transaction (group commit) and only then
-// runs their effects — answering the caller, pushing assignments to agents,
-// waking log followers. Nothing outside the process sees a change before it is
-// durable, and effects happen in the order the changes were made.
+// performs their effects (data, see effect) — pushing assignments and stops to
+// agents, waking log followers and the scheduler — and answers the callers.
+// Nothing outside the process sees a change before it is durable, and effects
+// happen in the order the changes were made. What a run and its jobs become
+// after an event is decided by internal/lifecycle (applied in lifecycle.go).
 package server

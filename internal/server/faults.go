@@ -50,7 +50,7 @@ func (s *Server) noCapacityLocked(rs *runState, now time.Time, b *store.Batch) b
 
 // nodesLostLocked ends the jobs of nodes away for longer than NodeTimeout
 // and returns when the next node would be (zero: none pending).
-func (s *Server) nodesLostLocked(now time.Time, b *store.Batch) (next time.Time, after []func()) {
+func (s *Server) nodesLostLocked(now time.Time, b *store.Batch) (next time.Time, after []effect) {
 	for _, ns := range s.nodes {
 		if ns.conn != nil || ns.downSince.IsZero() || len(ns.jobs) == 0 {
 			continue
@@ -89,7 +89,7 @@ func (s *Server) checkNodes() time.Time {
 	b := &store.Batch{}
 	next, after := s.nodesLostLocked(s.clock.Now(), b)
 	if !b.Empty() {
-		s.enqueue(b, append(after, s.wakeScheduler)...)
+		s.enqueue(b, append(after, wakeEffect)...)
 	}
 	return next
 }
@@ -115,12 +115,12 @@ func startupHeld(t *spec.Task, k int, started func(int) bool, n int) bool {
 
 // releaseHeldLocked sends the assignments startup_order held back once the
 // jobs they wait for have started.
-func (s *Server) releaseHeldLocked(rs *runState) []func() {
+func (s *Server) releaseHeldLocked(rs *runState) []effect {
 	started := func(k int) bool {
 		st := api.Status(rs.jobs[k].rec.Status)
 		return st == api.StatusRunning || st.Finished()
 	}
-	var after []func()
+	var after []effect
 	hosts, ips := s.runHosts(rs)
 	for k, js := range rs.jobs {
 		if !js.held || api.Status(js.rec.Status).Finished() || startupHeld(rs.task(), k, started, len(rs.jobs)) {
@@ -129,7 +129,7 @@ func (s *Server) releaseHeldLocked(rs *runState) []func() {
 		js.held = false
 		if ns, ok := s.nodes[js.rec.Node]; ok && ns.conn != nil {
 			c, asg := ns.conn, s.assignment(js, hosts, ips)
-			after = append(after, func() { c.send(api.AgentMessage{Type: "assign", Jobs: []api.Assignment{asg}}) })
+			after = append(after, sendEffect(c, api.AgentMessage{Type: "assign", Jobs: []api.Assignment{asg}}))
 		}
 	}
 	return after

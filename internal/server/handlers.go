@@ -332,7 +332,7 @@ func (s *Server) cancelTask(array int64, index int) error {
 		s.mu.Unlock()
 		return err
 	}
-	done := s.enqueue(b, s.notify(array), s.wakeScheduler)
+	done := s.enqueue(b, s.notify(array), wakeEffect)
 	s.mu.Unlock()
 	return <-done
 }

@@ -34,15 +34,15 @@ func (rs *runState) lifeJobs() []lifecycle.Job {
 
 // stepLocked applies ev to rs at now, recording what changed in b, and
 // returns what to send once b is committed.
-func (s *Server) stepLocked(rs *runState, ev lifecycle.Event, now time.Time, b *store.Batch) []func() {
+func (s *Server) stepLocked(rs *runState, ev lifecycle.Event, now time.Time, b *store.Batch) []effect {
 	return s.applyLocked(rs, lifecycle.Step(rs.lifeRun(), rs.lifeJobs(), ev, now), now, b)
 }
 
 // applyLocked carries out a decision on rs: jobs end (releasing what they
 // held), are asked to stop, or start; the run becomes what the decision
 // says, goes back to the queue as a new attempt, or ends and leaves memory.
-func (s *Server) applyLocked(rs *runState, d lifecycle.Decision, now time.Time, b *store.Batch) []func() {
-	var after []func()
+func (s *Server) applyLocked(rs *runState, d lifecycle.Decision, now time.Time, b *store.Batch) []effect {
+	var after []effect
 	notes := d.Notes
 	record := func(done int) {
 		for len(notes) > 0 && notes[0].After <= done {

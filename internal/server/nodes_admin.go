@@ -54,7 +54,7 @@ func (s *Server) saveCondLocked(ns *nodeState) <-chan error {
 	}
 	s.freed = true
 	rec := ns.rec
-	return s.enqueue(&store.Batch{Nodes: []*store.Node{&rec}}, s.wakeScheduler)
+	return s.enqueue(&store.Batch{Nodes: []*store.Node{&rec}}, wakeEffect)
 }
 
 // handleAgentHealth takes a node's health report. Only a change of status

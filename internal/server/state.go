@@ -479,7 +479,7 @@ func (s *Server) submit(user *store.User, t *spec.Task, ended map[int64]outcome,
 	}
 	run := rs.rec
 	b.Runs = append(b.Runs, &run)
-	done := s.enqueue(b, s.wakeScheduler)
+	done := s.enqueue(b, wakeEffect)
 	s.mu.Unlock()
 	if err := <-done; err != nil {
 		return nil, err
@@ -512,7 +512,7 @@ func (s *Server) stop(id int64, abort bool) error {
 		return nil // already final
 	}
 	b := &store.Batch{}
-	var after []func()
+	var after []effect
 	if rs.sched != nil {
 		s.stopScheduleLocked(rs, now, b)
 	} else if rs.array != nil {
@@ -526,14 +526,14 @@ func (s *Server) stop(id int64, abort bool) error {
 	} else {
 		after = s.stopLocked(rs, cause, now, b)
 	}
-	done := s.enqueue(b, append(after, s.notify(id), s.wakeScheduler)...)
+	done := s.enqueue(b, append(after, s.notify(id), wakeEffect)...)
 	s.mu.Unlock()
 	return <-done
 }
 
 // stopLocked asks one run's jobs to end for cause (user, abort, requeue),
 // recording it in b; it returns what to send once b is committed.
-func (s *Server) stopLocked(rs *runState, cause lifecycle.StopCause, now time.Time, b *store.Batch) []func() {
+func (s *Server) stopLocked(rs *runState, cause lifecycle.StopCause, now time.Time, b *store.Batch) []effect {
 	after := s.stepLocked(rs, lifecycle.Event{Kind: lifecycle.StopRequested, Cause: cause}, now, b)
 	return append(after, s.notify(rs.rec.ID))
 }
@@ -541,7 +541,7 @@ func (s *Server) stopLocked(rs *runState, cause lifecycle.StopCause, now time.Ti
 // terminateJobLocked marks a placed job terminating, in b, and adds to after
 // the message asking its agent to stop it (none while its node is away: the
 // resync on reconnection carries the stop).
-func (s *Server) terminateJobLocked(js *jobState, abort bool, b *store.Batch, after []func()) []func() {
+func (s *Server) terminateJobLocked(js *jobState, abort bool, b *store.Batch, after []effect) []effect {
 	js.rec.Status = string(api.StatusTerminating)
 	b.Jobs = append(b.Jobs, jobCopy(js))
 	ns, ok := s.nodes[js.rec.Node]
@@ -549,7 +549,7 @@ func (s *Server) terminateJobLocked(js *jobState, abort bool, b *store.Batch, af
 		return after
 	}
 	c, id := ns.conn, js.rec.ID
-	return append(after, func() { c.send(api.AgentMessage{Type: "stop", Stop: &api.StopJob{JobID: id, Abort: abort}}) })
+	return append(after, sendEffect(c, api.AgentMessage{Type: "stop", Stop: &api.StopJob{JobID: id, Abort: abort}}))
 }
 
 // finishJob makes a job final, releases what it held and records it in b.
@@ -600,7 +600,7 @@ func (s *Server) agentEvents(node string, evs []api.AgentEvent) (*api.AgentAck, 
 	touched := map[int64]*jobState{}
 	runs := map[int64]*runState{}
 	finished := false
-	var extra []func() // messages to agents once committed
+	var extra []effect // messages to agents once committed
 	for _, ev := range evs {
 		js, ok := s.jobs[ev.JobID]
 		if !ok || js.rec.Node != node {
@@ -665,7 +665,7 @@ func (s *Server) agentEvents(node string, evs []api.AgentEvent) (*api.AgentAck, 
 		after = append(after, s.notify(id))
 	}
 	if finished {
-		after = append(after, s.wakeScheduler)
+		after = append(after, wakeEffect)
 	}
 	done := s.enqueue(b, after...)
 	s.mu.Unlock()
@@ -675,10 +675,8 @@ func (s *Server) agentEvents(node string, evs []api.AgentEvent) (*api.AgentAck, 
 	return ack, nil
 }
 
-// notify returns a function that wakes the run's log followers.
-func (s *Server) notify(runID int64) func() {
-	return func() { s.hub.notify(runID) }
-}
+// notify is the effect that wakes the run's log followers.
+func (s *Server) notify(runID int64) effect { return effect{kind: effectNotify, run: runID} }
 
 // schedLoop runs a scheduling pass whenever something changed, and on a slow
 // timer as a safety net.
@@ -854,7 +852,7 @@ func (s *Server) scheduleOnce() {
 	s.freed = false
 	s.fresh = map[int64]*runState{}
 	s.metrics.cycles.Add(1)
-	var after []func()
+	var after []effect
 	holds := s.holdsLocked(candidates, now, b)
 	plan := sched.Schedule(s.snapshotLocked(candidates, holds), now)
 	for _, p := range plan.Preemptions {
@@ -889,7 +887,7 @@ func (s *Server) scheduleOnce() {
 			js.held = startupHeld(rs.task(), k, func(int) bool { return false }, len(rs.jobs))
 			if ns.conn != nil && !js.held {
 				c, asg := ns.conn, s.assignment(js, hosts, nodeIPs)
-				after = append(after, func() { c.send(api.AgentMessage{Type: "assign", Jobs: []api.Assignment{asg}}) })
+				after = append(after, sendEffect(c, api.AgentMessage{Type: "assign", Jobs: []api.Assignment{asg}}))
 			}
 		}
 		b.Events = append(b.Events, &store.Event{RunID: rs.rec.ID, Time: now, Type: "placed", Message: "on " + strings.Join(hosts, ",")})
@@ -963,7 +961,7 @@ func (s *Server) requeueLocked(rs *runState, attempt int, now time.Time, b *stor
 
 // preemptLocked stops the plan's victims: their jobs get the stop signal and
 // grace period of a user's stop; the run's stop cause says what follows.
-func (s *Server) preemptLocked(p sched.Preemption, now time.Time, b *store.Batch) []func() {
+func (s *Server) preemptLocked(p sched.Preemption, now time.Time, b *store.Batch) []effect {
 	rs, ok := s.runs[p.Victim]
 	if !ok || lifecycle.StopCause(rs.rec.StopReq) != lifecycle.StopNone {
 		return nil
