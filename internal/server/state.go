@@ -710,7 +710,7 @@ func (s *Server) schedLoop(ctx context.Context) {
 		wait := s.cfg.ResyncEvery
 		s.mu.Lock()
 		if len(s.reasons) > 0 {
-			wait = min(wait, max(time.Until(s.reasonsDue), time.Millisecond))
+			wait = min(wait, max(s.reasonsDue.Sub(s.clock.Now()), time.Millisecond))
 		}
 		s.mu.Unlock()
 		if !next.IsZero() {
