@@ -1,12 +1,9 @@
 package cli
 
 import (
-	"bufio"
 	"fmt"
-	"os"
 	"runtime"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -79,28 +76,9 @@ server and its local agent.`,
 }
 
 // procMemory is a process's resident memory now and at its peak, in bytes
-// (/proc/PID/status VmRSS and VmHWM).
+// (/proc/PID/status VmRSS and VmHWM, in kB).
 func procMemory(pid int) (rss, peak int64) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok {
-			continue
-		}
-		kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		switch k {
-		case "VmRSS":
-			rss = kb << 10
-		case "VmHWM":
-			peak = kb << 10
-		}
-	}
-	return rss, peak
+	return statusField(pid, "VmRSS") << 10, statusField(pid, "VmHWM") << 10
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.0f MB", float64(b)/1e6) }
