@@ -376,6 +376,11 @@ type ServerStatus struct {
 	Commits int64 `json:"commits"`
 	Batches int64 `json:"batches"`
 	Passes  int64 `json:"passes"`
+	// HeapLive is the Go heap the last collection found live, HeapGoal
+	// the size the next one starts at (the collector's headroom is the
+	// difference), in bytes.
+	HeapLive int64 `json:"heap_live"`
+	HeapGoal int64 `json:"heap_goal"`
 }
 
 // RunPriority is a pending run's multifactor priority, factor by factor,

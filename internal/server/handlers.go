@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"runtime/metrics"
 	"slices"
 	"sort"
 	"strconv"
@@ -435,6 +436,9 @@ func (s *Server) handleStatus(w http.ResponseWriter, _ *http.Request, _ *store.U
 	st := api.ServerStatus{ActiveRuns: len(s.runs), PendingRuns: len(s.pending), Nodes: len(s.nodes)}
 	s.mu.Unlock()
 	st.Commits, st.Batches, st.Passes = s.metrics.commits.Load(), s.metrics.batches.Load(), s.metrics.cycles.Load()
+	heap := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/heap/goal:bytes"}}
+	metrics.Read(heap)
+	st.HeapLive, st.HeapGoal = int64(heap[0].Value.Uint64()), int64(heap[1].Value.Uint64())
 	writeJSON(w, http.StatusOK, st)
 }
 
