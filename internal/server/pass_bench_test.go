@@ -122,15 +122,12 @@ func connectAll(s *Server) {
 	s.wakeScheduler()
 }
 
-// BenchmarkSubmitDuringPass measures what a submission waits while the
-// scheduler runs full passes over 100,000 pending runs on 10,000 nodes
-// (`berth bench sched`'s largest cluster, loaded into a real server on
-// SQLite, its nodes connected but without agents): each iteration is one
-// submission through the HTTP API, timed from the call to its durable
-// answer, while a goroutine keeps asking for full passes back to back.
-// It reports the submissions' p50 and p99 and the passes' mean length.
-// Setting up takes a minute; run it with -benchtime 500x or so.
-func BenchmarkSubmitDuringPass(b *testing.B) {
+// bigCluster is a real server on SQLite loaded with `berth bench sched`'s
+// largest cluster (100,000 waiting runs, 10,000 nodes connected but
+// without agents), after the first passes started what fits: the cluster
+// is full and a pass places next to nothing, as in a long queue's steady
+// state. Its safety-net timer is off: passes run when a benchmark asks.
+func bigCluster(b *testing.B) *harness {
 	dir := b.TempDir()
 	ctx := context.Background()
 	now := time.Now().UTC()
@@ -140,11 +137,8 @@ func BenchmarkSubmitDuringPass(b *testing.B) {
 	}
 	seedCluster(b, st, synth.Cluster(1, passNodes, passPending, now), now)
 	st.Close()
-	h := newHarness(b, dir)
+	h := newHarnessCfg(b, dir, "127.0.0.1:0", func(c *Config) { c.ResyncEvery = time.Hour })
 	s := h.srv
-	// The first passes with the nodes online start what fits; after them
-	// the cluster is full and a pass places next to nothing, as in a
-	// long queue's steady state.
 	connectAll(s)
 	for c := s.metrics.cycles.Load(); s.metrics.cycles.Load() < c+2; {
 		s.mu.Lock()
@@ -153,6 +147,24 @@ func BenchmarkSubmitDuringPass(b *testing.B) {
 		s.wakeScheduler()
 		time.Sleep(10 * time.Millisecond)
 	}
+	// A submission's answer comes once everything queued before it is
+	// durable.
+	if _, err := h.c.Submit(ctx, api.SubmitRequest{Spec: task(b, "type: task\nresources: {cpu: 1}\ncommands: [\"true\"]\n")}); err != nil {
+		b.Fatal(err)
+	}
+	return h
+}
+
+// BenchmarkSubmitDuringPass measures what a submission waits while the
+// scheduler runs full passes over bigCluster: each iteration is one
+// submission through the HTTP API, timed from the call to its durable
+// answer, while a goroutine keeps asking for full passes back to back.
+// It reports the submissions' p50, p99 and worst, and the passes' mean
+// length. Setting up takes a minute or two; run it with -benchtime 200x.
+func BenchmarkSubmitDuringPass(b *testing.B) {
+	h := bigCluster(b)
+	s := h.srv
+	ctx := context.Background()
 	t := task(b, "type: task\nresources: {cpu: 1}\ncommands: [\"true\"]\n")
 	if _, err := h.c.Submit(ctx, api.SubmitRequest{Spec: t}); err != nil { // and whatever is queued before it is durable
 		b.Fatal(err)
@@ -198,4 +210,38 @@ func BenchmarkSubmitDuringPass(b *testing.B) {
 		b.ReportMetric(ms(elapsed/time.Duration(passes)), "ms/pass")
 	}
 	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkPassPhases times a full pass over bigCluster step by step: its
+// two turns under the state lock (prepare: candidates, holds and the copy;
+// apply: the re-check and the plan's application) and what runs without
+// the lock (the snapshot's waiting runs copied from their views,
+// sched.Schedule, and sorting out which reasons changed). Run it with
+// -benchtime 5x.
+func BenchmarkPassPhases(b *testing.B) {
+	h := bigCluster(b)
+	s := h.srv
+	var prepare, compute, apply time.Duration
+	b.ResetTimer()
+	for range b.N {
+		s.mu.Lock()
+		t0 := time.Now()
+		s.freed = true
+		p := s.preparePassLocked()
+		t1 := time.Now()
+		s.mu.Unlock()
+		plan := sched.Schedule(p.snapshot(), p.now)
+		reasons := s.newReasons(plan)
+		t2 := time.Now()
+		s.mu.Lock()
+		s.applyPlanLocked(p, plan, reasons)
+		t3 := time.Now()
+		s.mu.Unlock()
+		s.forgetReasons(p, plan)
+		prepare, compute, apply = prepare+t1.Sub(t0), compute+t2.Sub(t1), apply+t3.Sub(t2)
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) / float64(b.N) }
+	b.ReportMetric(ms(prepare), "prepare-ms")
+	b.ReportMetric(ms(compute), "compute-ms")
+	b.ReportMetric(ms(apply), "apply-ms")
 }
