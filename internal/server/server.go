@@ -98,7 +98,10 @@ type Server struct {
 	// fresh are the pending runs no pass has seen yet; freed says resources
 	// were released or added since the last full pass. Until something is
 	// freed, a run that did not fit still does not, so a pass need only try
-	// the fresh runs (see scheduleOnce).
+	// the fresh runs (see scheduleOnce). Every change to a waiting run that
+	// the scheduler sees must put it in fresh: that also drops its kept
+	// view (pass.go) and any start of it in a plan computed meanwhile
+	// (plan_apply.go).
 	fresh map[int64]*runState
 	freed bool
 	// reasons are pending runs whose reason or estimated start changed but
@@ -111,6 +114,9 @@ type Server struct {
 	holdUntil time.Time
 	// reserved are the runs the last pass gave reservations, in order.
 	reserved []int64
+	// applied is what the passes applied of the waiting runs' reasons
+	// (pass.go); only the pass in progress uses it.
+	applied map[int64]reasonEntry
 	// usage is each user's past CPU-seconds, decayed to usageAt (fairshare).
 	usage   sched.Usage
 	usageAt time.Time

@@ -4,11 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/berth-hq/berth/internal/api"
@@ -21,7 +19,10 @@ import (
 
 // runState is an active run in memory.
 type runState struct {
-	rec store.Run
+	// view is how the scheduler sees it while it waits (pass.go); first,
+	// so that a pass over a long queue reads one cache line of each run.
+	view *pendingView
+	rec  store.Run
 	// parsed is its configuration decoded, kept while it is placed (the
 	// agents need all of it) and for arrays and schedules; a waiting run
 	// holds only its stored form (rec.Spec) and what passes read of it
@@ -679,7 +680,8 @@ func (s *Server) agentEvents(node string, evs []api.AgentEvent) (*api.AgentAck, 
 func (s *Server) notify(runID int64) effect { return effect{kind: effectNotify, run: runID} }
 
 // schedLoop runs a scheduling pass whenever something changed, and on a slow
-// timer as a safety net.
+// timer as a safety net. It is the only caller of scheduleOnce: one pass at
+// a time, so a plan is never applied over another computed beside it.
 func (s *Server) schedLoop(ctx context.Context) {
 	t := time.NewTimer(s.cfg.ResyncEvery)
 	defer t.Stop()
@@ -741,63 +743,12 @@ func (s *Server) flushReasonsLocked(b *store.Batch, now time.Time) {
 }
 
 // snapshotLocked builds the scheduler's view of the cluster, with the given
-// pending runs.
+// pending runs and their holds (by ID).
 func (s *Server) snapshotLocked(pending map[int64]*runState, holds map[int64]string) sched.Snapshot {
-	var snap sched.Snapshot
-	now := s.clock.Now()
-	rules := s.rules.Load()
-	names := make([]string, 0, len(s.nodes))
-	for n := range s.nodes {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		snap.Nodes = append(snap.Nodes, s.schedNode(s.nodes[name]))
-	}
-	// What runs hold, and until when: from the nodes, so that a pass costs
-	// what runs, not what is queued.
-	held := map[int64]*sched.Running{}
-	var ids []int64
-	for _, name := range names {
-		for _, js := range s.nodes[name].jobs {
-			r, ok := held[js.rec.RunID]
-			if !ok {
-				rs := js.run
-				r = &sched.Running{RunID: js.rec.RunID, End: rs.expectedEnd(), User: rs.user, Project: rs.project, QOS: rs.qos,
-					Priority: int64(rs.rec.Priority), Start: rs.rec.StartedAt, Ending: rs.rec.StopReq > 0, Array: arrayKey(rs)}
-				if r.Ending {
-					// Being stopped: gone within the grace period.
-					if by := now.Add(s.cfg.StopGrace); r.End.IsZero() || by.Before(r.End) {
-						r.End = by
-					}
-				}
-				held[js.rec.RunID] = r
-				ids = append(ids, js.rec.RunID)
-			}
-			r.Placements = append(r.Placements, sched.Placement{JobID: js.rec.ID, Node: name, CPUs: js.alloc.CPUs,
-				Memory: sched.Bytes(js.alloc.Memory), GPUs: js.alloc.GPUs})
-		}
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
-		snap.Running = append(snap.Running, *held[id])
-	}
-	snap.Policy = s.cfg.Policy
-	snap.Weights = s.cfg.Weights
-	snap.Depth = s.cfg.Depth
-	snap.Usage = s.usageAtLocked(now)
-	snap.Limits, snap.QOS, snap.Shares, snap.Topology = s.arrayLimitsLocked(rules.Limits), rules.QOS, rules.Shares, rules.Topology
-	snap.Pending = make([]sched.Pending, 0, len(pending))
-	for _, rs := range pending {
-		p := sched.Pending{Hold: holds[rs.rec.ID], RunID: rs.rec.ID, Priority: rs.rec.Priority, SubmittedAt: rs.rec.SubmittedAt, Nodes: len(rs.jobs),
-			Request: rs.req, Limit: rs.limit, User: rs.user, Project: rs.project, QOS: rs.qos, Tier: rs.tier, Nice: rs.nice, Array: arrayKey(rs), Groups: rs.groups}
-		p.JobIDs = make([]int64, len(rs.jobs))
-		for k, js := range rs.jobs {
-			p.JobIDs[k] = js.rec.ID
-		}
-		snap.Pending = append(snap.Pending, p)
-	}
-	return snap
+	s.dropChangedViewsLocked()
+	p := s.copyLocked(pending, s.clock.Now())
+	p.holds = holds
+	return p.snapshot()
 }
 
 func (s *Server) schedNode(ns *nodeState) sched.Node {
@@ -818,100 +769,17 @@ func (s *Server) schedNode(ns *nodeState) sched.Node {
 // policy is greedy first fit, so a run that did not fit before fits only once
 // something was freed: until then a pass tries just the runs submitted since
 // the last one, which keeps a pass cheap however long the queue is.
+//
+// The state lock is held to copy the pass and to apply its plan, not while
+// the scheduler computes it (pass.go, plan_apply.go).
 func (s *Server) scheduleOnce() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.broken != nil {
+	p := s.preparePassLocked()
+	s.mu.Unlock()
+	if p == nil {
 		return
 	}
-	now := s.clock.Now()
-	b := &store.Batch{}
-	if h := s.holdUntil; !h.IsZero() && !now.Before(h) {
-		s.holdUntil, s.freed = time.Time{}, true // held runs are due: a full pass
-	}
-	s.topUpArraysLocked(now, b)
-	candidates := s.fresh
-	if s.freed {
-		candidates = s.pending
-	} else if len(s.reserved) > 0 {
-		// Runs that hold reservations keep them against the new ones.
-		candidates = maps.Clone(s.fresh)
-		for _, id := range s.reserved {
-			if rs, ok := s.pending[id]; ok {
-				candidates[id] = rs
-			}
-		}
-	}
-	if len(candidates) == 0 {
-		s.flushReasonsLocked(b, now)
-		if !b.Empty() {
-			s.enqueue(b)
-		}
-		return
-	}
-	s.freed = false
-	s.fresh = map[int64]*runState{}
-	s.metrics.cycles.Add(1)
-	var after []effect
-	holds := s.holdsLocked(candidates, now, b)
-	plan := sched.Schedule(s.snapshotLocked(candidates, holds), now)
-	for _, p := range plan.Preemptions {
-		after = append(after, s.preemptLocked(p, now, b)...)
-	}
-	s.reserved = plan.Reserved
-	for _, st := range plan.Starts {
-		rs := s.runs[st.RunID]
-		rs.placedAt, rs.rec.EstimatedStart = now, time.Time{}
-		delete(s.pending, st.RunID)
-		// Placed: its agents need all of its configuration.
-		rs.keepTask()
-		orderPlacements(rs.task(), st.Placements) // dist.go: SLURM_NODEID 0 is the first host of SLURM_JOB_NODELIST
-		nodeIPs := make([]string, len(st.Placements))
-		hosts := make([]string, len(st.Placements))
-		for k, p := range st.Placements {
-			nodeIPs[k] = s.nodes[p.Node].info.Addr
-			hosts[k] = p.Node
-		}
-		for k, p := range st.Placements {
-			js := rs.jobs[k]
-			ns := s.nodes[p.Node]
-			js.rec.Status, js.rec.Node = string(api.StatusProvisioning), p.Node
-			js.alloc = api.Alloc{CPUs: p.CPUs, Memory: int64(p.Memory), GPUs: p.GPUs}
-			ns.take(js)
-			b.Jobs = append(b.Jobs, jobCopy(js))
-		}
-		// Each assignment carries what all the jobs hold (hostfile, GPU
-		// total): they go out once every job is placed.
-		for k, p := range st.Placements {
-			js, ns := rs.jobs[k], s.nodes[p.Node]
-			js.held = startupHeld(rs.task(), k, func(int) bool { return false }, len(rs.jobs))
-			if ns.conn != nil && !js.held {
-				c, asg := ns.conn, s.assignment(js, hosts, nodeIPs)
-				after = append(after, sendEffect(c, api.AgentMessage{Type: "assign", Jobs: []api.Assignment{asg}}))
-			}
-		}
-		b.Events = append(b.Events, &store.Event{RunID: rs.rec.ID, Time: now, Type: "placed", Message: "on " + strings.Join(hosts, ",")})
-		s.aggregate(rs, now, b)
-	}
-	for id, reason := range plan.Reasons {
-		rs := s.runs[id]
-		if reason == sched.ReasonNoNode && rs.retryPolicy != nil && s.noCapacityLocked(rs, now, b) {
-			continue
-		}
-		rs.blockedBy = plan.BlockedBy[id]
-		est := plan.Estimates[id]
-		if rs.rec.Reason != reason || !rs.rec.EstimatedStart.Equal(est) {
-			rs.rec.Reason, rs.rec.EstimatedStart = reason, est
-			if len(s.reasons) == 0 {
-				s.reasonsDue = now.Add(reasonFlush)
-			}
-			s.reasons[id] = rs
-		}
-	}
-	s.flushReasonsLocked(b, now)
-	if !b.Empty() {
-		s.enqueue(b, after...)
-	}
+	s.applyPlan(p, sched.Schedule(p.snapshot(), p.now))
 }
 
 // countActive adds d to the active-run counts of rs's limit keys.

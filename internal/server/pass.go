@@ -1,0 +1,277 @@
+package server
+
+import (
+	"maps"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/berth-hq/berth/internal/policy"
+	"github.com/berth-hq/berth/internal/sched"
+	"github.com/berth-hq/berth/internal/store"
+)
+
+// A scheduling pass holds the state lock only to copy and to apply
+// (scheduleOnce):
+//
+//  1. preparePassLocked, under s.mu: choose the candidates (the
+//     incremental rule: fresh, reserved, or every waiting run after a
+//     freeing), decide their holds, copy the cluster and the candidates
+//     into a pass. Nothing in the pass is changed in place by the state
+//     afterwards: it may be read without the lock.
+//  2. sched.Schedule, without the lock: a pass over 100,000 waiting runs
+//     on 10,000 nodes takes about half a second, and submissions, stops and
+//     agents' reports go on meanwhile. They leave their marks as ever (a
+//     new or changed run in fresh, a release in freed), so the next pass
+//     sees them: nothing that happens during a pass is lost.
+//  3. applyPlanLocked (plan_apply.go), under s.mu again: every decision
+//     is re-checked against the state as it is now, and what no longer
+//     holds is dropped (a full pass follows).
+//
+// Only schedLoop runs passes, one at a time.
+
+// pass is one scheduling pass between its two turns under the lock.
+type pass struct {
+	now   time.Time
+	full  bool           // every waiting run is a candidate
+	rules *policy.Policy // in force when the pass was copied
+	// snap is the cluster as copied (its Pending is filled by snapshot).
+	snap  sched.Snapshot
+	views []*pendingView
+	holds map[int64]string
+	// maybeHeld are the candidates a hold may apply to (see
+	// pendingView.plain); gone those holdsLocked ended.
+	maybeHeld map[int64]*runState
+	gone      map[int64]bool
+}
+
+// pendingView is a waiting run as the scheduler sees it (but for its
+// hold), kept on the run between passes: a pass copies a pointer to it
+// under the lock, and the view itself after, instead of building 100,000
+// of them under the lock (which was most of the time a pass held it).
+// A view is never changed once built; a new one replaces it when the run
+// changes. Every change to a waiting run that the scheduler sees — a hold
+// or release, an update of its priority, nice or time limit, new jobs
+// (a requeue) — puts the run in fresh, for the incremental rule, and the
+// next pass drops the views of the fresh runs (dropChangedViewsLocked); a
+// policy reload, which resolves every waiting run's request again, makes
+// every view stale (rules). Nothing else is checked on use: a pass reads
+// two cache lines of a waiting run, not its whole record.
+type pendingView struct {
+	rules *policy.Policy
+	// plain: no hold can apply (no partition hold, user hold, begin time,
+	// retry, dependency or singleton), so holdsLocked need not look at it.
+	plain bool
+	p     sched.Pending
+}
+
+// viewOf is rs's view, built again when it is missing or stale.
+func viewOf(rs *runState, rules *policy.Policy) *pendingView {
+	if v := rs.view; v != nil && v.rules == rules {
+		return v
+	}
+	v := &pendingView{rules: rules}
+	v.p = sched.Pending{RunID: rs.rec.ID, Priority: rs.rec.Priority, SubmittedAt: rs.rec.SubmittedAt, Nodes: len(rs.jobs),
+		Request: rs.req, Limit: rs.limit, User: rs.user, Project: rs.project, QOS: rs.qos, Tier: rs.tier, Nice: rs.nice,
+		Array: arrayKey(rs), Groups: rs.groups}
+	v.p.JobIDs = make([]int64, len(rs.jobs))
+	for k, js := range rs.jobs {
+		v.p.JobIDs[k] = js.rec.ID
+	}
+	v.plain = rs.hold == "" && !rs.held && rs.begin.IsZero() && rs.retry == nil && rs.retryPolicy == nil && len(rs.deps) == 0 && !rs.singleton
+	rs.view = v
+	return v
+}
+
+// dropChangedViewsLocked drops the views of the runs changed since the
+// last pass: they are all in fresh.
+func (s *Server) dropChangedViewsLocked() {
+	for _, rs := range s.fresh {
+		rs.view = nil
+	}
+}
+
+// preparePassLocked is a pass's first step: it returns the pass to compute,
+// or nil when there is nothing to schedule. What it changes (arrays'
+// tasks, runs a hold ends, reasons due) is queued before it returns.
+func (s *Server) preparePassLocked() *pass {
+	if s.broken != nil {
+		return nil
+	}
+	now := s.clock.Now()
+	b := &store.Batch{}
+	if h := s.holdUntil; !h.IsZero() && !now.Before(h) {
+		s.holdUntil, s.freed = time.Time{}, true // held runs are due: a full pass
+	}
+	s.topUpArraysLocked(now, b)
+	s.dropChangedViewsLocked()
+	candidates := s.fresh
+	if s.freed {
+		candidates = s.pending
+	} else {
+		// Only runs that wait: fresh may name others (an array's own run,
+		// held or released with its tasks). Runs that hold reservations
+		// keep them against the new ones.
+		candidates = maps.Clone(s.fresh)
+		maps.DeleteFunc(candidates, func(id int64, _ *runState) bool { return s.pending[id] == nil })
+		for _, id := range s.reserved {
+			if rs, ok := s.pending[id]; ok {
+				candidates[id] = rs
+			}
+		}
+	}
+	if len(candidates) == 0 {
+		s.flushReasonsLocked(b, now)
+		if !b.Empty() {
+			s.enqueue(b)
+		}
+		return nil
+	}
+	full := s.freed
+	s.freed = false
+	s.fresh = map[int64]*runState{}
+	p := s.copyLocked(candidates, now)
+	p.full = full
+	ids := slices.Collect(maps.Keys(p.maybeHeld))
+	p.holds = s.holdsLocked(p.maybeHeld, now, b)
+	for _, id := range ids {
+		if _, ok := p.maybeHeld[id]; !ok {
+			// Ended by its hold (a retry's duration passed, a dependency
+			// never satisfied): not for this pass.
+			if p.gone == nil {
+				p.gone = map[int64]bool{}
+			}
+			p.gone[id] = true
+		}
+	}
+	if !b.Empty() {
+		s.enqueue(b)
+	}
+	return p
+}
+
+// copyLocked copies what a pass over the given waiting runs needs: the
+// nodes, what running runs hold, the policy, and the runs' views.
+func (s *Server) copyLocked(pending map[int64]*runState, now time.Time) *pass {
+	rules := s.rules.Load()
+	p := &pass{now: now, rules: rules, maybeHeld: map[int64]*runState{}}
+	snap := &p.snap
+	names := make([]string, 0, len(s.nodes))
+	for n := range s.nodes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	snap.Nodes = make([]sched.Node, 0, len(names))
+	for _, name := range names {
+		snap.Nodes = append(snap.Nodes, s.schedNode(s.nodes[name]))
+	}
+	// What runs hold, and until when: from the nodes, so that a pass costs
+	// what runs, not what is queued.
+	held := map[int64]*sched.Running{}
+	var ids []int64
+	for _, name := range names {
+		for _, js := range s.nodes[name].jobs {
+			r, ok := held[js.rec.RunID]
+			if !ok {
+				rs := js.run
+				r = &sched.Running{RunID: js.rec.RunID, End: rs.expectedEnd(), User: rs.user, Project: rs.project, QOS: rs.qos,
+					Priority: int64(rs.rec.Priority), Start: rs.rec.StartedAt, Ending: rs.rec.StopReq > 0, Array: arrayKey(rs)}
+				if r.Ending {
+					// Being stopped: gone within the grace period.
+					if by := now.Add(s.cfg.StopGrace); r.End.IsZero() || by.Before(r.End) {
+						r.End = by
+					}
+				}
+				held[js.rec.RunID] = r
+				ids = append(ids, js.rec.RunID)
+			}
+			r.Placements = append(r.Placements, sched.Placement{JobID: js.rec.ID, Node: name, CPUs: js.alloc.CPUs,
+				Memory: sched.Bytes(js.alloc.Memory), GPUs: js.alloc.GPUs})
+		}
+	}
+	slices.Sort(ids)
+	snap.Running = make([]sched.Running, 0, len(ids))
+	for _, id := range ids {
+		snap.Running = append(snap.Running, *held[id])
+	}
+	snap.Policy = s.cfg.Policy
+	snap.Weights = s.cfg.Weights
+	snap.Depth = s.cfg.Depth
+	snap.Usage = s.usageAtLocked(now)
+	snap.Limits, snap.QOS, snap.Shares, snap.Topology = s.arrayLimitsLocked(rules.Limits), rules.QOS, rules.Shares, rules.Topology
+	p.views = make([]*pendingView, 0, len(pending))
+	for id, rs := range pending {
+		v := viewOf(rs, rules)
+		if !v.plain {
+			p.maybeHeld[id] = rs
+		}
+		p.views = append(p.views, v)
+	}
+	return p
+}
+
+// snapshot is the pass's snapshot, its waiting runs copied from their
+// views with the pass's holds. It needs no lock.
+func (p *pass) snapshot() sched.Snapshot {
+	snap := p.snap
+	snap.Pending = make([]sched.Pending, 0, len(p.views))
+	for _, v := range p.views {
+		if p.gone[v.p.RunID] {
+			continue
+		}
+		pd := v.p
+		if len(p.holds) > 0 {
+			pd.Hold = p.holds[pd.RunID]
+		}
+		snap.Pending = append(snap.Pending, pd)
+	}
+	return snap
+}
+
+// reasonEntry is what a plan says of a waiting run that does not start.
+type reasonEntry struct {
+	reason    string
+	estimate  time.Time
+	blockedBy []int64
+}
+
+func (e reasonEntry) equal(o reasonEntry) bool {
+	return e.reason == o.reason && e.estimate.Equal(o.estimate) && slices.Equal(e.blockedBy, o.blockedBy)
+}
+
+// reasonUpdate is one entry of a plan to apply to run id.
+type reasonUpdate struct {
+	id int64
+	reasonEntry
+}
+
+// newReasons picks, without the lock, the plan's reasons to apply: those
+// that differ from what the passes last applied to the run (s.applied).
+// While a run waits only the plan applier writes its reason, estimate and
+// blockers, so the others are in place already: from one full pass to the
+// next over a long queue, most are. ReqNodeNotAvail is always applied: it
+// may end a run with a retry policy whose time has come.
+func (s *Server) newReasons(plan sched.Plan) []reasonUpdate {
+	var out []reasonUpdate
+	for id, reason := range plan.Reasons {
+		e := reasonEntry{reason: reason, estimate: plan.Estimates[id], blockedBy: plan.BlockedBy[id]}
+		if was, ok := s.applied[id]; ok && reason != sched.ReasonNoNode && was.equal(e) {
+			continue
+		}
+		out = append(out, reasonUpdate{id: id, reasonEntry: e})
+	}
+	return out
+}
+
+// forgetReasons drops, after a full pass and without the lock, what was
+// applied to runs the pass no longer had waiting.
+func (s *Server) forgetReasons(p *pass, plan sched.Plan) {
+	if !p.full {
+		return
+	}
+	for id := range s.applied {
+		if _, ok := plan.Reasons[id]; !ok {
+			delete(s.applied, id)
+		}
+	}
+}
