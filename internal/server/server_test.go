@@ -413,52 +413,6 @@ func TestFollowAcrossServerRestart(t *testing.T) {
 	}
 }
 
-// EASY backfill in the server: a short run with a time limit starts beside
-// the waiting run's reservation; one without a limit, which would delay it,
-// waits behind it with reason Priority.
-func TestBackfill(t *testing.T) {
-	h := newHarness(t, t.TempDir())
-	startAgent(t, h, agentOpts{name: "n1", cpus: 3})
-	long := submit(t, h, "type: task\nresources: {cpu: 2}\nmax_duration: 60s\ncommands: [\"sleep 2\"]\n")
-	waitFor(t, "the long run to start", func() bool {
-		r, err := h.c.Run(context.Background(), fmt.Sprint(long.ID))
-		return err == nil && r.Status == api.StatusRunning
-	})
-	head := submit(t, h, "type: task\nresources: {cpu: 3}\nmax_duration: 10s\ncommands: [\"true\"]\n")
-	short := submit(t, h, "type: task\nresources: {cpu: 1}\nmax_duration: 5s\ncommands: [\"true\"]\n")
-	unlimited := submit(t, h, "type: task\nresources: {cpu: 1}\ncommands: [\"true\"]\n")
-	_, end := follow(t, h, short.ID)
-	if end.Status != api.StatusDone {
-		t.Fatalf("the short run ended %s", end.Status)
-	}
-	waitFor(t, "reasons of the waiting runs", func() bool {
-		hr, err1 := h.c.Run(context.Background(), fmt.Sprint(head.ID))
-		ur, err2 := h.c.Run(context.Background(), fmt.Sprint(unlimited.ID))
-		return err1 == nil && err2 == nil && hr.Status == api.StatusSubmitted && hr.Reason == api.ReasonResources &&
-			ur.Status == api.StatusSubmitted && ur.Reason == api.ReasonPriority && hr.EstimatedStart != nil
-	})
-	// The head's estimate is the long run's expected end: its start plus its
-	// limit; it waits for the long run, and the unlimited one waits for it.
-	hr, _ := h.c.Run(context.Background(), fmt.Sprint(head.ID))
-	lr, _ := h.c.Run(context.Background(), fmt.Sprint(long.ID))
-	ur, _ := h.c.Run(context.Background(), fmt.Sprint(unlimited.ID))
-	if !slices.Equal(hr.BlockedBy, []int64{long.ID}) || !slices.Equal(ur.BlockedBy, []int64{head.ID}) {
-		t.Errorf("blocked by: head %v (want [%d]), unlimited %v (want [%d])", hr.BlockedBy, long.ID, ur.BlockedBy, head.ID)
-	}
-	if lr.StartedAt == nil || !hr.EstimatedStart.Equal(lr.StartedAt.Add(60*time.Second)) {
-		t.Errorf("head's estimated start %v, want the long run's start %v + 60s", hr.EstimatedStart, lr.StartedAt)
-	}
-	_, headEnd := follow(t, h, head.ID)
-	_, unlEnd := follow(t, h, unlimited.ID)
-	longRun, _ := h.c.Run(context.Background(), fmt.Sprint(long.ID))
-	if headEnd.StartedAt.Before(*longRun.FinishedAt) || unlEnd.StartedAt.Before(*headEnd.StartedAt) {
-		t.Errorf("order: long ended %v, head started %v, unlimited started %v", longRun.FinishedAt, headEnd.StartedAt, unlEnd.StartedAt)
-	}
-	if !end.StartedAt.Before(*longRun.FinishedAt) {
-		t.Errorf("the short run did not backfill: started %v, the long run ended %v", end.StartedAt, longRun.FinishedAt)
-	}
-}
-
 // Fairshare: a user who has used the cluster waits behind one who has not,
 // whatever the order they submitted in; the usage survives a restart.
 func TestFairshare(t *testing.T) {

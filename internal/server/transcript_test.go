@@ -35,7 +35,7 @@ import (
 //
 //	node N cpus=C [mem=8G] [gpus=G] [fleet=F]   register N and open its stream
 //	away N                                    N's stream ends
-//	submit R [name=N] [cpus=C] [mem=M] [nodes=K] [limit=1h] [retry=error,interruption [duration=1h]] [startup=master-first]
+//	submit R [name=N] [cpus=C] [mem=M] [gpus=G] [nodes=K] [limit=1h] [retry=error,interruption [duration=1h]] [startup=master-first]
 //	         [held] [begin=+30s] [singleton]
 //	         [stop-criteria=master-done] [depends=afterok:R2] [priority=P] [qos=Q] [array=0-3%2]
 //	                                          (an array's tasks are named R_INDEX)
@@ -46,6 +46,7 @@ import (
 //	tick D                                    the clock moves on by D (1m, 30s…)
 //	check-nodes                               nodes away past the timeout fail their jobs
 //	print runs                                every run and job as the store has them
+//	print waiting                             the waiting runs' reasons, estimates and blockers
 var update = flag.Bool("update", false, "rewrite the transcripts' outputs")
 
 func TestTranscripts(t *testing.T) {
@@ -276,6 +277,9 @@ func (e *transcriptEnv) do(t *testing.T, line string) string {
 	case "print":
 		e.settle()
 		e.st.take()
+		if flags[0] == "waiting" {
+			return e.printWaiting()
+		}
 		return e.printRuns(t)
 	default:
 		t.Fatalf("unknown command %q", line)
@@ -336,6 +340,9 @@ func (e *transcriptEnv) submit(t *testing.T, name string, flags []string, args m
 	}
 	if m := args["mem"]; m != "" {
 		y += "  memory: " + m + "\n"
+	}
+	if g := args["gpus"]; g != "" {
+		y += "  gpu: " + g + "\n"
 	}
 	for key, field := range map[string]string{"nodes": "nodes", "limit": "max_duration", "startup": "startup_order",
 		"stop-criteria": "stop_criteria", "priority": "priority", "qos": "qos", "array": "array"} {
@@ -437,6 +444,9 @@ func (e *transcriptEnv) describe(batches []*store.Batch) string {
 		if c := lifecycle.StopCause(r.StopReq); c != lifecycle.StopNone {
 			fmt.Fprintf(&out, " stop=%s", c)
 		}
+		if !r.EstimatedStart.IsZero() {
+			fmt.Fprintf(&out, " estimate +%s", r.EstimatedStart.Sub(e.start))
+		}
 		out.WriteString("\n")
 	}
 	for _, id := range slices.Sorted(mapsKeys(jobs)) {
@@ -521,6 +531,30 @@ func (e *transcriptEnv) message(node string, m api.AgentMessage) string {
 		return s + "\n"
 	}
 	return fmt.Sprintf("send %s: %s\n", node, m.Type)
+}
+
+// printWaiting prints each waiting run's reason, estimated start and the
+// runs it waits for, as the last pass left them in memory.
+func (e *transcriptEnv) printWaiting() string {
+	e.srv.mu.Lock()
+	defer e.srv.mu.Unlock()
+	var out strings.Builder
+	for _, id := range slices.Sorted(mapsKeys(e.srv.pending)) {
+		rs := e.srv.pending[id]
+		fmt.Fprintf(&out, "waiting %s: %s", e.names[id], cmp.Or(rs.rec.Reason, "(no pass yet)"))
+		if est := rs.rec.EstimatedStart; !est.IsZero() {
+			fmt.Fprintf(&out, " estimate +%s", est.Sub(e.start))
+		}
+		if len(rs.blockedBy) > 0 {
+			var by []string
+			for _, b := range rs.blockedBy {
+				by = append(by, e.names[b])
+			}
+			fmt.Fprintf(&out, " behind %s", strings.Join(by, ","))
+		}
+		out.WriteString("\n")
+	}
+	return out.String()
 }
 
 func (e *transcriptEnv) printRuns(t *testing.T) string {
