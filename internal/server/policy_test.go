@@ -68,19 +68,6 @@ qos:
 	submit(t, h, "type: task\ncommands: [\"true\"]\n")
 }
 
-func TestLimitHoldsRun(t *testing.T) {
-	h := newHarnessWith(t, t.TempDir(), "127.0.0.1:0", rules(t, "users:\n  admin:\n    limits: {jobs: 1}\n"))
-	startAgent(t, h, agentOpts{name: "n1", cpus: 2})
-	first := submit(t, h, "type: task\ncommands: [\"sleep 2\"]\n")
-	second := submit(t, h, "type: task\ncommands: [\"true\"]\n")
-	waitReason(t, h, second.ID, "AssocMaxJobsLimit")
-	_, a := follow(t, h, first.ID)
-	_, b := follow(t, h, second.ID)
-	if b.Status != api.StatusDone || !b.StartedAt.After(*a.FinishedAt) && !b.StartedAt.Equal(*a.FinishedAt) {
-		t.Errorf("second started %v, first ended %v: one at a time", b.StartedAt, a.FinishedAt)
-	}
-}
-
 func TestPreemptRequeue(t *testing.T) {
 	h := newHarnessWith(t, t.TempDir(), "127.0.0.1:0", rules(t, `
 default_qos: low
@@ -122,29 +109,6 @@ qos:
 	}
 	if !lr.StartedAt.After(*hr.StartedAt) {
 		t.Errorf("low's second attempt started %v, before the high run %v", lr.StartedAt, hr.StartedAt)
-	}
-}
-
-func TestPreemptCancel(t *testing.T) {
-	h := newHarnessWith(t, t.TempDir(), "127.0.0.1:0", rules(t, `
-default_qos: scavenger
-qos:
-  scavenger: {preempt_mode: cancel}
-  high: {priority: 100, preempt: [scavenger]}
-`))
-	startAgent(t, h, agentOpts{name: "n1", cpus: 1})
-	low := submit(t, h, "type: task\ncommands: [\"sleep 30\"]\n")
-	waitFor(t, "the low run to run", func() bool {
-		r, err := h.c.Run(context.Background(), fmt.Sprint(low.ID))
-		return err == nil && r.Status == api.StatusRunning
-	})
-	high := submit(t, h, "type: task\ncommands: [\"true\"]\nqos: high\n")
-	_, lr := follow(t, h, low.ID)
-	if lr.Status != api.StatusTerminated || lr.Reason != api.ReasonPreempted {
-		t.Errorf("low run ended %s (%s), want terminated (preempted)", lr.Status, lr.Reason)
-	}
-	if _, hr := follow(t, h, high.ID); hr.Status != api.StatusDone {
-		t.Errorf("high run %s", hr.Status)
 	}
 }
 
