@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/client"
@@ -102,41 +101,6 @@ func TestUpdateTimeLimitAgentAway(t *testing.T) {
 	out, end := follow(t, h, r.ID)
 	if end.Status != api.StatusTerminated || end.Reason != api.ReasonMaxDuration || strings.Contains(out, "finished") {
 		t.Errorf("limit lowered while the agent was away: %s (%s), output %q; want terminated (%s)", end.Status, end.Reason, out, api.ReasonMaxDuration)
-	}
-}
-
-// The scheduler's view follows a running run's new limit: a waiting run's
-// estimated start is the running run's start plus its limit, before and
-// after a server restart.
-func TestUpdateTimeLimitMovesReservation(t *testing.T) {
-	dir := t.TempDir()
-	h := newHarness(t, dir)
-	addr := h.http.Listener.Addr().String()
-	startAgent(t, h, agentOpts{name: "n1", cpus: 1, dir: t.TempDir()})
-	long := submit(t, h, fmt.Sprintf(longJob, "1h"))
-	waitReady(t, h, long.ID)
-	head := submit(t, h, "type: task\nmax_duration: 10s\ncommands: [\"true\"]\n")
-	estimate := func(c *harness, want time.Duration) {
-		t.Helper()
-		var hr, lr *api.Run
-		waitFor(t, fmt.Sprintf("the waiting run's estimate: the running run's start + %s", want), func() bool {
-			var err1, err2 error
-			hr, err1 = c.c.Run(context.Background(), fmt.Sprint(head.ID))
-			lr, err2 = c.c.Run(context.Background(), fmt.Sprint(long.ID))
-			return err1 == nil && err2 == nil && hr.EstimatedStart != nil && lr.StartedAt != nil &&
-				hr.EstimatedStart.Equal(lr.StartedAt.Add(want))
-		})
-	}
-	estimate(h, time.Hour)
-	if err := setLimit(h.c, long.ID, 1800); err != nil {
-		t.Fatal(err)
-	}
-	estimate(h, 30*time.Minute)
-	h.close()
-	h = newHarnessAt(t, dir, addr)
-	estimate(h, 30*time.Minute)
-	if got := specLimit(t, h, long.ID); got != "1800" {
-		t.Errorf("after a restart, max_duration %s, want 1800", got)
 	}
 }
 

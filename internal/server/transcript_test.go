@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -36,7 +38,7 @@ import (
 //	node N cpus=C [mem=8G] [gpus=G] [fleet=F]   register N and open its stream
 //	away N                                    N's stream ends
 //	submit R [name=N] [cpus=C] [mem=M] [gpus=G] [nodes=K] [limit=1h] [retry=error,interruption [duration=1h]] [startup=master-first]
-//	         [held] [begin=+30s] [singleton]
+//	         [held] [begin=+30s] [singleton] [user=U]  (U is created; the default is admin)
 //	         [stop-criteria=master-done] [depends=afterok:R2] [priority=P] [qos=Q] [array=0-3%2]
 //	                                          (an array's tasks are named R_INDEX)
 //	policy FILE.yml                           the policy file's rules (testdata/transcripts/FILE.yml)
@@ -47,6 +49,9 @@ import (
 //	check-nodes                               nodes away past the timeout fail their jobs
 //	print runs                                every run and job as the store has them
 //	print waiting                             the waiting runs' reasons, estimates and blockers
+//	print priorities                          the waiting runs' priority factors (sprio)
+//	restart                                   a new server loads the store; agents are away
+//	connect N                                 N's agent opens its stream again
 var update = flag.Bool("update", false, "rewrite the transcripts' outputs")
 
 func TestTranscripts(t *testing.T) {
@@ -166,6 +171,7 @@ func (r *recordingStore) take() []*store.Batch {
 
 type transcriptEnv struct {
 	srv   *Server
+	stop  func() // stops srv's committer
 	st    *recordingStore
 	clock *fakeClock
 	start time.Time
@@ -177,29 +183,47 @@ type transcriptEnv struct {
 }
 
 func newTranscriptEnv(t *testing.T) *transcriptEnv {
-	ctx, cancel := context.WithCancel(context.Background())
-	sq, err := store.OpenSQLite(ctx, filepath.Join(t.TempDir(), "berth.db"), store.SQLiteOptions{})
+	sq, err := store.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "berth.db"), store.SQLiteOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	e := &transcriptEnv{st: &recordingStore{Store: sq, record: true}, clock: &fakeClock{now: start}, start: start,
 		conns: map[string]*agentConn{}, nodes: map[string]*nodeState{}, runs: map[string]int64{}, names: map[int64]string{}}
-	e.srv, err = New(ctx, Config{Store: e.st, Clock: e.clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), StopGrace: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.srv.EnsureAdmin(ctx, ""); err != nil {
-		t.Fatal(err)
-	}
-	uid, _ := sq.EnsureUser(ctx, "admin", true)
+	e.startServer(t)
+	uid, _ := sq.EnsureUser(context.Background(), "admin", true)
 	e.admin = &store.User{ID: uid, Name: "admin", Admin: true}
-	// Only the committer runs: passes happen when the transcript says so.
-	done := make(chan error, 1)
-	go func() { done <- e.srv.committer(ctx) }()
-	t.Cleanup(func() { cancel(); <-done; sq.Close() })
+	t.Cleanup(func() { e.stopServer(); sq.Close() })
 	e.st.take()
 	return e
+}
+
+// startServer starts a server on the transcript's store, as a restart does:
+// its state is what the store holds.
+func (e *transcriptEnv) startServer(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := New(ctx, Config{Store: e.st, Clock: e.clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), StopGrace: 10 * time.Second})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if err := srv.EnsureAdmin(ctx, ""); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	// Only the committer runs: passes happen when the transcript says so.
+	done := make(chan error, 1)
+	go func() { done <- srv.committer(ctx) }()
+	e.srv, e.stop = srv, func() { cancel(); <-done }
+}
+
+// stopServer stops the server once what it queued is durable.
+func (e *transcriptEnv) stopServer() {
+	if e.stop != nil {
+		e.settle()
+		e.stop()
+		e.stop = nil
+	}
 }
 
 // settle waits until everything queued so far is committed and its effects
@@ -263,6 +287,23 @@ func (e *transcriptEnv) do(t *testing.T, line string) string {
 			}
 		}
 		err = e.srv.control(e.runs[flags[0]], req, true)
+	case "restart":
+		// The server stops (what it acknowledged is durable) and a new one
+		// loads the store; the agents' streams are gone until they connect.
+		e.stopServer()
+		for n, c := range e.conns {
+			c.close()
+			delete(e.conns, n)
+		}
+		e.startServer(t)
+		e.st.take()
+		return ""
+	case "connect":
+		ns, conn, cerr := e.srv.connect(flags[0])
+		if cerr != nil {
+			t.Fatalf("%s: %v", line, cerr)
+		}
+		e.nodes[flags[0]], e.conns[flags[0]] = ns, conn
 	case "tick":
 		d, perr := time.ParseDuration(flags[0])
 		if perr != nil {
@@ -277,8 +318,11 @@ func (e *transcriptEnv) do(t *testing.T, line string) string {
 	case "print":
 		e.settle()
 		e.st.take()
-		if flags[0] == "waiting" {
+		switch flags[0] {
+		case "waiting":
 			return e.printWaiting()
+		case "priorities":
+			return e.printPriorities(t)
 		}
 		return e.printRuns(t)
 	default:
@@ -372,7 +416,15 @@ func (e *transcriptEnv) submit(t *testing.T, name string, flags []string, args m
 	if err != nil {
 		return err
 	}
-	r, err := e.srv.submit(e.admin, task, seen, opts)
+	user := e.admin
+	if u := args["user"]; u != "" {
+		id, err := e.st.EnsureUser(context.Background(), u, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		user = &store.User{ID: id, Name: u}
+	}
+	r, err := e.srv.submit(user, task, seen, opts)
 	if err != nil {
 		return err
 	}
@@ -523,6 +575,8 @@ func (e *transcriptEnv) message(node string, m api.AgentMessage) string {
 			out.WriteString("\n")
 		}
 		return out.String()
+	case "limit":
+		return fmt.Sprintf("send %s: limit %s max_duration=%ds\n", node, e.jobName(m.Limit.JobID), m.Limit.MaxDuration)
 	case "stop":
 		s := fmt.Sprintf("send %s: stop %s", node, e.jobName(m.Stop.JobID))
 		if m.Stop.Abort {
@@ -531,6 +585,23 @@ func (e *transcriptEnv) message(node string, m api.AgentMessage) string {
 		return s + "\n"
 	}
 	return fmt.Sprintf("send %s: %s\n", node, m.Type)
+}
+
+// printPriorities prints the waiting runs' priority factors as the API
+// gives them (sprio's), highest first.
+func (e *transcriptEnv) printPriorities(t *testing.T) string {
+	w := httptest.NewRecorder()
+	e.srv.handlePriorities(w, httptest.NewRequest(http.MethodGet, "/api/v1/priorities", nil), nil)
+	var ps []api.RunPriority
+	if err := json.Unmarshal(w.Body.Bytes(), &ps); err != nil {
+		t.Fatalf("priorities: %v: %s", err, w.Body)
+	}
+	var out strings.Builder
+	for _, p := range ps {
+		fmt.Fprintf(&out, "priority %s (%s): %d = age %d + fairshare %d + size %d + qos %d + partition %d + expansion %d + own %d - nice %d\n",
+			e.names[p.RunID], p.User, p.Priority, p.Age, p.Fairshare, p.JobSize, p.QOS, p.Partition, p.Expansion, p.Own, p.Nice)
+	}
+	return out.String()
 }
 
 // printWaiting prints each waiting run's reason, estimated start and the
