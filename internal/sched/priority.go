@@ -2,6 +2,8 @@ package sched
 
 import (
 	"math"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -147,7 +149,11 @@ func newFairshare(s *Snapshot) *fairshare {
 		f.shares = &Shares{}
 	}
 	accounts := map[Account]bool{}
-	for a, v := range s.Usage {
+	// Floating-point addition is not associative: summed in map order, the
+	// totals would differ in their last bits from pass to pass, and so
+	// could the order of two runs. Sum in the accounts' order.
+	for _, a := range sortedAccounts(s.Usage) {
+		v := s.Usage[a]
 		f.total += v
 		f.projUsage[a.Project] += v
 		accounts[a] = true
@@ -177,6 +183,21 @@ func newFairshare(s *Snapshot) *fairshare {
 		f.projShare[p] = float64(shareOf(f.shares.Projects, p)) / all
 	}
 	return f
+}
+
+// sortedAccounts are u's accounts by project, then user.
+func sortedAccounts(u Usage) []Account {
+	out := make([]Account, 0, len(u))
+	for a := range u {
+		out = append(out, a)
+	}
+	slices.SortFunc(out, func(a, b Account) int {
+		if c := strings.Compare(a.Project, b.Project); c != 0 {
+			return c
+		}
+		return strings.Compare(a.User, b.User)
+	})
+	return out
 }
 
 func shareOf(m map[string]int, name string) int {

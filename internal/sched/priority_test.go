@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -106,5 +107,35 @@ func TestFairshareTree(t *testing.T) {
 	snap.Shares.Users["ml"]["ben"] = 0
 	if f := Priorities(snap, at(0))[2].Fairshare; f != 0 {
 		t.Errorf("zero shares: fairshare %v, want 0", f)
+	}
+}
+
+// TestPrioritiesDeterministic runs the same pass many times over one snapshot
+// whose usage is spread over many accounts: float sums taken in map order
+// differ in their last bits from one run to the next, and a priority that
+// differs in its last bit can reorder two runs. Every pass must give the
+// very same factors, bit for bit, and the very same plan.
+func TestPrioritiesDeterministic(t *testing.T) {
+	w := DefaultWeights
+	snap := Snapshot{Nodes: []Node{aNode("n", 16, 0)}, Policy: Berth, Weights: &w, Usage: Usage{},
+		Shares: &Shares{Projects: map[string]int{"p0": 3, "p1": 2}}}
+	for i := range 40 {
+		a := Account{Project: fmt.Sprintf("p%d", i%5), User: fmt.Sprintf("u%02d", i)}
+		// Values of very different magnitudes, none exact in binary, so
+		// that the order of the sum shows in the result.
+		snap.Usage[a] = math.Pow(10, float64(i%9)) / 3 * (1 + float64(i)/7)
+		r := aRun(int64(i+1), 1+i%7)
+		r.Project, r.User, r.Limit = a.Project, a.User, time.Duration(1+i%5)*time.Hour
+		snap.Pending = append(snap.Pending, r)
+	}
+	now := t0.Add(2 * time.Hour)
+	first, plan := Priorities(snap, now), Schedule(snap, now)
+	for range 300 {
+		if diff := cmp.Diff(first, Priorities(snap, now)); diff != "" {
+			t.Fatalf("priorities differ between two passes over one snapshot (-first +again):\n%s", diff)
+		}
+		if diff := cmp.Diff(plan, Schedule(snap, now)); diff != "" {
+			t.Fatalf("plans differ between two passes over one snapshot (-first +again):\n%s", diff)
+		}
 	}
 }
