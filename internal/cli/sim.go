@@ -32,8 +32,8 @@ func newSimCmd() *cobra.Command {
 		Short: "Replay a workload trace through the scheduler and compare policies",
 		Long: `Replay a Standard Workload Format trace (Parallel Workloads Archive, gzipped or plain) through
 Berth's scheduler on a virtual clock, on one pool of P processors (the trace's MaxProcs header,
-else MaxNodes; --procs overrides), and print per policy: jobs, average, 95th-percentile
-(nearest rank) and maximum wait, average bounded slowdown (10 s threshold), utilization,
+else MaxNodes; --procs overrides), and print per policy: jobs, average, 95th- and
+99th-percentile (nearest rank) and maximum wait, average bounded slowdown (10 s threshold), utilization,
 makespan, and the replay's real run time. Without --policy, all of fcfs, easy, conservative and
 berth run, one row each. berth is Berth's own policy: EASY whose backfill tries the shortest runs
 first (the server's default). Jobs with run time <= 0 or processors outside 1..P are dropped and

@@ -133,10 +133,10 @@ func TestMetricsByHand(t *testing.T) {
 	tests := map[sched.Policy]Metrics{
 		// waits 0, 99, 108; ends 100, 110, 160.
 		// bounded slowdowns: 100/100 = 1, (99+10)/10 = 10.9, (108+50)/50 = 3.16.
-		sched.FCFS: {Jobs: 3, AvgWait: 207.0 / 3, P95Wait: 108, MaxWait: 108,
+		sched.FCFS: {Jobs: 3, AvgWait: 207.0 / 3, P95Wait: 108, P99Wait: 108, MaxWait: 108,
 			AvgBoundedSlowdown: (1 + 10.9 + 3.16) / 3, Utilization: 340.0 / (4 * 160), Makespan: 160},
 		// waits 0, 99, 0; ends 100, 110, 52.
-		sched.EASY: {Jobs: 3, AvgWait: 33, P95Wait: 99, MaxWait: 99,
+		sched.EASY: {Jobs: 3, AvgWait: 33, P95Wait: 99, P99Wait: 99, MaxWait: 99,
 			AvgBoundedSlowdown: (1 + 10.9 + 1) / 3, Utilization: 340.0 / (4 * 110), Makespan: 110},
 	}
 	for policy, want := range tests {
@@ -157,7 +157,7 @@ func TestMetricsByHand(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := Metrics{Jobs: 3, AvgWait: 3, P95Wait: 5, MaxWait: 5, AvgBoundedSlowdown: (1 + 1 + 1.25) / 3, Utilization: 27.0 / 27, Makespan: 27}
+		want := Metrics{Jobs: 3, AvgWait: 3, P95Wait: 5, P99Wait: 5, MaxWait: 5, AvgBoundedSlowdown: (1 + 1 + 1.25) / 3, Utilization: 27.0 / 27, Makespan: 27}
 		if diff := cmp.Diff(want, res.Metrics(), cmpopts.EquateApprox(0, 1e-9)); diff != "" {
 			t.Errorf("metrics (-want +got):\n%s", diff)
 		}
