@@ -28,7 +28,7 @@ func TestGoldenKTHPrefix(t *testing.T) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# go test ./internal/sim -run Golden -update\n# %s: P=%d, %d jobs kept, %d dropped %v\n", trace, tr.MaxProcs, len(jobs), drops.Total(), drops)
 	fmt.Fprintf(&b, "%-12s %6s %14s %10s %10s %10s %12s %10s %10s %16s\n", "policy", "jobs", "avg_wait", "p95_wait", "p99_wait", "max_wait", "avg_bsld", "util", "makespan", "starts_digest")
-	for _, name := range []string{"fcfs", "easy", "conservative"} {
+	for _, name := range Policies {
 		policy, err := PolicyByName(name)
 		if err != nil {
 			t.Fatal(err)
