@@ -3,6 +3,8 @@ package sched
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -137,5 +139,60 @@ func TestPrioritiesDeterministic(t *testing.T) {
 		if diff := cmp.Diff(plan, Schedule(snap, now)); diff != "" {
 			t.Fatalf("plans differ between two passes over one snapshot (-first +again):\n%s", diff)
 		}
+	}
+}
+
+// exactSum's result must not depend on the order of its values, down to the
+// last bit, and must be the sum.
+func TestExactSumOrderFree(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := range 200 {
+		n := 1 + rng.IntN(300)
+		vs := make([]float64, n)
+		for i := range vs {
+			// Magnitudes over 60 orders of ten, a few zeros.
+			vs[i] = math.Ldexp(rng.Float64(), rng.IntN(200)-100)
+			if rng.IntN(20) == 0 {
+				vs[i] = 0
+			}
+		}
+		sum := func() float64 {
+			var e exactSum
+			for _, v := range vs {
+				e.bound(v)
+			}
+			for _, v := range vs {
+				e.add(v)
+			}
+			return e.value()
+		}
+		first := sum()
+		var want float64
+		sorted := slices.Clone(vs)
+		slices.Sort(sorted)
+		for _, v := range sorted {
+			want += v
+		}
+		if math.Abs(first-want) > 1e-15*want {
+			t.Fatalf("round %d: sum %v, want %v", round, first, want)
+		}
+		for range 5 {
+			rng.Shuffle(n, func(i, j int) { vs[i], vs[j] = vs[j], vs[i] })
+			if got := sum(); math.Float64bits(got) != math.Float64bits(first) {
+				t.Fatalf("round %d: %v in one order, %v in another", round, first, got)
+			}
+		}
+	}
+	var e exactSum
+	if e.value() != 0 {
+		t.Errorf("empty sum %v", e.value())
+	}
+	for _, v := range []float64{0x1p-1040, 0x1p-1050} { // a top too small to scale by a float64
+		e.bound(v)
+	}
+	e.add(0x1p-1040)
+	e.add(0x1p-1050)
+	if got, want := e.value(), 0x1p-1040+0x1p-1050; got != want {
+		t.Errorf("tiny sum %v, want %v", got, want)
 	}
 }

@@ -455,9 +455,9 @@ func priorityOrder(s Snapshot, now time.Time) []int {
 	pending := s.Pending
 	key := make([]int64, len(pending))
 	if s.Weights != nil {
-		f := Priorities(s, now)
-		for i, p := range pending {
-			key[i] = f[p.RunID].Total
+		pr := newPrioritizer(&s, now)
+		for i := range pending {
+			key[i] = pr.factors(&pending[i]).Total
 		}
 	} else {
 		for i, p := range pending {
