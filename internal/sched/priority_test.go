@@ -143,7 +143,7 @@ func TestPrioritiesDeterministic(t *testing.T) {
 }
 
 // exactSum's result must not depend on the order of its values, down to the
-// last bit, and must be the sum.
+// last bit, and must be the sum, correct to float64's precision.
 func TestExactSumOrderFree(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for round := range 200 {
@@ -158,9 +158,6 @@ func TestExactSumOrderFree(t *testing.T) {
 		}
 		sum := func() float64 {
 			var e exactSum
-			for _, v := range vs {
-				e.bound(v)
-			}
 			for _, v := range vs {
 				e.add(v)
 			}
@@ -187,12 +184,35 @@ func TestExactSumOrderFree(t *testing.T) {
 	if e.value() != 0 {
 		t.Errorf("empty sum %v", e.value())
 	}
-	for _, v := range []float64{0x1p-1040, 0x1p-1050} { // a top too small to scale by a float64
-		e.bound(v)
-	}
-	e.add(0x1p-1040)
+	// The ends of float64's range: subnormals, the largest, +Inf.
+	e.add(0x1p-1074)
 	e.add(0x1p-1050)
-	if got, want := e.value(), 0x1p-1040+0x1p-1050; got != want {
-		t.Errorf("tiny sum %v, want %v", got, want)
+	if got, want := e.value(), 0x1p-1074+0x1p-1050; got != want {
+		t.Errorf("subnormal sum %v, want %v", got, want)
+	}
+	e = exactSum{}
+	e.add(math.MaxFloat64)
+	e.add(1)
+	if got := e.value(); got != math.MaxFloat64 {
+		t.Errorf("largest sum %v, want %v", got, math.MaxFloat64)
+	}
+	e.add(math.MaxFloat64)
+	if got := e.value(); !math.IsInf(got, 1) {
+		t.Errorf("sum over float64's range %v, want +Inf", got)
+	}
+	e = exactSum{}
+	e.add(math.Inf(1))
+	e.add(math.NaN())
+	e.add(-3)
+	if got := e.value(); !math.IsInf(got, 1) {
+		t.Errorf("sum with +Inf %v", got)
+	}
+	// Exact where float64 sums are not: 1e16 + 1 + 1 is 1e16+2.
+	e = exactSum{}
+	for _, v := range []float64{1e16, 1, 1} {
+		e.add(v)
+	}
+	if got := e.value(); got != 1e16+2 {
+		t.Errorf("1e16 + 1 + 1 = %v, want %v", got, 1e16+2)
 	}
 }

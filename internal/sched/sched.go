@@ -454,7 +454,7 @@ func dominates(a, b *Pending) bool {
 func priorityOrder(s Snapshot, now time.Time) []int {
 	pending := s.Pending
 	key := make([]int64, len(pending))
-	if s.Weights != nil {
+	if s.Weights != nil && len(pending) > 1 { // one run needs no ranking, and the factors cost a walk over all usage
 		pr := newPrioritizer(&s, now)
 		for i := range pending {
 			key[i] = pr.factors(&pending[i]).Total
