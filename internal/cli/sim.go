@@ -24,7 +24,7 @@ import (
 func newSimCmd() *cobra.Command {
 	var (
 		trace, policy, db, scenarioFile string
-		procs, maxJobs                  int
+		procs, maxJobs, repeat          int
 		asJSON, history                 bool
 	)
 	cmd := &cobra.Command{
@@ -32,12 +32,13 @@ func newSimCmd() *cobra.Command {
 		Short: "Replay a workload trace through the scheduler and compare policies",
 		Long: `Replay a Standard Workload Format trace (Parallel Workloads Archive, gzipped or plain) through
 Berth's scheduler on a virtual clock, on one pool of P processors (the trace's MaxProcs header,
-else MaxNodes; --procs overrides), and print per policy: jobs, average, 95th-percentile
-(nearest rank) and maximum wait, average bounded slowdown (10 s threshold), utilization,
-makespan, and the replay's real run time. Without --policy, all of fcfs, easy, conservative and
+else MaxNodes; --procs overrides), and print per policy: jobs, average, 95th- and 99th-percentile
+(nearest rank) and maximum wait, average bounded slowdown (10 s threshold), utilization, makespan,
+and the replay's real run time. Without --policy, all of fcfs, easy, conservative and
 berth run, one row each. berth is Berth's own policy: EASY whose backfill tries the shortest runs
 first (the server's default). Jobs with run time <= 0 or processors outside 1..P are dropped and
-counted. --json prints a JSON array, one object per policy. See docs/simulator.md.
+counted. --repeat N replays the kept jobs N times back to back (then --max-jobs cuts), a long
+workload for timing the replay. --json prints a JSON array, one object per policy. See docs/simulator.md.
 
 --history replays Berth's own finished runs instead, from the server's database ($BERTH_HOME/
 server/berth.db, or --db): each run's submit time, run time, CPUs over all its nodes and
@@ -63,8 +64,8 @@ scheduler's own golden tests), so a decision seen in production can be replayed 
 				}
 				names = []string{policy}
 			}
-			if procs < 0 || maxJobs < 0 {
-				return errors.New("sim: --procs and --max-jobs take a positive number (0: the default)")
+			if procs < 0 || maxJobs < 0 || repeat < 0 {
+				return errors.New("sim: --procs, --max-jobs and --repeat take a positive number (0: the default)")
 			}
 			var all []sim.Job
 			p := 0
@@ -94,6 +95,7 @@ scheduler's own golden tests), so a decision seen in production can be replayed 
 				return fmt.Errorf("sim: %s has no MaxProcs or MaxNodes header line: pass --procs N", trace)
 			}
 			jobs, drops := sim.Keep(all, p)
+			jobs = sim.Repeat(jobs, repeat)
 			if maxJobs > 0 && len(jobs) > maxJobs {
 				jobs = jobs[:maxJobs]
 			}
@@ -134,6 +136,7 @@ scheduler's own golden tests), so a decision seen in production can be replayed 
 	f.StringVar(&policy, "policy", "", "only this policy: "+strings.Join(sim.Policies, ", ")+" (default: all)")
 	f.IntVar(&procs, "procs", 0, "processors of the machine (default: the trace's MaxProcs, else MaxNodes)")
 	f.IntVar(&maxJobs, "max-jobs", 0, "replay only the first N kept jobs in arrival order (default: all)")
+	f.IntVar(&repeat, "repeat", 1, "replay the kept jobs N times back to back, each copy one trace span later (a long workload for timing)")
 	f.BoolVar(&asJSON, "json", false, "print JSON: an array with one object per policy")
 	return cmd
 }

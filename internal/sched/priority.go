@@ -71,53 +71,75 @@ type Factors struct {
 // and UE its effective usage, its own share of all usage pulled toward its
 // project's: UE = U + (Uproject - U) * s/siblings.
 func Priorities(s Snapshot, now time.Time) map[int64]Factors {
-	w := s.Weights
-	if w == nil {
-		w = &DefaultWeights
-	}
-	totalCPUs := 0
-	for _, n := range s.Nodes {
-		totalCPUs += n.CPUs
-	}
-	fs := newFairshare(&s)
-	maxQOS, maxTier := 0, 0
-	for _, q := range s.QOS {
-		maxQOS = max(maxQOS, q.Priority)
-	}
-	for _, p := range s.Pending {
-		maxQOS = max(maxQOS, qosPriority(&s, &p))
-		maxTier = max(maxTier, p.Tier)
-	}
+	pr := newPrioritizer(&s, now)
 	out := make(map[int64]Factors, len(s.Pending))
-	for _, p := range s.Pending {
-		var f Factors
-		if w.MaxAge > 0 {
-			f.Age = min(float64(now.Sub(p.SubmittedAt))/float64(w.MaxAge), 1)
-			f.Age = max(f.Age, 0)
-		}
-		f.Fairshare = fs.factor(Account{p.Project, p.User})
-		if totalCPUs > 0 {
-			f.Size = min(float64(p.Request.CPUs*max(p.Nodes, 1))/float64(totalCPUs), 1)
-			if w.FavorSmall {
-				f.Size = 1 - f.Size
-			}
-		}
-		if maxQOS > 0 {
-			f.QOS = float64(qosPriority(&s, &p)) / float64(maxQOS)
-		}
-		if maxTier > 0 {
-			f.Partition = float64(p.Tier) / float64(maxTier)
-		}
-		f.Priority = float64(p.Priority) / 100
-		if wait := now.Sub(p.SubmittedAt); p.Limit > 0 && wait > 0 {
-			f.Expansion = float64(wait) / float64(wait+p.Limit)
-		}
-		f.Nice = p.Nice
-		f.Total = int64(math.Round(float64(w.Age)*f.Age+float64(w.Fairshare)*f.Fairshare+float64(w.Size)*f.Size+
-			float64(w.QOS)*f.QOS+float64(w.Partition)*f.Partition+float64(w.Priority)*f.Priority+float64(w.Expansion)*f.Expansion)) - p.Nice
-		out[p.RunID] = f
+	for i := range s.Pending {
+		out[s.Pending[i].RunID] = pr.factors(&s.Pending[i])
 	}
 	return out
+}
+
+// prioritizer holds what every run's factors share in one pass, computed
+// once: the weights, the cluster's size, the largest QOS priority and tier,
+// and the fairshare tree. The scheduler asks it for every pending run at
+// every pass, so it is built to cost little per run.
+type prioritizer struct {
+	s               *Snapshot
+	w               *Weights
+	now             time.Time
+	totalCPUs       int
+	maxQOS, maxTier int
+	fs              *fairshare
+}
+
+func newPrioritizer(s *Snapshot, now time.Time) *prioritizer {
+	pr := &prioritizer{s: s, w: s.Weights, now: now}
+	if pr.w == nil {
+		pr.w = &DefaultWeights
+	}
+	for i := range s.Nodes {
+		pr.totalCPUs += s.Nodes[i].CPUs
+	}
+	for _, q := range s.QOS {
+		pr.maxQOS = max(pr.maxQOS, q.Priority)
+	}
+	for i := range s.Pending {
+		pr.maxQOS = max(pr.maxQOS, qosPriority(s, &s.Pending[i]))
+		pr.maxTier = max(pr.maxTier, s.Pending[i].Tier)
+	}
+	pr.fs = newFairshare(s)
+	return pr
+}
+
+// factors is one run's priority, factor by factor.
+func (pr *prioritizer) factors(p *Pending) Factors {
+	w, now := pr.w, pr.now
+	var f Factors
+	if w.MaxAge > 0 {
+		f.Age = min(float64(now.Sub(p.SubmittedAt))/float64(w.MaxAge), 1)
+		f.Age = max(f.Age, 0)
+	}
+	f.Fairshare = pr.fs.factor(Account{p.Project, p.User})
+	if pr.totalCPUs > 0 {
+		f.Size = min(float64(p.Request.CPUs*max(p.Nodes, 1))/float64(pr.totalCPUs), 1)
+		if w.FavorSmall {
+			f.Size = 1 - f.Size
+		}
+	}
+	if pr.maxQOS > 0 {
+		f.QOS = float64(qosPriority(pr.s, p)) / float64(pr.maxQOS)
+	}
+	if pr.maxTier > 0 {
+		f.Partition = float64(p.Tier) / float64(pr.maxTier)
+	}
+	f.Priority = float64(p.Priority) / 100
+	if wait := now.Sub(p.SubmittedAt); p.Limit > 0 && wait > 0 {
+		f.Expansion = float64(wait) / float64(wait+p.Limit)
+	}
+	f.Nice = p.Nice
+	f.Total = int64(math.Round(float64(w.Age)*f.Age+float64(w.Fairshare)*f.Fairshare+float64(w.Size)*f.Size+
+		float64(w.QOS)*f.QOS+float64(w.Partition)*f.Partition+float64(w.Priority)*f.Priority+float64(w.Expansion)*f.Expansion)) - p.Nice
+	return f
 }
 
 // qosPriority is a run's QOS priority: from the snapshot's QOS table when
@@ -127,77 +149,4 @@ func qosPriority(s *Snapshot, p *Pending) int {
 		return q.Priority
 	}
 	return p.QOSPriority
-}
-
-// fairshare holds the tree's normalized shares and usages for one pass.
-type fairshare struct {
-	total     float64
-	projUsage map[string]float64
-	projShare map[string]float64 // normalized among projects
-	userShare map[Account]float64
-	sibling   map[string]float64 // project -> sum of its users' raw shares
-	usage     Usage
-	shares    *Shares
-}
-
-func newFairshare(s *Snapshot) *fairshare {
-	f := &fairshare{projUsage: map[string]float64{}, projShare: map[string]float64{}, userShare: map[Account]float64{},
-		sibling: map[string]float64{}, usage: s.Usage, shares: s.Shares}
-	if f.shares == nil {
-		f.shares = &Shares{}
-	}
-	accounts := map[Account]bool{}
-	for a, v := range s.Usage {
-		f.total += v
-		f.projUsage[a.Project] += v
-		accounts[a] = true
-	}
-	for _, p := range s.Pending {
-		accounts[Account{p.Project, p.User}] = true
-	}
-	for p, users := range f.shares.Users {
-		for u := range users {
-			accounts[Account{p, u}] = true
-		}
-	}
-	projects := map[string]bool{}
-	for p := range f.shares.Projects {
-		projects[p] = true
-	}
-	for a := range accounts {
-		projects[a.Project] = true
-		f.userShare[a] = float64(shareOf(f.shares.Users[a.Project], a.User))
-		f.sibling[a.Project] += f.userShare[a]
-	}
-	var all float64
-	for p := range projects {
-		all += float64(shareOf(f.shares.Projects, p))
-	}
-	for p := range projects {
-		f.projShare[p] = float64(shareOf(f.shares.Projects, p)) / all
-	}
-	return f
-}
-
-func shareOf(m map[string]int, name string) int {
-	if v, ok := m[name]; ok {
-		return max(v, 0)
-	}
-	return 1
-}
-
-func (f *fairshare) factor(a Account) float64 {
-	if f.total <= 0 {
-		return 1
-	}
-	s := f.userShare[a]
-	if s <= 0 || f.sibling[a.Project] <= 0 || f.projShare[a.Project] <= 0 {
-		return 0 // no shares: last
-	}
-	frac := s / f.sibling[a.Project]
-	norm := f.projShare[a.Project] * frac
-	u := f.usage[a] / f.total
-	up := f.projUsage[a.Project] / f.total
-	ue := u + (up-u)*frac
-	return math.Pow(2, -ue/norm)
 }

@@ -1,7 +1,10 @@
 package sched
 
 import (
+	"fmt"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -106,5 +109,110 @@ func TestFairshareTree(t *testing.T) {
 	snap.Shares.Users["ml"]["ben"] = 0
 	if f := Priorities(snap, at(0))[2].Fairshare; f != 0 {
 		t.Errorf("zero shares: fairshare %v, want 0", f)
+	}
+}
+
+// TestPrioritiesDeterministic runs the same pass many times over one snapshot
+// whose usage is spread over many accounts: float sums taken in map order
+// differ in their last bits from one run to the next, and a priority that
+// differs in its last bit can reorder two runs. Every pass must give the
+// very same factors, bit for bit, and the very same plan.
+func TestPrioritiesDeterministic(t *testing.T) {
+	w := DefaultWeights
+	snap := Snapshot{Nodes: []Node{aNode("n", 16, 0)}, Policy: Berth, Weights: &w, Usage: Usage{},
+		Shares: &Shares{Projects: map[string]int{"p0": 3, "p1": 2}}}
+	for i := range 40 {
+		a := Account{Project: fmt.Sprintf("p%d", i%5), User: fmt.Sprintf("u%02d", i)}
+		// Values of very different magnitudes, none exact in binary, so
+		// that the order of the sum shows in the result.
+		snap.Usage[a] = math.Pow(10, float64(i%9)) / 3 * (1 + float64(i)/7)
+		r := aRun(int64(i+1), 1+i%7)
+		r.Project, r.User, r.Limit = a.Project, a.User, time.Duration(1+i%5)*time.Hour
+		snap.Pending = append(snap.Pending, r)
+	}
+	now := t0.Add(2 * time.Hour)
+	first, plan := Priorities(snap, now), Schedule(snap, now)
+	for range 300 {
+		if diff := cmp.Diff(first, Priorities(snap, now)); diff != "" {
+			t.Fatalf("priorities differ between two passes over one snapshot (-first +again):\n%s", diff)
+		}
+		if diff := cmp.Diff(plan, Schedule(snap, now)); diff != "" {
+			t.Fatalf("plans differ between two passes over one snapshot (-first +again):\n%s", diff)
+		}
+	}
+}
+
+// exactSum's result must not depend on the order of its values, down to the
+// last bit, and must be the sum, correct to float64's precision.
+func TestExactSumOrderFree(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := range 200 {
+		n := 1 + rng.IntN(300)
+		vs := make([]float64, n)
+		for i := range vs {
+			// Magnitudes over 60 orders of ten, a few zeros.
+			vs[i] = math.Ldexp(rng.Float64(), rng.IntN(200)-100)
+			if rng.IntN(20) == 0 {
+				vs[i] = 0
+			}
+		}
+		sum := func() float64 {
+			var e exactSum
+			for _, v := range vs {
+				e.add(v)
+			}
+			return e.value()
+		}
+		first := sum()
+		var want float64
+		sorted := slices.Clone(vs)
+		slices.Sort(sorted)
+		for _, v := range sorted {
+			want += v
+		}
+		if math.Abs(first-want) > 1e-15*want {
+			t.Fatalf("round %d: sum %v, want %v", round, first, want)
+		}
+		for range 5 {
+			rng.Shuffle(n, func(i, j int) { vs[i], vs[j] = vs[j], vs[i] })
+			if got := sum(); math.Float64bits(got) != math.Float64bits(first) {
+				t.Fatalf("round %d: %v in one order, %v in another", round, first, got)
+			}
+		}
+	}
+	var e exactSum
+	if e.value() != 0 {
+		t.Errorf("empty sum %v", e.value())
+	}
+	// The ends of float64's range: subnormals, the largest, +Inf.
+	e.add(0x1p-1074)
+	e.add(0x1p-1050)
+	if got, want := e.value(), 0x1p-1074+0x1p-1050; got != want {
+		t.Errorf("subnormal sum %v, want %v", got, want)
+	}
+	e = exactSum{}
+	e.add(math.MaxFloat64)
+	e.add(1)
+	if got := e.value(); got != math.MaxFloat64 {
+		t.Errorf("largest sum %v, want %v", got, math.MaxFloat64)
+	}
+	e.add(math.MaxFloat64)
+	if got := e.value(); !math.IsInf(got, 1) {
+		t.Errorf("sum over float64's range %v, want +Inf", got)
+	}
+	e = exactSum{}
+	e.add(math.Inf(1))
+	e.add(math.NaN())
+	e.add(-3)
+	if got := e.value(); !math.IsInf(got, 1) {
+		t.Errorf("sum with +Inf %v", got)
+	}
+	// Exact where float64 sums are not: 1e16 + 1 + 1 is 1e16+2.
+	e = exactSum{}
+	for _, v := range []float64{1e16, 1, 1} {
+		e.add(v)
+	}
+	if got := e.value(); got != 1e16+2 {
+		t.Errorf("1e16 + 1 + 1 = %v, want %v", got, 1e16+2)
 	}
 }

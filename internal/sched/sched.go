@@ -454,10 +454,10 @@ func dominates(a, b *Pending) bool {
 func priorityOrder(s Snapshot, now time.Time) []int {
 	pending := s.Pending
 	key := make([]int64, len(pending))
-	if s.Weights != nil {
-		f := Priorities(s, now)
-		for i, p := range pending {
-			key[i] = f[p.RunID].Total
+	if s.Weights != nil && len(pending) > 1 { // one run needs no ranking, and the factors cost a walk over all usage
+		pr := newPrioritizer(&s, now)
+		for i := range pending {
+			key[i] = pr.factors(&pending[i]).Total
 		}
 	} else {
 		for i, p := range pending {

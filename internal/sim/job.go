@@ -76,3 +76,31 @@ func byArrival(a, b Job) int {
 	}
 	return cmp.Compare(a.ID, b.ID)
 }
+
+// Repeat returns jobs (in arrival order) times over, back to back: copy k
+// is submitted k spans later, where the span runs from the first submit to
+// one second after the last, and its IDs are offset by k times the largest
+// ID, so every copy keeps the original's arrival process and mix. It makes a
+// long workload out of a real one, for timing replays.
+func Repeat(jobs []Job, times int) []Job {
+	if len(jobs) == 0 || times <= 1 {
+		return jobs
+	}
+	var first, last time.Duration = jobs[0].Submit, jobs[0].Submit
+	var top int64
+	for _, j := range jobs {
+		first, last = min(first, j.Submit), max(last, j.Submit)
+		top = max(top, j.ID)
+	}
+	span := last - first + time.Second
+	out := make([]Job, 0, len(jobs)*times)
+	for k := range times {
+		for _, j := range jobs {
+			j.Submit += time.Duration(k) * span
+			j.ID += int64(k) * top
+			out = append(out, j)
+		}
+	}
+	SortByArrival(out)
+	return out
+}

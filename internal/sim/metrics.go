@@ -10,9 +10,11 @@ import (
 // in seconds.
 type Metrics struct {
 	Jobs int
-	// AvgWait, P95Wait and MaxWait are over wait = start - submit; the
-	// 95th percentile is by nearest rank: the ceil(0.95 n)-th smallest wait.
-	AvgWait, P95Wait, MaxWait float64
+	// AvgWait, P95Wait, P99Wait and MaxWait are over wait = start - submit;
+	// the percentiles are by nearest rank: the ceil(0.95 n)-th and
+	// ceil(0.99 n)-th smallest wait. P99 and max are the tail a policy
+	// that favours short jobs may starve.
+	AvgWait, P95Wait, P99Wait, MaxWait float64
 	// AvgBoundedSlowdown is the mean of max(1, (wait + run) / max(run, 10 s)).
 	AvgBoundedSlowdown float64
 	// Utilization is sum(processors x run) / (P x makespan).
@@ -51,6 +53,7 @@ func (r Result) Metrics() Metrics {
 		Jobs:               n,
 		AvgWait:            sumWait / float64(n),
 		P95Wait:            NearestRank(waits, 95).Seconds(),
+		P99Wait:            NearestRank(waits, 99).Seconds(),
 		MaxWait:            waits[n-1].Seconds(),
 		AvgBoundedSlowdown: sumBSLD / float64(n),
 		Makespan:           span,

@@ -15,6 +15,7 @@ type Report struct {
 	Dropped            int     `json:"dropped"`
 	AvgWait            float64 `json:"avg_wait"`
 	P95Wait            float64 `json:"p95_wait"`
+	P99Wait            float64 `json:"p99_wait"`
 	AvgBoundedSlowdown float64 `json:"avg_bounded_slowdown"`
 	Utilization        float64 `json:"utilization"`
 	Makespan           float64 `json:"makespan"`
@@ -38,6 +39,7 @@ func NewReport(policy string, m Metrics, drops Drops, wall time.Duration) Report
 		Dropped:            drops.Total(),
 		AvgWait:            m.AvgWait,
 		P95Wait:            m.P95Wait,
+		P99Wait:            m.P99Wait,
 		AvgBoundedSlowdown: m.AvgBoundedSlowdown,
 		Utilization:        m.Utilization,
 		Makespan:           m.Makespan,
@@ -50,10 +52,10 @@ func NewReport(policy string, m Metrics, drops Drops, wall time.Duration) Report
 // WriteTable prints reports as an aligned table, one row per policy.
 func WriteTable(w io.Writer, reports []Report) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\tjobs\tdropped\tavg wait (s)\tp95 wait (s)\tmax wait (s)\tavg bsld\tutilization\tmakespan (s)\twall (s)\t")
+	fmt.Fprintln(tw, "policy\tjobs\tdropped\tavg wait (s)\tp95 wait (s)\tp99 wait (s)\tmax wait (s)\tavg bsld\tutilization\tmakespan (s)\twall (s)\t")
 	for _, r := range reports {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.3f\t%.1f\t%.1f\t%.4f\t%.6f\t%.0f\t%.3f\t\n",
-			r.Policy, r.Jobs, r.Dropped, r.AvgWait, r.P95Wait, r.MaxWait, r.AvgBoundedSlowdown, r.Utilization, r.Makespan, r.WallSeconds)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.3f\t%.1f\t%.1f\t%.1f\t%.4f\t%.6f\t%.0f\t%.3f\t\n",
+			r.Policy, r.Jobs, r.Dropped, r.AvgWait, r.P95Wait, r.P99Wait, r.MaxWait, r.AvgBoundedSlowdown, r.Utilization, r.Makespan, r.WallSeconds)
 	}
 	return tw.Flush()
 }

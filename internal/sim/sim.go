@@ -149,8 +149,7 @@ func Run(jobs []Job, cfg Config) (Result, error) {
 		// usage is each user's processor-seconds, decayed with the
 		// server's default half-life, when the queue is ordered by
 		// multifactor priority (fairshare).
-		usage   = sched.Usage{}
-		usageAt time.Duration
+		usage usageClock
 	)
 	for next < len(out) || len(ends) > 0 {
 		// The next event time: the sooner of the next arrival and the
@@ -173,8 +172,7 @@ func Run(jobs []Job, cfg Config) (Result, error) {
 			free += out[e.idx].Job.Procs
 			if cfg.Weights != nil {
 				j := &out[e.idx].Job
-				decayUsage(usage, &usageAt, now)
-				usage[sched.Account{User: j.User}] += float64(j.Procs) * j.Run.Seconds()
+				usage.add(sched.Account{User: j.User}, float64(j.Procs)*j.Run.Seconds(), now)
 			}
 			ended[e.idx] = true
 			completed = true
@@ -204,8 +202,7 @@ func Run(jobs []Job, cfg Config) (Result, error) {
 		at := epoch.Add(now)
 		snap := sched.Snapshot{Nodes: nodes, Running: running, Pending: pending, Policy: cfg.Policy, Weights: cfg.Weights}
 		if cfg.Weights != nil {
-			decayUsage(usage, &usageAt, now)
-			snap.Usage = usage
+			snap.Usage = usage.u
 		}
 		plan := schedule(snap, at)
 		res.Passes++
@@ -304,14 +301,31 @@ func (h *endHeap) Pop() any {
 // usageHalfLife is the server's default fairshare half-life.
 const usageHalfLife = 7 * 24 * time.Hour
 
-// decayUsage ages every user's usage from *at to now.
-func decayUsage(u sched.Usage, at *time.Duration, now time.Duration) {
-	if now <= *at {
-		return
+// usageClock is the users' decayed usage, kept the cheap way: fairshare
+// depends only on each account's share of the total, which decay leaves
+// alone (it scales every usage alike), so rather than age every account at
+// every pass, each new use is added grown by 2^((t-base)/half-life), and the
+// map handed to sched holds usage scaled by that common factor. When the
+// factor grows large, base moves on by a whole number of half-lives, which
+// scales every usage by an exact power of two.
+type usageClock struct {
+	u    sched.Usage
+	base time.Duration
+}
+
+// maxGrowth is how many half-lives the factor may reach before base moves:
+// far from float64's range (2^1023), with room for the usages themselves.
+const maxGrowth = 512
+
+func (c *usageClock) add(a sched.Account, v float64, now time.Duration) {
+	if c.u == nil {
+		c.u, c.base = sched.Usage{}, now
 	}
-	f := math.Pow(2, -float64(now-*at)/float64(usageHalfLife))
-	for k, v := range u {
-		u[k] = v * f
+	if k := int((now - c.base) / usageHalfLife); k >= maxGrowth {
+		for a, w := range c.u {
+			c.u[a] = math.Ldexp(w, -k)
+		}
+		c.base += time.Duration(k) * usageHalfLife
 	}
-	*at = now
+	c.u[a] += v * math.Exp2(float64(now-c.base)/float64(usageHalfLife))
 }

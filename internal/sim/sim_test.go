@@ -133,10 +133,10 @@ func TestMetricsByHand(t *testing.T) {
 	tests := map[sched.Policy]Metrics{
 		// waits 0, 99, 108; ends 100, 110, 160.
 		// bounded slowdowns: 100/100 = 1, (99+10)/10 = 10.9, (108+50)/50 = 3.16.
-		sched.FCFS: {Jobs: 3, AvgWait: 207.0 / 3, P95Wait: 108, MaxWait: 108,
+		sched.FCFS: {Jobs: 3, AvgWait: 207.0 / 3, P95Wait: 108, P99Wait: 108, MaxWait: 108,
 			AvgBoundedSlowdown: (1 + 10.9 + 3.16) / 3, Utilization: 340.0 / (4 * 160), Makespan: 160},
 		// waits 0, 99, 0; ends 100, 110, 52.
-		sched.EASY: {Jobs: 3, AvgWait: 33, P95Wait: 99, MaxWait: 99,
+		sched.EASY: {Jobs: 3, AvgWait: 33, P95Wait: 99, P99Wait: 99, MaxWait: 99,
 			AvgBoundedSlowdown: (1 + 10.9 + 1) / 3, Utilization: 340.0 / (4 * 110), Makespan: 110},
 	}
 	for policy, want := range tests {
@@ -157,7 +157,7 @@ func TestMetricsByHand(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := Metrics{Jobs: 3, AvgWait: 3, P95Wait: 5, MaxWait: 5, AvgBoundedSlowdown: (1 + 1 + 1.25) / 3, Utilization: 27.0 / 27, Makespan: 27}
+		want := Metrics{Jobs: 3, AvgWait: 3, P95Wait: 5, P99Wait: 5, MaxWait: 5, AvgBoundedSlowdown: (1 + 1 + 1.25) / 3, Utilization: 27.0 / 27, Makespan: 27}
 		if diff := cmp.Diff(want, res.Metrics(), cmpopts.EquateApprox(0, 1e-9)); diff != "" {
 			t.Errorf("metrics (-want +got):\n%s", diff)
 		}
@@ -295,5 +295,28 @@ func TestPolicyByName(t *testing.T) {
 	}
 	if _, err := PolicyByName("sjf"); !errors.Is(err, ErrPolicy) {
 		t.Errorf("PolicyByName(sjf): err = %v, want ErrPolicy", err)
+	}
+}
+
+// The usage handed to sched is scaled, not aged: what fairshare reads of it,
+// each account's share of the total, is the decayed usage's, also once the
+// scale has moved on by whole half-lives.
+func TestUsageClock(t *testing.T) {
+	var c usageClock
+	a, b, d := sched.Account{User: "a"}, sched.Account{User: "b"}, sched.Account{User: "d"}
+	c.add(a, 100, 0)
+	c.add(b, 100, usageHalfLife) // a has halved by then
+	if got := c.u[a] / c.u[b]; got != 0.5 {
+		t.Errorf("a/b = %v, want 0.5", got)
+	}
+	c.add(d, 100, (maxGrowth+3)*usageHalfLife) // past the bound: the base moves
+	if got := c.u[a] / c.u[b]; got != 0.5 {
+		t.Errorf("after the move a/b = %v, want 0.5", got)
+	}
+	if got := c.u[b] / c.u[d]; got != math.Ldexp(1, -maxGrowth-2) {
+		t.Errorf("b/d = %v, want 2^%d", got, -maxGrowth-2)
+	}
+	if c.base == 0 || math.IsInf(c.u[d], 0) {
+		t.Errorf("base %v, d %v: want a moved base and a finite usage", c.base, c.u[d])
 	}
 }

@@ -256,3 +256,17 @@ func FuzzParseSWF(f *testing.F) {
 		}
 	})
 }
+
+func TestRepeat(t *testing.T) {
+	jobs := []Job{aJob(1, 10, 1, 5), aJob(3, 15, 2, 5), aJob(2, 20, 1, 5)}
+	SortByArrival(jobs)
+	got := Repeat(jobs, 2)
+	// The span is 20 - 10 + 1 = 11 s; IDs move up by the largest, 3.
+	want := []Job{aJob(1, 10, 1, 5), aJob(3, 15, 2, 5), aJob(2, 20, 1, 5), aJob(4, 21, 1, 5), aJob(6, 26, 2, 5), aJob(5, 31, 1, 5)}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Repeat (-want +got):\n%s", diff)
+	}
+	if got := Repeat(jobs, 1); len(got) != 3 {
+		t.Errorf("Repeat once: %d jobs, want the 3", len(got))
+	}
+}
