@@ -342,22 +342,7 @@ from its start to the end of the last run (the server's record of it).`,
 			if err := b.startAgent("drain-node"); err != nil {
 				return err
 			}
-			// Poll cheaply (one run at most per answer): the figure comes from
-			// the server's own record of the last run's end, not from here.
-			for {
-				active, err := b.c.Runs(ctx, client.ListOptions{Limit: 1})
-				if err != nil {
-					return err
-				}
-				if len(active) == 0 {
-					break
-				}
-				if time.Since(t0) > 10*time.Minute {
-					return errors.New("bench: runs still active after 10 minutes")
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
-			all, err := b.c.Runs(ctx, client.ListOptions{All: true})
+			all, err := b.waitIdle(ctx, t0)
 			if err != nil {
 				return err
 			}
@@ -386,6 +371,26 @@ from its start to the end of the last run (the server's record of it).`,
 	}
 	cmd.Flags().IntVar(&runs, "runs", 500, "runs to queue")
 	return cmd
+}
+
+// waitIdle waits until the server has no active run and lists them all.
+// It polls cheaply (one run at most per answer): the figures come from the
+// server's own record of the runs' ends, not from here.
+func (b *benchServer) waitIdle(ctx context.Context, t0 time.Time) ([]api.Run, error) {
+	for {
+		active, err := b.c.Runs(ctx, client.ListOptions{Limit: 1})
+		if err != nil {
+			return nil, err
+		}
+		if len(active) == 0 {
+			break
+		}
+		if time.Since(t0) > 10*time.Minute {
+			return nil, errors.New("bench: runs still active after 10 minutes")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return b.c.Runs(ctx, client.ListOptions{All: true})
 }
 
 func nodeText(ctx context.Context, c *client.Client) string {
