@@ -439,21 +439,57 @@ func (g *Group) OOMKills() (uint64, error) {
 	return 0, nil
 }
 
-// Delete removes the empty group (Kill it first).
+// Delete removes the empty group (Kill it first), in every hierarchy, with
+// any groups the job made inside it. It is an rmdir per directory: the
+// library's Delete lists every process and stats every control file of each
+// hierarchy first, which costs a job's end more than the removal itself.
 func (g *Group) Delete() error {
-	var err error
-	if g.v1 != nil {
-		err = g.v1.Delete()
-		if errors.Is(err, cgroup1.ErrCgroupDeleted) {
-			err = nil
+	var errs []error
+	for _, d := range g.spec.Dirs() {
+		if err := removeGroupDir(d); err != nil {
+			errs = append(errs, err)
 		}
-	} else {
-		err = g.v2.Delete()
 	}
-	if err != nil {
+	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("cgroup: delete: %w", err)
 	}
 	return nil
+}
+
+// removeGroupDir removes the group directory d and the groups under it; one
+// that is already gone is no error. The kernel refuses a group that still
+// holds a process (EBUSY): that is tried again a few times, as a process
+// killed a moment ago may still be leaving it.
+func removeGroupDir(d string) error {
+	var err error
+	pause := 10 * time.Millisecond
+	for try := 0; try < 5; try++ {
+		if try > 0 {
+			time.Sleep(pause)
+			pause *= 2
+		}
+		err = unix.Rmdir(d)
+		if errors.Is(err, unix.ENOTEMPTY) {
+			// Not a cgroup file system (whose control files go with their
+			// directory): a copy of one, as in tests.
+			err = os.RemoveAll(d)
+		}
+		if err == nil || errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		if !errors.Is(err, unix.EBUSY) {
+			break
+		}
+		// Groups the job made inside its own go first.
+		if ents, rerr := os.ReadDir(d); rerr == nil {
+			for _, e := range ents {
+				if e.IsDir() {
+					_ = removeGroupDir(filepath.Join(d, e.Name()))
+				}
+			}
+		}
+	}
+	return fmt.Errorf("remove %s: %w", d, err)
 }
 
 var errNoKey = errors.New("cgroup: no such key")
