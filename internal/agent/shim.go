@@ -116,7 +116,7 @@ func runShim(arg string) error {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, sigStop, sigAbort, sigForward, syscall.SIGINT, syscall.SIGHUP)
 	if arg != warmArg && arg != reuseArg {
-		cleanup, _, err := superviseJob(arg, sigs)
+		cleanup, _, err := superviseJob(arg, sigs, true)
 		cleanup()
 		return err
 	}
@@ -139,7 +139,7 @@ func runShim(arg string) error {
 		// Signals still queued are this job's: the agent hands another job
 		// only to a shim it never signalled.
 		dir := strings.TrimSpace(line)
-		cleanup, again, err := superviseJob(dir, sigs)
+		cleanup, again, err := superviseJob(dir, sigs, false)
 		if err != nil || report == nil || !again {
 			cleanup()
 			return err
@@ -160,7 +160,10 @@ func runShim(arg string) error {
 // job's control group. again says whether the shim may take another job
 // (not after a container job: the engine's connection and state were that
 // job's).
-func superviseJob(dir string, sigs chan os.Signal) (cleanup func(), again bool, err error) {
+//
+// recordPid writes the shim's pid into dir; a warm shim's is there already
+// (the agent writes it before it names the directory).
+func superviseJob(dir string, sigs chan os.Signal, recordPid bool) (cleanup func(), again bool, err error) {
 	cleanup = func() {}
 	// The shim lives in its job's directory: a restarted agent recognises
 	// it by that (see shimAlive), whatever its command line.
@@ -171,8 +174,10 @@ func superviseJob(dir string, sigs chan os.Signal) (cleanup func(), again bool, 
 	if err := readJSON(filepath.Join(dir, fileSpec), &sp); err != nil {
 		return cleanup, true, err
 	}
-	if err := writeFileAtomic(filepath.Join(dir, fileShimID), []byte(strconv.Itoa(os.Getpid()))); err != nil {
-		return cleanup, true, err
+	if recordPid {
+		if err := writeFileAtomic(filepath.Join(dir, fileShimID), []byte(strconv.Itoa(os.Getpid()))); err != nil {
+			return cleanup, true, err
+		}
 	}
 	// output.log exists once the shim may start the job: without it, a
 	// restarted agent knows the job never ran and may start it again.
@@ -224,7 +229,7 @@ func superviseJob(dir string, sigs chan os.Signal) (cleanup func(), again bool, 
 		stdoutW.Close()
 		stderrW.Close()
 	}
-	cmd := exec.Command("bash", "-c", sp.Script)
+	cmd := bashCommand(sp.Script)
 	cmd.Env = sp.Env
 	cmd.Dir = sp.Dir
 	cmd.Stdout, cmd.Stderr = stdoutW, stderrW
@@ -361,6 +366,18 @@ func superviseJob(dir string, sigs chan os.Signal) (cleanup func(), again bool, 
 	return cleanup, true, finish()
 }
 
+// lookBash finds bash once per shim: a reused shim starts many jobs.
+var lookBash = sync.OnceValues(func() (string, error) { return exec.LookPath("bash") })
+
+// bashCommand is `bash -c script`, bash looked up in the shim's PATH.
+func bashCommand(script string) *exec.Cmd {
+	path, err := lookBash()
+	if err != nil {
+		return exec.Command("bash", "-c", script) // it says why it cannot start
+	}
+	return &exec.Cmd{Path: path, Args: []string{"bash", "-c", script}}
+}
+
 // fileStop holds "1" (stop) or "2" (abort) once the agent asked the job to
 // end; the signal that goes with it may reach a shim too early to count.
 const fileStop = "stop"
@@ -406,15 +423,11 @@ func startJob(cmd *exec.Cmd, spec *cgroup.Spec) (*cgroup.Group, error) {
 	// A group of the same name left by an earlier shim of this job that
 	// died is emptied by the agent before it starts this one (finished,
 	// restore); Create reuses what is left.
-	grp, err := cgroup.Create(*spec)
-	if err != nil {
-		return nil, fmt.Errorf("cannot confine it: %w", err)
+	grp, err := cgroup.StartIn(*spec, cmd)
+	if ce := (*cgroup.CreateError)(nil); errors.As(err, &ce) {
+		return nil, fmt.Errorf("cannot confine it: %w", ce.Err)
 	}
-	if err := grp.Start(cmd); err != nil {
-		_ = grp.Delete()
-		return nil, err
-	}
-	return grp, nil
+	return grp, err
 }
 
 // endGroup kills what is left of the job in its group and returns how many

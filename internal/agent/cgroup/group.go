@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/containerd/cgroups/v3/cgroup1"
@@ -222,15 +223,59 @@ func (s Spec) v2Resources() *cgroup2.Resources {
 // CLONE_INTO_CGROUP could place the child directly; the gate works on every
 // kernel and both versions, and is the one path tested on this host.)
 func (g *Group) Start(cmd *exec.Cmd) error {
-	bash, err := exec.LookPath("bash")
+	gt, err := startGated(cmd)
 	if err != nil {
-		return fmt.Errorf("cgroup: the start gate needs bash: %w", err)
+		return err
+	}
+	return gt.enter(g)
+}
+
+// StartIn starts cmd behind the gate, makes the group of s meanwhile (while
+// bash starts), moves cmd into it and releases it: Create and Start in one,
+// with bash's start and the group's making overlapped. The job's own code
+// still never runs outside the group. A group that cannot be made fails
+// with a *CreateError, and nothing is left of it or of cmd.
+func StartIn(s Spec, cmd *exec.Cmd) (*Group, error) {
+	gt, err := startGated(cmd)
+	if err != nil {
+		return nil, err
+	}
+	g, err := Create(s)
+	if err != nil {
+		gt.abort()
+		return nil, &CreateError{Err: err}
+	}
+	if err := gt.enter(g); err != nil {
+		_ = g.Delete()
+		return nil, err
+	}
+	return g, nil
+}
+
+// CreateError says that the job's group could not be made.
+type CreateError struct{ Err error }
+
+func (e *CreateError) Error() string { return e.Err.Error() }
+func (e *CreateError) Unwrap() error { return e.Err }
+
+// bashPath is where bash is, looked up once per process.
+var bashPath = sync.OnceValues(func() (string, error) { return exec.LookPath("bash") })
+
+// gate is a started command waiting, in bash, for a line on its gate pipe.
+type gate struct {
+	cmd *exec.Cmd
+	w   *os.File
+}
+
+func startGated(cmd *exec.Cmd) (*gate, error) {
+	bash, err := bashPath()
+	if err != nil {
+		return nil, fmt.Errorf("cgroup: the start gate needs bash: %w", err)
 	}
 	r, w, err := os.Pipe()
 	if err != nil {
-		return fmt.Errorf("cgroup: %w", err)
+		return nil, fmt.Errorf("cgroup: %w", err)
 	}
-	defer w.Close()
 	fd := 3 + len(cmd.ExtraFiles)
 	if len(cmd.Args) >= 3 && filepath.Base(cmd.Path) == "bash" && cmd.Args[1] == "-c" {
 		// The job is a bash script already: the gate is its first line,
@@ -249,19 +294,32 @@ func (g *Group) Start(cmd *exec.Cmd) error {
 	err = cmd.Start()
 	r.Close()
 	if err != nil {
-		return err
+		w.Close()
+		return nil, err
 	}
-	if err := g.add(cmd.Process.Pid); err != nil {
-		_ = cmd.Process.Kill()
-		_, _ = cmd.Process.Wait()
+	return &gate{cmd: cmd, w: w}, nil
+}
+
+// enter moves the gated process into g and releases it.
+func (gt *gate) enter(g *Group) error {
+	if err := g.add(gt.cmd.Process.Pid); err != nil {
+		gt.abort()
 		return fmt.Errorf("cgroup: place the job in %s: %w", strings.Join(g.spec.Dirs(), ", "), err)
 	}
-	if _, err := w.Write([]byte("\n")); err != nil {
-		_ = cmd.Process.Kill()
-		_, _ = cmd.Process.Wait()
+	_, err := gt.w.Write([]byte("\n"))
+	gt.w.Close()
+	if err != nil {
+		gt.abort()
 		return fmt.Errorf("cgroup: release the job: %w", err)
 	}
 	return nil
+}
+
+// abort ends the gated process before it ran anything of the job.
+func (gt *gate) abort() {
+	gt.w.Close()
+	_ = gt.cmd.Process.Kill()
+	_, _ = gt.cmd.Process.Wait()
 }
 
 // add moves a whole process (all its threads) into the group, in every
