@@ -164,7 +164,13 @@ func benchArrayRun(cmd *cobra.Command, tasks int) error {
 		return fmt.Errorf("bench: %d of %d tasks ran, %d did not end done", ran, tasks, failed)
 	}
 	d := last.Sub(arr.SubmittedAt)
-	fmt.Fprintf(cmd.OutOrStdout(), "array: %d tasks on one node (%s) in %.2f s (%.0f tasks/s), submission to the last task's end\n",
-		tasks, nodeText(ctx, b.c), d.Seconds(), float64(tasks)/d.Seconds())
+	var taskRuns []api.Run
+	for _, r := range all {
+		if r.ID != arr.ID {
+			taskRuns = append(taskRuns, r)
+		}
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "array: %d tasks on one node (%s) in %.2f s (%.0f tasks/s), submission to the last task's end; %s\n",
+		tasks, nodeText(ctx, b.c), d.Seconds(), float64(tasks)/d.Seconds(), turnover(ctx, b.c, taskRuns, d))
 	return nil
 }
