@@ -704,15 +704,26 @@ func (a *Agent) finishedBy(j *localJob, reported bool) {
 }
 
 func (a *Agent) removeLocked(j *localJob) {
+	a.removeDir(a.forgetLocked(j))
+}
+
+// forgetLocked drops j from the agent's jobs and returns its directory, for
+// removeDir.
+func (a *Agent) forgetLocked(j *localJob) string {
 	if j.out != nil {
 		j.out.Close()
 	}
 	delete(a.jobs, j.id)
 	a.dropContainerLocked(j) // agent_container.go
-	if j.dir != "" {
-		if err := os.RemoveAll(j.dir); err != nil {
-			a.log.Warn("remove job directory", "job_id", j.id, "err", err)
-		}
+	return j.dir
+}
+
+func (a *Agent) removeDir(dir string) {
+	if dir == "" {
+		return
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		a.log.Warn("remove job directory", "dir", dir, "err", err)
 	}
 }
 
@@ -999,11 +1010,23 @@ func (a *Agent) acked(evs []api.AgentEvent, ack *api.AgentAck) {
 			j.acked = size
 		}
 	}
+	var gone []string
 	for _, id := range ack.Closed {
 		if j, ok := a.jobs[id]; ok && j.exit != nil {
-			a.removeLocked(j)
+			gone = append(gone, a.forgetLocked(j))
 		}
 	}
+	if len(gone) == 0 {
+		return
+	}
+	// The directories go without the lock: removing them costs more than
+	// anything else the agent does for a short job, and the next job's
+	// start waits for the lock.
+	a.mu.Unlock()
+	for _, dir := range gone {
+		a.removeDir(dir)
+	}
+	a.mu.Lock()
 }
 
 func writeJSONAtomic(path string, v any) error {

@@ -338,11 +338,19 @@ from its start to the end of the last run (the server's record of it).`,
 			if _, _, err := submitAll(ctx, b.c, runs, 8, benchTask("true")); err != nil {
 				return err
 			}
+			before, err := b.c.Status(ctx)
+			if err != nil {
+				return err
+			}
 			t0 := time.Now()
 			if err := b.startAgent("drain-node"); err != nil {
 				return err
 			}
 			all, err := b.waitIdle(ctx, t0)
+			if err != nil {
+				return err
+			}
+			after, err := b.c.Status(ctx)
 			if err != nil {
 				return err
 			}
@@ -360,8 +368,9 @@ from its start to the end of the last run (the server's record of it).`,
 				return fmt.Errorf("bench: %d of %d runs did not end done", failed, len(all))
 			}
 			d := last.Sub(t0)
-			fmt.Fprintf(cmd.OutOrStdout(), "drain: %d runs on one node (%s) in %.2f s (%.0f runs/s), agent start included; %s\n",
-				len(all), nodeText(ctx, b.c), d.Seconds(), float64(len(all))/d.Seconds(), turnover(ctx, b.c, all, d))
+			fmt.Fprintf(cmd.OutOrStdout(), "drain: %d runs on one node (%s) in %.2f s (%.0f runs/s), agent start included; %s; %.1f transactions per run\n",
+				len(all), nodeText(ctx, b.c), d.Seconds(), float64(len(all))/d.Seconds(), turnover(ctx, b.c, all, d),
+				float64(after.Commits-before.Commits)/float64(len(all)))
 			return nil
 		},
 	}
