@@ -278,3 +278,24 @@ func TestV1StartIn(t *testing.T) {
 		t.Errorf("the gated bash outlived the failed start: %v", err)
 	}
 }
+
+// A gated bash that cannot move itself into its group (v1 self-move) runs
+// nothing of the job, and the start fails.
+func TestSelfMoveFailureRunsNothing(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "ran")
+	cmd := exec.Command("bash", "-c", "echo ran > "+marker)
+	gt, err := startGated(cmd, []string{"/nonexistent/berth/tasks"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = gt.enter(&Group{spec: Spec{Version: 1, Root: "/nonexistent", Paths: map[string]string{"memory": "/j"}}})
+	if err == nil || !strings.Contains(err.Error(), "could not move") {
+		t.Fatalf("enter = %v, want a failure to move", err)
+	}
+	if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the job ran (%v)", err)
+	}
+	if err := unix.Kill(cmd.Process.Pid, 0); !errors.Is(err, unix.ESRCH) {
+		t.Errorf("the gated bash is still there: %v", err)
+	}
+}
