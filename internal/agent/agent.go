@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -93,6 +94,7 @@ type localJob struct {
 	exitSent    bool
 	stopSent    int
 	shimPid     int
+	signalled   bool // the agent signalled its shim: that shim takes no other job
 	shimStarts  int  // shims that ended before starting the job (see finished)
 	rerun       bool // found after a restart, never started: start it on the server's word
 	orphan      bool // the server no longer knows it: stop it, report nothing
@@ -130,7 +132,7 @@ func New(cfg Config) (*Agent, error) {
 		log:    cfg.Logger.With("node", cfg.Name),
 		jobs:   map[int64]*localJob{},
 		kick:   make(chan struct{}, 1),
-		warm:   make(chan *warmShim, warmShims),
+		warm:   make(chan *warmShim, idleShims),
 	}, nil
 }
 
@@ -382,7 +384,14 @@ func (a *Agent) forward(k api.KillJob) {
 		a.log.Warn("record a signal for the job", "job_id", j.id, "err", err)
 		return
 	}
-	if err := unix.Kill(j.shimPid, sigForward); err != nil && !errors.Is(err, unix.ESRCH) {
+	a.signalShimLocked(j, sigForward)
+}
+
+// signalShimLocked sends the job's shim sig. A shim the agent signalled is
+// not handed another job (see recycle): the signal is for this job only.
+func (a *Agent) signalShimLocked(j *localJob, sig syscall.Signal) {
+	j.signalled = true
+	if err := unix.Kill(j.shimPid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
 		a.log.Error("signal shim", "job_id", j.id, "err", err)
 	}
 }
@@ -403,9 +412,7 @@ func (a *Agent) signalLocked(j *localJob, abort bool) {
 	if err := writeFileAtomic(filepath.Join(j.dir, fileStop), []byte(strconv.Itoa(j.stopSent))); err != nil {
 		a.log.Warn("record stop request", "job_id", j.id, "err", err)
 	}
-	if err := unix.Kill(j.shimPid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
-		a.log.Error("signal shim", "job_id", j.id, "err", err)
-	}
+	a.signalShimLocked(j, sig)
 }
 
 // startLocked writes the job's directory and starts its shim.
@@ -445,26 +452,68 @@ func (a *Agent) startLocked(asg api.Assignment) {
 		fail(err)
 		return
 	}
-	cmd, err := a.takeShim(dir)
+	sh, err := a.takeShim(dir)
 	if err != nil {
 		fail(err)
 		return
 	}
-	j.shimPid = cmd.Process.Pid
-	go func() {
-		_ = cmd.Wait()
-		a.finished(j)
-	}()
+	j.shimPid = sh.cmd.Process.Pid
+	go a.await(j, sh)
 }
 
-// warmShims is how many shims wait ready for a job. Starting the binary is
-// most of a trivial job's cost; a warm shim takes it off the path from an
-// assignment to a running job.
-const warmShims = 2
+// await waits for the end of j's job: a reusable shim names its directory
+// when the job is done, and then goes back among the warm shims; any shim's
+// exit ends the job too (one that died, or one not reused).
+func (a *Agent) await(j *localJob, sh *warmShim) {
+	if sh.report != nil {
+		if _, err := sh.report.ReadString('\n'); err == nil {
+			a.finishedBy(j, true)
+			a.recycle(j, sh)
+			return
+		}
+	}
+	_ = sh.cmd.Wait()
+	if sh.rfile != nil {
+		sh.rfile.Close()
+	}
+	a.finished(j)
+}
+
+// recycle puts a shim that reported its job done back among the warm ones,
+// unless the agent signalled it during the job (a signal meant for that job
+// must not reach the next), the agent is stopping, or enough wait already.
+func (a *Agent) recycle(j *localJob, sh *warmShim) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if j.signalled || a.stopping {
+		sh.release()
+		return
+	}
+	a.keepWarmLocked(sh)
+}
+
+// keepWarmLocked puts w among the warm shims, or ends it when idleShims
+// already wait.
+func (a *Agent) keepWarmLocked(w *warmShim) {
+	select {
+	case a.warm <- w:
+	default:
+		w.release()
+	}
+}
+
+// warmShims is how many shims the agent starts ahead of need. Starting the
+// binary is most of a trivial job's cost; a warm shim takes it off the path
+// from an assignment to a running job, and a shim that finished a job is
+// warm again (idleShims bounds how many wait so).
+const (
+	warmShims = 2
+	idleShims = 8
+)
 
 // takeShim hands dir to a warm shim, or starts a shim for it when none is
-// ready, and returns the shim's process. Call with a.mu held.
-func (a *Agent) takeShim(dir string) (*exec.Cmd, error) {
+// ready, and returns the shim. Call with a.mu held.
+func (a *Agent) takeShim(dir string) (*warmShim, error) {
 	defer a.refillShims()
 	for {
 		select {
@@ -472,19 +521,17 @@ func (a *Agent) takeShim(dir string) (*exec.Cmd, error) {
 			// The pid goes on record before the shim learns its job, so
 			// that a restarted agent always finds it.
 			if err := writeFileAtomic(filepath.Join(dir, fileShimID), []byte(strconv.Itoa(w.cmd.Process.Pid))); err != nil {
-				w.release()
+				a.keepWarmLocked(w) // it is still warm
 				return nil, err
 			}
-			_, err := io.WriteString(w.in, dir+"\n")
-			w.in.Close()
-			if err == nil {
-				return w.cmd, nil
+			if _, err := io.WriteString(w.in, dir+"\n"); err == nil {
+				return w, nil
 			}
-			go func() { _ = w.cmd.Wait() }()
+			w.release()
 			continue
 		default:
 		}
-		cmd, _, err := a.startShim(dir)
+		cmd, _, _, err := a.startShim(dir)
 		if err != nil {
 			return nil, err
 		}
@@ -493,35 +540,50 @@ func (a *Agent) takeShim(dir string) (*exec.Cmd, error) {
 		if err := writeFileAtomic(filepath.Join(dir, fileShimID), []byte(strconv.Itoa(cmd.Process.Pid))); err != nil {
 			a.log.Warn("record shim pid", "dir", dir, "err", err)
 		}
-		return cmd, nil
+		return &warmShim{cmd: cmd}, nil
 	}
 }
 
+// warmShim is a shim started ahead of need (in: where it is told its job
+// directories; report: where it names those it is done with), or one
+// started for its job (cmd only).
 type warmShim struct {
-	cmd *exec.Cmd
-	in  io.WriteCloser
+	cmd    *exec.Cmd
+	in     io.WriteCloser
+	report *bufio.Reader
+	rfile  *os.File
 }
 
+// release ends a warm shim: it exits when its input closes.
 func (w *warmShim) release() {
-	w.in.Close()
-	go func() { _ = w.cmd.Wait() }()
+	if w.in != nil {
+		w.in.Close()
+	}
+	go func() {
+		_ = w.cmd.Wait()
+		if w.rfile != nil {
+			w.rfile.Close()
+		}
+	}()
 }
 
 // startShim starts `berth shim ARG` in a session of its own, so that it
-// outlives the agent and gets none of its signals.
-func (a *Agent) startShim(arg string) (*exec.Cmd, io.WriteCloser, error) {
+// outlives the agent and gets none of its signals. A reusable warm shim
+// (reuseArg) gets a pipe for its input and one for its reports (its fd 3).
+func (a *Agent) startShim(arg string) (*exec.Cmd, io.WriteCloser, *os.File, error) {
 	logf, err := os.OpenFile(filepath.Join(a.cfg.DataDir, "shims.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	defer logf.Close()
 	cmd := exec.Command(a.cfg.ShimCommand[0], append(a.cfg.ShimCommand[1:], arg)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	var in io.WriteCloser
-	if arg == warmArg {
+	var report, reportW *os.File
+	if arg == warmArg || arg == reuseArg {
 		if in, err = cmd.StdinPipe(); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	} else {
 		// Working in the job's directory from its first instant, the shim
@@ -529,10 +591,24 @@ func (a *Agent) startShim(arg string) (*exec.Cmd, io.WriteCloser, error) {
 		// before it records the shim's pid.
 		cmd.Dir = arg
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, nil, err
+	if arg == reuseArg {
+		if report, reportW, err = os.Pipe(); err != nil {
+			in.Close()
+			return nil, nil, nil, err
+		}
+		cmd.ExtraFiles = []*os.File{reportW} // fd 3: reportFD
 	}
-	return cmd, in, nil
+	err = cmd.Start()
+	if reportW != nil {
+		reportW.Close()
+	}
+	if err != nil {
+		if report != nil {
+			report.Close()
+		}
+		return nil, nil, nil, err
+	}
+	return cmd, in, report, nil
 }
 
 // refillShims starts warm shims in the background up to warmShims.
@@ -550,7 +626,7 @@ func (a *Agent) refillShims() {
 				return
 			}
 			a.mu.Unlock()
-			cmd, in, err := a.startShim(warmArg)
+			cmd, in, report, err := a.startShim(reuseArg)
 			if err != nil {
 				a.log.Error("start a warm shim", "err", err)
 				a.mu.Lock()
@@ -558,15 +634,14 @@ func (a *Agent) refillShims() {
 				a.mu.Unlock()
 				return
 			}
-			w := &warmShim{cmd: cmd, in: in}
+			w := &warmShim{cmd: cmd, in: in, report: bufio.NewReader(report), rfile: report}
 			a.mu.Lock()
-			stopping := a.stopping
-			a.mu.Unlock()
-			if stopping {
+			if a.stopping {
 				w.release()
-				continue
+			} else {
+				a.keepWarmLocked(w)
 			}
-			a.warm <- w
+			a.mu.Unlock()
 		}
 	}()
 }
@@ -576,9 +651,15 @@ func (a *Agent) refillShims() {
 const maxShimStarts = 3
 
 // finished records the shim's end, once.
-func (a *Agent) finished(j *localJob) {
-	// The shim removes the job's group; one that died could not.
-	a.removeGroup(j)
+func (a *Agent) finished(j *localJob) { a.finishedBy(j, false) }
+
+// finishedBy records the end of j's job; reported says its shim, alive,
+// reported the job done (exit.json written, nothing of the job running).
+func (a *Agent) finishedBy(j *localJob, reported bool) {
+	if !reported {
+		// The shim removes the job's group; one that died could not.
+		a.removeGroup(j)
+	}
 	var ex shimExit
 	err := readJSON(filepath.Join(j.dir, fileExit), &ex)
 	a.mu.Lock()
@@ -623,15 +704,26 @@ func (a *Agent) finished(j *localJob) {
 }
 
 func (a *Agent) removeLocked(j *localJob) {
+	a.removeDir(a.forgetLocked(j))
+}
+
+// forgetLocked drops j from the agent's jobs and returns its directory, for
+// removeDir.
+func (a *Agent) forgetLocked(j *localJob) string {
 	if j.out != nil {
 		j.out.Close()
 	}
 	delete(a.jobs, j.id)
 	a.dropContainerLocked(j) // agent_container.go
-	if j.dir != "" {
-		if err := os.RemoveAll(j.dir); err != nil {
-			a.log.Warn("remove job directory", "job_id", j.id, "err", err)
-		}
+	return j.dir
+}
+
+func (a *Agent) removeDir(dir string) {
+	if dir == "" {
+		return
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		a.log.Warn("remove job directory", "dir", dir, "err", err)
 	}
 }
 
@@ -918,11 +1010,23 @@ func (a *Agent) acked(evs []api.AgentEvent, ack *api.AgentAck) {
 			j.acked = size
 		}
 	}
+	var gone []string
 	for _, id := range ack.Closed {
 		if j, ok := a.jobs[id]; ok && j.exit != nil {
-			a.removeLocked(j)
+			gone = append(gone, a.forgetLocked(j))
 		}
 	}
+	if len(gone) == 0 {
+		return
+	}
+	// The directories go without the lock: removing them costs more than
+	// anything else the agent does for a short job, and the next job's
+	// start waits for the lock.
+	a.mu.Unlock()
+	for _, dir := range gone {
+		a.removeDir(dir)
+	}
+	a.mu.Lock()
 }
 
 func writeJSONAtomic(path string, v any) error {

@@ -32,7 +32,7 @@ func (a *Agent) resumeContainerLocked(j *localJob) bool {
 	if _, err := os.Stat(filepath.Join(j.dir, fileExit)); err == nil {
 		return false
 	}
-	cmd, _, err := a.startShim(j.dir)
+	cmd, _, _, err := a.startShim(j.dir)
 	if err != nil {
 		a.log.Error("restart the shim of a container job", "job_id", j.id, "err", err)
 		return false

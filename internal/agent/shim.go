@@ -48,8 +48,16 @@ const (
 	sigForward = syscall.SIGUSR1
 )
 
-// warmArg in place of a directory starts a warm shim (see runShim).
-const warmArg = "-"
+// warmArg in place of a directory starts a warm shim (see runShim); reuseArg
+// a warm shim that reports each job's end on fd 3 and then takes another.
+const (
+	warmArg  = "-"
+	reuseArg = "+"
+)
+
+// reportFD is the pipe on which a reusable shim names each job directory it
+// is done with (exit.json written, nothing of the job left running).
+const reportFD = 3
 
 // Shim exit reasons (exit.json).
 const (
@@ -101,38 +109,81 @@ func RunShim(dir string) int {
 	return 0
 }
 
-func runShim(dir string) error {
+func runShim(arg string) error {
 	// Catch stop requests before anything else: one that comes while the
 	// shim is still getting ready must neither kill it (SIGTERM's default)
 	// nor be lost (SIGUSR2 is ignored until asked for).
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, sigStop, sigAbort, sigForward, syscall.SIGINT, syscall.SIGHUP)
-	if dir == warmArg {
-		// A warm shim: started ahead of need, it waits for the agent to name
-		// its job directory on stdin. EOF (the agent went away) ends it.
-		line, err := bufio.NewReader(os.Stdin).ReadString('\n')
+	if arg != warmArg && arg != reuseArg {
+		cleanup, _, err := superviseJob(arg, sigs, true)
+		cleanup()
+		return err
+	}
+	// A warm shim: started ahead of need, it waits for the agent to name
+	// its job directory on stdin. EOF (the agent went away) ends it. A
+	// reusable one then says on reportFD that the job is done and waits
+	// for the next: starting the binary is most of a trivial job's cost.
+	in := bufio.NewReader(os.Stdin)
+	var report *os.File
+	if arg == reuseArg {
+		// Inherited without close-on-exec: the job must not get it.
+		syscall.CloseOnExec(reportFD)
+		report = os.NewFile(reportFD, "report")
+	}
+	for {
+		line, err := in.ReadString('\n')
 		if err != nil {
 			return nil
 		}
-		dir = strings.TrimSpace(line)
+		// Signals still queued are this job's: the agent hands another job
+		// only to a shim it never signalled.
+		dir := strings.TrimSpace(line)
+		cleanup, again, err := superviseJob(dir, sigs, false)
+		if err != nil || report == nil || !again {
+			cleanup()
+			return err
+		}
+		// The job's status is written and nothing of it runs: the agent may
+		// report its end now; removing its group is this shim's
+		// bookkeeping, done before it takes another job.
+		_, werr := report.WriteString(dir + "\n")
+		cleanup()
+		if werr != nil {
+			return nil
+		}
 	}
+}
+
+// superviseJob runs the job of dir to its end and writes its exit.json;
+// cleanup, which the caller runs once the end is reported, removes the
+// job's control group. again says whether the shim may take another job
+// (not after a container job: the engine's connection and state were that
+// job's).
+//
+// recordPid writes the shim's pid into dir; a warm shim's is there already
+// (the agent writes it before it names the directory).
+func superviseJob(dir string, sigs chan os.Signal, recordPid bool) (cleanup func(), again bool, err error) {
+	cleanup = func() {}
 	// The shim lives in its job's directory: a restarted agent recognises
 	// it by that (see shimAlive), whatever its command line.
 	if err := os.Chdir(dir); err != nil {
-		return err
+		return cleanup, true, err
 	}
 	var sp shimSpec
 	if err := readJSON(filepath.Join(dir, fileSpec), &sp); err != nil {
-		return err
+		return cleanup, true, err
 	}
-	if err := writeFileAtomic(filepath.Join(dir, fileShimID), []byte(strconv.Itoa(os.Getpid()))); err != nil {
-		return err
+	if recordPid {
+		if err := writeFileAtomic(filepath.Join(dir, fileShimID), []byte(strconv.Itoa(os.Getpid()))); err != nil {
+			return cleanup, true, err
+		}
 	}
 	// output.log exists once the shim may start the job: without it, a
 	// restarted agent knows the job never ran and may start it again.
 	out, err := os.OpenFile(filepath.Join(dir, fileOutput), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return fmt.Errorf("open output: %w", err)
+		return cleanup, true, fmt.Errorf("open output: %w", err)
 	}
 	defer out.Close()
 	fw := &frameWriter{f: out, now: time.Now}
@@ -145,7 +196,8 @@ func runShim(dir string) error {
 		return writeFileAtomic(filepath.Join(dir, fileExit), b)
 	}
 	if sp.Assignment.Container != nil {
-		return runContainer(dir, &sp, fw, &ex, sigs, finish) // shim_container.go
+		// A container job's shim is not reused (the agent sees it exit).
+		return cleanup, false, runContainer(dir, &sp, fw, &ex, sigs, finish) // shim_container.go
 	}
 	// A stop asked for before the job started (the agent leaves a note, in
 	// case its signal came before the shim could catch it): never start it.
@@ -156,20 +208,20 @@ func runShim(dir string) error {
 			ex.Reason = exitAborted
 		}
 		ex.Message = "stopped before it started"
-		return finish()
+		return cleanup, true, finish()
 	}
 
 	readers := map[byte]*os.File{}
 	stdoutR, stdoutW, err := os.Pipe()
 	if err != nil {
-		return err
+		return cleanup, true, err
 	}
 	readers[1] = stdoutR
 	stderrW := stdoutW
 	if sp.SplitStderr {
 		var stderrR *os.File
 		if stderrR, stderrW, err = os.Pipe(); err != nil {
-			return err
+			return cleanup, true, err
 		}
 		readers[2] = stderrR
 	}
@@ -177,7 +229,7 @@ func runShim(dir string) error {
 		stdoutW.Close()
 		stderrW.Close()
 	}
-	cmd := exec.Command("bash", "-c", sp.Script)
+	cmd := bashCommand(sp.Script)
 	cmd.Env = sp.Env
 	cmd.Dir = sp.Dir
 	cmd.Stdout, cmd.Stderr = stdoutW, stderrW
@@ -188,7 +240,7 @@ func runShim(dir string) error {
 		msg := fmt.Sprintf("berth: cannot start the job: %v\n", err)
 		_ = fw.write(2, []byte(msg))
 		ex.ExitCode, ex.Reason, ex.Message = 127, exitStartFailed, msg
-		return finish()
+		return cleanup, true, finish()
 	}
 	closeWriters()
 	pgid := cmd.Process.Pid
@@ -272,8 +324,8 @@ func runShim(dir string) error {
 	var oomKills uint64
 	if grp != nil {
 		oomKills = endGroup(grp)
-		if st, err := sp.Cgroup.Stats(); err == nil && st.HasMemory {
-			ex.MaxRSS = st.Peak
+		if peak, ok := sp.Cgroup.Peak(); ok {
+			ex.MaxRSS = peak
 		}
 	}
 	done := make(chan struct{})
@@ -287,6 +339,9 @@ func runShim(dir string) error {
 		}
 		<-done
 	}
+	for _, r := range readers {
+		r.Close() // a reused shim runs many jobs
+	}
 	if oomKills > 0 {
 		// Said after the job's last words, as slurmstepd does.
 		ex.OOMKilled = true
@@ -299,15 +354,28 @@ func runShim(dir string) error {
 	} else {
 		ex.ExitCode = st.ExitCode()
 	}
-	err = finish()
 	if grp != nil {
 		// After the status is out: removing the group is bookkeeping, and
 		// the job's end (what frees its node) need not wait for it.
-		if derr := grp.Delete(); derr != nil {
-			fmt.Fprintf(os.Stderr, "berth shim: %v\n", derr)
+		cleanup = func() {
+			if derr := grp.Delete(); derr != nil {
+				fmt.Fprintf(os.Stderr, "berth shim: %v\n", derr)
+			}
 		}
 	}
-	return err
+	return cleanup, true, finish()
+}
+
+// lookBash finds bash once per shim: a reused shim starts many jobs.
+var lookBash = sync.OnceValues(func() (string, error) { return exec.LookPath("bash") })
+
+// bashCommand is `bash -c script`, bash looked up in the shim's PATH.
+func bashCommand(script string) *exec.Cmd {
+	path, err := lookBash()
+	if err != nil {
+		return exec.Command("bash", "-c", script) // it says why it cannot start
+	}
+	return &exec.Cmd{Path: path, Args: []string{"bash", "-c", script}}
 }
 
 // fileStop holds "1" (stop) or "2" (abort) once the agent asked the job to
@@ -355,15 +423,11 @@ func startJob(cmd *exec.Cmd, spec *cgroup.Spec) (*cgroup.Group, error) {
 	// A group of the same name left by an earlier shim of this job that
 	// died is emptied by the agent before it starts this one (finished,
 	// restore); Create reuses what is left.
-	grp, err := cgroup.Create(*spec)
-	if err != nil {
-		return nil, fmt.Errorf("cannot confine it: %w", err)
+	grp, err := cgroup.StartIn(*spec, cmd)
+	if ce := (*cgroup.CreateError)(nil); errors.As(err, &ce) {
+		return nil, fmt.Errorf("cannot confine it: %w", ce.Err)
 	}
-	if err := grp.Start(cmd); err != nil {
-		_ = grp.Delete()
-		return nil, err
-	}
-	return grp, nil
+	return grp, err
 }
 
 // endGroup kills what is left of the job in its group and returns how many

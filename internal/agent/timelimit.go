@@ -1,14 +1,11 @@
 package agent
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/berth-hq/berth/internal/api"
 )
@@ -74,9 +71,7 @@ func (a *Agent) limitLocked(j *localJob, secs int64) {
 	if j.shimPid == 0 {
 		return
 	}
-	if err := unix.Kill(j.shimPid, sigForward); err != nil && !errors.Is(err, unix.ESRCH) {
-		a.log.Error("signal shim", "job_id", j.id, "err", err)
-	}
+	a.signalShimLocked(j, sigForward)
 }
 
 // jobClock times a job's limit and its `signal:` warning, both counted

@@ -338,26 +338,19 @@ from its start to the end of the last run (the server's record of it).`,
 			if _, _, err := submitAll(ctx, b.c, runs, 8, benchTask("true")); err != nil {
 				return err
 			}
+			before, err := b.c.Status(ctx)
+			if err != nil {
+				return err
+			}
 			t0 := time.Now()
 			if err := b.startAgent("drain-node"); err != nil {
 				return err
 			}
-			// Poll cheaply (one run at most per answer): the figure comes from
-			// the server's own record of the last run's end, not from here.
-			for {
-				active, err := b.c.Runs(ctx, client.ListOptions{Limit: 1})
-				if err != nil {
-					return err
-				}
-				if len(active) == 0 {
-					break
-				}
-				if time.Since(t0) > 10*time.Minute {
-					return errors.New("bench: runs still active after 10 minutes")
-				}
-				time.Sleep(100 * time.Millisecond)
+			all, err := b.waitIdle(ctx, t0)
+			if err != nil {
+				return err
 			}
-			all, err := b.c.Runs(ctx, client.ListOptions{All: true})
+			after, err := b.c.Status(ctx)
 			if err != nil {
 				return err
 			}
@@ -375,17 +368,55 @@ from its start to the end of the last run (the server's record of it).`,
 				return fmt.Errorf("bench: %d of %d runs did not end done", failed, len(all))
 			}
 			d := last.Sub(t0)
-			var busy time.Duration
-			for _, r := range all {
-				busy += r.FinishedAt.Sub(*r.StartedAt)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "drain: %d runs on one node (%s) in %.2f s (%.0f runs/s), agent start included; a run's start to end averaged %s\n",
-				len(all), nodeText(ctx, b.c), d.Seconds(), float64(len(all))/d.Seconds(), ms(busy/time.Duration(len(all))))
+			fmt.Fprintf(cmd.OutOrStdout(), "drain: %d runs on one node (%s) in %.2f s (%.0f runs/s), agent start included; %s; %.1f transactions per run\n",
+				len(all), nodeText(ctx, b.c), d.Seconds(), float64(len(all))/d.Seconds(), turnover(ctx, b.c, all, d),
+				float64(after.Commits-before.Commits)/float64(len(all)))
 			return nil
 		},
 	}
 	cmd.Flags().IntVar(&runs, "runs", 500, "runs to queue")
 	return cmd
+}
+
+// waitIdle waits until the server has no active run and lists them all.
+// It polls cheaply (one run at most per answer): the figures come from the
+// server's own record of the runs' ends, not from here.
+func (b *benchServer) waitIdle(ctx context.Context, t0 time.Time) ([]api.Run, error) {
+	for {
+		active, err := b.c.Runs(ctx, client.ListOptions{Limit: 1})
+		if err != nil {
+			return nil, err
+		}
+		if len(active) == 0 {
+			break
+		}
+		if time.Since(t0) > 10*time.Minute {
+			return nil, errors.New("bench: runs still active after 10 minutes")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return b.c.Runs(ctx, client.ListOptions{All: true})
+}
+
+// turnover splits a node's time over runs of one CPU each: how long a run
+// took from its start to its end (the shim's record: the job's own work),
+// and how long a CPU stood idle between two runs (the rest: the report of
+// an end, the commits, the pass, the assignment, the job's directory).
+func turnover(ctx context.Context, c *client.Client, runs []api.Run, d time.Duration) string {
+	var busy time.Duration
+	n := 0
+	for _, r := range runs {
+		if r.StartedAt != nil && r.FinishedAt != nil {
+			busy += r.FinishedAt.Sub(*r.StartedAt)
+			n++
+		}
+	}
+	nodes, err := c.Nodes(ctx)
+	if err != nil || len(nodes) == 0 || n == 0 {
+		return "?"
+	}
+	idle := time.Duration(nodes[0].CPUs)*d - busy
+	return fmt.Sprintf("a run's start to end averaged %s, a CPU's idle time between two runs %s", ms(busy/time.Duration(n)), ms(idle/time.Duration(n)))
 }
 
 func nodeText(ctx context.Context, c *client.Client) string {

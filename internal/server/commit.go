@@ -67,6 +67,13 @@ func (s *Server) enqueue(b *store.Batch, after ...effect) <-chan error {
 		return done
 	}
 	s.commits <- &commitReq{b: b, after: after, done: done}
+	if s.freed {
+		// The change freed resources: the next pass may run now, beside
+		// this commit, instead of after it. Its placements are queued
+		// behind this batch, so none is durable, nor sent to an agent,
+		// before what freed its room (often they share its transaction).
+		s.wakeScheduler()
+	}
 	return done
 }
 

@@ -5,6 +5,7 @@ import (
 	"math"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Validate re-checks a Task that was built in code or decoded from JSON, with
@@ -23,11 +24,19 @@ func (t *Task) Validate() error {
 	return errs
 }
 
-// runName is dstack's rule for run names.
-var runName = regexp.MustCompile(`^[a-z][a-z0-9-]{1,40}$`)
+// runName is dstack's rule for run names. The patterns of this package are
+// compiled on first use, not at start: their counted repetitions make large
+// programs (about 190 KB and most of a millisecond together), and every
+// process of the binary would pay for them, a job's shim included.
+var runName = lazyRegexp(`^[a-z][a-z0-9-]{1,40}$`)
 
 // qosName is what a QOS may be called (Slurm allows about the same).
-var qosName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+var qosName = lazyRegexp(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// lazyRegexp compiles pattern once, when first called.
+func lazyRegexp(pattern string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(pattern) })
+}
 
 // check is every semantic rule of the schema, in schema order, with full
 // field paths. Parse runs it after decoding and places each problem at the
@@ -55,7 +64,7 @@ func (t *Task) check() []problem {
 	if t.Type != "" && t.Type != "task" {
 		add("type", "%s", unsupportedType(t.Type))
 	}
-	if name, ok := t.nameAsRun(); t.Name != "" && ok && !runName.MatchString(name) {
+	if name, ok := t.nameAsRun(); t.Name != "" && ok && !runName().MatchString(name) {
 		if name != t.Name {
 			add("name", "%q is not a valid run name for the tasks of this array (it gives %q): use 2 to 41 lowercase letters, digits and hyphens, starting with a letter", t.Name, name)
 		} else {
@@ -178,7 +187,7 @@ func (t *Task) check() []problem {
 	if t.Nice < -2147483645 || t.Nice > 2147483645 {
 		add("nice", "must be between -2147483645 and 2147483645 (Slurm's range), got %d", t.Nice)
 	}
-	if t.QOS != "" && !qosName.MatchString(t.QOS) {
+	if t.QOS != "" && !qosName().MatchString(t.QOS) {
 		add("qos", "%q is not a QOS name: use letters, digits, '-', '_' and '.'", t.QOS)
 	}
 	if t.Priority < 0 || t.Priority > 100 {

@@ -2,7 +2,6 @@ package spec
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,10 +25,10 @@ var ArrayRefs = []string{"array.index", "array.count"}
 
 // runRef is what a dependency may name: a run name, a run ID, or one task
 // of an array run, NAME_INDEX or ID_INDEX (run names have no `_`).
-var runRef = regexp.MustCompile(`^(?:[a-z][a-z0-9-]{1,40}|[0-9]{1,18})(?:_[0-9]{1,7})?$`)
+var runRef = lazyRegexp(`^(?:[a-z][a-z0-9-]{1,40}|[0-9]{1,18})(?:_[0-9]{1,7})?$`)
 
 // groupName is what a group may be called.
-var groupName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,40}$`)
+var groupName = lazyRegexp(`^[a-z][a-z0-9-]{0,40}$`)
 
 // ArraySpec parses the task's `array:`; nil, nil when it has none.
 func (t *Task) ArraySpec() (*ArraySpec, error) {
@@ -65,7 +64,7 @@ func (t *Task) checkWorkflow(add func(path, format string, args ...any)) {
 			if len(d.Runs) > 1 {
 				rp = index(p, j)
 			}
-			if !runRef.MatchString(r) {
+			if !runRef().MatchString(r) {
 				add(rp, "%q is not a run: give a run name (train), a run ID (42) or one task of an array run (train_3, 42_3)", r)
 			}
 		}
@@ -94,7 +93,7 @@ func (t *Task) checkWorkflow(add func(path, format string, args ...any)) {
 		if g.Name != "" {
 			if j, dup := names[g.Name]; dup {
 				add(p+".name", "%q is also the name of groups[%d]", g.Name, j)
-			} else if !groupName.MatchString(g.Name) {
+			} else if !groupName().MatchString(g.Name) {
 				add(p+".name", "%q is not a valid group name: use up to 41 lowercase letters, digits and hyphens, starting with a letter", g.Name)
 			}
 			names[g.Name] = i

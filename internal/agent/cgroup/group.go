@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/containerd/cgroups/v3/cgroup1"
@@ -222,22 +223,110 @@ func (s Spec) v2Resources() *cgroup2.Resources {
 // CLONE_INTO_CGROUP could place the child directly; the gate works on every
 // kernel and both versions, and is the one path tested on this host.)
 func (g *Group) Start(cmd *exec.Cmd) error {
-	bash, err := exec.LookPath("bash")
+	gt, err := startGated(cmd, nil)
 	if err != nil {
-		return fmt.Errorf("cgroup: the start gate needs bash: %w", err)
+		return err
+	}
+	return gt.enter(g)
+}
+
+// StartIn starts cmd behind the gate, makes the group of s meanwhile (while
+// bash starts), moves cmd into it and releases it: Create and Start in one,
+// with bash's start and the group's making overlapped. On v1 the released
+// bash moves itself (see startGated), which spares the kernel's wait for a
+// grace period. The job's own code still never runs outside the group. A
+// group that cannot be made fails with a *CreateError, and nothing is left
+// of it or of cmd.
+func StartIn(s Spec, cmd *exec.Cmd) (*Group, error) {
+	var selfMove []string
+	if s.Version == 1 {
+		for _, c := range s.keys() {
+			selfMove = append(selfMove, filepath.Join(s.dir(c), "tasks"))
+		}
+	}
+	gt, err := startGated(cmd, selfMove)
+	if err != nil {
+		return nil, err
+	}
+	g, err := Create(s)
+	if err != nil {
+		gt.abort()
+		return nil, &CreateError{Err: err}
+	}
+	if err := gt.enter(g); err != nil {
+		_ = g.Delete()
+		return nil, err
+	}
+	return g, nil
+}
+
+// CreateError says that the job's group could not be made.
+type CreateError struct{ Err error }
+
+func (e *CreateError) Error() string { return e.Err.Error() }
+func (e *CreateError) Unwrap() error { return e.Err }
+
+// bashPath is where bash is, looked up once per process.
+var bashPath = sync.OnceValues(func() (string, error) { return exec.LookPath("bash") })
+
+// gate is a started command waiting, in bash, for a line on its gate pipe.
+// With moved set, the gated bash moves itself into the group once released
+// and says so on ack.
+type gate struct {
+	cmd   *exec.Cmd
+	w     *os.File
+	moves bool
+	ack   *os.File
+}
+
+// startGated starts cmd behind the gate. selfMove, when given, are v1
+// `tasks` files the released bash writes itself into ("0": the writer)
+// before anything else, instead of the caller writing its pid into each
+// group's cgroup.procs.
+//
+// Why: moving another process takes the kernel's global threadgroup lock,
+// and taking it waits for an RCU grace period, with the cgroup mutex held
+// (every cgroup mkdir and rmdir on the host waits too): 4-14 ms per job on
+// this VM, most of a trivial job's start. A thread that moves itself (pid 0
+// written to v1 `tasks`) needs no such lock; bash has a single thread, so
+// moving it moves the process. v2 has no such file (cgroup.procs moves the
+// whole process and takes the lock either way).
+func startGated(cmd *exec.Cmd, selfMove []string) (*gate, error) {
+	bash, err := bashPath()
+	if err != nil {
+		return nil, fmt.Errorf("cgroup: the start gate needs bash: %w", err)
 	}
 	r, w, err := os.Pipe()
 	if err != nil {
-		return fmt.Errorf("cgroup: %w", err)
+		return nil, fmt.Errorf("cgroup: %w", err)
 	}
-	defer w.Close()
 	fd := 3 + len(cmd.ExtraFiles)
+	gt := &gate{cmd: cmd, w: w}
+	var ackW *os.File
+	open := fmt.Sprintf("read -r -u %d _ || exit 126; ", fd)
+	closeFDs := fmt.Sprintf("exec %d<&-", fd)
+	if len(selfMove) > 0 {
+		if gt.ack, ackW, err = os.Pipe(); err != nil {
+			r.Close()
+			w.Close()
+			return nil, fmt.Errorf("cgroup: %w", err)
+		}
+		gt.moves = true
+		moves := make([]string, len(selfMove))
+		for i, f := range selfMove {
+			moves[i] = "echo 0 >" + shellQuote(f)
+		}
+		// The job's own code runs only once bash is in every hierarchy;
+		// the ack tells the caller so (EOF: it could not move).
+		open += fmt.Sprintf("{ %s; } 2>/dev/null || exit 126; echo >&%d; ", strings.Join(moves, " && "), fd+1)
+		closeFDs = fmt.Sprintf("exec %d<&- %d>&-", fd, fd+1)
+	}
 	if len(cmd.Args) >= 3 && filepath.Base(cmd.Path) == "bash" && cmd.Args[1] == "-c" {
 		// The job is a bash script already: the gate is its first line,
 		// and the job's bash is the one moved (no second exec).
-		cmd.Args = append([]string{cmd.Args[0], "-c", fmt.Sprintf("read -r -u %d _ || exit 126; exec %d<&-\n", fd, fd) + cmd.Args[2]}, cmd.Args[3:]...)
+		cmd.Args = append([]string{cmd.Args[0], "-c", open + closeFDs + "\n" + cmd.Args[2]}, cmd.Args[3:]...)
 	} else {
-		gate := fmt.Sprintf(`read -r -u %d _ || exit 126; exec %d<&- -a "$0" "$@"`, fd, fd)
+		gate := open + closeFDs + ` -a "$0" "$@"`
 		path, argv0 := cmd.Path, cmd.Path
 		if len(cmd.Args) > 0 {
 			argv0 = cmd.Args[0]
@@ -246,22 +335,65 @@ func (g *Group) Start(cmd *exec.Cmd) error {
 		cmd.Args = append([]string{"bash", "-c", gate, argv0, path}, cmd.Args[min(1, len(cmd.Args)):]...)
 	}
 	cmd.ExtraFiles = append(cmd.ExtraFiles, r)
+	if ackW != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, ackW)
+	}
 	err = cmd.Start()
 	r.Close()
+	if ackW != nil {
+		ackW.Close()
+	}
 	if err != nil {
-		return err
+		w.Close()
+		if gt.ack != nil {
+			gt.ack.Close()
+		}
+		return nil, err
 	}
-	if err := g.add(cmd.Process.Pid); err != nil {
-		_ = cmd.Process.Kill()
-		_, _ = cmd.Process.Wait()
-		return fmt.Errorf("cgroup: place the job in %s: %w", strings.Join(g.spec.Dirs(), ", "), err)
+	return gt, nil
+}
+
+// shellQuote quotes s for bash.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// enter moves the gated process into g and releases it: the caller moves
+// it, or, started with selfMove, it moves itself once released, and enter
+// returns once it has.
+func (gt *gate) enter(g *Group) error {
+	if !gt.moves {
+		if err := g.add(gt.cmd.Process.Pid); err != nil {
+			gt.abort()
+			return fmt.Errorf("cgroup: place the job in %s: %w", strings.Join(g.spec.Dirs(), ", "), err)
+		}
 	}
-	if _, err := w.Write([]byte("\n")); err != nil {
-		_ = cmd.Process.Kill()
-		_, _ = cmd.Process.Wait()
+	_, err := gt.w.Write([]byte("\n"))
+	gt.w.Close()
+	if err != nil {
+		gt.abort()
 		return fmt.Errorf("cgroup: release the job: %w", err)
 	}
+	if gt.moves {
+		var b [1]byte
+		n, _ := gt.ack.Read(b[:])
+		gt.ack.Close()
+		if n != 1 {
+			gt.abort()
+			return fmt.Errorf("cgroup: place the job in %s: it could not move there", strings.Join(g.spec.Dirs(), ", "))
+		}
+	}
 	return nil
+}
+
+// abort ends the gated process before it ran anything of the job.
+func (gt *gate) abort() {
+	gt.w.Close()
+	if gt.ack != nil {
+		gt.ack.Close()
+	}
+	_ = gt.cmd.Process.Kill()
+	_, _ = gt.cmd.Process.Wait()
 }
 
 // add moves a whole process (all its threads) into the group, in every
@@ -439,21 +571,57 @@ func (g *Group) OOMKills() (uint64, error) {
 	return 0, nil
 }
 
-// Delete removes the empty group (Kill it first).
+// Delete removes the empty group (Kill it first), in every hierarchy, with
+// any groups the job made inside it. It is an rmdir per directory: the
+// library's Delete lists every process and stats every control file of each
+// hierarchy first, which costs a job's end more than the removal itself.
 func (g *Group) Delete() error {
-	var err error
-	if g.v1 != nil {
-		err = g.v1.Delete()
-		if errors.Is(err, cgroup1.ErrCgroupDeleted) {
-			err = nil
+	var errs []error
+	for _, d := range g.spec.Dirs() {
+		if err := removeGroupDir(d); err != nil {
+			errs = append(errs, err)
 		}
-	} else {
-		err = g.v2.Delete()
 	}
-	if err != nil {
+	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("cgroup: delete: %w", err)
 	}
 	return nil
+}
+
+// removeGroupDir removes the group directory d and the groups under it; one
+// that is already gone is no error. The kernel refuses a group that still
+// holds a process (EBUSY): that is tried again a few times, as a process
+// killed a moment ago may still be leaving it.
+func removeGroupDir(d string) error {
+	var err error
+	pause := 10 * time.Millisecond
+	for try := 0; try < 5; try++ {
+		if try > 0 {
+			time.Sleep(pause)
+			pause *= 2
+		}
+		err = unix.Rmdir(d)
+		if errors.Is(err, unix.ENOTEMPTY) {
+			// Not a cgroup file system (whose control files go with their
+			// directory): a copy of one, as in tests.
+			err = os.RemoveAll(d)
+		}
+		if err == nil || errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		if !errors.Is(err, unix.EBUSY) {
+			break
+		}
+		// Groups the job made inside its own go first.
+		if ents, rerr := os.ReadDir(d); rerr == nil {
+			for _, e := range ents {
+				if e.IsDir() {
+					_ = removeGroupDir(filepath.Join(d, e.Name()))
+				}
+			}
+		}
+	}
+	return fmt.Errorf("remove %s: %w", d, err)
 }
 
 var errNoKey = errors.New("cgroup: no such key")

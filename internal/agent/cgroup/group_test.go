@@ -222,3 +222,80 @@ func processesNamed(marker string) []int {
 	}
 	return found
 }
+
+// StartIn makes the group while the job's bash starts: the job runs in it,
+// with its limits, from its first command; a group that cannot be made
+// fails the start with a CreateError, leaving no process behind.
+func TestV1StartIn(t *testing.T) {
+	h := realV1(t)
+	if !h.memory || !h.cpu {
+		t.Skipf("limits here: %s", h.Limits())
+	}
+	spec := h.Spec(testName(t), 64<<20, 1)
+	t.Cleanup(func() { _ = Remove(spec) })
+	out := filepath.Join(t.TempDir(), "cgroup")
+	cmd := exec.Command("bash", "-c", "cat /proc/self/cgroup > "+out)
+	g, err := StartIn(spec, cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	// The job's first command saw itself in the group in every hierarchy.
+	seen := map[string]string{}
+	for _, line := range strings.Split(readFile(t, out), "\n") {
+		if parts := strings.SplitN(line, ":", 3); len(parts) == 3 {
+			for _, c := range strings.Split(parts[1], ",") {
+				seen[c] = parts[2]
+			}
+		}
+	}
+	for c, p := range spec.Paths {
+		if seen[c] != p {
+			t.Errorf("the job's %s group = %q, want %q", c, seen[c], p)
+		}
+	}
+	if got := readFile(t, filepath.Join(spec.dir("memory"), "memory.limit_in_bytes")); got != "67108864" {
+		t.Errorf("memory limit %s", got)
+	}
+	if err := g.Kill(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Delete(); err != nil {
+		t.Fatal(err)
+	}
+	assertGone(t, spec)
+
+	bad := spec
+	bad.Paths = map[string]string{"nosuch": spec.Paths["memory"]} // a controller Berth does not use
+	cmd = exec.Command("bash", "-c", "echo ran")
+	var ce *CreateError
+	if _, err := StartIn(bad, cmd); !errors.As(err, &ce) {
+		t.Fatalf("StartIn in an impossible group: %v, want a CreateError", err)
+	}
+	if err := unix.Kill(cmd.Process.Pid, 0); !errors.Is(err, unix.ESRCH) {
+		t.Errorf("the gated bash outlived the failed start: %v", err)
+	}
+}
+
+// A gated bash that cannot move itself into its group (v1 self-move) runs
+// nothing of the job, and the start fails.
+func TestSelfMoveFailureRunsNothing(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "ran")
+	cmd := exec.Command("bash", "-c", "echo ran > "+marker)
+	gt, err := startGated(cmd, []string{"/nonexistent/berth/tasks"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = gt.enter(&Group{spec: Spec{Version: 1, Root: "/nonexistent", Paths: map[string]string{"memory": "/j"}}})
+	if err == nil || !strings.Contains(err.Error(), "could not move") {
+		t.Fatalf("enter = %v, want a failure to move", err)
+	}
+	if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the job ran (%v)", err)
+	}
+	if err := unix.Kill(cmd.Process.Pid, 0); !errors.Is(err, unix.ESRCH) {
+		t.Errorf("the gated bash is still there: %v", err)
+	}
+}

@@ -51,6 +51,27 @@ func (s Spec) Stats() (Stats, error) {
 	return st, fmt.Errorf("cgroup: version %d", s.Version)
 }
 
+// Peak is the most memory the group ever held (Stats' Peak) and whether
+// the group has a memory controller that tells it. It reads that one file:
+// a job's end needs no more (memory.stat makes the kernel add up every
+// counter).
+func (s Spec) Peak() (int64, bool) {
+	var file string
+	switch s.Version {
+	case 1:
+		if _, ok := s.Paths["memory"]; !ok {
+			return 0, false
+		}
+		file = filepath.Join(s.dir("memory"), "memory.max_usage_in_bytes")
+	case 2:
+		file = filepath.Join(s.dir(""), "memory.peak")
+	default:
+		return 0, false
+	}
+	n, err := readUint(file)
+	return int64(n), err == nil
+}
+
 func (s Spec) v1Stats() (Stats, error) {
 	var st Stats
 	found := false

@@ -61,6 +61,10 @@ func TestStatsV1Files(t *testing.T) {
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("Stats (-want +got):\n%s", diff)
 			}
+			// Peak alone (a job's end) reads the same figure.
+			if peak, ok := (Spec{Version: 1, Root: root, Paths: tc.paths}).Peak(); peak != tc.want.Peak || ok != (tc.want.Peak != 0) {
+				t.Errorf("Peak = %d, %v, want %d", peak, ok, tc.want.Peak)
+			}
 		})
 	}
 }
