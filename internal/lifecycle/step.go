@@ -239,11 +239,8 @@ func stopSiblings(r Run, js []Job, k int, d *Decision, change func(JobChange), n
 	if st == StatusDone && !masterDone {
 		return
 	}
-	stopped := 0
+	before := len(d.Jobs)
 	for o, j := range js {
-		if o != k && !j.Status.Finished() {
-			stopped++
-		}
 		switch {
 		case o == k || j.Status.Finished():
 		case j.Status == StatusSubmitted || j.Held: // never sent to its node
@@ -252,8 +249,8 @@ func stopSiblings(r Run, js []Job, k int, d *Decision, change func(JobChange), n
 			change(JobChange{Job: o, Status: StatusTerminating, Terminate: true, BySibling: true, At: now})
 		}
 	}
-	if stopped == 0 {
-		return
+	if len(d.Jobs) == before {
+		return // every other job had ended: nothing to say
 	}
 	why := fmt.Sprintf("job %d failed (%s): the run's other jobs are stopped", k, js[k].Reason)
 	if masterDone {
