@@ -56,7 +56,22 @@ type Config struct {
 	// Monitor: metrics of running jobs and the node's health checks
 	// (metrics.go, health.go).
 	Monitor Monitoring
+	// Clock tells the agent the time (nil: the real clock); tests give a
+	// fake one. The job's supervisor, a process of its own, times the job
+	// by the real clock.
+	Clock Clock
 }
+
+// Clock tells the time.
+type Clock interface{ Now() time.Time }
+
+type realClock struct{}
+
+// Now keeps the monotonic reading (metrics' rates are differences).
+func (realClock) Now() time.Time { return time.Now() }
+
+// now is the agent's time, in UTC, for what it records and reports.
+func (a *Agent) now() time.Time { return a.cfg.Clock.Now().UTC() }
 
 // Agent runs the jobs the server assigns to its node and reports on them.
 type Agent struct {
@@ -111,6 +126,9 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.DataDir == "" {
 		return nil, errors.New("agent: a data directory is required")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = realClock{}
 	}
 	if len(cfg.ShimCommand) == 0 {
 		exe, err := os.Executable()
@@ -322,14 +340,14 @@ func (a *Agent) sync(list []api.Assignment) {
 				reason = exitAborted
 			}
 			a.jobs[asg.JobID] = &localJob{id: asg.JobID, asg: asg, acked: asg.LogSize, synced: true, startedSent: true,
-				exit: &shimExit{Reason: reason, Message: "stopped before it started", FinishedAt: time.Now().UTC()}}
+				exit: &shimExit{Reason: reason, Message: "stopped before it started", FinishedAt: a.now()}}
 		case asg.Status == api.StatusProvisioning || rerun:
 			// New, or found after a restart never started: nothing ran yet.
 			a.startLocked(asg)
 		default:
 			// The server believes it runs here, but this node has no trace of it.
 			j := &localJob{id: asg.JobID, asg: asg, acked: asg.LogSize, synced: true, startedSent: true,
-				exit: &shimExit{ExitCode: -1, Reason: api.ReasonLostByAgent, Message: "the node has no record of this job", FinishedAt: time.Now().UTC()}}
+				exit: &shimExit{ExitCode: -1, Reason: api.ReasonLostByAgent, Message: "the node has no record of this job", FinishedAt: a.now()}}
 			a.jobs[asg.JobID] = j
 		}
 	}
@@ -418,11 +436,11 @@ func (a *Agent) signalLocked(j *localJob, abort bool) {
 // startLocked writes the job's directory and starts its shim.
 func (a *Agent) startLocked(asg api.Assignment) {
 	dir := filepath.Join(a.cfg.DataDir, "jobs", strconv.FormatInt(asg.JobID, 10))
-	j := &localJob{id: asg.JobID, dir: dir, asg: asg, cg: a.jobGroup(asg.JobID, asg.Alloc), acked: asg.LogSize, synced: true, started: time.Now().UTC()}
+	j := &localJob{id: asg.JobID, dir: dir, asg: asg, cg: a.jobGroup(asg.JobID, asg.Alloc), acked: asg.LogSize, synced: true, started: a.now()}
 	a.jobs[asg.JobID] = j
 	fail := func(err error) {
 		a.log.Error("cannot start job", "job_id", asg.JobID, "err", err)
-		j.exit = &shimExit{ExitCode: 127, Reason: exitStartFailed, Message: err.Error(), StartedAt: j.started, FinishedAt: time.Now().UTC()}
+		j.exit = &shimExit{ExitCode: 127, Reason: exitStartFailed, Message: err.Error(), StartedAt: j.started, FinishedAt: a.now()}
 	}
 	workDir := asg.WorkingDir
 	mk := dir
@@ -672,7 +690,7 @@ func (a *Agent) finishedBy(j *localJob, reported bool) {
 			if j.stopSent == 2 {
 				reason = exitAborted
 			}
-			ex, err = shimExit{Reason: reason, Message: "stopped before it started", FinishedAt: time.Now().UTC()}, nil
+			ex, err = shimExit{Reason: reason, Message: "stopped before it started", FinishedAt: a.now()}, nil
 		case j.shimStarts < maxShimStarts && !j.orphan && !a.stopping:
 			a.log.Warn("job's shim ended before the job started; starting it again", "job_id", j.id)
 			starts := j.shimStarts
@@ -691,7 +709,7 @@ func (a *Agent) finishedBy(j *localJob, reported bool) {
 	}
 	if j.exit == nil {
 		if err != nil {
-			ex = shimExit{ExitCode: -1, Reason: api.ReasonLostByAgent, Message: "the job's supervisor ended without a status: " + err.Error(), FinishedAt: time.Now().UTC()}
+			ex = shimExit{ExitCode: -1, Reason: api.ReasonLostByAgent, Message: "the job's supervisor ended without a status: " + err.Error(), FinishedAt: a.now()}
 		}
 		j.exit = &ex
 	}
@@ -771,7 +789,7 @@ func (a *Agent) restore() error {
 		}
 		if err == nil && shimAlive(pid, dir) {
 			j.shimPid = pid
-			j.started = time.Now().UTC()
+			j.started = a.now()
 			if err := a.watch(j); err == nil {
 				continue
 			}
@@ -792,7 +810,7 @@ func (a *Agent) restore() error {
 		if a.resumeContainerLocked(j) {
 			continue
 		}
-		j.exit = &shimExit{ExitCode: -1, Reason: api.ReasonLostByAgent, Message: "the job's supervisor is gone", FinishedAt: time.Now().UTC()}
+		j.exit = &shimExit{ExitCode: -1, Reason: api.ReasonLostByAgent, Message: "the job's supervisor is gone", FinishedAt: a.now()}
 	}
 	return nil
 }

@@ -43,7 +43,7 @@ func (a *Agent) resumeContainerLocked(j *localJob) bool {
 	}
 	j.shimPid, j.shimStarts = cmd.Process.Pid, j.shimStarts+1
 	if j.started.IsZero() {
-		j.started = time.Now().UTC()
+		j.started = a.now()
 	}
 	go func() {
 		_ = cmd.Wait()

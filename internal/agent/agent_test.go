@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -206,5 +207,23 @@ func TestCollectShortJob(t *testing.T) {
 	want := []ev{{7, "started", began, false}, {7, "exited", ended, false}, {8, "exited", ended, true}}
 	if diff := cmp.Diff(want, got); diff != "" || more {
 		t.Errorf("events (-want +got):\n%s (more %v)", diff, more)
+	}
+}
+
+type fixedClock time.Time
+
+func (c fixedClock) Now() time.Time { return time.Time(c) }
+
+// The agent tells the time by its injected clock: a health check is dated
+// by it, in UTC.
+func TestAgentClock(t *testing.T) {
+	at := time.Date(2031, 5, 6, 7, 8, 9, 0, time.FixedZone("X", 3600))
+	a, err := New(Config{Server: "http://127.0.0.1:1", Name: "n", DataDir: t.TempDir(), NoCgroups: true, Clock: fixedClock(at)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := a.checkHealth(context.Background(), time.Second)
+	if !h.CheckedAt.Equal(at) || h.CheckedAt.Location() != time.UTC {
+		t.Errorf("health checked at %v, want %v in UTC", h.CheckedAt, at)
 	}
 }

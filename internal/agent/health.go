@@ -68,7 +68,7 @@ func (a *Agent) healthLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if now := time.Now(); !now.Before(next) {
+		if now := a.cfg.Clock.Now(); !now.Before(next) {
 			next = now.Add(every)
 			report = api.AgentHealth{Node: a.cfg.Name, Health: a.checkHealth(ctx, timeout)}
 			if ctx.Err() != nil {
@@ -89,7 +89,7 @@ func (a *Agent) healthLoop(ctx context.Context) {
 				a.log.Debug("health report not delivered; retrying", "err", err, "in", backoff)
 			}
 		}
-		wait := time.Until(next)
+		wait := next.Sub(a.cfg.Clock.Now())
 		if !delivered {
 			wait = min(wait, backoff)
 			backoff = min(backoff*2, 5*time.Second)
@@ -115,7 +115,7 @@ func (a *Agent) checkHealth(ctx context.Context, timeout time.Duration) api.Node
 	if m := a.cfg.Monitor; !m.NoGPUHealth && m.NvidiaSMI != "" && len(a.info.GPUs) > 0 {
 		found = append(found, a.gpuHealth(ctx)...)
 	}
-	return combine(found, time.Now().UTC())
+	return combine(found, a.now())
 }
 
 // combine makes one outcome of the findings: the worst level, and the

@@ -85,7 +85,7 @@ func (a *Agent) sampler(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		samples := a.sample(ctx, marks, time.Now())
+		samples := a.sample(ctx, marks, a.cfg.Clock.Now())
 		if len(samples) == 0 {
 			continue
 		}
