@@ -1,5 +1,7 @@
 package lifecycle
 
+import "github.com/berth-hq/berth/internal/sched"
+
 // Reason says why a run or a job is in its state. A waiting run's reason is
 // one of Slurm's codes (Priority, Resources, …), so the Slurm commands print
 // it unchanged; a final one is dstack's word (exited_with_error, …). The
@@ -11,10 +13,12 @@ type Reason string
 // (AssocGrpCpuLimit, QOSMaxGRESPerUser, …) arrive as sched's strings and
 // are Reasons too.
 const (
-	ReasonNone               Reason = ""
-	ReasonPriority           Reason = "Priority"
-	ReasonResources          Reason = "Resources"
-	ReasonNoNode             Reason = "ReqNodeNotAvail"
+	ReasonNone Reason = ""
+	// The scheduler's own (sched names them: a plan's reasons).
+	ReasonPriority  = Reason(sched.ReasonPriority)
+	ReasonResources = Reason(sched.ReasonResources)
+	ReasonNoNode    = Reason(sched.ReasonNoNode)
+	// The server's holds.
 	ReasonDependency         Reason = "Dependency"
 	ReasonBeginTime          Reason = "BeginTime"
 	ReasonHeldUser           Reason = "JobHeldUser"
