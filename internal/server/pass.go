@@ -16,8 +16,8 @@ import (
 //
 //  1. preparePassLocked, under s.mu: choose the candidates (the
 //     incremental rule: fresh, reserved, or every waiting run after a
-//     freeing), decide their holds, copy the cluster and the candidates
-//     into a pass. Nothing in the pass is changed in place by the state
+//     freeing), decide their holds, copy the cluster and the candidates'
+//     views (for a full pass, those of the waiting index) into a pass. Nothing in the pass is changed in place by the state
 //     afterwards: it may be read without the lock.
 //  2. sched.Schedule, without the lock: a pass over 100,000 waiting runs
 //     on 10,000 nodes takes about half a second, and submissions, stops and
@@ -43,6 +43,9 @@ type pass struct {
 	// pendingView.plain); gone those holdsLocked ended.
 	maybeHeld map[int64]*runState
 	gone      map[int64]bool
+	// index is the waiting index, when the pass's views are its own (a
+	// full pass): it is indexed off the lock (snapshot).
+	index *waitingIndex
 }
 
 // pendingView is a waiting run as the scheduler sees it (but for its
@@ -70,6 +73,13 @@ func viewOf(rs *runState, rules *policy.Policy) *pendingView {
 	if v := rs.view; v != nil && v.rules == rules {
 		return v
 	}
+	v := newView(rs, rules)
+	rs.view = v
+	return v
+}
+
+// newView builds rs's view.
+func newView(rs *runState, rules *policy.Policy) *pendingView {
 	v := &pendingView{rules: rules}
 	v.p = sched.Pending{RunID: rs.rec.ID, Priority: rs.rec.Priority, SubmittedAt: rs.rec.SubmittedAt, Nodes: len(rs.jobs),
 		Request: rs.req, Limit: rs.limit, User: rs.user, Project: rs.project, QOS: rs.qos, Tier: rs.tier, Nice: rs.nice,
@@ -79,7 +89,6 @@ func viewOf(rs *runState, rules *policy.Policy) *pendingView {
 		v.p.JobIDs[k] = js.rec.ID
 	}
 	v.plain = rs.hold == "" && !rs.held && rs.begin.IsZero() && rs.retry == nil && rs.retryPolicy == nil && len(rs.deps) == 0 && !rs.singleton
-	rs.view = v
 	return v
 }
 
@@ -129,15 +138,29 @@ func (s *Server) preparePassLocked() *pass {
 	}
 	full := s.freed
 	s.freed = false
+	fresh := s.fresh
 	s.fresh = map[int64]*runState{}
-	p := s.copyLocked(candidates, now)
+	p := s.copyClusterLocked(now)
 	p.full = full
+	s.waiting.updateLocked(s, fresh, p.rules)
+	if full {
+		if !s.waiting.ok || len(s.waiting.views) != len(s.pending) {
+			s.waiting.rebuildLocked(s, p.rules)
+		}
+		// A copy of the pointers (a memmove): the index changes as the
+		// plan is applied.
+		p.index = &s.waiting
+		p.views, p.maybeHeld = slices.Clone(s.waiting.views), s.waiting.maybeHeld
+	} else {
+		p.views, p.maybeHeld = viewsLocked(candidates, p.rules)
+	}
 	ids := slices.Collect(maps.Keys(p.maybeHeld))
 	p.holds = s.holdsLocked(p.maybeHeld, now, b)
 	for _, id := range ids {
 		if _, ok := p.maybeHeld[id]; !ok {
 			// Ended by its hold (a retry's duration passed, a dependency
-			// never satisfied): not for this pass.
+			// never satisfied): not for this pass (and the index, one
+			// longer than the queue now, is built again next time).
 			if p.gone == nil {
 				p.gone = map[int64]bool{}
 			}
@@ -150,11 +173,26 @@ func (s *Server) preparePassLocked() *pass {
 	return p
 }
 
-// copyLocked copies what a pass over the given waiting runs needs: the
-// nodes, what running runs hold, the policy, and the runs' views.
-func (s *Server) copyLocked(pending map[int64]*runState, now time.Time) *pass {
+// viewsLocked collects the views of the given waiting runs, and those a
+// hold may apply to.
+func viewsLocked(pending map[int64]*runState, rules *policy.Policy) ([]*pendingView, map[int64]*runState) {
+	views := make([]*pendingView, 0, len(pending))
+	maybeHeld := map[int64]*runState{}
+	for id, rs := range pending {
+		v := viewOf(rs, rules)
+		if !v.plain {
+			maybeHeld[id] = rs
+		}
+		views = append(views, v)
+	}
+	return views, maybeHeld
+}
+
+// copyClusterLocked copies what every pass needs: the nodes, what running
+// runs hold, the policy.
+func (s *Server) copyClusterLocked(now time.Time) *pass {
 	rules := s.rules.Load()
-	p := &pass{now: now, rules: rules, maybeHeld: map[int64]*runState{}}
+	p := &pass{now: now, rules: rules}
 	snap := &p.snap
 	names := make([]string, 0, len(s.nodes))
 	for n := range s.nodes {
@@ -199,20 +237,15 @@ func (s *Server) copyLocked(pending map[int64]*runState, now time.Time) *pass {
 	snap.Depth = s.cfg.Depth
 	snap.Usage = s.usageAtLocked(now)
 	snap.Limits, snap.QOS, snap.Shares, snap.Topology = s.arrayLimitsLocked(rules.Limits), rules.QOS, rules.Shares, rules.Topology
-	p.views = make([]*pendingView, 0, len(pending))
-	for id, rs := range pending {
-		v := viewOf(rs, rules)
-		if !v.plain {
-			p.maybeHeld[id] = rs
-		}
-		p.views = append(p.views, v)
-	}
 	return p
 }
 
 // snapshot is the pass's snapshot, its waiting runs copied from their
 // views with the pass's holds. It needs no lock.
 func (p *pass) snapshot() sched.Snapshot {
+	if p.index != nil {
+		p.index.index()
+	}
 	snap := p.snap
 	snap.Pending = make([]sched.Pending, 0, len(p.views))
 	for _, v := range p.views {
@@ -274,4 +307,89 @@ func (s *Server) forgetReasons(p *pass, plan sched.Plan) {
 			delete(s.applied, id)
 		}
 	}
+}
+
+// waitingIndex keeps every waiting run's view between passes, so that a
+// full pass over a long queue need not walk the queue under the lock: it
+// is brought up to date from fresh (every run that came to wait, changed,
+// or — by a hold, release or update of an array — was named there), and
+// from the starts applied; a run that ended while it waited (stopped,
+// cancelled) is not named anywhere, but then the index holds more runs than
+// wait, and the pass builds it again by walking the queue, as it does
+// after a policy reload and on the safety-net timer. Only the pass uses it,
+// one at a time: under the lock to bring it up to date, without it to
+// index it (at).
+type waitingIndex struct {
+	ok    bool
+	rules *policy.Policy
+	views []*pendingView
+	// maybeHeld are the waiting runs a hold may apply to.
+	maybeHeld map[int64]*runState
+	// at is each run's place in views; nil until indexed.
+	at map[int64]int
+}
+
+// rebuildLocked builds the index from every waiting run.
+func (w *waitingIndex) rebuildLocked(s *Server, rules *policy.Policy) {
+	w.views, w.maybeHeld = viewsLocked(s.pending, rules)
+	w.rules, w.at, w.ok = rules, nil, true
+}
+
+// index fills at, without the lock.
+func (w *waitingIndex) index() {
+	if w.at != nil {
+		return
+	}
+	w.at = make(map[int64]int, len(w.views))
+	for i, v := range w.views {
+		w.at[v.p.RunID] = i
+	}
+}
+
+// updateLocked brings the index up to date with the runs named in fresh.
+func (w *waitingIndex) updateLocked(s *Server, fresh map[int64]*runState, rules *policy.Policy) {
+	if !w.ok || w.at == nil || w.rules != rules {
+		w.ok = false
+		return
+	}
+	for id, rs := range fresh {
+		if s.pending[id] != rs {
+			w.removeLocked(id)
+			continue
+		}
+		v := viewOf(rs, rules)
+		if i, ok := w.at[id]; ok {
+			w.views[i] = v
+		} else {
+			w.at[id] = len(w.views)
+			w.views = append(w.views, v)
+		}
+		if v.plain {
+			delete(w.maybeHeld, id)
+		} else {
+			w.maybeHeld[id] = rs
+		}
+	}
+}
+
+// removeLocked drops run id (started, or no longer waiting).
+func (w *waitingIndex) removeLocked(id int64) {
+	if !w.ok {
+		return
+	}
+	if w.at == nil {
+		w.ok = false
+		return
+	}
+	i, ok := w.at[id]
+	if !ok {
+		return
+	}
+	last := len(w.views) - 1
+	w.views[i] = w.views[last]
+	w.at[w.views[i].p.RunID] = i
+	w.views[last] = nil
+	w.views = w.views[:last]
+	delete(w.at, id)
+	delete(w.maybeHeld, id)
 }

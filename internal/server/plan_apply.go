@@ -85,6 +85,7 @@ func (s *Server) applyPlanLocked(p *pass, plan sched.Plan, reasons []reasonUpdat
 		}
 		after = s.startLocked(rs, st, now, b, after)
 		delete(s.applied, st.RunID)
+		s.waiting.removeLocked(st.RunID)
 	}
 	if skipped {
 		// What the dropped starts would have taken is free, and the plan's

@@ -2,8 +2,10 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -489,5 +491,99 @@ func TestReasonAfterRequeue(t *testing.T) {
 	s.pass(t)
 	if got := reason(r); got != string(lifecycle.ReasonHeldUser) {
 		t.Errorf("r held again waits with reason %q, want %q", got, string(lifecycle.ReasonHeldUser))
+	}
+}
+
+// TestWaitingIndexFollowsQueue changes the queue at random between passes
+// — submissions, stops, holds, releases, updates, ends — and checks that
+// every full pass schedules exactly the waiting runs, each as a view built
+// anew would show it.
+func TestWaitingIndexFollowsQueue(t *testing.T) {
+	s := newPassServer(t)
+	s.node("n1", 4)
+	s.node("n2", 4)
+	rng := rand.New(rand.NewPCG(1, 2))
+	var runs []int64
+	pick := func(waiting bool) (int64, bool) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		var ids []int64
+		for _, id := range runs {
+			if rs, ok := s.runs[id]; ok && (s.pending[id] != nil) == waiting && (waiting || len(rs.jobs) > 0 && rs.jobs[0].rec.Node != "") {
+				ids = append(ids, id)
+			}
+		}
+		if len(ids) == 0 {
+			return 0, false
+		}
+		return ids[rng.IntN(len(ids))], true
+	}
+	fullPasses := 0
+	for step := range 400 {
+		switch rng.IntN(8) {
+		case 0, 1:
+			runs = append(runs, s.submit(t, fmt.Sprintf("type: task\nresources: {cpu: %d}\ncommands: [\"true\"]\n", 1+rng.IntN(3))))
+		case 2:
+			if id, ok := pick(true); ok {
+				if err := s.stop(id, false); err != nil {
+					t.Fatal(err)
+				}
+			}
+		case 3:
+			if id, ok := pick(true); ok {
+				_ = s.control(id, api.ControlRequest{Action: []string{"hold", "release"}[rng.IntN(2)]}, true)
+			}
+		case 4:
+			if id, ok := pick(true); ok {
+				p := rng.IntN(101)
+				if err := s.control(id, api.ControlRequest{Action: "update", Priority: &p}, true); err != nil {
+					t.Fatal(err)
+				}
+			}
+		case 5:
+			if id, ok := pick(false); ok {
+				s.mu.Lock()
+				js := s.runs[id].jobs[0]
+				s.mu.Unlock()
+				if _, err := s.agentEvents(js.rec.Node, []api.AgentEvent{{Type: "exited", JobID: js.rec.ID}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		case 6:
+			s.mu.Lock()
+			s.freed = true
+			s.mu.Unlock()
+			fallthrough
+		default:
+			s.mu.Lock()
+			p := s.preparePassLocked()
+			var want map[int64]sched.Pending
+			if p != nil && p.full {
+				fullPasses++
+				want = map[int64]sched.Pending{}
+				for id, rs := range s.pending {
+					want[id] = newView(rs, p.rules).p
+				}
+			}
+			s.mu.Unlock()
+			if p == nil {
+				continue
+			}
+			snap := p.snapshot()
+			if want != nil {
+				got := map[int64]sched.Pending{}
+				for _, pd := range snap.Pending {
+					pd.Hold = ""
+					got[pd.RunID] = pd
+				}
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Fatalf("step %d: the full pass's waiting runs (-waiting +scheduled):\n%s", step, diff)
+				}
+			}
+			s.apply(p, sched.Schedule(snap, p.now))
+		}
+	}
+	if fullPasses < 20 {
+		t.Errorf("only %d full passes", fullPasses)
 	}
 }

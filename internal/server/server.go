@@ -117,6 +117,9 @@ type Server struct {
 	// applied is what the passes applied of the waiting runs' reasons
 	// (pass.go); only the pass in progress uses it.
 	applied map[int64]reasonEntry
+	// waiting keeps the waiting runs' views between passes (pass.go);
+	// only the pass in progress uses it.
+	waiting waitingIndex
 	// usage is each user's past CPU-seconds, decayed to usageAt (fairshare).
 	usage   sched.Usage
 	usageAt time.Time

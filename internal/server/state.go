@@ -696,6 +696,7 @@ func (s *Server) schedLoop(ctx context.Context) {
 				lastFull = now
 				s.mu.Lock()
 				s.freed = true // the safety net: a full pass
+				s.waiting.ok = false
 				s.mu.Unlock()
 			}
 		}
@@ -746,7 +747,8 @@ func (s *Server) flushReasonsLocked(b *store.Batch, now time.Time) {
 // pending runs and their holds (by ID).
 func (s *Server) snapshotLocked(pending map[int64]*runState, holds map[int64]string) sched.Snapshot {
 	s.dropChangedViewsLocked()
-	p := s.copyLocked(pending, s.clock.Now())
+	p := s.copyClusterLocked(s.clock.Now())
+	p.views, _ = viewsLocked(pending, p.rules)
 	p.holds = holds
 	return p.snapshot()
 }
