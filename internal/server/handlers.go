@@ -110,7 +110,7 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request, _ *store.Use
 // plan answers where t would run: each node, whether it fits now, later or never.
 func (s *Server) plan(t *spec.Task) *api.Plan {
 	rs := s.newRunState(store.Run{}, t, "", "")
-	req := rs.req
+	req := *rs.req
 	p := &api.Plan{Name: t.Name, Resources: t.Resources.String(), Nodes: max(t.Nodes, 1), Allocated: allocatedText(req)}
 	for _, f := range t.SetFields() {
 		if !supported[f] {

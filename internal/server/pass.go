@@ -60,12 +60,48 @@ type pass struct {
 // policy reload, which resolves every waiting run's request again, makes
 // every view stale (rules). Nothing else is checked on use: a pass reads
 // two cache lines of a waiting run, not its whole record.
+//
+// A view is kept on every waiting run, so it is compact: it shares the
+// run's request and groups (replaced, never changed in place) and names
+// its jobs by the first ID (a run's jobs are made together, with
+// consecutive IDs); pending() makes the scheduler's entry of it, off the
+// lock.
 type pendingView struct {
 	rules *policy.Policy
 	// plain: no hold can apply (no partition hold, user hold, begin time,
 	// retry, dependency or singleton), so holdsLocked need not look at it.
 	plain bool
-	p     sched.Pending
+	nodes int // how many jobs
+	id    int64
+	// firstJob is its first job's ID, the others following; jobs lists
+	// them instead when they do not follow one another.
+	firstJob           int64
+	jobs               []int64
+	priority           int
+	submitted          time.Time
+	req                *sched.Request
+	groups             []sched.Group
+	limit              time.Duration
+	user, project, qos string
+	array              string
+	tier               int
+	nice               int64
+}
+
+// pending is the scheduler's entry of the run; ids holds room for its job
+// IDs (at least v.nodes).
+func (v *pendingView) pending(ids []int64) sched.Pending {
+	ids = ids[:v.nodes:v.nodes]
+	if v.jobs != nil {
+		copy(ids, v.jobs)
+	} else {
+		for k := range ids {
+			ids[k] = v.firstJob + int64(k)
+		}
+	}
+	return sched.Pending{RunID: v.id, Priority: v.priority, SubmittedAt: v.submitted, Nodes: v.nodes, JobIDs: ids,
+		Request: *v.req, Limit: v.limit, User: v.user, Project: v.project, QOS: v.qos, Tier: v.tier, Nice: v.nice,
+		Array: v.array, Groups: v.groups}
 }
 
 // viewOf is rs's view, built again when it is missing or stale.
@@ -80,13 +116,20 @@ func viewOf(rs *runState, rules *policy.Policy) *pendingView {
 
 // newView builds rs's view.
 func newView(rs *runState, rules *policy.Policy) *pendingView {
-	v := &pendingView{rules: rules}
-	v.p = sched.Pending{RunID: rs.rec.ID, Priority: rs.rec.Priority, SubmittedAt: rs.rec.SubmittedAt, Nodes: len(rs.jobs),
-		Request: rs.req, Limit: rs.limit, User: rs.user, Project: rs.project, QOS: rs.qos, Tier: rs.tier, Nice: rs.nice,
-		Array: arrayKey(rs), Groups: rs.groups}
-	v.p.JobIDs = make([]int64, len(rs.jobs))
+	v := &pendingView{rules: rules, id: rs.rec.ID, priority: rs.rec.Priority, submitted: rs.rec.SubmittedAt, nodes: len(rs.jobs),
+		req: rs.req, limit: rs.limit, user: rs.user, project: rs.project, qos: rs.qos, tier: rs.tier, nice: rs.nice,
+		array: arrayKey(rs), groups: rs.groups}
+	if len(rs.jobs) > 0 {
+		v.firstJob = rs.jobs[0].rec.ID
+	}
 	for k, js := range rs.jobs {
-		v.p.JobIDs[k] = js.rec.ID
+		if js.rec.ID != v.firstJob+int64(k) {
+			v.jobs = make([]int64, len(rs.jobs))
+			for i, o := range rs.jobs {
+				v.jobs[i] = o.rec.ID
+			}
+			break
+		}
 	}
 	v.plain = rs.hold == "" && !rs.held && rs.begin.IsZero() && rs.retry == nil && rs.retryPolicy == nil && len(rs.deps) == 0 && !rs.singleton
 	return v
@@ -248,11 +291,17 @@ func (p *pass) snapshot() sched.Snapshot {
 	}
 	snap := p.snap
 	snap.Pending = make([]sched.Pending, 0, len(p.views))
+	n := 0
 	for _, v := range p.views {
-		if p.gone[v.p.RunID] {
+		n += v.nodes
+	}
+	ids := make([]int64, n) // every run's job IDs, in one allocation
+	for _, v := range p.views {
+		if p.gone[v.id] {
 			continue
 		}
-		pd := v.p
+		pd := v.pending(ids)
+		ids = ids[v.nodes:]
 		if len(p.holds) > 0 {
 			pd.Hold = p.holds[pd.RunID]
 		}
@@ -342,7 +391,7 @@ func (w *waitingIndex) index() {
 	}
 	w.at = make(map[int64]int, len(w.views))
 	for i, v := range w.views {
-		w.at[v.p.RunID] = i
+		w.at[v.id] = i
 	}
 }
 
@@ -387,7 +436,7 @@ func (w *waitingIndex) removeLocked(id int64) {
 	}
 	last := len(w.views) - 1
 	w.views[i] = w.views[last]
-	w.at[w.views[i].p.RunID] = i
+	w.at[w.views[i].id] = i
 	w.views[last] = nil
 	w.views = w.views[:last]
 	delete(w.at, id)

@@ -562,7 +562,8 @@ func TestWaitingIndexFollowsQueue(t *testing.T) {
 				fullPasses++
 				want = map[int64]sched.Pending{}
 				for id, rs := range s.pending {
-					want[id] = newView(rs, p.rules).p
+					v := newView(rs, p.rules)
+					want[id] = v.pending(make([]int64, v.nodes))
 				}
 			}
 			s.mu.Unlock()

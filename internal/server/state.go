@@ -39,7 +39,7 @@ type runState struct {
 	depAny      bool // dependency_policy: any
 	singleton   bool
 	killInvalid bool // kill_invalid_depend
-	req         sched.Request
+	req         *sched.Request // never changed in place (resolve)
 	limit       time.Duration // max_duration; 0 none
 	jobs        []*jobState
 	// placedAt is when the scheduler placed it: its expected end counts
@@ -130,39 +130,44 @@ func (rs *runState) dropTask() {
 // and the policy's fleets: the fleets its names reach, their tier, and a
 // hold when every fleet's time limit is below the run's. A policy reload
 // resolves the pending runs again.
+//
+// The request and groups are made anew, never changed in place: the
+// scheduler's views of the run share them (pass.go).
 func (s *Server) resolve(rs *runState, t *spec.Task, rules *policy.Policy) {
-	rs.req, rs.groups, rs.hold = request(t), nil, ""
-	rs.req.Fleets = rules.ResolveFleets(t.Fleets)
-	rs.tier = rules.Tier(rs.req.Fleets)
+	req := request(t)
+	rs.groups, rs.hold = nil, ""
+	req.Fleets = rules.ResolveFleets(t.Fleets)
+	rs.tier = rules.Tier(req.Fleets)
 	if rs.limit > 0 {
 		// Fleets whose time limit the run exceeds are not for it.
 		var ok []string
-		for _, f := range rs.req.Fleets {
+		for _, f := range req.Fleets {
 			if w := rules.Fleets[f].MaxWall; w == 0 || w >= rs.limit {
 				ok = append(ok, f)
 			}
 		}
-		if len(rs.req.Fleets) > 0 && len(ok) == 0 {
+		if len(req.Fleets) > 0 && len(ok) == 0 {
 			rs.hold = api.ReasonPartitionTimeLimit
 		}
-		rs.req.Fleets = ok
+		req.Fleets = ok
 		if len(t.Fleets) == 0 {
 			for name, f := range rules.Fleets {
 				if f.MaxWall > 0 && f.MaxWall < rs.limit {
-					rs.req.NotFleets = append(rs.req.NotFleets, name)
+					req.NotFleets = append(req.NotFleets, name)
 				}
 			}
-			slices.Sort(rs.req.NotFleets)
+			slices.Sort(req.NotFleets)
 		}
 	}
 	for _, g := range t.Groups {
 		gr := requestOf(t, g.Resources)
-		gr.Fleets, gr.NotFleets = rs.req.Fleets, rs.req.NotFleets
+		gr.Fleets, gr.NotFleets = req.Fleets, req.NotFleets
 		rs.groups = append(rs.groups, sched.Group{Nodes: max(g.Nodes, 1), Request: gr})
 	}
 	if len(rs.groups) > 0 {
-		rs.req = rs.groups[0].Request
+		req = rs.groups[0].Request
 	}
+	rs.req = &req
 }
 
 // keys are the limit keys the run counts under.
