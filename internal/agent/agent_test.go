@@ -149,6 +149,15 @@ func shimRun(t *testing.T, sp shimSpec, signal func(pid int)) (shimExit, string)
 		t.Fatal(err)
 	}
 	if signal != nil {
+		// A signal before the shim catches them would be lost (the agent
+		// leaves a note for that case): wait until it has made the job's
+		// output, which it does once it catches them, however slow its
+		// start (-race, a loaded machine).
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if _, err := os.Stat(filepath.Join(dir, fileOutput)); err == nil {
+				break
+			}
+		}
 		signal(cmd.Process.Pid)
 	}
 	if err := cmd.Wait(); err != nil {
