@@ -56,8 +56,8 @@ server and its local agent.`,
 			took := time.Since(t0)
 			time.Sleep(time.Second)
 			rss2, peak2 := procMemory(b.cmd.Process.Pid)
-			fmt.Fprintf(out, "memory: %d waiting runs submitted in %.1f s; server RSS %s before, %s settled (peak %s; Go heap live %s, next collection at %s); listing %d active runs took %.2f s, RSS after %s (peak %s)\n",
-				runs, submitted.Seconds(), mib(before), mib(rss), mib(peak), mib(st.HeapLive), mib(st.HeapGoal), len(list), took.Seconds(), mib(rss2), mib(peak2))
+			fmt.Fprintf(out, "memory: %d waiting runs submitted in %.1f s (%d transactions, %d passes); server RSS %s before, %s settled (peak %s; Go heap live %s, next collection at %s); listing %d active runs took %.2f s, RSS after %s (peak %s)\n",
+				runs, submitted.Seconds(), st.Commits, st.Passes, mib(before), mib(rss), mib(peak), mib(st.HeapLive), mib(st.HeapGoal), len(list), took.Seconds(), mib(rss2), mib(peak2))
 			// The one running run must not outlive the benchmark.
 			for _, r := range list {
 				if r.Status != api.StatusSubmitted {
