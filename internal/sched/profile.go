@@ -15,6 +15,15 @@ import (
 type profile struct {
 	node *Node
 	segs []segment // segs[0].at is the pass's now
+	ends []release // what running runs give back, before releaseAll
+}
+
+// release is resources given back at a time.
+type release struct {
+	at   time.Time
+	cpus int
+	mem  Bytes
+	gpus []int
 }
 
 type segment struct {
@@ -49,6 +58,32 @@ func (p *profile) release(t time.Time, cpus int, mem Bytes, gpus []int) {
 		s.mem += mem
 		s.gpus = union(s.gpus, gpus)
 	}
+}
+
+// releaseAll builds the profile from the running runs' ends, all at once:
+// the same segments as a release per run, without inserting each end into
+// the list and adding it to every later segment (a node of a busy pool holds
+// dozens of runs, and every pass builds its profile anew). Every end comes
+// after now (Schedule moves overdue ones just past it), and segments may
+// share GPU lists: nothing changes one in place.
+func (p *profile) releaseAll() {
+	if len(p.ends) == 0 {
+		return
+	}
+	// Ends at one time add up to one segment whatever their order.
+	slices.SortFunc(p.ends, func(a, b release) int { return a.at.Compare(b.at) })
+	cur := p.segs[0]
+	for i, r := range p.ends {
+		cur.cpus += r.cpus
+		cur.mem += r.mem
+		cur.gpus = union(cur.gpus, r.gpus)
+		if i+1 < len(p.ends) && p.ends[i+1].at.Equal(r.at) {
+			continue // one segment per distinct time
+		}
+		cur.at = r.at
+		p.segs = append(p.segs, cur)
+	}
+	p.ends = nil
 }
 
 // take holds resources over [from, to); a zero to means for ever.

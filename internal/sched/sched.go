@@ -244,7 +244,9 @@ const (
 // a reservation at the earliest time it fits, which later runs then cannot
 // use; under FCFS nothing starts after the first that waits.
 func Schedule(s Snapshot, now time.Time) Plan {
-	plan := Plan{Reasons: map[int64]string{}, Estimates: map[int64]time.Time{}, BlockedBy: map[int64][]int64{}}
+	// Most pending runs get a reason and a blocker: sized once, the maps do
+	// not grow pass after pass.
+	plan := Plan{Reasons: make(map[int64]string, len(s.Pending)), Estimates: map[int64]time.Time{}, BlockedBy: make(map[int64][]int64, len(s.Pending))}
 	holders := map[string][]int64{} // node -> runs holding or reserving on it
 	profiles := make([]*profile, 0, len(s.Nodes))
 	byName := map[string]*profile{}
@@ -269,9 +271,12 @@ func Schedule(s Snapshot, now time.Time) Plan {
 		}
 		for _, pl := range r.Placements {
 			if p, ok := byName[pl.Node]; ok {
-				p.release(at, pl.CPUs, pl.Memory, pl.GPUs)
+				p.ends = append(p.ends, release{at, pl.CPUs, pl.Memory, pl.GPUs})
 			}
 		}
+	}
+	for _, p := range profiles {
+		p.releaseAll()
 	}
 	// open are the nodes with a CPU free now: within a pass they only lose
 	// resources, so a node that fills up leaves the list for good — lazily:
