@@ -109,13 +109,17 @@ func (p *profile) fits(from, to time.Time, r Request) ([]int, bool) {
 	}
 	var common []int
 	first := true
-	for i := range p.segs {
+	// The segment holding from is the last that starts at or before it:
+	// found by halving, as reservations ask at every later change of a
+	// long profile.
+	start, found := slices.BinarySearchFunc(p.segs, from, func(s segment, t time.Time) int { return s.at.Compare(t) })
+	if !found && start > 0 {
+		start--
+	}
+	for i := start; i < len(p.segs); i++ {
 		s := &p.segs[i]
 		if !to.IsZero() && !s.at.Before(to) {
 			break
-		}
-		if i+1 < len(p.segs) && !p.segs[i+1].at.After(from) {
-			continue // ends before the interval starts
 		}
 		if s.cpus < r.CPUs || s.mem < r.Memory {
 			return nil, false

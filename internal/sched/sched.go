@@ -146,11 +146,24 @@ const (
 	// Conservative backfill: every run that cannot start gets a
 	// reservation; a run starts now only if it delays none of them.
 	Conservative
-	// Berth is EASY whose backfill tries the shortest runs first (by time
-	// limit): short runs fill the holes before the reservation, which lowers
-	// slowdown without moving the reservation.
+	// Berth is conservative backfill in multifactor priority order, with
+	// aging: every run that cannot start gets a reservation, in priority
+	// order, and a run's priority grows by BerthAging points for every hour
+	// it has waited, without cap. The expansion factor and fairshare let
+	// short runs and light users go first, the reservations keep later runs
+	// from pushing back the ones ahead, and the aging bounds how long any run
+	// can be overtaken: on the archive's traces no run waits longer than
+	// under EASY (docs/simulator.md).
 	Berth
 )
+
+// BerthAging is the priority a run gains per hour waited under Berth: as
+// much as the whole fairshare or expansion-factor range (10,000 with the
+// default weights) in a little over three hours. Tuned on the archive's
+// traces: 1,000 or 2,000 let whole-machine runs of heavy users wait
+// longer than under EASY, 5,000 or more give back most of the slowdown
+// gained (docs/simulator.md).
+const BerthAging = 3000
 
 // Snapshot is the cluster as one scheduling pass sees it. Node's Free*
 // fields already exclude what Running holds. Schedule does not modify it.
@@ -357,14 +370,11 @@ func Schedule(s Snapshot, now time.Time) Plan {
 		reason := ReasonPriority
 		if !waiting {
 			reason = ReasonResources
-			if s.Policy == Berth {
-				shortestFirst(s.Pending, order[k+1:])
-			}
 		}
 		plan.Reasons[pd.RunID] = reason
 		// A run that preempts waits for its victims to leave, not for a
 		// reservation: it starts in the pass after they have gone.
-		reserve := (s.Policy == Conservative || !waiting) && !preempting
+		reserve := (s.Policy == Conservative || s.Policy == Berth || !waiting) && !preempting
 		switch {
 		case preempting:
 		case waiting:
@@ -486,35 +496,6 @@ func priorityOrder(s Snapshot, now time.Time) []int {
 	return order
 }
 
-// shortestFirst orders backfill candidates by time limit (none: last),
-// keeping priority order among equals.
-func shortestFirst(pending []Pending, order []int) {
-	// Sorting (limit, position) pairs is stable by construction, and much
-	// cheaper than a stable sort of the indices.
-	type item struct {
-		limit time.Duration
-		pos   int
-		idx   int
-	}
-	items := make([]item, len(order))
-	for k, i := range order {
-		l := pending[i].Limit
-		if l <= 0 {
-			l = time.Duration(1<<63 - 1)
-		}
-		items[k] = item{l, k, i}
-	}
-	slices.SortFunc(items, func(a, b item) int {
-		if c := cmp.Compare(a.limit, b.limit); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.pos, b.pos)
-	})
-	for k, it := range items {
-		order[k] = it.idx
-	}
-}
-
 func jobID(p *Pending, k int) int64 {
 	if k < len(p.JobIDs) {
 		return p.JobIDs[k]
@@ -613,12 +594,20 @@ func fitsGroups(nodes []Node, groups []Group) bool {
 // earliest is the first time at which every job of pd fits: a profile only
 // changes at its segments' starts, so those are the only candidates.
 func earliest(profiles []*profile, now time.Time, pd *Pending, topo *Topology) (time.Time, []pick, bool) {
-	var times []time.Time
-	for _, p := range profiles {
-		times = append(times, p.changes()...)
+	if len(profiles) == 1 && len(pd.Groups) == 0 && pd.Nodes <= 1 && pd.Request.GPU.Count == 0 &&
+		!pd.Request.Exclusive && profiles[0].node.Blocks <= 1 {
+		return earliestOnOne(profiles[0], now, pd)
 	}
-	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
-	times = slices.CompactFunc(times, func(a, b time.Time) bool { return a.Equal(b) })
+	var times []time.Time
+	if len(profiles) == 1 {
+		times = profiles[0].changes() // sorted and distinct already
+	} else {
+		for _, p := range profiles {
+			times = append(times, p.changes()...)
+		}
+		slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
+		times = slices.CompactFunc(times, func(a, b time.Time) bool { return a.Equal(b) })
+	}
 	for _, t := range times {
 		if t.Before(now) {
 			continue
@@ -626,6 +615,44 @@ func earliest(profiles []*profile, now time.Time, pd *Pending, topo *Topology) (
 		if picks, ok := placeAt(profiles, t, pd, topo); ok {
 			return t, picks, true
 		}
+	}
+	return time.Time{}, nil, false
+}
+
+// earliestOnOne is earliest for one job of CPUs and memory on one node (a
+// pool, as the simulator models a machine), in one walk: where the
+// interval from one start fails on a segment, so does every interval
+// starting up to that segment, which therefore is skipped. Under
+// conservative backfill every waiting run asks, and each reservation
+// lengthens the profile: asked start by start, a long queue costs the
+// square of its length at every pass.
+func earliestOnOne(p *profile, now time.Time, pd *Pending) (time.Time, []pick, bool) {
+	r := pd.Request
+	if !r.inFleet(p.node) {
+		return time.Time{}, nil, false
+	}
+	for i := 0; i < len(p.segs); {
+		from := p.segs[i].at
+		if from.Before(now) {
+			i++
+			continue
+		}
+		to := end(from, pd.Limit)
+		bad := -1
+		for j := i; j < len(p.segs); j++ {
+			s := &p.segs[j]
+			if !to.IsZero() && !s.at.Before(to) {
+				break
+			}
+			if s.cpus < r.CPUs || s.mem < r.Memory {
+				bad = j
+				break
+			}
+		}
+		if bad < 0 {
+			return from, []pick{{p: p, req: r}}, true
+		}
+		i = bad + 1
 	}
 	return time.Time{}, nil, false
 }
