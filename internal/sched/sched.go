@@ -146,10 +146,10 @@ const (
 	// Conservative backfill: every run that cannot start gets a
 	// reservation; a run starts now only if it delays none of them.
 	Conservative
-	// Berth is conservative backfill in multifactor priority order, with
-	// aging: every run that cannot start gets a reservation, in priority
-	// order, and a run's priority grows by BerthAging points for every hour
-	// it has waited, without cap. The expansion factor and fairshare let
+	// Berth is backfill with several reservations in multifactor priority
+	// order, with aging: the first BerthReservations runs that cannot start
+	// get a reservation, in priority order, and a run's priority grows by
+	// BerthAging points for every hour it has waited, without cap. The expansion factor and fairshare let
 	// short runs and light users go first, the reservations keep later runs
 	// from pushing back the ones ahead, and the aging bounds how long any run
 	// can be overtaken: on the archive's traces no run waits longer than
@@ -164,6 +164,14 @@ const (
 // longer than under EASY, 5,000 or more give back most of the slowdown
 // gained (docs/simulator.md).
 const BerthAging = 3000
+
+// BerthReservations is how many waiting runs hold a reservation under
+// Berth, the first in priority order. Every one costs a search of the
+// profiles (earliest), which on a large cluster is most of a pass; 16 is
+// the fewest that keeps every run's wait within EASY's on the archive's
+// traces with BerthAging (8 let KTH-SP2's longest wait exceed EASY's by
+// 431 s; unbounded, a pass over 1,000 pending runs took seconds).
+const BerthReservations = 16
 
 // Snapshot is the cluster as one scheduling pass sees it. Node's Free*
 // fields already exclude what Running holds. Schedule does not modify it.
@@ -374,7 +382,7 @@ func Schedule(s Snapshot, now time.Time) Plan {
 		plan.Reasons[pd.RunID] = reason
 		// A run that preempts waits for its victims to leave, not for a
 		// reservation: it starts in the pass after they have gone.
-		reserve := (s.Policy == Conservative || s.Policy == Berth || !waiting) && !preempting
+		reserve := (s.Policy == Conservative || s.Policy == Berth && len(plan.Reserved) < BerthReservations || !waiting) && !preempting
 		switch {
 		case preempting:
 		case waiting:

@@ -23,7 +23,7 @@ var ErrPolicy = errors.New("sim: unknown policy")
 // policy, sched.Berth, as the server runs it by default: the queue ordered by
 // multifactor priority with the default weights (age, fairshare from the
 // replayed usage, job size, expansion factor) plus Berth's aging, a
-// reservation for every run that cannot start.
+// reservation for each of the first 16 runs that cannot start.
 func PolicyByName(name string) (sched.Policy, error) {
 	p, err := sched.ParsePolicy(name)
 	if err != nil {
