@@ -606,6 +606,9 @@ func earliest(profiles []*profile, now time.Time, pd *Pending, topo *Topology) (
 		!pd.Request.Exclusive && profiles[0].node.Blocks <= 1 {
 		return earliestOnOne(profiles[0], now, pd)
 	}
+	if len(pd.Groups) == 0 && pd.Nodes <= 1 {
+		return earliestOneJob(profiles, now, pd)
+	}
 	var times []time.Time
 	if len(profiles) == 1 {
 		times = profiles[0].changes() // sorted and distinct already
@@ -663,6 +666,50 @@ func earliestOnOne(p *profile, now time.Time, pd *Pending) (time.Time, []pick, b
 		i = bad + 1
 	}
 	return time.Time{}, nil, false
+}
+
+// earliestOneJob is earliest for a run of one job: if the job fits on a
+// node from some time on, it fits there from the start of the segment that
+// time falls in too (the interval from there covers fewer segments), so
+// each node's earliest fit is at one of its own changes, and the run's is
+// the soonest of those; the node is then the first that fits at that time,
+// as placeAt picks it. Asking every node at every change of any node
+// instead costs the product of the two on a large cluster, for each of the
+// pass's reservations.
+func earliestOneJob(profiles []*profile, now time.Time, pd *Pending) (time.Time, []pick, bool) {
+	var best time.Time
+	found := false
+	for _, p := range profiles {
+		r := pd.Request
+		if r.Exclusive || p.node.Blocks > 1 {
+			eff, ok := r.on(p.node, pd.Nodes)
+			if !ok {
+				continue
+			}
+			r = eff
+		}
+		if !r.inFleet(p.node) {
+			continue
+		}
+		for i := range p.segs {
+			at := p.segs[i].at
+			if at.Before(now) {
+				continue
+			}
+			if found && !at.Before(best) {
+				break // no sooner than the best so far
+			}
+			if _, ok := p.fits(at, end(at, pd.Limit), r); ok {
+				best, found = at, true
+				break
+			}
+		}
+	}
+	if !found {
+		return time.Time{}, nil, false
+	}
+	picks, ok := placeAt(profiles, best, pd, nil)
+	return best, picks, ok
 }
 
 // on is what one job of r takes on n, and whether n could ever hold it. An
