@@ -35,9 +35,9 @@ Berth's scheduler on a virtual clock, on one pool of P processors (the trace's M
 else MaxNodes; --procs overrides), and print per policy: jobs, average, 95th- and 99th-percentile
 (nearest rank) and maximum wait, average bounded slowdown (10 s threshold), utilization, makespan,
 and the replay's real run time. Without --policy, all of fcfs, easy, conservative and
-berth run, one row each. berth is Berth's own policy: EASY whose backfill tries the shortest runs
-first (the server's default). Jobs with run time <= 0 or processors outside 1..P are dropped and
-counted. --repeat N replays the kept jobs N times back to back (then --max-jobs cuts), a long
+berth run, one row each. berth is Berth's own policy (the server's default): backfill with
+16 reservations in multifactor priority order, with aging. Jobs with run time <= 0 or processors
+outside 1..P are dropped and counted. --repeat N replays the kept jobs N times back to back (then --max-jobs cuts), a long
 workload for timing the replay. --json prints a JSON array, one object per policy. See docs/simulator.md.
 
 --history replays Berth's own finished runs instead, from the server's database ($BERTH_HOME/
@@ -123,7 +123,7 @@ scheduler's own golden tests), so a decision seen in production can be replayed 
 				return err
 			}
 			if slices.Contains(names, "berth") {
-				fmt.Fprintln(out, "berth is the server's default: multifactor priority (age, fairshare, size, expansion factor), EASY backfill shortest first.")
+				fmt.Fprintln(out, "berth is the server's default: multifactor priority (age, fairshare, size, expansion factor) plus aging, reservations for the first 16 waiting runs.")
 			}
 			return nil
 		},

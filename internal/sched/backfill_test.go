@@ -415,22 +415,37 @@ func checkReservationsKept(t *testing.T, seed uint64, s Snapshot, plan Plan) {
 	}
 }
 
-// Berth's backfill tries the shortest runs first; EASY keeps priority order.
-func TestBerthBackfillsShortestFirst(t *testing.T) {
+// Berth reserves for every run that cannot start, as conservative backfill
+// does, where EASY reserves for the first only; and its aging lets a run
+// that has waited long go before a fresher one that ranks higher otherwise.
+func TestBerthReservesAllAndAges(t *testing.T) {
 	r1 := holding(1, "n", 3, 100)
 	snap := Snapshot{
 		Nodes:   []Node{busy(aNode("n", 4, 0), r1)},
 		Running: []Running{r1},
-		Pending: []Pending{aRun(2, 4).limit(10), aRun(3, 1).limit(60), aRun(4, 1).limit(5)},
+		Pending: []Pending{aRun(2, 4).limit(10), aRun(3, 2).limit(60), aRun(4, 1).limit(5)},
+		Weights: &Weights{},
 	}
-	for policy, want := range map[Policy]int64{EASY: 3, Berth: 4} {
+	for policy, want := range map[Policy][]int64{EASY: {2}, Berth: {2, 3}} {
 		snap.Policy = policy
 		plan := Schedule(snap, at(0))
-		if len(plan.Starts) != 1 || plan.Starts[0].RunID != want {
-			t.Errorf("%v started %+v, want run %d", policy, plan.Starts, want)
+		if diff := cmp.Diff(want, plan.Reserved); diff != "" {
+			t.Errorf("%v: reserved (-want +got):\n%s", policy, diff)
 		}
-		if !plan.Estimates[2].Equal(at(100)) {
-			t.Errorf("%v: the head's reservation is %v, want t=100", policy, plan.Estimates[2])
+		if len(plan.Starts) != 1 || plan.Starts[0].RunID != 4 {
+			t.Errorf("%v started %+v, want run 4", policy, plan.Starts)
+		}
+	}
+
+	// Run 6 ranks higher by its own priority (0.5 x 10,000), but run 5 has
+	// waited two hours longer: 6,000 points of aging.
+	old, fresh := aRun(5, 4).limit(10), aRun(6, 4).limit(10).prio(50)
+	old.SubmittedAt, fresh.SubmittedAt = at(0).Add(-3*time.Hour), at(0).Add(-time.Hour)
+	snap = Snapshot{Nodes: []Node{aNode("n", 4, 0)}, Pending: []Pending{fresh, old}, Weights: &Weights{Priority: 10000}}
+	for policy, want := range map[Policy]int64{EASY: 6, Berth: 5} {
+		snap.Policy = policy
+		if plan := Schedule(snap, at(0)); len(plan.Starts) != 1 || plan.Starts[0].RunID != want {
+			t.Errorf("%v started %+v, want run %d", policy, plan.Starts, want)
 		}
 	}
 }

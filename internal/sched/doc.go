@@ -3,8 +3,14 @@
 // goroutines, no randomness, so the server, the simulator and the tests all
 // drive the very same code and every decision can be replayed.
 //
-// This first version places by priority then submit time, first fit on CPUs,
-// memory and GPUs (count, vendor, model names, per-GPU memory), all jobs of a
-// multi-node run together or none. Backfill, fairshare, limits, preemption and
-// topology arrive behind the same Schedule function.
+// A pass orders the pending runs (multifactor priority: age, fairshare, size,
+// QOS, tier, own priority, expansion factor, and under the Berth policy
+// aging), starts each that fits now in the nodes' profiles, and gives the
+// others a reason, and the first ones a reservation, by policy (FCFS, EASY,
+// conservative or Berth backfill). It places first fit on CPUs, memory and
+// GPUs (count, vendor, model names, per-GPU memory), all jobs of a
+// multi-node run together or none, heterogeneous runs group by group, on a
+// switch tree when there is one, within per-user, project, QOS and array
+// limits, and preempts lower QOS where allowed. README.md has the pipeline
+// and the vocabulary.
 package sched

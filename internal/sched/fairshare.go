@@ -18,6 +18,9 @@ type fairshare struct {
 	usage    Usage
 	shares   *Shares
 	memo     map[Account]float64 // factors computed this pass
+	last     Account             // the account asked for last, and its factor:
+	lastV    float64             // a user's runs often come one after another
+	hasLast  bool
 }
 
 // fsProject is one project of the tree in one pass.
@@ -108,14 +111,18 @@ func shareOf(m map[string]int, name string) int {
 
 // factor is a's fairshare factor, computed once per pass.
 func (f *fairshare) factor(a Account) float64 {
-	if v, ok := f.memo[a]; ok {
-		return v
+	if f.hasLast && f.last == a {
+		return f.lastV
 	}
-	v := f.compute(a)
-	if f.memo == nil {
-		f.memo = map[Account]float64{}
+	v, ok := f.memo[a]
+	if !ok {
+		v = f.compute(a)
+		if f.memo == nil {
+			f.memo = map[Account]float64{}
+		}
+		f.memo[a] = v
 	}
-	f.memo[a] = v
+	f.last, f.lastV, f.hasLast = a, v, true
 	return v
 }
 
@@ -152,15 +159,12 @@ type exactSum struct {
 }
 
 func (e *exactSum) add(v float64) {
-	if !(v > 0) {
-		return
-	}
-	if math.IsInf(v, 1) {
-		e.inf = true
-		return
-	}
 	bits := math.Float64bits(v)
-	exp := int(bits >> 52) // the sign bit is 0
+	exp := bits >> 52 // with the sign bit: negative numbers are above 0x7ff
+	if exp >= 0x7ff || bits == 0 {
+		e.inf = e.inf || bits == 0x7ff<<52 // +Inf; NaN, negatives and zeros add nothing
+		return
+	}
 	m := bits & (1<<52 - 1)
 	if exp == 0 {
 		exp = 1 // subnormal: no implicit bit
@@ -169,7 +173,7 @@ func (e *exactSum) add(v float64) {
 	}
 	// v = m * 2^(exp-1075) = m * 2^(exp-1) units.
 	at := exp - 1
-	i, off := at/32, uint(at%32)
+	i, off := at/32, at%32
 	lo, hi := m<<off, m>>(64-off) // m * 2^off, up to 85 bits; hi is 0 when off is 0
 	e.limbs[i] += lo & (1<<32 - 1)
 	e.limbs[i+1] += lo >> 32

@@ -59,7 +59,10 @@ type Factors struct {
 	Partition float64 `json:"partition"`
 	Priority  float64 `json:"priority"`
 	Expansion float64 `json:"expansion"`
-	Nice      int64   `json:"nice"`
+	// Wait is the hours waited, under the Berth policy only, which adds
+	// BerthAging points for each (see Berth).
+	Wait float64 `json:"wait,omitempty"`
+	Nice int64   `json:"nice"`
 	// Total is the weighted sum minus Nice: the order runs are considered in.
 	Total int64 `json:"total"`
 }
@@ -137,8 +140,13 @@ func (pr *prioritizer) factors(p *Pending) Factors {
 		f.Expansion = float64(wait) / float64(wait+p.Limit)
 	}
 	f.Nice = p.Nice
+	var aging float64
+	if pr.s.Policy == Berth && now.After(p.SubmittedAt) {
+		f.Wait = now.Sub(p.SubmittedAt).Hours()
+		aging = BerthAging * f.Wait
+	}
 	f.Total = int64(math.Round(float64(w.Age)*f.Age+float64(w.Fairshare)*f.Fairshare+float64(w.Size)*f.Size+
-		float64(w.QOS)*f.QOS+float64(w.Partition)*f.Partition+float64(w.Priority)*f.Priority+float64(w.Expansion)*f.Expansion)) - p.Nice
+		float64(w.QOS)*f.QOS+float64(w.Partition)*f.Partition+float64(w.Priority)*f.Priority+float64(w.Expansion)*f.Expansion+aging)) - p.Nice
 	return f
 }
 

@@ -15,6 +15,15 @@ import (
 type profile struct {
 	node *Node
 	segs []segment // segs[0].at is the pass's now
+	ends []release // what running runs give back, before releaseAll
+}
+
+// release is resources given back at a time.
+type release struct {
+	at   time.Time
+	cpus int
+	mem  Bytes
+	gpus []int
 }
 
 type segment struct {
@@ -51,6 +60,32 @@ func (p *profile) release(t time.Time, cpus int, mem Bytes, gpus []int) {
 	}
 }
 
+// releaseAll builds the profile from the running runs' ends, all at once:
+// the same segments as a release per run, without inserting each end into
+// the list and adding it to every later segment (a node of a busy pool holds
+// dozens of runs, and every pass builds its profile anew). Every end comes
+// after now (Schedule moves overdue ones just past it), and segments may
+// share GPU lists: nothing changes one in place.
+func (p *profile) releaseAll() {
+	if len(p.ends) == 0 {
+		return
+	}
+	// Ends at one time add up to one segment whatever their order.
+	slices.SortFunc(p.ends, func(a, b release) int { return a.at.Compare(b.at) })
+	cur := p.segs[0]
+	for i, r := range p.ends {
+		cur.cpus += r.cpus
+		cur.mem += r.mem
+		cur.gpus = union(cur.gpus, r.gpus)
+		if i+1 < len(p.ends) && p.ends[i+1].at.Equal(r.at) {
+			continue // one segment per distinct time
+		}
+		cur.at = r.at
+		p.segs = append(p.segs, cur)
+	}
+	p.ends = nil
+}
+
 // take holds resources over [from, to); a zero to means for ever.
 func (p *profile) take(from, to time.Time, cpus int, mem Bytes, gpus []int) {
 	i := p.split(from)
@@ -74,13 +109,17 @@ func (p *profile) fits(from, to time.Time, r Request) ([]int, bool) {
 	}
 	var common []int
 	first := true
-	for i := range p.segs {
+	// The segment holding from is the last that starts at or before it:
+	// found by halving, as reservations ask at every later change of a
+	// long profile.
+	start, found := slices.BinarySearchFunc(p.segs, from, func(s segment, t time.Time) int { return s.at.Compare(t) })
+	if !found && start > 0 {
+		start--
+	}
+	for i := start; i < len(p.segs); i++ {
 		s := &p.segs[i]
 		if !to.IsZero() && !s.at.Before(to) {
 			break
-		}
-		if i+1 < len(p.segs) && !p.segs[i+1].at.After(from) {
-			continue // ends before the interval starts
 		}
 		if s.cpus < r.CPUs || s.mem < r.Memory {
 			return nil, false

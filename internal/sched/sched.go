@@ -146,11 +146,32 @@ const (
 	// Conservative backfill: every run that cannot start gets a
 	// reservation; a run starts now only if it delays none of them.
 	Conservative
-	// Berth is EASY whose backfill tries the shortest runs first (by time
-	// limit): short runs fill the holes before the reservation, which lowers
-	// slowdown without moving the reservation.
+	// Berth is backfill with several reservations in multifactor priority
+	// order, with aging: the first BerthReservations runs that cannot start
+	// get a reservation, in priority order, and a run's priority grows by
+	// BerthAging points for every hour it has waited, without cap. The expansion factor and fairshare let
+	// short runs and light users go first, the reservations keep later runs
+	// from pushing back the ones ahead, and the aging bounds how long any run
+	// can be overtaken: on the archive's traces no run waits longer than
+	// under EASY (docs/simulator.md).
 	Berth
 )
+
+// BerthAging is the priority a run gains per hour waited under Berth: as
+// much as the whole fairshare or expansion-factor range (10,000 with the
+// default weights) in a little over three hours. Tuned on the archive's
+// traces: 1,000 or 2,000 let whole-machine runs of heavy users wait
+// longer than under EASY, 5,000 or more give back most of the slowdown
+// gained (docs/simulator.md).
+const BerthAging = 3000
+
+// BerthReservations is how many waiting runs hold a reservation under
+// Berth, the first in priority order. Every one costs a search of the
+// profiles (earliest), which on a large cluster is most of a pass; 16 is
+// the fewest that keeps every run's wait within EASY's on the archive's
+// traces with BerthAging (8 let KTH-SP2's longest wait exceed EASY's by
+// 431 s; unbounded, a pass over 1,000 pending runs took seconds).
+const BerthReservations = 16
 
 // Snapshot is the cluster as one scheduling pass sees it. Node's Free*
 // fields already exclude what Running holds. Schedule does not modify it.
@@ -244,7 +265,9 @@ const (
 // a reservation at the earliest time it fits, which later runs then cannot
 // use; under FCFS nothing starts after the first that waits.
 func Schedule(s Snapshot, now time.Time) Plan {
-	plan := Plan{Reasons: map[int64]string{}, Estimates: map[int64]time.Time{}, BlockedBy: map[int64][]int64{}}
+	// Most pending runs get a reason and a blocker: sized once, the maps do
+	// not grow pass after pass.
+	plan := Plan{Reasons: make(map[int64]string, len(s.Pending)), Estimates: map[int64]time.Time{}, BlockedBy: make(map[int64][]int64, len(s.Pending))}
 	holders := map[string][]int64{} // node -> runs holding or reserving on it
 	profiles := make([]*profile, 0, len(s.Nodes))
 	byName := map[string]*profile{}
@@ -269,9 +292,12 @@ func Schedule(s Snapshot, now time.Time) Plan {
 		}
 		for _, pl := range r.Placements {
 			if p, ok := byName[pl.Node]; ok {
-				p.release(at, pl.CPUs, pl.Memory, pl.GPUs)
+				p.ends = append(p.ends, release{at, pl.CPUs, pl.Memory, pl.GPUs})
 			}
 		}
+	}
+	for _, p := range profiles {
+		p.releaseAll()
 	}
 	// open are the nodes with a CPU free now: within a pass they only lose
 	// resources, so a node that fills up leaves the list for good — lazily:
@@ -352,14 +378,11 @@ func Schedule(s Snapshot, now time.Time) Plan {
 		reason := ReasonPriority
 		if !waiting {
 			reason = ReasonResources
-			if s.Policy == Berth {
-				shortestFirst(s.Pending, order[k+1:])
-			}
 		}
 		plan.Reasons[pd.RunID] = reason
 		// A run that preempts waits for its victims to leave, not for a
 		// reservation: it starts in the pass after they have gone.
-		reserve := (s.Policy == Conservative || !waiting) && !preempting
+		reserve := (s.Policy == Conservative || s.Policy == Berth && len(plan.Reserved) < BerthReservations || !waiting) && !preempting
 		switch {
 		case preempting:
 		case waiting:
@@ -481,35 +504,6 @@ func priorityOrder(s Snapshot, now time.Time) []int {
 	return order
 }
 
-// shortestFirst orders backfill candidates by time limit (none: last),
-// keeping priority order among equals.
-func shortestFirst(pending []Pending, order []int) {
-	// Sorting (limit, position) pairs is stable by construction, and much
-	// cheaper than a stable sort of the indices.
-	type item struct {
-		limit time.Duration
-		pos   int
-		idx   int
-	}
-	items := make([]item, len(order))
-	for k, i := range order {
-		l := pending[i].Limit
-		if l <= 0 {
-			l = time.Duration(1<<63 - 1)
-		}
-		items[k] = item{l, k, i}
-	}
-	slices.SortFunc(items, func(a, b item) int {
-		if c := cmp.Compare(a.limit, b.limit); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.pos, b.pos)
-	})
-	for k, it := range items {
-		order[k] = it.idx
-	}
-}
-
 func jobID(p *Pending, k int) int64 {
 	if k < len(p.JobIDs) {
 		return p.JobIDs[k]
@@ -608,12 +602,23 @@ func fitsGroups(nodes []Node, groups []Group) bool {
 // earliest is the first time at which every job of pd fits: a profile only
 // changes at its segments' starts, so those are the only candidates.
 func earliest(profiles []*profile, now time.Time, pd *Pending, topo *Topology) (time.Time, []pick, bool) {
-	var times []time.Time
-	for _, p := range profiles {
-		times = append(times, p.changes()...)
+	if len(profiles) == 1 && len(pd.Groups) == 0 && pd.Nodes <= 1 && pd.Request.GPU.Count == 0 &&
+		!pd.Request.Exclusive && profiles[0].node.Blocks <= 1 {
+		return earliestOnOne(profiles[0], now, pd)
 	}
-	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
-	times = slices.CompactFunc(times, func(a, b time.Time) bool { return a.Equal(b) })
+	if len(pd.Groups) == 0 && pd.Nodes <= 1 {
+		return earliestOneJob(profiles, now, pd)
+	}
+	var times []time.Time
+	if len(profiles) == 1 {
+		times = profiles[0].changes() // sorted and distinct already
+	} else {
+		for _, p := range profiles {
+			times = append(times, p.changes()...)
+		}
+		slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
+		times = slices.CompactFunc(times, func(a, b time.Time) bool { return a.Equal(b) })
+	}
 	for _, t := range times {
 		if t.Before(now) {
 			continue
@@ -623,6 +628,88 @@ func earliest(profiles []*profile, now time.Time, pd *Pending, topo *Topology) (
 		}
 	}
 	return time.Time{}, nil, false
+}
+
+// earliestOnOne is earliest for one job of CPUs and memory on one node (a
+// pool, as the simulator models a machine), in one walk: where the
+// interval from one start fails on a segment, so does every interval
+// starting up to that segment, which therefore is skipped. Under
+// conservative backfill every waiting run asks, and each reservation
+// lengthens the profile: asked start by start, a long queue costs the
+// square of its length at every pass.
+func earliestOnOne(p *profile, now time.Time, pd *Pending) (time.Time, []pick, bool) {
+	r := pd.Request
+	if !r.inFleet(p.node) {
+		return time.Time{}, nil, false
+	}
+	for i := 0; i < len(p.segs); {
+		from := p.segs[i].at
+		if from.Before(now) {
+			i++
+			continue
+		}
+		to := end(from, pd.Limit)
+		bad := -1
+		for j := i; j < len(p.segs); j++ {
+			s := &p.segs[j]
+			if !to.IsZero() && !s.at.Before(to) {
+				break
+			}
+			if s.cpus < r.CPUs || s.mem < r.Memory {
+				bad = j
+				break
+			}
+		}
+		if bad < 0 {
+			return from, []pick{{p: p, req: r}}, true
+		}
+		i = bad + 1
+	}
+	return time.Time{}, nil, false
+}
+
+// earliestOneJob is earliest for a run of one job: if the job fits on a
+// node from some time on, it fits there from the start of the segment that
+// time falls in too (the interval from there covers fewer segments), so
+// each node's earliest fit is at one of its own changes, and the run's is
+// the soonest of those; the node is then the first that fits at that time,
+// as placeAt picks it. Asking every node at every change of any node
+// instead costs the product of the two on a large cluster, for each of the
+// pass's reservations.
+func earliestOneJob(profiles []*profile, now time.Time, pd *Pending) (time.Time, []pick, bool) {
+	var best time.Time
+	found := false
+	for _, p := range profiles {
+		r := pd.Request
+		if r.Exclusive || p.node.Blocks > 1 {
+			eff, ok := r.on(p.node, pd.Nodes)
+			if !ok {
+				continue
+			}
+			r = eff
+		}
+		if !r.inFleet(p.node) {
+			continue
+		}
+		for i := range p.segs {
+			at := p.segs[i].at
+			if at.Before(now) {
+				continue
+			}
+			if found && !at.Before(best) {
+				break // no sooner than the best so far
+			}
+			if _, ok := p.fits(at, end(at, pd.Limit), r); ok {
+				best, found = at, true
+				break
+			}
+		}
+	}
+	if !found {
+		return time.Time{}, nil, false
+	}
+	picks, ok := placeAt(profiles, best, pd, nil)
+	return best, picks, ok
 }
 
 // on is what one job of r takes on n, and whether n could ever hold it. An

@@ -22,8 +22,8 @@ var ErrPolicy = errors.New("sim: unknown policy")
 // PolicyByName maps a policy name to sched's policy. "berth" is Berth's own
 // policy, sched.Berth, as the server runs it by default: the queue ordered by
 // multifactor priority with the default weights (age, fairshare from the
-// replayed usage, job size, expansion factor), EASY backfill that tries the
-// shortest runs first.
+// replayed usage, job size, expansion factor) plus Berth's aging, a
+// reservation for each of the first 16 runs that cannot start.
 func PolicyByName(name string) (sched.Policy, error) {
 	p, err := sched.ParsePolicy(name)
 	if err != nil {
