@@ -38,9 +38,9 @@ type runState struct {
 	deps        []spec.Dependency
 	depAny      bool // dependency_policy: any
 	singleton   bool
-	killInvalid bool // kill_invalid_depend
+	killInvalid bool           // kill_invalid_depend
 	req         *sched.Request // never changed in place (resolve)
-	limit       time.Duration // max_duration; 0 none
+	limit       time.Duration  // max_duration; 0 none
 	jobs        []*jobState
 	// placedAt is when the scheduler placed it: its expected end counts
 	// from its start, or from here until it has started.
