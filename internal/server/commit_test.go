@@ -2,17 +2,11 @@ package server
 
 import (
 	"context"
-	"io"
-	"log/slog"
-	"net"
-	"net/http/httptest"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/berth-hq/berth/internal/api"
-	"github.com/berth-hq/berth/internal/client"
 	"github.com/berth-hq/berth/internal/store"
 )
 
@@ -57,32 +51,12 @@ func (g *gatedStore) close() func() {
 func TestEndFreesRoomBeforeItsCommit(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sq, err := store.OpenSQLite(ctx, filepath.Join(t.TempDir(), "berth.db"), store.SQLiteOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sq.Close()
-	st := &gatedStore{Store: sq}
-	srv, err := New(ctx, Config{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), StopGrace: time.Second, PingEvery: time.Hour, ResyncEvery: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.EnsureAdmin(ctx, testToken); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewUnstartedServer(srv.Handler())
-	hs.Listener.Close()
-	hs.Listener = ln
-	hs.Start()
-	defer hs.Close()
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	c := client.New(hs.URL, testToken)
+	var st *gatedStore
+	h := newHarnessCfg(t, t.TempDir(), "127.0.0.1:0", func(c *Config) {
+		st = &gatedStore{Store: c.Store}
+		c.Store, c.StopGrace, c.PingEvery, c.ResyncEvery = st, time.Second, time.Hour, time.Hour
+	})
+	srv, sq, c := h.srv, h.st, h.c
 
 	// A fake agent of one CPU: its stream's assignments arrive on assigned.
 	if err := c.Register(ctx, api.NodeInfo{Name: "n1", CPUs: 1, Memory: 1 << 30}); err != nil {
