@@ -197,16 +197,20 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 	}
 	a.mu.Unlock()
+	a.releaseWarm()
+	return nil
+}
+
+// releaseWarm lets the warm shims not taken yet go.
+func (a *Agent) releaseWarm() {
 	for {
 		select {
 		case w := <-a.warm:
 			w.release()
-			continue
 		default:
+			return
 		}
-		break
 	}
-	return nil
 }
 
 func (a *Agent) detect(ctx context.Context) error {

@@ -27,15 +27,7 @@ func testAgent(t *testing.T) *Agent {
 		a.mu.Lock()
 		a.stopping = true
 		a.mu.Unlock()
-		for {
-			select {
-			case w := <-a.warm:
-				w.release()
-				continue
-			default:
-			}
-			return
-		}
+		a.releaseWarm()
 	})
 	return a
 }
