@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -18,9 +20,14 @@ import (
 // stopped never gets another attempt; a job never runs on two nodes at once,
 // and no node gives out more CPUs than it has.
 func TestControlProperties(t *testing.T) {
+	// Each seed is 300 steps of real commits: about 1 s, 15 s under the
+	// race detector. BERTH_PROPERTY_SEEDS runs more.
 	seeds := uint64(4)
-	if testing.Short() {
-		seeds = 3
+	if raceEnabled || testing.Short() {
+		seeds = 1
+	}
+	if n, err := strconv.ParseUint(os.Getenv("BERTH_PROPERTY_SEEDS"), 10, 64); err == nil && n > 0 {
+		seeds = n
 	}
 	for seed := range seeds {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { controlWalk(t, seed) })

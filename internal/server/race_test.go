@@ -1,0 +1,6 @@
+//go:build race
+
+package server
+
+// raceEnabled: the race detector slows SQLite tenfold; long tests do less.
+const raceEnabled = true
