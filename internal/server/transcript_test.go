@@ -39,10 +39,12 @@ import (
 //	away N                                    N's stream ends
 //	submit R [name=N] [cpus=C] [mem=M] [gpus=G] [nodes=K] [limit=1h] [retry=error,interruption [duration=1h]] [startup=master-first]
 //	         [held] [begin=+30s] [singleton] [user=U]  (U is created; the default is admin)
+//	         [cron=*/5_*_*_*_*] (a schedule; _ for spaces; its runs are named R@1, R@2…)
+//	         [het=NODES:CPUS,NODES:CPUS] (a heterogeneous run's groups)
 //	         [stop-criteria=master-done] [depends=afterok:R2] [priority=P] [qos=Q] [array=0-3%2]
 //	                                          (an array's tasks are named R_INDEX)
 //	policy FILE.yml                           the policy file's rules (testdata/transcripts/FILE.yml)
-//	schedule                                  one scheduling pass
+//	schedule                                  the schedules' due ticks, then one scheduling pass
 //	agent N started|exited R.K [code=C] [reason=stopped|aborted|max_duration|start_failed|lost_by_agent] [oom]
 //	stop R [abort] | requeue R | hold R | release R | update R [limit=S] [priority=P] [throttle=T]
 //	tick D                                    the clock moves on by D (1m, 30s…)
@@ -180,6 +182,7 @@ type transcriptEnv struct {
 	nodes map[string]*nodeState
 	runs  map[string]int64 // name -> ID
 	names map[int64]string
+	ticks map[string]int // runs submitted by each schedule
 }
 
 func newTranscriptEnv(t *testing.T) *transcriptEnv {
@@ -189,7 +192,7 @@ func newTranscriptEnv(t *testing.T) *transcriptEnv {
 	}
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	e := &transcriptEnv{st: &recordingStore{Store: sq, record: true}, clock: &fakeClock{now: start}, start: start,
-		conns: map[string]*agentConn{}, nodes: map[string]*nodeState{}, runs: map[string]int64{}, names: map[int64]string{}}
+		conns: map[string]*agentConn{}, nodes: map[string]*nodeState{}, runs: map[string]int64{}, names: map[int64]string{}, ticks: map[string]int{}}
 	e.startServer(t)
 	uid, _ := sq.EnsureUser(context.Background(), "admin", true)
 	e.admin = &store.User{ID: uid, Name: "admin", Admin: true}
@@ -262,6 +265,9 @@ func (e *transcriptEnv) do(t *testing.T, line string) string {
 		}
 		e.srv.setRules(p)
 	case "schedule":
+		// As an iteration of schedLoop: schedules' due ticks, then a pass
+		// (nodes away are checked by check-nodes).
+		e.srv.tickSchedules()
 		e.srv.scheduleOnce()
 	case "agent":
 		err = e.agent(flags, args)
@@ -400,6 +406,16 @@ func (e *transcriptEnv) submit(t *testing.T, name string, flags []string, args m
 			y += "  duration: " + d + "\n"
 		}
 	}
+	if v := args["cron"]; v != "" {
+		y += fmt.Sprintf("schedule:\n  cron: [%q]\n", strings.ReplaceAll(v, "_", " "))
+	}
+	if v := args["het"]; v != "" {
+		y += "groups:\n"
+		for _, g := range strings.Split(v, ",") {
+			nodes, cpus, _ := strings.Cut(g, ":")
+			y += fmt.Sprintf("  - {nodes: %s, resources: {cpu: %s}}\n", nodes, cpus)
+		}
+	}
 	if v := args["depends"]; v != "" {
 		typ, ref, _ := strings.Cut(v, ":")
 		y += fmt.Sprintf("depends_on: [{%s: %d}]\n", typ, e.runs[ref])
@@ -482,6 +498,16 @@ func (e *transcriptEnv) describe(batches []*store.Batch) string {
 			if _, named := e.names[r.ID]; !named && r.ArrayID != 0 {
 				e.names[r.ID] = fmt.Sprintf("%s_%d", e.names[r.ArrayID], r.ArrayIndex)
 				e.runs[e.names[r.ID]] = r.ID
+			} else if !named {
+				// A schedule's run: named after its schedule (same name).
+				for id, n := range e.names {
+					if e.runs[n] == id && r.Name == n && id < r.ID {
+						e.ticks[n]++
+						e.names[r.ID] = fmt.Sprintf("%s@%d", n, e.ticks[n])
+						e.runs[e.names[r.ID]] = r.ID
+						break
+					}
+				}
 			}
 		}
 		for _, j := range b.Jobs {
