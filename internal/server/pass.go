@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"maps"
 	"slices"
 	"sort"
@@ -46,6 +47,10 @@ type pass struct {
 	// index is the waiting index, when the pass's views are its own (a
 	// full pass): it is indexed off the lock (snapshot).
 	index *waitingIndex
+	// held are the placed jobs (snapshot groups them into snap.Running),
+	// stopGrace how soon a run being stopped gives them back.
+	held      []heldJob
+	stopGrace time.Duration
 }
 
 // pendingView is a waiting run as the scheduler sees it (but for its
@@ -247,34 +252,26 @@ func (s *Server) copyClusterLocked(now time.Time) *pass {
 		snap.Nodes = append(snap.Nodes, s.schedNode(s.nodes[name]))
 	}
 	// What runs hold, and until when: from the nodes, so that a pass costs
-	// what runs, not what is queued.
-	held := map[int64]*sched.Running{}
-	var ids []int64
+	// what runs, not what is queued. Under the lock only a flat copy of
+	// each placed job; runningOf groups them by run without it.
+	n := 0
+	for _, name := range names {
+		n += len(s.nodes[name].jobs)
+	}
+	p.held = make([]heldJob, 0, n)
 	for _, name := range names {
 		for _, js := range s.nodes[name].jobs {
-			r, ok := held[js.rec.RunID]
-			if !ok {
-				rs := js.run
-				r = &sched.Running{RunID: js.rec.RunID, End: rs.expectedEnd(), User: rs.user, Project: rs.project, QOS: rs.qos,
-					Priority: int64(rs.rec.Priority), Start: rs.rec.StartedAt, Ending: rs.rec.StopReq > 0, Array: arrayKey(rs)}
-				if r.Ending {
-					// Being stopped: gone within the grace period.
-					if by := now.Add(s.cfg.StopGrace); r.End.IsZero() || by.Before(r.End) {
-						r.End = by
-					}
-				}
-				held[js.rec.RunID] = r
-				ids = append(ids, js.rec.RunID)
+			rs := js.run
+			h := heldJob{node: name, job: js.rec.ID, run: js.rec.RunID, cpus: js.alloc.CPUs, memory: js.alloc.Memory, gpus: js.alloc.GPUs,
+				end: rs.expectedEnd(), start: rs.rec.StartedAt, user: rs.user, project: rs.project, qos: rs.qos,
+				priority: int64(rs.rec.Priority), ending: rs.rec.StopReq > 0}
+			if rs.rec.ArrayID != 0 {
+				h.array = arrayKey(rs)
 			}
-			r.Placements = append(r.Placements, sched.Placement{JobID: js.rec.ID, Node: name, CPUs: js.alloc.CPUs,
-				Memory: sched.Bytes(js.alloc.Memory), GPUs: js.alloc.GPUs})
+			p.held = append(p.held, h)
 		}
 	}
-	slices.Sort(ids)
-	snap.Running = make([]sched.Running, 0, len(ids))
-	for _, id := range ids {
-		snap.Running = append(snap.Running, *held[id])
-	}
+	p.stopGrace = s.cfg.StopGrace
 	snap.Policy = s.cfg.Policy
 	snap.Weights = s.cfg.Weights
 	snap.Depth = s.cfg.Depth
@@ -283,13 +280,56 @@ func (s *Server) copyClusterLocked(now time.Time) *pass {
 	return p
 }
 
+// heldJob is a placed job as a pass copies it under the lock, with what the
+// scheduler needs of its run.
+type heldJob struct {
+	node                      string
+	job, run                  int64
+	cpus                      int
+	memory                    int64
+	gpus                      []int // the job's allocation, never changed in place
+	end, start                time.Time
+	user, project, qos, array string
+	priority                  int64
+	ending                    bool
+}
+
+// running groups the pass's placed jobs into the runs that hold them, in
+// run ID order, each run's placements in node order. It needs no lock.
+func (p *pass) running() []sched.Running {
+	at := make(map[int64]int, len(p.held))
+	var out []sched.Running
+	for _, h := range p.held {
+		k, ok := at[h.run]
+		if !ok {
+			r := sched.Running{RunID: h.run, End: h.end, User: h.user, Project: h.project, QOS: h.qos,
+				Priority: h.priority, Start: h.start, Ending: h.ending, Array: h.array}
+			if r.Ending {
+				// Being stopped: gone within the grace period.
+				if by := p.now.Add(p.stopGrace); r.End.IsZero() || by.Before(r.End) {
+					r.End = by
+				}
+			}
+			k = len(out)
+			at[h.run] = k
+			out = append(out, r)
+		}
+		out[k].Placements = append(out[k].Placements, sched.Placement{JobID: h.job, Node: h.node, CPUs: h.cpus,
+			Memory: sched.Bytes(h.memory), GPUs: h.gpus})
+	}
+	slices.SortFunc(out, func(a, b sched.Running) int { return cmp.Compare(a.RunID, b.RunID) })
+	return out
+}
+
 // snapshot is the pass's snapshot, its waiting runs copied from their
-// views with the pass's holds. It needs no lock.
+// views with the pass's holds, the running runs from the placed jobs. It
+// needs no lock.
 func (p *pass) snapshot() sched.Snapshot {
 	if p.index != nil {
 		p.index.index()
 	}
 	snap := p.snap
+	snap.Running = p.running()
 	snap.Pending = make([]sched.Pending, 0, len(p.views))
 	n := 0
 	for _, v := range p.views {
