@@ -35,11 +35,15 @@ and removes everything it made.`,
 	}
 	cmd.AddCommand(newBenchSubmitCmd(), newBenchLatencyCmd(), newBenchDrainCmd(), newBenchSchedCmd(), newBenchChainCmd(), newBenchArrayCmd(), newBenchAgentCmd(), newBenchStepsCmd(), newBenchMemoryCmd())
 	cmd.PersistentFlags().BoolVar(&benchNoCgroups, "no-cgroups", false, "run the benchmark's jobs without cgroups (to measure what they cost)")
+	cmd.PersistentFlags().StringVar(&benchPolicy, "policy", "", "the benchmark's server's scheduling policy (default: the server's, berth)")
 	return cmd
 }
 
 // benchNoCgroups passes --no-cgroups to the benchmark's agents.
 var benchNoCgroups bool
+
+// benchPolicy, when set, is the benchmark's server's --policy.
+var benchPolicy string
 
 // benchServer is a berth server started for a benchmark.
 type benchServer struct {
@@ -67,6 +71,9 @@ func startBenchServer(ctx context.Context, localAgent bool) (*benchServer, error
 	}
 	if benchNoCgroups {
 		args = append(args, "--no-cgroups")
+	}
+	if benchPolicy != "" {
+		args = append(args, "--policy", benchPolicy)
 	}
 	logf, err := os.Create(filepath.Join(home, "server.log"))
 	if err != nil {
