@@ -19,7 +19,6 @@ type Retries struct {
 	LastFailure time.Time `json:"last_failure"`
 	Event       string    `json:"event"`  // the last failure's: error or interruption
 	Reason      Reason    `json:"reason"` // and its job reason
-	Expired     bool      `json:"expired,omitempty"`
 	Retries     int       `json:"retries"`
 	NotBefore   time.Time `json:"not_before"`
 }
@@ -30,7 +29,7 @@ type Retries struct {
 // at most a minute), so a command that fails at once does not spin.
 func retry(r Run, js []Job, d *Decision, now time.Time) bool {
 	p := r.Retry
-	if p == nil || !d.Stop.Retriable() || r.Retries.Expired {
+	if p == nil || !d.Stop.Retriable() {
 		return false
 	}
 	// The run's event and reason: its first failing job's (not a sibling

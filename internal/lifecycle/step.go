@@ -215,15 +215,14 @@ func Step(r Run, jobs []Job, ev Event, now time.Time) Decision {
 			}
 		}
 	case Failed:
-		// The server's own verdict ends the run: it is not retried.
-		r.Retries.Expired = true
 		for k, j := range js {
 			if !j.Status.Finished() {
 				change(JobChange{Job: k, Status: ev.Status, Reason: ev.Reason, At: now})
 			}
 		}
 	}
-	settle(r, js, &d, now)
+	// The server's own verdict (Failed) ends the run: it is not retried.
+	settle(r, js, &d, now, ev.Kind != Failed)
 	return d
 }
 
@@ -261,7 +260,7 @@ func stopSiblings(r Run, js []Job, k int, d *Decision, change func(JobChange), n
 
 // settle derives the run's state from its jobs: requeued, retried or final
 // once every job ended; else terminating, running or provisioning.
-func settle(r Run, js []Job, d *Decision, now time.Time) {
+func settle(r Run, js []Job, d *Decision, now time.Time, mayRetry bool) {
 	final := true
 	var running, provisioning, terminating bool
 	for _, j := range js {
@@ -285,7 +284,7 @@ func settle(r Run, js []Job, d *Decision, now time.Time) {
 		}
 		requeue(js, d)
 		d.note(Note{Job: -1, Type: "requeued", Message: fmt.Sprintf("%s: attempt %d", why, d.Attempt)})
-	case final && retry(r, js, d, now):
+	case final && mayRetry && retry(r, js, d, now):
 	case final:
 		d.Status, d.Reason, d.ExitCode = finalState(js)
 		d.Final = true

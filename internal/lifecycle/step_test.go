@@ -47,7 +47,6 @@ func fixtures() []struct {
 		{"running, job 1 held (master-first)", Run{Status: StatusRunning}, held},
 		{"running, 2 jobs, master-done", Run{Status: StatusRunning, MasterDone: true}, jobsOf(StatusRunning, 2)},
 		{"running, retry on error", Run{Status: StatusRunning, Retry: retry}, jobsOf(StatusRunning, 1)},
-		{"running, retry expired", Run{Status: StatusRunning, Retry: retry, Retries: Retries{Retries: 2, Expired: true}}, jobsOf(StatusRunning, 1)},
 		{"terminating, user stop", Run{Status: StatusTerminating, Stop: StopUser}, jobsOf(StatusTerminating, 1)},
 		{"terminating, abort", Run{Status: StatusTerminating, Stop: StopAbort, Retry: retry}, jobsOf(StatusTerminating, 1)},
 		{"terminating, preempt-requeue", Run{Status: StatusTerminating, Stop: StopPreemptRequeue}, jobsOf(StatusTerminating, 1)},

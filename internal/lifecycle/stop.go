@@ -64,6 +64,13 @@ func request(cur, next StopCause) (StopCause, bool) {
 	return cur, false
 }
 
+// Admits reports whether a run stopping for c (StopNone: not stopping)
+// takes a request for next; a requeue asked of a run a user stops is not.
+func (c StopCause) Admits(next StopCause) bool {
+	_, changed := request(c, next)
+	return changed || c == next
+}
+
 // Exit is what an agent reported of a job's end.
 type Exit struct {
 	// Reason is the shim's word: stopped, aborted, max_duration,

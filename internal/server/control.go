@@ -134,7 +134,7 @@ func (s *Server) control(id int64, req api.ControlRequest, admin bool) error {
 			err = fmt.Errorf("%w: run %d is not running: nothing to requeue", ErrInvalid, id)
 			break
 		}
-		if c := lifecycle.StopCause(rs.rec.StopReq); c == lifecycle.StopUser || c == lifecycle.StopAbort {
+		if c := lifecycle.StopCause(rs.rec.StopReq); !c.Admits(lifecycle.StopRequeue) {
 			// A run a user stops ends: Slurm refuses to requeue a completing job.
 			err = fmt.Errorf("%w: run %d is being stopped (%s): it cannot be requeued", ErrInvalid, id, c)
 			break
