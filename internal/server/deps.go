@@ -348,14 +348,10 @@ func (s *Server) holdsLocked(candidates map[int64]*runState, now time.Time, b *s
 			holds[id] = string(lifecycle.ReasonHeldUser)
 		case !rs.begin.IsZero() && now.Before(rs.begin):
 			holds[id] = string(lifecycle.ReasonBeginTime)
-			if s.holdUntil.IsZero() || rs.begin.Before(s.holdUntil) {
-				s.holdUntil = rs.begin
-			}
+			s.lookAgainLocked(rs.begin)
 		case rs.retry != nil && now.Before(rs.retry.NotBefore):
 			holds[id] = string(lifecycle.ReasonBeginTime)
-			if s.holdUntil.IsZero() || rs.retry.NotBefore.Before(s.holdUntil) {
-				s.holdUntil = rs.retry.NotBefore
-			}
+			s.lookAgainLocked(rs.retry.NotBefore)
 		default:
 			h := s.depHoldLocked(rs)
 			if h == reasonDependencyNever && rs.killInvalid {

@@ -38,9 +38,7 @@ import (
 func (s *Server) noCapacityLocked(rs *runState, now time.Time, b *store.Batch) bool {
 	fail, again := lifecycle.NoCapacity(rs.lifeRun(), now)
 	if !fail {
-		if !again.IsZero() && (s.holdUntil.IsZero() || again.Before(s.holdUntil)) {
-			s.holdUntil = again // look again when the duration has passed
-		}
+		s.lookAgainLocked(again) // when the duration has passed
 		return false
 	}
 	b.Events = append(b.Events, &store.Event{RunID: rs.rec.ID, Time: now, Type: "failed", Message: "no node can hold the run (retry on no-capacity not allowed or its duration has passed)"})
@@ -140,18 +138,26 @@ func (s *Server) releaseHeldLocked(rs *runState) []effect {
 // returns whether it did; otherwise it makes sure a pass comes at the
 // deadline.
 func (s *Server) retryExpiredLocked(rs *runState, now time.Time, b *store.Batch) bool {
+	if rs.retry == nil {
+		return false // never failed: nothing to count from
+	}
 	r := rs.lifeRun()
 	expired, reason, again := lifecycle.RetryExpired(r, now)
 	if !expired {
-		if !again.IsZero() && (s.holdUntil.IsZero() || again.Before(s.holdUntil)) {
-			s.holdUntil = again
-		}
+		s.lookAgainLocked(again)
 		return false
 	}
-	rs.retry.Expired = true // this end is final: no retry of it
-	rs.saveMeta()
+	// Failed ends the run for good: lifecycle retries no verdict of the server.
 	b.Events = append(b.Events, &store.Event{RunID: rs.rec.ID, Time: now, Type: "failed",
 		Message: fmt.Sprintf("retry after %s: still waiting %s after the failure (retry duration)", r.Retries.Event, now.Sub(r.Retries.LastFailure).Round(time.Second))})
 	s.stepLocked(rs, lifecycle.Event{Kind: lifecycle.Failed, Status: lifecycle.StatusFailed, Reason: reason}, now, b)
 	return true
+}
+
+// lookAgainLocked makes sure a full pass comes at t (zero: none needed),
+// when a run held until then may go on.
+func (s *Server) lookAgainLocked(t time.Time) {
+	if !t.IsZero() && (s.holdUntil.IsZero() || t.Before(s.holdUntil)) {
+		s.holdUntil = t
+	}
 }
