@@ -59,7 +59,7 @@ func (s *Server) setRules(p *policy.Policy) {
 		s.countActive(rs, 1)
 	}
 	for _, rs := range s.pending {
-		s.resolve(rs, rs.task(), p)
+		resolveFleets(rs, *rs.req, rs.groups, p)
 	}
 	s.freed = true
 	s.mu.Unlock()

@@ -39,6 +39,7 @@ type runState struct {
 	depAny      bool // dependency_policy: any
 	singleton   bool
 	killInvalid bool           // kill_invalid_depend
+	fleets      []string       // the fleets it names (resolveFleets)
 	req         *sched.Request // never changed in place (resolve)
 	limit       time.Duration  // max_duration; 0 none
 	jobs        []*jobState
@@ -126,17 +127,27 @@ func (rs *runState) dropTask() {
 	}
 }
 
-// resolve sets what a run asks for from its configuration and time limit
-// and the policy's fleets: the fleets its names reach, their tier, and a
-// hold when every fleet's time limit is below the run's. A policy reload
-// resolves the pending runs again.
+// resolve sets what a run asks for from its configuration and time limit,
+// then resolveFleets what the policy makes of it.
+func (s *Server) resolve(rs *runState, t *spec.Task, rules *policy.Policy) {
+	rs.fleets = t.Fleets
+	var groups []sched.Group
+	for _, g := range t.Groups {
+		groups = append(groups, sched.Group{Nodes: max(g.Nodes, 1), Request: requestOf(t, g.Resources)})
+	}
+	resolveFleets(rs, request(t), groups, rules)
+}
+
+// resolveFleets sets the fleets req and groups may use under the policy:
+// the fleets the run's names reach, their tier, and a hold when every
+// fleet's time limit is below the run's. A policy reload resolves the
+// pending runs again from what they hold, without their configuration.
 //
 // The request and groups are made anew, never changed in place: the
 // scheduler's views of the run share them (pass.go).
-func (s *Server) resolve(rs *runState, t *spec.Task, rules *policy.Policy) {
-	req := request(t)
-	rs.groups, rs.hold = nil, ""
-	req.Fleets = rules.ResolveFleets(t.Fleets)
+func resolveFleets(rs *runState, req sched.Request, groups []sched.Group, rules *policy.Policy) {
+	rs.hold = ""
+	req.Fleets, req.NotFleets = rules.ResolveFleets(rs.fleets), nil
 	rs.tier = rules.Tier(req.Fleets)
 	if rs.limit > 0 {
 		// Fleets whose time limit the run exceeds are not for it.
@@ -150,7 +161,7 @@ func (s *Server) resolve(rs *runState, t *spec.Task, rules *policy.Policy) {
 			rs.hold = api.ReasonPartitionTimeLimit
 		}
 		req.Fleets = ok
-		if len(t.Fleets) == 0 {
+		if len(rs.fleets) == 0 {
 			for name, f := range rules.Fleets {
 				if f.MaxWall > 0 && f.MaxWall < rs.limit {
 					req.NotFleets = append(req.NotFleets, name)
@@ -159,10 +170,10 @@ func (s *Server) resolve(rs *runState, t *spec.Task, rules *policy.Policy) {
 			slices.Sort(req.NotFleets)
 		}
 	}
-	for _, g := range t.Groups {
-		gr := requestOf(t, g.Resources)
-		gr.Fleets, gr.NotFleets = req.Fleets, req.NotFleets
-		rs.groups = append(rs.groups, sched.Group{Nodes: max(g.Nodes, 1), Request: gr})
+	rs.groups = nil
+	for _, g := range groups {
+		g.Request.Fleets, g.Request.NotFleets = req.Fleets, req.NotFleets
+		rs.groups = append(rs.groups, g)
 	}
 	if len(rs.groups) > 0 {
 		req = rs.groups[0].Request
