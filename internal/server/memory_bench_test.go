@@ -19,8 +19,8 @@ import (
 func BenchmarkPendingMemory(b *testing.B) {
 	const runs = 100_000
 	for range b.N {
-		e := newTranscriptEnv(&testing.T{})
-		e.do(&testing.T{}, "node n1 cpus=4")
+		e := newTranscriptEnv(b)
+		e.do(b, "node n1 cpus=4")
 		e.st.record = false
 		var before runtime.MemStats
 		runtime.GC()

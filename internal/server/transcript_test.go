@@ -185,7 +185,7 @@ type transcriptEnv struct {
 	ticks map[string]int // runs submitted by each schedule
 }
 
-func newTranscriptEnv(t *testing.T) *transcriptEnv {
+func newTranscriptEnv(t testing.TB) *transcriptEnv {
 	sq, err := store.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "berth.db"), store.SQLiteOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -203,7 +203,7 @@ func newTranscriptEnv(t *testing.T) *transcriptEnv {
 
 // startServer starts a server on the transcript's store, as a restart does:
 // its state is what the store holds.
-func (e *transcriptEnv) startServer(t *testing.T) {
+func (e *transcriptEnv) startServer(t testing.TB) {
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, err := New(ctx, Config{Store: e.st, Clock: e.clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), StopGrace: 10 * time.Second})
 	if err != nil {
@@ -238,7 +238,7 @@ func (e *transcriptEnv) settle() {
 	<-done
 }
 
-func (e *transcriptEnv) do(t *testing.T, line string) string {
+func (e *transcriptEnv) do(t testing.TB, line string) string {
 	f := strings.Fields(line)
 	args := map[string]string{}
 	var flags []string
@@ -374,7 +374,7 @@ func atoi(s string, def int) int {
 	return def
 }
 
-func (e *transcriptEnv) submit(t *testing.T, name string, flags []string, args map[string]string) error {
+func (e *transcriptEnv) submit(t testing.TB, name string, flags []string, args map[string]string) error {
 	y := fmt.Sprintf("type: task\nname: %s\ncommands: [\"true\"]\nresources:\n  cpu: %s\n", cmp.Or(args["name"], name), cmp.Or(args["cpus"], "1"))
 	if slices.Contains(flags, "singleton") {
 		y += "singleton: true\n"
@@ -615,7 +615,7 @@ func (e *transcriptEnv) message(node string, m api.AgentMessage) string {
 
 // printPriorities prints the waiting runs' priority factors as the API
 // gives them (sprio's), highest first.
-func (e *transcriptEnv) printPriorities(t *testing.T) string {
+func (e *transcriptEnv) printPriorities(t testing.TB) string {
 	w := httptest.NewRecorder()
 	e.srv.handlePriorities(w, httptest.NewRequest(http.MethodGet, "/api/v1/priorities", nil), nil)
 	var ps []api.RunPriority
@@ -654,7 +654,7 @@ func (e *transcriptEnv) printWaiting() string {
 	return out.String()
 }
 
-func (e *transcriptEnv) printRuns(t *testing.T) string {
+func (e *transcriptEnv) printRuns(t testing.TB) string {
 	ctx := context.Background()
 	runs, err := e.st.ListRuns(ctx, store.RunFilter{All: true})
 	if err != nil {
