@@ -89,8 +89,9 @@ func (s *Server) register(info api.NodeInfo) error {
 		ns.rec.RegisteredAt = now
 	}
 	rec := ns.rec
-	done := s.enqueue(&store.Batch{Nodes: []*store.Node{&rec}}, wakeEffect)
-	s.mu.Unlock()
+	s.emit(&store.Batch{Nodes: []*store.Node{&rec}}, wakeEffect)
+	done := s.flushLocked()
+	s.unlock()
 	return <-done
 }
 
@@ -103,7 +104,7 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request, _ *store.U
 		writeError(w, fmt.Errorf("server: streaming unsupported"))
 		return
 	}
-	ns, conn, err := s.connect(name)
+	ns, c, err := s.connect(name)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -117,7 +118,7 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request, _ *store.U
 	ping := time.NewTicker(s.cfg.PingEvery)
 	defer ping.Stop()
 	defer func() {
-		s.disconnect(ns, conn)
+		s.disconnect(ns, c)
 		s.log.Info("agent disconnected", "node", name)
 	}()
 	for {
@@ -125,11 +126,11 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request, _ *store.U
 		select {
 		case <-r.Context().Done():
 			return
-		case <-conn.gone:
+		case <-c.conn.gone:
 			// Deliver what is queued, then end: the agent reconnects.
 			for {
 				select {
-				case m = <-conn.ch:
+				case m = <-c.conn.ch:
 					if enc.Encode(m) != nil {
 						return
 					}
@@ -138,7 +139,7 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request, _ *store.U
 					return
 				}
 			}
-		case m = <-conn.ch:
+		case m = <-c.conn.ch:
 		case <-ping.C:
 			m = api.AgentMessage{Type: "ping"}
 		}
@@ -148,7 +149,7 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request, _ *store.U
 		// Write what else is queued before flushing: one flush for a burst.
 		for more := true; more; {
 			select {
-			case m = <-conn.ch:
+			case m = <-c.conn.ch:
 				if err := enc.Encode(m); err != nil {
 					return
 				}
@@ -160,46 +161,82 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request, _ *store.U
 	}
 }
 
-// connect makes conn the node's stream (closing an earlier one): the node
-// is up again, and its first message is the full sync of its jobs.
-func (s *Server) connect(name string) (*nodeState, *agentConn, error) {
-	conn := newAgentConn()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ns, ok := s.nodes[name]
-	if !ok {
-		return nil, nil, fmt.Errorf("node %q: %w (register first)", name, ErrNotFound)
-	}
-	if ns.conn != nil {
-		ns.conn.close()
-	}
-	ns.conn = conn
-	ns.downSince, ns.unreachable = time.Time{}, false
-	s.freed = true
-	sync := s.syncLocked(ns)
-	// The sync goes out once everything it reflects is durable, ahead of any
-	// later change's messages.
-	s.enqueue(&store.Batch{}, sendEffect(conn, sync), wakeEffect)
-	return ns, conn, nil
+// nodeConn is a node's open stream and the epoch of the node it serves.
+type nodeConn struct {
+	conn  *agentConn
+	epoch uint64
 }
 
-// disconnect ends the node's stream conn: unless a newer stream replaced
-// it, the node is away from now (see nodesLostLocked).
-func (s *Server) disconnect(ns *nodeState, conn *agentConn) {
+// connect makes a new stream the node's (closing an earlier one): the node
+// is up again, and its first message is the full sync of its jobs.
+func (s *Server) connect(name string) (*nodeState, nodeConn, error) {
+	c := nodeConn{conn: newAgentConn()}
 	s.mu.Lock()
-	if ns.conn == conn {
-		ns.conn = nil
-		ns.rec.LastSeen = s.clock.Now()
-		ns.downSince = ns.rec.LastSeen
-		rec := ns.rec
-		s.enqueue(&store.Batch{Nodes: []*store.Node{&rec}})
+	ns, err := s.connectLocked(name, s.clock.Now())
+	if err != nil {
+		s.unlock()
+		return nil, nodeConn{}, err
 	}
-	s.mu.Unlock()
-	conn.close()
+	c.epoch = ns.epoch
+	s.connMu.Lock()
+	old := s.conns[name]
+	s.conns[name] = c
+	s.connMu.Unlock()
+	if old.conn != nil {
+		old.conn.close()
+	}
+	s.flushLocked()
+	s.unlock()
+	return ns, c, nil
+}
+
+// connectLocked marks the node up on a new stream (a new epoch), whose
+// first message is the full sync of its jobs.
+func (s *cluster) connectLocked(name string, now time.Time) (*nodeState, error) {
+	ns, ok := s.nodes[name]
+	if !ok {
+		return nil, fmt.Errorf("node %q: %w (register first)", name, ErrNotFound)
+	}
+	ns.online = true
+	ns.epoch++
+	ns.downSince, ns.unreachable = time.Time{}, false
+	s.freed = true
+	// The sync goes out once everything it reflects is durable, ahead of any
+	// later change's messages.
+	s.emit(&store.Batch{}, sendEffect(ns, s.syncLocked(ns)), wakeEffect)
+	return ns, nil
+}
+
+// disconnect ends the node's stream c: unless a newer stream replaced it,
+// the node is away from now (see nodesLostLocked).
+func (s *Server) disconnect(ns *nodeState, c nodeConn) {
+	s.mu.Lock()
+	s.connMu.Lock()
+	if s.conns[ns.info.Name] == c {
+		delete(s.conns, ns.info.Name)
+	}
+	s.connMu.Unlock()
+	s.disconnectLocked(ns, c.epoch, s.clock.Now())
+	s.flushLocked()
+	s.unlock()
+	c.conn.close()
+}
+
+// disconnectLocked marks the node away from now, unless a newer stream
+// (epoch) replaced the one that ended.
+func (s *cluster) disconnectLocked(ns *nodeState, epoch uint64, now time.Time) {
+	if !ns.online || ns.epoch != epoch {
+		return
+	}
+	ns.online = false
+	ns.rec.LastSeen = now
+	ns.downSince = now
+	rec := ns.rec
+	s.emit(&store.Batch{Nodes: []*store.Node{&rec}})
 }
 
 // syncLocked lists every active job placed on the node.
-func (s *Server) syncLocked(ns *nodeState) api.AgentMessage {
+func (s *cluster) syncLocked(ns *nodeState) api.AgentMessage {
 	m := api.AgentMessage{Type: "sync", Jobs: []api.Assignment{}}
 	for _, js := range ns.jobs {
 		if js.held {
@@ -211,7 +248,7 @@ func (s *Server) syncLocked(ns *nodeState) api.AgentMessage {
 	return m
 }
 
-func (s *Server) runHosts(rs *runState) (hosts, ips []string) {
+func (s *cluster) runHosts(rs *runState) (hosts, ips []string) {
 	for _, js := range rs.jobs {
 		hosts = append(hosts, js.rec.Node)
 		ip := ""
@@ -224,7 +261,7 @@ func (s *Server) runHosts(rs *runState) (hosts, ips []string) {
 }
 
 // assignment is what an agent needs to run a job.
-func (s *Server) assignment(js *jobState, hosts, ips []string) api.Assignment {
+func (s *cluster) assignment(js *jobState, hosts, ips []string) api.Assignment {
 	rs := js.run
 	t := rs.task()
 	a := api.Assignment{

@@ -51,7 +51,7 @@ func (a *arrayState) cancelled(index int) bool { return slices.Contains(a.Cancel
 func (a *arrayState) count() int { return a.spec.Count() }
 
 // newArrayLocked sets up the array state of a submitted array run.
-func (s *Server) newArrayLocked(rs *runState) error {
+func (s *cluster) newArrayLocked(rs *runState) error {
 	as, err := spec.ParseArray(rs.task().Array)
 	if err != nil {
 		return fmt.Errorf("%w: array: %v", ErrInvalid, err)
@@ -90,7 +90,7 @@ func (s *Server) loadArray(rs *runState, tasks []*store.Run) error {
 }
 
 // topUpArraysLocked creates the tasks each array may have waiting now.
-func (s *Server) topUpArraysLocked(now time.Time, b *store.Batch) {
+func (s *cluster) topUpArraysLocked(now time.Time, b *store.Batch) {
 	for _, rs := range s.arrays {
 		a := rs.array
 		if a.Stopped || a.Next >= a.count() {
@@ -124,7 +124,7 @@ func (s *Server) topUpArraysLocked(now time.Time, b *store.Batch) {
 }
 
 // newTaskLocked creates task index of array rs as a pending run.
-func (s *Server) newTaskLocked(rs *runState, index int, now time.Time, b *store.Batch) {
+func (s *cluster) newTaskLocked(rs *runState, index int, now time.Time, b *store.Batch) {
 	a := rs.array
 	t := rs.task().ForArrayTask(index, a.count())
 	body, _ := json.Marshal(t)
@@ -146,7 +146,7 @@ func (s *Server) newTaskLocked(rs *runState, index int, now time.Time, b *store.
 
 // taskEndedLocked updates the array when one of its tasks becomes final,
 // and makes the array final once every task is.
-func (s *Server) taskEndedLocked(task *runState, now time.Time) {
+func (s *cluster) taskEndedLocked(task *runState, now time.Time) {
 	rs := task.parent
 	if rs == nil || rs.array == nil {
 		return
@@ -164,7 +164,7 @@ func (s *Server) taskEndedLocked(task *runState, now time.Time) {
 }
 
 // arrayFinishedLocked makes an array final when no task remains to run.
-func (s *Server) arrayFinishedLocked(rs *runState, now time.Time) {
+func (s *cluster) arrayFinishedLocked(rs *runState, now time.Time) {
 	a := rs.array
 	if len(a.live) > 0 || (!a.Stopped && a.Next < a.count()) {
 		return
@@ -189,14 +189,14 @@ func (s *Server) arrayFinishedLocked(rs *runState, now time.Time) {
 
 // stopArrayLocked stops an array: no task is created any more, and every
 // live one is stopped.
-func (s *Server) stopArrayLocked(rs *runState) []int64 {
+func (s *cluster) stopArrayLocked(rs *runState) []int64 {
 	rs.array.Stopped = true
 	rs.saveMeta()
 	return slices.Sorted(maps.Keys(rs.array.live))
 }
 
 // cancelTaskLocked stops task index of array rs before it exists.
-func (s *Server) cancelTaskLocked(rs *runState, index int, now time.Time, b *store.Batch) error {
+func (s *cluster) cancelTaskLocked(rs *runState, index int, now time.Time, b *store.Batch) error {
 	a := rs.array
 	if !a.spec.Contains(index) {
 		return fmt.Errorf("%w: array %d has no task %d", ErrNotFound, rs.rec.ID, index)
@@ -215,7 +215,7 @@ func (s *Server) cancelTaskLocked(rs *runState, index int, now time.Time, b *sto
 
 // arrayLimitsLocked adds each throttled array's limit on running tasks to
 // the policy's limits, for one pass.
-func (s *Server) arrayLimitsLocked(base map[sched.LimitKey]sched.Limits) map[sched.LimitKey]sched.Limits {
+func (s *cluster) arrayLimitsLocked(base map[sched.LimitKey]sched.Limits) map[sched.LimitKey]sched.Limits {
 	var out map[sched.LimitKey]sched.Limits
 	for id, rs := range s.arrays {
 		if t := rs.array.Throttle; t > 0 {

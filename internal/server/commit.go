@@ -21,9 +21,11 @@ type commitReq struct {
 // wake-up of a run's log followers, a wake-up of the scheduler.
 type effect struct {
 	kind effectKind
-	conn *agentConn // effectSend: the node's stream when the change was made
-	msg  api.AgentMessage
-	run  int64 // effectNotify
+	// effectSend: the node and its stream's epoch when the change was made
+	node  string
+	epoch uint64
+	msg   api.AgentMessage
+	run   int64 // effectNotify
 }
 
 type effectKind uint8
@@ -37,21 +39,63 @@ const (
 // wakeEffect wakes the scheduler.
 var wakeEffect = effect{kind: effectWake}
 
-// sendEffect sends m on the agent stream c.
-func sendEffect(c *agentConn, m api.AgentMessage) effect {
-	return effect{kind: effectSend, conn: c, msg: m}
+// sendEffect sends m to the node's agent, on the stream open now.
+func sendEffect(ns *nodeState, m api.AgentMessage) effect {
+	return effect{kind: effectSend, node: ns.info.Name, epoch: ns.epoch, msg: m}
 }
 
 // perform carries out an effect. It never takes s.mu.
 func (s *Server) perform(e effect) {
 	switch e.kind {
 	case effectSend:
-		e.conn.send(e.msg)
+		s.connMu.Lock()
+		c := s.conns[e.node]
+		s.connMu.Unlock()
+		if c.epoch == e.epoch && c.conn != nil {
+			c.conn.send(e.msg)
+		}
 	case effectNotify:
 		s.hub.notify(e.run)
 	case effectWake:
 		s.wakeScheduler()
 	}
+}
+
+// flushLocked queues what the cluster emitted, in order, for the
+// committer; the channel answers once the last of it is durable and its
+// effects performed (nil when nothing was emitted).
+func (s *Server) flushLocked() <-chan error {
+	var done <-chan error
+	for _, f := range s.finished {
+		if steps := s.steps.endRun(f.run, f.at); len(steps) > 0 {
+			done = s.enqueue(&store.Batch{Steps: steps})
+		}
+	}
+	s.finished = s.finished[:0]
+	for _, r := range s.out {
+		done = s.enqueue(r.b, r.after...)
+	}
+	clear(s.out)
+	s.out = s.out[:0]
+	if s.wakeNow {
+		s.wakeNow = false
+		s.wakeScheduler()
+	}
+	if done == nil {
+		c := make(chan error, 1)
+		c <- s.broken
+		done = c
+	}
+	return done
+}
+
+// unlock releases mu, first queueing what the cluster emitted under it
+// (flushLocked): nothing emitted waits for a later change to be queued.
+func (s *Server) unlock() {
+	if len(s.out) > 0 || len(s.finished) > 0 || s.wakeNow {
+		s.flushLocked()
+	}
+	s.mu.Unlock()
 }
 
 // maxGroup bounds how many queued batches share one transaction.

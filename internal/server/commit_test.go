@@ -91,7 +91,7 @@ func TestEndFreesRoomBeforeItsCommit(t *testing.T) {
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
 		srv.mu.Lock()
 		n := len(srv.reasons)
-		srv.mu.Unlock()
+		srv.unlock()
 		if n == 0 {
 			break
 		}
@@ -114,7 +114,7 @@ func TestEndFreesRoomBeforeItsCommit(t *testing.T) {
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
 		srv.mu.Lock()
 		_, pending := srv.pending[runs[1]]
-		srv.mu.Unlock()
+		srv.unlock()
 		if !pending {
 			break
 		}

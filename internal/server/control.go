@@ -96,7 +96,7 @@ func (s *Server) control(id int64, req api.ControlRequest, admin bool) error {
 	s.mu.Lock()
 	rs, ok := s.runs[id]
 	if !ok {
-		s.mu.Unlock()
+		s.unlock()
 		if req.Action == "update" {
 			return fmt.Errorf("%w: run %d has ended (Slurm: Job/step already completing or completed)", ErrInvalid, id)
 		}
@@ -147,16 +147,17 @@ func (s *Server) control(id int64, req api.ControlRequest, admin bool) error {
 		err = fmt.Errorf("%w: unknown action %q (hold, release, requeue, update)", ErrInvalid, req.Action)
 	}
 	if err != nil {
-		s.mu.Unlock()
+		s.unlock()
 		return err
 	}
 	b.Runs = append(b.Runs, runCopy(rs))
-	done := s.enqueue(b, append(after, s.notify(id), wakeEffect)...)
-	s.mu.Unlock()
+	s.emit(b, append(after, s.notify(id), wakeEffect)...)
+	done := s.flushLocked()
+	s.unlock()
 	return <-done
 }
 
-func (s *Server) updateLocked(rs *runState, req api.ControlRequest, admin bool, now time.Time, b *store.Batch) (after []effect, err error) {
+func (s *cluster) updateLocked(rs *runState, req api.ControlRequest, admin bool, now time.Time, b *store.Batch) (after []effect, err error) {
 	id := rs.rec.ID
 	_, waiting := s.pending[id]
 	var changed []string
@@ -264,7 +265,7 @@ func (s *Server) updateLocked(rs *runState, req api.ControlRequest, admin bool, 
 
 // limitAllowedLocked refuses a new time limit Slurm would refuse: a
 // running run's limit goes up (or to none) only by an admin's hand.
-func (s *Server) limitAllowedLocked(rs *runState, limit time.Duration, admin bool) error {
+func (s *cluster) limitAllowedLocked(rs *runState, limit time.Duration, admin bool) error {
 	if _, waiting := s.pending[rs.rec.ID]; waiting || rs.array != nil || admin {
 		return nil
 	}
@@ -287,7 +288,7 @@ func limitText(d time.Duration) string {
 // reservations count on) and, for a run placed on nodes, in its jobs'
 // supervisors, which end a job whose new limit has passed at once. It
 // returns the messages to send once the change is stored.
-func (s *Server) setLimitLocked(rs *runState, t *spec.Task, limit time.Duration) (after []effect) {
+func (s *cluster) setLimitLocked(rs *runState, t *spec.Task, limit time.Duration) (after []effect) {
 	rs.limit = limit
 	if limit == 0 {
 		t.MaxDuration = nil
@@ -308,9 +309,9 @@ func (s *Server) setLimitLocked(rs *runState, t *spec.Task, limit time.Duration)
 		if js.held {
 			continue
 		}
-		if ns, ok := s.nodes[js.rec.Node]; ok && ns.conn != nil {
-			c, l := ns.conn, api.JobLimit{JobID: js.rec.ID, MaxDuration: int64(limit / time.Second)}
-			after = append(after, sendEffect(c, api.AgentMessage{Type: "limit", Limit: &l}))
+		if ns, ok := s.nodes[js.rec.Node]; ok && ns.online {
+			l := api.JobLimit{JobID: js.rec.ID, MaxDuration: int64(limit / time.Second)}
+			after = append(after, sendEffect(ns, api.AgentMessage{Type: "limit", Limit: &l}))
 		}
 		// An agent away now learns the limit from its next sync.
 	}
@@ -342,7 +343,7 @@ func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request, u *store.U
 	s.mu.Lock()
 	rs, ok := s.runs[run.ID]
 	if !ok {
-		s.mu.Unlock()
+		s.unlock()
 		writeError(w, fmt.Errorf("%w: run %d has ended", ErrInvalid, run.ID))
 		return
 	}
@@ -365,16 +366,17 @@ func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request, u *store.U
 			default:
 				continue
 			}
-			if ns, ok := s.nodes[js.rec.Node]; ok && ns.conn != nil {
-				c, k := ns.conn, api.KillJob{JobID: js.rec.ID, Signal: req.Signal, BatchOnly: req.BatchOnly}
-				after = append(after, sendEffect(c, api.AgentMessage{Type: "signal", Kill: &k}))
+			if ns, ok := s.nodes[js.rec.Node]; ok && ns.online {
+				k := api.KillJob{JobID: js.rec.ID, Signal: req.Signal, BatchOnly: req.BatchOnly}
+				after = append(after, sendEffect(ns, api.AgentMessage{Type: "signal", Kill: &k}))
 				sent++
 			}
 		}
 	}
 	b := &store.Batch{Events: []*store.Event{{RunID: run.ID, Time: now, Type: "signal", Message: fmt.Sprintf("signal %d sent to %d running jobs", req.Signal, sent)}}}
-	done := s.enqueue(b, after...)
-	s.mu.Unlock()
+	s.emit(b, after...)
+	done := s.flushLocked()
+	s.unlock()
 	if err := <-done; err != nil {
 		writeError(w, err)
 		return

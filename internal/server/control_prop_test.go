@@ -121,7 +121,7 @@ func (e *transcriptEnv) randomAgentReport(rng *rand.Rand) string {
 			}
 		}
 	}
-	e.srv.mu.Unlock()
+	e.srv.unlock()
 	if len(placed) == 0 {
 		return ""
 	}
@@ -143,7 +143,7 @@ func (e *transcriptEnv) randomAgentReport(rng *rand.Rand) string {
 // activeRuns are the runs in memory, by name, sorted.
 func (e *transcriptEnv) activeRuns() []string {
 	e.srv.mu.Lock()
-	defer e.srv.mu.Unlock()
+	defer e.srv.unlock()
 	var out []string
 	for id := range e.srv.runs {
 		out = append(out, e.names[id])
@@ -155,7 +155,7 @@ func (e *transcriptEnv) activeRuns() []string {
 // attempts is each active run's current attempt.
 func (e *transcriptEnv) attempts() map[string]int {
 	e.srv.mu.Lock()
-	defer e.srv.mu.Unlock()
+	defer e.srv.unlock()
 	out := map[string]int{}
 	for id, rs := range e.srv.runs {
 		if len(rs.jobs) > 0 {
@@ -194,7 +194,7 @@ func (e *transcriptEnv) checkInvariants(t *testing.T, at string, acked []string,
 		}
 	}
 	e.srv.mu.Lock()
-	defer e.srv.mu.Unlock()
+	defer e.srv.unlock()
 	seen := map[int64]string{}
 	for name, ns := range e.srv.nodes {
 		cpus := 0

@@ -109,7 +109,7 @@ func outcomeOf(r *store.Run) outcome {
 
 // outcomeLocked is what is known of run id now: from memory while it is
 // active, else from the cache of ended runs.
-func (s *Server) outcomeLocked(id int64) (outcome, bool) {
+func (s *cluster) outcomeLocked(id int64) (outcome, bool) {
 	if rs, ok := s.runs[id]; ok {
 		st := api.Status(rs.rec.Status)
 		return outcome{started: !rs.rec.StartedAt.IsZero() || st == api.StatusRunning}, true
@@ -120,7 +120,7 @@ func (s *Server) outcomeLocked(id int64) (outcome, bool) {
 
 // taskOutcomeLocked is the outcome of task index of array arrayID, which may
 // not exist yet.
-func (s *Server) taskOutcomeLocked(arrayID int64, index int) outcome {
+func (s *cluster) taskOutcomeLocked(arrayID int64, index int) outcome {
 	if a, ok := s.runs[arrayID]; ok && a.array != nil {
 		if id, ok := a.array.tasks[index]; ok {
 			o, _ := s.outcomeLocked(id)
@@ -187,7 +187,7 @@ func judge(typ string, o outcome) verdict {
 
 // depHoldLocked is why rs may not start yet because of its dependencies:
 // "" (it may), Dependency, or DependencyNeverSatisfied.
-func (s *Server) depHoldLocked(rs *runState) string {
+func (s *cluster) depHoldLocked(rs *runState) string {
 	deps := rs.deps
 	if len(deps) == 0 {
 		return ""
@@ -250,7 +250,7 @@ func parseRef(ref string) (int64, int) {
 
 // watchLocked records rs as waiting on the runs its dependencies name, so
 // that their changes put it back in front of the scheduler.
-func (s *Server) watchLocked(rs *runState) {
+func (s *cluster) watchLocked(rs *runState) {
 	for _, d := range rs.deps {
 		for _, ref := range d.Runs {
 			id, _ := parseRef(ref)
@@ -263,7 +263,7 @@ func (s *Server) watchLocked(rs *runState) {
 
 // changedLocked tells the runs waiting on id (or on its array) that it
 // changed: they are tried again in the next pass.
-func (s *Server) changedLocked(id, arrayID int64) {
+func (s *cluster) changedLocked(id, arrayID int64) {
 	ids := []int64{id}
 	if arrayID != 0 {
 		ids = append(ids, arrayID)
@@ -278,7 +278,7 @@ func (s *Server) changedLocked(id, arrayID int64) {
 }
 
 // endedLocked remembers a final run's outcome for dependencies, bounded.
-func (s *Server) endedLocked(rs *runState) {
+func (s *cluster) endedLocked(rs *runState) {
 	s.ended[rs.rec.ID] = outcomeOf(&rs.rec)
 	delete(s.waiters, rs.rec.ID)
 	if len(s.ended) > 200_000 {
@@ -294,7 +294,7 @@ func (s *Server) endedLocked(rs *runState) {
 // singletonHoldsLocked returns the singleton runs among candidates that
 // must wait: another run of the same name and user is active (placed or
 // running), or an older one of them goes first in this pass.
-func (s *Server) singletonHoldsLocked(candidates map[int64]*runState) map[int64]bool {
+func (s *cluster) singletonHoldsLocked(candidates map[int64]*runState) map[int64]bool {
 	var singles []*runState
 	for _, rs := range candidates {
 		if rs.singleton {
@@ -332,7 +332,7 @@ func (s *Server) singletonHoldsLocked(candidates map[int64]*runState) map[int64]
 // yet outside the scheduler's own reasons: the run's static hold
 // (PartitionTimeLimit), its dependencies, singleton. A run whose
 // dependencies can never be met and that asks for it is cancelled here, in b.
-func (s *Server) holdsLocked(candidates map[int64]*runState, now time.Time, b *store.Batch) map[int64]string {
+func (s *cluster) holdsLocked(candidates map[int64]*runState, now time.Time, b *store.Batch) map[int64]string {
 	holds := map[int64]string{}
 	singles := s.singletonHoldsLocked(candidates)
 	var cancel []*runState

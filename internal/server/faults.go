@@ -35,7 +35,7 @@ import (
 // noCapacityLocked fails, for a run with a retry policy that waits because no
 // node could ever hold it, when the policy does not wait for capacity or its
 // duration has passed since submission.
-func (s *Server) noCapacityLocked(rs *runState, now time.Time, b *store.Batch) bool {
+func (s *cluster) noCapacityLocked(rs *runState, now time.Time, b *store.Batch) bool {
 	fail, again := lifecycle.NoCapacity(rs.lifeRun(), now)
 	if !fail {
 		s.lookAgainLocked(again) // when the duration has passed
@@ -48,9 +48,9 @@ func (s *Server) noCapacityLocked(rs *runState, now time.Time, b *store.Batch) b
 
 // nodesLostLocked ends the jobs of nodes away for longer than NodeTimeout
 // and returns when the next node would be (zero: none pending).
-func (s *Server) nodesLostLocked(now time.Time, b *store.Batch) (next time.Time, after []effect) {
+func (s *cluster) nodesLostLocked(now time.Time, b *store.Batch) (next time.Time, after []effect) {
 	for _, ns := range s.nodes {
-		if ns.conn != nil || ns.downSince.IsZero() || len(ns.jobs) == 0 {
+		if ns.online || ns.downSince.IsZero() || len(ns.jobs) == 0 {
 			continue
 		}
 		due := ns.downSince.Add(s.cfg.NodeTimeout)
@@ -80,14 +80,14 @@ func (s *Server) nodesLostLocked(now time.Time, b *store.Batch) (next time.Time,
 // checkNodes runs nodesLostLocked and commits what it did.
 func (s *Server) checkNodes() time.Time {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if s.broken != nil {
 		return time.Time{}
 	}
 	b := &store.Batch{}
 	next, after := s.nodesLostLocked(s.clock.Now(), b)
 	if !b.Empty() {
-		s.enqueue(b, append(after, wakeEffect)...)
+		s.emit(b, append(after, wakeEffect)...)
 	}
 	return next
 }
@@ -113,7 +113,7 @@ func startupHeld(t *spec.Task, k int, started func(int) bool, n int) bool {
 
 // releaseHeldLocked sends the assignments startup_order held back once the
 // jobs they wait for have started.
-func (s *Server) releaseHeldLocked(rs *runState) []effect {
+func (s *cluster) releaseHeldLocked(rs *runState) []effect {
 	started := func(k int) bool {
 		st := api.Status(rs.jobs[k].rec.Status)
 		return st == api.StatusRunning || st.Finished()
@@ -125,9 +125,9 @@ func (s *Server) releaseHeldLocked(rs *runState) []effect {
 			continue
 		}
 		js.held = false
-		if ns, ok := s.nodes[js.rec.Node]; ok && ns.conn != nil {
-			c, asg := ns.conn, s.assignment(js, hosts, ips)
-			after = append(after, sendEffect(c, api.AgentMessage{Type: "assign", Jobs: []api.Assignment{asg}}))
+		if ns, ok := s.nodes[js.rec.Node]; ok && ns.online {
+			asg := s.assignment(js, hosts, ips)
+			after = append(after, sendEffect(ns, api.AgentMessage{Type: "assign", Jobs: []api.Assignment{asg}}))
 		}
 	}
 	return after
@@ -137,7 +137,7 @@ func (s *Server) releaseHeldLocked(rs *runState) []effect {
 // last failure (dstack: the duration counts from the last event), and
 // returns whether it did; otherwise it makes sure a pass comes at the
 // deadline.
-func (s *Server) retryExpiredLocked(rs *runState, now time.Time, b *store.Batch) bool {
+func (s *cluster) retryExpiredLocked(rs *runState, now time.Time, b *store.Batch) bool {
 	if rs.retry == nil {
 		return false // never failed: nothing to count from
 	}
@@ -156,7 +156,7 @@ func (s *Server) retryExpiredLocked(rs *runState, now time.Time, b *store.Batch)
 
 // lookAgainLocked makes sure a full pass comes at t (zero: none needed),
 // when a run held until then may go on.
-func (s *Server) lookAgainLocked(t time.Time) {
+func (s *cluster) lookAgainLocked(t time.Time) {
 	if !t.IsZero() && (s.holdUntil.IsZero() || t.Before(s.holdUntil)) {
 		s.holdUntil = t
 	}

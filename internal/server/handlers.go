@@ -124,7 +124,7 @@ func (s *Server) plan(t *spec.Task) *api.Plan {
 		nodes = append(nodes, s.schedNode(ns))
 		engines[ns.info.Name] = ns.info.Containers
 	}
-	s.mu.Unlock()
+	s.unlock()
 	sort.Slice(nodes, func(i, k int) bool { return nodes[i].Name < nodes[k].Name })
 	for i := range nodes {
 		now, ever, why := sched.FitsNode(&nodes[i], req)
@@ -243,7 +243,7 @@ func (s *Server) listPage(r *http.Request, runs []*store.Run, withJobs, withSpec
 			o.BlockedBy = slices.Clone(rs.blockedBy)
 		}
 	}
-	s.mu.Unlock()
+	s.unlock()
 	return out, nil
 }
 
@@ -325,16 +325,17 @@ func (s *Server) cancelTask(array int64, index int) error {
 	s.mu.Lock()
 	rs, ok := s.arrays[array]
 	if !ok {
-		s.mu.Unlock()
+		s.unlock()
 		return nil // the array has ended
 	}
 	b := &store.Batch{}
 	if err := s.cancelTaskLocked(rs, index, now, b); err != nil {
-		s.mu.Unlock()
+		s.unlock()
 		return err
 	}
-	done := s.enqueue(b, s.notify(array), wakeEffect)
-	s.mu.Unlock()
+	s.emit(b, s.notify(array), wakeEffect)
+	done := s.flushLocked()
+	s.unlock()
 	return <-done
 }
 
@@ -426,7 +427,7 @@ func (s *Server) handleNodes(w http.ResponseWriter, r *http.Request, _ *store.Us
 	for _, ns := range s.nodes {
 		out = append(out, s.apiNodeLocked(ns)) // nodes_admin.go
 	}
-	s.mu.Unlock()
+	s.unlock()
 	sort.Slice(out, func(i, k int) bool { return out[i].Name < out[k].Name })
 	writeJSON(w, http.StatusOK, out)
 }
@@ -434,7 +435,7 @@ func (s *Server) handleNodes(w http.ResponseWriter, r *http.Request, _ *store.Us
 func (s *Server) handleStatus(w http.ResponseWriter, _ *http.Request, _ *store.User) {
 	s.mu.Lock()
 	st := api.ServerStatus{ActiveRuns: len(s.runs), PendingRuns: len(s.pending), Nodes: len(s.nodes)}
-	s.mu.Unlock()
+	s.unlock()
 	st.Commits, st.Batches, st.Passes = s.metrics.commits.Load(), s.metrics.batches.Load(), s.metrics.cycles.Load()
 	heap := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/heap/goal:bytes"}}
 	metrics.Read(heap)
@@ -446,12 +447,12 @@ func (s *Server) handleStatus(w http.ResponseWriter, _ *http.Request, _ *store.U
 func (s *Server) handlePriorities(w http.ResponseWriter, _ *http.Request, _ *store.User) {
 	now := s.clock.Now()
 	s.mu.Lock()
-	snap := s.snapshotLocked(s.pending, nil)
+	snap := s.snapshotLocked(s.pending, nil, s.clock.Now())
 	names := map[int64][2]string{}
 	for id, rs := range s.pending {
 		names[id] = [2]string{rs.rec.Name, rs.user}
 	}
-	s.mu.Unlock()
+	s.unlock()
 	wt := s.cfg.Weights
 	out := []api.RunPriority{}
 	for id, f := range sched.Priorities(snap, now) {
@@ -478,7 +479,7 @@ func (s *Server) withBlockedBy(out *api.Run) *api.Run {
 		if rs, ok := s.pending[out.ID]; ok {
 			out.BlockedBy = slices.Clone(rs.blockedBy)
 		}
-		s.mu.Unlock()
+		s.unlock()
 	}
 	return out
 }

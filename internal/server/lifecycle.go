@@ -34,14 +34,14 @@ func (rs *runState) lifeJobs() []lifecycle.Job {
 
 // stepLocked applies ev to rs at now, recording what changed in b, and
 // returns what to send once b is committed.
-func (s *Server) stepLocked(rs *runState, ev lifecycle.Event, now time.Time, b *store.Batch) []effect {
+func (s *cluster) stepLocked(rs *runState, ev lifecycle.Event, now time.Time, b *store.Batch) []effect {
 	return s.applyLocked(rs, lifecycle.Step(rs.lifeRun(), rs.lifeJobs(), ev, now), now, b)
 }
 
 // applyLocked carries out a decision on rs: jobs end (releasing what they
 // held), are asked to stop, or start; the run becomes what the decision
 // says, goes back to the queue as a new attempt, or ends and leaves memory.
-func (s *Server) applyLocked(rs *runState, d lifecycle.Decision, now time.Time, b *store.Batch) []effect {
+func (s *cluster) applyLocked(rs *runState, d lifecycle.Decision, now time.Time, b *store.Batch) []effect {
 	var after []effect
 	notes := d.Notes
 	record := func(done int) {
@@ -98,6 +98,6 @@ func (s *Server) applyLocked(rs *runState, d lifecycle.Decision, now time.Time, 
 
 // aggregate derives the run's status from its jobs' as they are (after a
 // placement) and records the run in b.
-func (s *Server) aggregate(rs *runState, now time.Time, b *store.Batch) {
+func (s *cluster) aggregate(rs *runState, now time.Time, b *store.Batch) {
 	s.stepLocked(rs, lifecycle.Event{Kind: lifecycle.Settle}, now, b)
 }

@@ -162,7 +162,7 @@ func (s *Server) handleAgentMetrics(w http.ResponseWriter, r *http.Request, _ *s
 			ok = append(ok, sample{run: js.rec.RunID, s: x})
 		}
 	}
-	s.mu.Unlock()
+	s.unlock()
 	s.jm.add(ok, s.clock.Now())
 	writeJSON(w, http.StatusOK, struct{}{})
 }

@@ -46,7 +46,7 @@ func (ns *nodeState) condition() *nodeCond {
 // saveCondLocked writes the node's condition into its record and queues
 // the record; the scheduler reconsiders everything (a drain may end a
 // reservation, a resume frees a node).
-func (s *Server) saveCondLocked(ns *nodeState) <-chan error {
+func (s *cluster) saveCondLocked(ns *nodeState) {
 	c := ns.condition()
 	ns.rec.Drain = nil
 	if c.Manual != nil || c.Health != nil && c.Health.Status != api.HealthOK {
@@ -54,7 +54,7 @@ func (s *Server) saveCondLocked(ns *nodeState) <-chan error {
 	}
 	s.freed = true
 	rec := ns.rec
-	return s.enqueue(&store.Batch{Nodes: []*store.Node{&rec}}, wakeEffect)
+	s.emit(&store.Batch{Nodes: []*store.Node{&rec}}, wakeEffect)
 }
 
 // handleAgentHealth takes a node's health report. Only a change of status
@@ -79,7 +79,7 @@ func (s *Server) handleAgentHealth(w http.ResponseWriter, r *http.Request, _ *st
 	s.mu.Lock()
 	ns, ok := s.nodes[req.Node]
 	if !ok {
-		s.mu.Unlock()
+		s.unlock()
 		writeError(w, fmt.Errorf("node %q: %w (register first)", req.Node, ErrNotFound))
 		return
 	}
@@ -90,7 +90,7 @@ func (s *Server) handleAgentHealth(w http.ResponseWriter, r *http.Request, _ *st
 	}
 	c.Health = &h
 	if prev.Status == h.Status && prev.Reason == h.Reason {
-		s.mu.Unlock()
+		s.unlock()
 		writeJSON(w, http.StatusOK, struct{}{})
 		return
 	}
@@ -102,8 +102,9 @@ func (s *Server) handleAgentHealth(w http.ResponseWriter, r *http.Request, _ *st
 	case h.Status == api.HealthWarning:
 		s.log.Warn("node health warning", "node", req.Node, "reason", h.Reason)
 	}
-	done := s.saveCondLocked(ns)
-	s.mu.Unlock()
+	s.saveCondLocked(ns)
+	done := s.flushLocked()
+	s.unlock()
 	if err := <-done; err != nil {
 		writeError(w, err)
 		return
@@ -137,7 +138,7 @@ func (s *Server) setDrain(w http.ResponseWriter, name string, u *store.User, req
 	s.mu.Lock()
 	ns, ok := s.nodes[name]
 	if !ok {
-		s.mu.Unlock()
+		s.unlock()
 		writeError(w, fmt.Errorf("node %q: %w", name, ErrNotFound))
 		return
 	}
@@ -154,9 +155,10 @@ func (s *Server) setDrain(w http.ResponseWriter, name string, u *store.User, req
 		c.Manual = nil
 		s.log.Info("node resumed", "node", name, "by", u.Name)
 	}
-	done := s.saveCondLocked(ns)
+	s.saveCondLocked(ns)
+	done := s.flushLocked()
 	out := s.apiNodeLocked(ns)
-	s.mu.Unlock()
+	s.unlock()
 	if err := <-done; err != nil {
 		writeError(w, err)
 		return
@@ -165,7 +167,7 @@ func (s *Server) setDrain(w http.ResponseWriter, name string, u *store.User, req
 }
 
 // apiNodeLocked is a node as the API shows it.
-func (s *Server) apiNodeLocked(ns *nodeState) api.Node {
+func (s *cluster) apiNodeLocked(ns *nodeState) api.Node {
 	n := api.Node{NodeInfo: ns.info, AllocCPUs: ns.usedCPU, AllocMemory: ns.usedMem, AllocGPUs: len(ns.usedGPU),
 		Jobs: len(ns.jobs), LastSeen: ns.rec.LastSeen}
 	c := ns.condition()
@@ -177,7 +179,7 @@ func (s *Server) apiNodeLocked(ns *nodeState) api.Node {
 		h := *c.Health
 		n.Health = &h
 	}
-	n.Status, n.Reason = nodeStatus(ns.conn != nil, ns.unreachable, len(ns.jobs), c)
+	n.Status, n.Reason = nodeStatus(ns.online, ns.unreachable, len(ns.jobs), c)
 	return n
 }
 

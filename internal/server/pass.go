@@ -142,7 +142,7 @@ func newView(rs *runState, rules *policy.Policy) *pendingView {
 
 // dropChangedViewsLocked drops the views of the runs changed since the
 // last pass: they are all in fresh.
-func (s *Server) dropChangedViewsLocked() {
+func (s *cluster) dropChangedViewsLocked() {
 	for _, rs := range s.fresh {
 		rs.view = nil
 	}
@@ -151,11 +151,7 @@ func (s *Server) dropChangedViewsLocked() {
 // preparePassLocked is a pass's first step: it returns the pass to compute,
 // or nil when there is nothing to schedule. What it changes (arrays'
 // tasks, runs a hold ends, reasons due) is queued before it returns.
-func (s *Server) preparePassLocked() *pass {
-	if s.broken != nil {
-		return nil
-	}
-	now := s.clock.Now()
+func (s *cluster) preparePassLocked(now time.Time) *pass {
 	b := &store.Batch{}
 	if h := s.holdUntil; !h.IsZero() && !now.Before(h) {
 		s.holdUntil, s.freed = time.Time{}, true // held runs are due: a full pass
@@ -180,7 +176,7 @@ func (s *Server) preparePassLocked() *pass {
 	if len(candidates) == 0 {
 		s.flushReasonsLocked(b, now)
 		if !b.Empty() {
-			s.enqueue(b)
+			s.emit(b)
 		}
 		return nil
 	}
@@ -216,7 +212,7 @@ func (s *Server) preparePassLocked() *pass {
 		}
 	}
 	if !b.Empty() {
-		s.enqueue(b)
+		s.emit(b)
 	}
 	return p
 }
@@ -238,7 +234,7 @@ func viewsLocked(pending map[int64]*runState, rules *policy.Policy) ([]*pendingV
 
 // copyClusterLocked copies what every pass needs: the nodes, what running
 // runs hold, the policy.
-func (s *Server) copyClusterLocked(now time.Time) *pass {
+func (s *cluster) copyClusterLocked(now time.Time) *pass {
 	rules := s.rules.Load()
 	p := &pass{now: now, rules: rules}
 	snap := &p.snap
@@ -373,7 +369,7 @@ type reasonUpdate struct {
 // blockers, so the others are in place already: from one full pass to the
 // next over a long queue, most are. ReqNodeNotAvail is always applied: it
 // may end a run with a retry policy whose time has come.
-func (s *Server) newReasons(plan sched.Plan) []reasonUpdate {
+func (s *cluster) newReasons(plan sched.Plan) []reasonUpdate {
 	var out []reasonUpdate
 	for id, reason := range plan.Reasons {
 		e := reasonEntry{reason: reason, estimate: plan.Estimates[id], blockedBy: plan.BlockedBy[id]}
@@ -387,7 +383,7 @@ func (s *Server) newReasons(plan sched.Plan) []reasonUpdate {
 
 // forgetReasons drops, after a full pass and without the lock, what was
 // applied to runs the pass no longer had waiting.
-func (s *Server) forgetReasons(p *pass, plan sched.Plan) {
+func (s *cluster) forgetReasons(p *pass, plan sched.Plan) {
 	if !p.full {
 		return
 	}
@@ -419,7 +415,7 @@ type waitingIndex struct {
 }
 
 // rebuildLocked builds the index from every waiting run.
-func (w *waitingIndex) rebuildLocked(s *Server, rules *policy.Policy) {
+func (w *waitingIndex) rebuildLocked(s *cluster, rules *policy.Policy) {
 	w.views, w.maybeHeld = viewsLocked(s.pending, rules)
 	w.rules, w.at, w.ok = rules, nil, true
 }
@@ -436,7 +432,7 @@ func (w *waitingIndex) index() {
 }
 
 // updateLocked brings the index up to date with the runs named in fresh.
-func (w *waitingIndex) updateLocked(s *Server, fresh map[int64]*runState, rules *policy.Policy) {
+func (w *waitingIndex) updateLocked(s *cluster, fresh map[int64]*runState, rules *policy.Policy) {
 	if !w.ok || w.at == nil || w.rules != rules {
 		w.ok = false
 		return

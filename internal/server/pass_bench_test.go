@@ -115,10 +115,10 @@ func seedCluster(b *testing.B, st store.Store, c sched.Snapshot, now time.Time) 
 func connectAll(s *Server) {
 	s.mu.Lock()
 	for _, ns := range s.nodes {
-		ns.conn = newAgentConn()
+		ns.online = true
 	}
 	s.freed = true
-	s.mu.Unlock()
+	s.unlock()
 	s.wakeScheduler()
 }
 
@@ -143,7 +143,7 @@ func bigCluster(b *testing.B) *harness {
 	for c := s.metrics.cycles.Load(); s.metrics.cycles.Load() < c+2; {
 		s.mu.Lock()
 		s.freed = true
-		s.mu.Unlock()
+		s.unlock()
 		s.wakeScheduler()
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -180,7 +180,7 @@ func BenchmarkSubmitDuringPass(b *testing.B) {
 			}
 			s.mu.Lock()
 			s.freed = true
-			s.mu.Unlock()
+			s.unlock()
 			s.wakeScheduler()
 			time.Sleep(time.Millisecond)
 		}
@@ -232,16 +232,16 @@ func BenchmarkPassPhases(b *testing.B) {
 		s.mu.Lock()
 		t0 := time.Now()
 		s.freed = true
-		p := s.preparePassLocked()
+		p := s.preparePassLocked(s.clock.Now())
 		t1 := time.Now()
-		s.mu.Unlock()
+		s.unlock()
 		plan := sched.Schedule(p.snapshot(), p.now)
 		reasons := s.newReasons(plan)
 		t2 := time.Now()
 		s.mu.Lock()
-		s.applyPlanLocked(p, plan, reasons)
+		s.applyPlanLocked(p, plan, reasons, s.clock.Now())
 		t3 := time.Now()
-		s.mu.Unlock()
+		s.unlock()
 		s.forgetReasons(p, plan)
 		prepare, compute, apply = prepare+t1.Sub(t0), compute+t2.Sub(t1), apply+t3.Sub(t2)
 	}

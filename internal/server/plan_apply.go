@@ -42,20 +42,19 @@ import (
 func (s *Server) applyPlan(p *pass, plan sched.Plan) {
 	reasons := s.newReasons(plan)
 	s.mu.Lock()
-	s.applyPlanLocked(p, plan, reasons)
-	s.mu.Unlock()
+	if s.broken == nil {
+		s.metrics.cycles.Add(1)
+		s.applyPlanLocked(p, plan, reasons, s.clock.Now())
+		s.flushLocked()
+	}
+	s.unlock()
 	s.forgetReasons(p, plan)
 }
 
 // applyPlanLocked applies plan's starts and preemptions that still hold,
 // and the given reasons (newReasons) of the runs that still wait
 // unchanged.
-func (s *Server) applyPlanLocked(p *pass, plan sched.Plan, reasons []reasonUpdate) {
-	if s.broken != nil {
-		return
-	}
-	s.metrics.cycles.Add(1)
-	now := s.clock.Now()
+func (s *cluster) applyPlanLocked(p *pass, plan sched.Plan, reasons []reasonUpdate, now time.Time) {
 	b := &store.Batch{}
 	var after []effect
 	if s.rules.Load() != p.rules {
@@ -63,7 +62,7 @@ func (s *Server) applyPlanLocked(p *pass, plan sched.Plan, reasons []reasonUpdat
 		s.freed = true
 		s.flushReasonsLocked(b, now)
 		if !b.Empty() {
-			s.enqueue(b)
+			s.emit(b)
 		}
 		return
 	}
@@ -90,8 +89,7 @@ func (s *Server) applyPlanLocked(p *pass, plan sched.Plan, reasons []reasonUpdat
 	if skipped {
 		// What the dropped starts would have taken is free, and the plan's
 		// later decisions counted on it: a full pass, at once.
-		s.freed = true
-		s.wakeScheduler()
+		s.freed, s.wakeNow = true, true
 	}
 	if s.applied == nil {
 		s.applied = map[int64]reasonEntry{}
@@ -126,13 +124,13 @@ func (s *Server) applyPlanLocked(p *pass, plan sched.Plan, reasons []reasonUpdat
 	}
 	s.flushReasonsLocked(b, now)
 	if !b.Empty() {
-		s.enqueue(b, after...)
+		s.emit(b, after...)
 	}
 }
 
 // unchangedLocked is run id if it still waits and has not changed since
 // the pass was copied (nil otherwise).
-func (s *Server) unchangedLocked(id int64) *runState {
+func (s *cluster) unchangedLocked(id int64) *runState {
 	rs, ok := s.pending[id]
 	if !ok {
 		return nil
@@ -145,7 +143,7 @@ func (s *Server) unchangedLocked(id int64) *runState {
 
 // startStaleLocked checks a start against the state now: it returns the
 // run to start, or why the start no longer holds.
-func (s *Server) startStaleLocked(p *pass, st sched.Start) (*runState, string) {
+func (s *cluster) startStaleLocked(p *pass, st sched.Start) (*runState, string) {
 	rs, ok := s.pending[st.RunID]
 	switch {
 	case !ok:
@@ -173,12 +171,12 @@ func (s *Server) startStaleLocked(p *pass, st sched.Start) (*runState, string) {
 // placementStaleLocked says why a placement no longer fits its node ("":
 // it fits). The run's jobs each go on a node of their own, so each is
 // checked against the node as it is, with the starts applied before it.
-func (s *Server) placementStaleLocked(p *pass, pl sched.Placement) string {
+func (s *cluster) placementStaleLocked(p *pass, pl sched.Placement) string {
 	ns, ok := s.nodes[pl.Node]
 	switch {
 	case !ok:
 		return "gone"
-	case ns.conn == nil:
+	case !ns.online:
 		return "offline"
 	case ns.condition().drained():
 		return "drained"
@@ -215,7 +213,7 @@ func sameNode(a *sched.Node, b sched.Node) bool {
 
 // nodesSameLocked reports whether the nodes are those the pass saw: none
 // added, removed, gone offline or drained, or registered again otherwise.
-func (s *Server) nodesSameLocked(p *pass) bool {
+func (s *cluster) nodesSameLocked(p *pass) bool {
 	if len(s.nodes) != len(p.snap.Nodes) {
 		return false
 	}
@@ -231,7 +229,7 @@ func (s *Server) nodesSameLocked(p *pass) bool {
 
 // preemptionStaleLocked says why a preemption no longer holds ("": it
 // does). preemptLocked itself passes over victims already being stopped.
-func (s *Server) preemptionStaleLocked(pr sched.Preemption) string {
+func (s *cluster) preemptionStaleLocked(pr sched.Preemption) string {
 	rs, ok := s.runs[pr.Victim]
 	switch {
 	case !ok:
@@ -248,7 +246,7 @@ func (s *Server) preemptionStaleLocked(pr sched.Preemption) string {
 
 // startLocked places rs's jobs as st says, records it in b and adds to
 // after the assignments to send once b is committed.
-func (s *Server) startLocked(rs *runState, st sched.Start, now time.Time, b *store.Batch, after []effect) []effect {
+func (s *cluster) startLocked(rs *runState, st sched.Start, now time.Time, b *store.Batch, after []effect) []effect {
 	rs.placedAt, rs.rec.EstimatedStart = now, time.Time{}
 	rs.view = nil // if it waits again (requeued), it is with other jobs
 	delete(s.pending, st.RunID)
@@ -274,9 +272,9 @@ func (s *Server) startLocked(rs *runState, st sched.Start, now time.Time, b *sto
 	for k, p := range st.Placements {
 		js, ns := rs.jobs[k], s.nodes[p.Node]
 		js.held = startupHeld(rs.task(), k, func(int) bool { return false }, len(rs.jobs))
-		if ns.conn != nil && !js.held {
-			c, asg := ns.conn, s.assignment(js, hosts, nodeIPs)
-			after = append(after, sendEffect(c, api.AgentMessage{Type: "assign", Jobs: []api.Assignment{asg}}))
+		if ns.online && !js.held {
+			asg := s.assignment(js, hosts, nodeIPs)
+			after = append(after, sendEffect(ns, api.AgentMessage{Type: "assign", Jobs: []api.Assignment{asg}}))
 		}
 	}
 	b.Events = append(b.Events, &store.Event{RunID: rs.rec.ID, Time: now, Type: "placed", Message: "on " + strings.Join(hosts, ",")})

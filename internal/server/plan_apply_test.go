@@ -56,10 +56,10 @@ func newPassServer(t *testing.T) *passServer {
 // node adds a connected node of cpus CPUs (its stream goes nowhere).
 func (s *passServer) node(name string, cpus int) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	ns := newNode(api.NodeInfo{Name: name, Addr: "127.0.0.1", CPUs: cpus, Memory: 8 << 30})
 	ns.rec.Name = name
-	ns.conn = newAgentConn()
+	ns.online = true
 	s.nodes[name] = ns
 	s.freed = true
 }
@@ -83,8 +83,8 @@ func (s *passServer) submit(t *testing.T, yaml string) int64 {
 func (s *passServer) prepare(t *testing.T) *pass {
 	t.Helper()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	p := s.preparePassLocked()
+	defer s.unlock()
+	p := s.preparePassLocked(s.clock.Now())
 	if p == nil {
 		t.Fatal("nothing to schedule")
 	}
@@ -113,7 +113,7 @@ type runView struct {
 
 func (s *passServer) run(id int64) runView {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	rs, ok := s.runs[id]
 	if !ok {
 		return runView{Status: "ended"}
@@ -129,7 +129,7 @@ func (s *passServer) run(id int64) runView {
 
 func (s *passServer) isFreed() bool {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	return s.freed
 }
 
@@ -180,8 +180,9 @@ func TestPlanRecheckedAtApply(t *testing.T) {
 				s.mu.Lock()
 				ns := s.nodes["n1"]
 				ns.condition().Manual = &api.NodeDrain{Reason: "test"}
-				done := s.saveCondLocked(ns)
-				s.mu.Unlock()
+				s.saveCondLocked(ns)
+				done := s.flushLocked()
+				s.unlock()
 				if err := <-done; err != nil {
 					t.Fatal(err)
 				}
@@ -192,8 +193,8 @@ func TestPlanRecheckedAtApply(t *testing.T) {
 		"node offline": {
 			between: func(t *testing.T, s *passServer, id int64) {
 				s.mu.Lock()
-				s.nodes["n1"].conn = nil
-				s.mu.Unlock()
+				s.nodes["n1"].online = false
+				s.unlock()
 			},
 			want: runView{Status: string(api.StatusSubmitted), Waiting: true},
 			full: true,
@@ -202,7 +203,7 @@ func TestPlanRecheckedAtApply(t *testing.T) {
 			between: func(t *testing.T, s *passServer, id int64) {
 				s.mu.Lock()
 				delete(s.nodes, "n1")
-				s.mu.Unlock()
+				s.unlock()
 			},
 			want: runView{Status: string(api.StatusSubmitted), Waiting: true},
 			full: true,
@@ -211,7 +212,7 @@ func TestPlanRecheckedAtApply(t *testing.T) {
 			between: func(t *testing.T, s *passServer, id int64) {
 				s.mu.Lock()
 				s.nodes["n1"].info.CPUs = 1
-				s.mu.Unlock()
+				s.unlock()
 			},
 			want: runView{Status: string(api.StatusSubmitted), Waiting: true},
 			full: true,
@@ -244,7 +245,7 @@ func TestPlanRecheckedAtApply(t *testing.T) {
 			}
 			s.mu.Lock()
 			ns := s.nodes["n1"]
-			s.mu.Unlock()
+			s.unlock()
 			if ns != nil && tc.want.Nodes == nil && len(ns.jobs) > 0 {
 				t.Errorf("n1 holds %d jobs, want none", len(ns.jobs))
 			}
@@ -262,7 +263,7 @@ func TestPlanStartTakesWhatIsFree(t *testing.T) {
 	p := s.prepare(t)
 	jobOf := func(id int64) int64 {
 		s.mu.Lock()
-		defer s.mu.Unlock()
+		defer s.unlock()
 		return s.runs[id].jobs[0].rec.ID
 	}
 	start := func(id int64) sched.Start {
@@ -305,7 +306,7 @@ func TestPlanDropsWhatEnded(t *testing.T) {
 		Preemptions: []sched.Preemption{{Victim: victim, By: gone, Mode: sched.Requeue}},
 	})
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if rs := s.runs[victim]; rs.rec.StopReq != 0 {
 		t.Errorf("victim stop_req %d: preempted for a run that had ended", rs.rec.StopReq)
 	}
@@ -348,7 +349,7 @@ func TestPassKeepsWhatHappensMeanwhile(t *testing.T) {
 		// first ends while the pass computes: its CPUs are free.
 		s.mu.Lock()
 		jid := s.runs[first].jobs[0].rec.ID
-		s.mu.Unlock()
+		s.unlock()
 		if _, err := s.agentEvents("n1", []api.AgentEvent{{Type: "exited", JobID: jid}}); err != nil {
 			t.Fatal(err)
 		}
@@ -380,16 +381,16 @@ func TestViewsFollowChanges(t *testing.T) {
 	dep := s.submit(t, "type: task\nresources: {cpu: 1}\ncommands: [\"true\"]\ndepends_on: [{afterok: \""+itoa(id)+"\"}]\n")
 	fresh := func() sched.Snapshot {
 		s.mu.Lock()
-		defer s.mu.Unlock()
+		defer s.unlock()
 		for _, rs := range s.pending {
 			rs.view = nil
 		}
-		return s.snapshotLocked(s.pending, nil)
+		return s.snapshotLocked(s.pending, nil, s.clock.Now())
 	}
 	kept := func() sched.Snapshot {
 		s.mu.Lock()
-		defer s.mu.Unlock()
-		return s.snapshotLocked(s.pending, nil)
+		defer s.unlock()
+		return s.snapshotLocked(s.pending, nil, s.clock.Now())
 	}
 	byID := func(snap sched.Snapshot) map[int64]sched.Pending {
 		out := map[int64]sched.Pending{}
@@ -463,7 +464,7 @@ func TestReasonAfterRequeue(t *testing.T) {
 	}
 	reason := func(id int64) string {
 		s.mu.Lock()
-		defer s.mu.Unlock()
+		defer s.unlock()
 		return s.runs[id].rec.Reason
 	}
 	r := s.submit(t, "type: task\nresources: {cpu: 1}\ncommands: [\"sleep 60\"]\n")
@@ -480,7 +481,7 @@ func TestReasonAfterRequeue(t *testing.T) {
 	control(r, "requeue")
 	s.mu.Lock()
 	jid := s.runs[r].jobs[0].rec.ID
-	s.mu.Unlock()
+	s.unlock()
 	if _, err := s.agentEvents("n1", []api.AgentEvent{{Type: "exited", JobID: jid, Reason: "stopped"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -506,7 +507,7 @@ func TestWaitingIndexFollowsQueue(t *testing.T) {
 	var runs []int64
 	pick := func(waiting bool) (int64, bool) {
 		s.mu.Lock()
-		defer s.mu.Unlock()
+		defer s.unlock()
 		var ids []int64
 		for _, id := range runs {
 			if rs, ok := s.runs[id]; ok && (s.pending[id] != nil) == waiting && (waiting || len(rs.jobs) > 0 && rs.jobs[0].rec.Node != "") {
@@ -544,7 +545,7 @@ func TestWaitingIndexFollowsQueue(t *testing.T) {
 			if id, ok := pick(false); ok {
 				s.mu.Lock()
 				js := s.runs[id].jobs[0]
-				s.mu.Unlock()
+				s.unlock()
 				if _, err := s.agentEvents(js.rec.Node, []api.AgentEvent{{Type: "exited", JobID: js.rec.ID}}); err != nil {
 					t.Fatal(err)
 				}
@@ -552,11 +553,11 @@ func TestWaitingIndexFollowsQueue(t *testing.T) {
 		case 6:
 			s.mu.Lock()
 			s.freed = true
-			s.mu.Unlock()
+			s.unlock()
 			fallthrough
 		default:
 			s.mu.Lock()
-			p := s.preparePassLocked()
+			p := s.preparePassLocked(s.clock.Now())
 			var want map[int64]sched.Pending
 			if p != nil && p.full {
 				fullPasses++
@@ -566,7 +567,7 @@ func TestWaitingIndexFollowsQueue(t *testing.T) {
 					want[id] = v.pending(make([]int64, v.nodes))
 				}
 			}
-			s.mu.Unlock()
+			s.unlock()
 			if p == nil {
 				continue
 			}

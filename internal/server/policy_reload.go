@@ -62,7 +62,7 @@ func (s *Server) setRules(p *policy.Policy) {
 		resolveFleets(rs, *rs.req, rs.groups, p)
 	}
 	s.freed = true
-	s.mu.Unlock()
+	s.unlock()
 	s.wakeScheduler()
 }
 

@@ -65,7 +65,7 @@ func BenchmarkRestartArray(b *testing.B) {
 		}
 		srv.mu.Lock()
 		got := len(srv.arrays[arr.ID].array.tasks)
-		srv.mu.Unlock()
+		srv.unlock()
 		if got < tasks-300 {
 			b.Fatalf("the array knows %d tasks after a restart", got)
 		}

@@ -50,7 +50,7 @@ func (st *scheduleState) next(t time.Time) time.Time {
 }
 
 // newScheduleLocked sets up a submitted schedule.
-func (s *Server) newScheduleLocked(rs *runState, now time.Time) error {
+func (s *cluster) newScheduleLocked(rs *runState, now time.Time) error {
 	exprs, err := parseCron(rs.task().Schedule.Cron)
 	if err != nil {
 		return err
@@ -80,7 +80,7 @@ func (s *Server) loadSchedule(rs *runState) error {
 
 // tickSchedulesLocked submits a run for every schedule whose tick has come
 // (once, however many ticks passed) and returns when the next tick is due.
-func (s *Server) tickSchedulesLocked(now time.Time, b *store.Batch) time.Time {
+func (s *cluster) tickSchedulesLocked(now time.Time, b *store.Batch) time.Time {
 	var soonest time.Time
 	for _, rs := range s.schedules {
 		st := rs.sched
@@ -100,7 +100,7 @@ func (s *Server) tickSchedulesLocked(now time.Time, b *store.Batch) time.Time {
 }
 
 // submitTickLocked submits one run of a schedule.
-func (s *Server) submitTickLocked(rs *runState, now time.Time, b *store.Batch) {
+func (s *cluster) submitTickLocked(rs *runState, now time.Time, b *store.Batch) {
 	t := *rs.task()
 	t.Schedule = nil
 	body, _ := json.Marshal(&t)
@@ -113,7 +113,7 @@ func (s *Server) submitTickLocked(rs *runState, now time.Time, b *store.Batch) {
 }
 
 // stopScheduleLocked ends a schedule: no more runs (those submitted go on).
-func (s *Server) stopScheduleLocked(rs *runState, now time.Time, b *store.Batch) {
+func (s *cluster) stopScheduleLocked(rs *runState, now time.Time, b *store.Batch) {
 	rs.rec.Status, rs.rec.Reason, rs.rec.FinishedAt, rs.rec.EstimatedStart = string(api.StatusTerminated), api.ReasonTerminatedByUser, now, time.Time{}
 	delete(s.schedules, rs.rec.ID)
 	delete(s.runs, rs.rec.ID)
@@ -126,14 +126,14 @@ func (s *Server) stopScheduleLocked(rs *runState, now time.Time, b *store.Batch)
 // tick (zero: no schedule).
 func (s *Server) tickSchedules() time.Time {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if len(s.schedules) == 0 || s.broken != nil {
 		return time.Time{}
 	}
 	b := &store.Batch{}
 	next := s.tickSchedulesLocked(s.clock.Now(), b)
 	if !b.Empty() {
-		s.enqueue(b)
+		s.emit(b)
 	}
 	return next
 }

@@ -81,67 +81,20 @@ type Server struct {
 	store store.Store
 	log   *slog.Logger
 	clock Clock
-	// rules are the policy in force. A reload swaps them while holding mu
-	// (with what is derived from them: active, the pending runs' fleets),
-	// so code under mu sees one policy throughout; code outside mu loads
-	// whichever is current. fileMu serialises the policy file's readers
-	// and writers; it is taken before mu, never while holding it.
-	rules  atomic.Pointer[policy.Policy]
+	// fileMu serialises the policy file's readers and writers; it is taken
+	// before mu, never while holding it.
 	fileMu sync.Mutex
 
-	// mu guards the in-memory state below. Functions run after a commit never
-	// take it (see commit.go).
-	mu      sync.Mutex
-	runs    map[int64]*runState // active runs
-	jobs    map[int64]*jobState // active jobs
-	pending map[int64]*runState // runs waiting to be placed
-	// fresh are the pending runs no pass has seen yet; freed says resources
-	// were released or added since the last full pass. Until something is
-	// freed, a run that did not fit still does not, so a pass need only try
-	// the fresh runs (see scheduleOnce). Every change to a waiting run that
-	// the scheduler sees must put it in fresh: that also drops its kept
-	// view (pass.go) and any start of it in a plan computed meanwhile
-	// (plan_apply.go).
-	fresh map[int64]*runState
-	freed bool
-	// reasons are pending runs whose reason or estimated start changed but
-	// is not written yet (see flushReasonsLocked); reasonsDue is when they
-	// must be.
-	reasons    map[int64]*runState
-	reasonsDue time.Time
-	// holdUntil is the earliest time a run held for a while (a retry's
-	// back-off) becomes eligible: a full pass is due then.
-	holdUntil time.Time
-	// reserved are the runs the last pass gave reservations, in order.
-	reserved []int64
-	// applied is what the passes applied of the waiting runs' reasons
-	// (pass.go); only the pass in progress uses it.
-	applied map[int64]reasonEntry
-	// waiting keeps the waiting runs' views between passes (pass.go);
-	// only the pass in progress uses it.
-	waiting waitingIndex
-	// usage is each user's past CPU-seconds, decayed to usageAt (fairshare).
-	usage   sched.Usage
-	usageAt time.Time
-	nodes   map[string]*nodeState
-	// active counts the active runs under each limit key, for the policy's
-	// submit limits.
-	active map[sched.LimitKey]int
-	// waiters are, per run (or array) ID, the pending runs whose
-	// dependencies name it; ended caches the outcomes of final runs they
-	// may ask about (see deps.go).
-	waiters map[int64][]int64
-	ended   map[int64]outcome
-	// arrays are the active arrays (their own run records), by ID;
-	// schedules the active schedules.
-	arrays    map[int64]*runState
-	schedules map[int64]*runState
-	// doneArrays keep the task IDs of ended arrays that dependencies may
-	// still ask about (aftercorr, ID_INDEX), bounded like ended.
-	doneArrays map[int64]*arrayState
-	nextRun    int64
-	nextJob    int64
-	broken     error
+	// mu guards the cluster (the control plane's state, cluster.go) and
+	// conns. Functions run after a commit never take it (see commit.go).
+	mu sync.Mutex
+	*cluster
+	broken error
+
+	// conns are the nodes' open agent streams; connMu guards them (taken
+	// under mu, or alone when an effect is performed).
+	connMu sync.Mutex
+	conns  map[string]nodeConn
 
 	commits chan *commitReq
 	wake    chan struct{}
@@ -197,13 +150,16 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, store: cfg.Store, log: cfg.Logger, clock: cfg.Clock,
-		runs: map[int64]*runState{}, jobs: map[int64]*jobState{}, pending: map[int64]*runState{}, fresh: map[int64]*runState{}, reasons: map[int64]*runState{}, usage: sched.Usage{},
-		active: map[sched.LimitKey]int{}, waiters: map[int64][]int64{}, ended: map[int64]outcome{}, arrays: map[int64]*runState{}, schedules: map[int64]*runState{}, doneArrays: map[int64]*arrayState{},
-		nodes:   map[string]*nodeState{},
 		commits: make(chan *commitReq, 8192),
 		wake:    make(chan struct{}, 1),
 		fatal:   make(chan error, 1),
 		hub:     newHub(),
+		conns:   map[string]nodeConn{},
+	}
+	s.cluster = &cluster{cfg: cfg, log: cfg.Logger,
+		runs: map[int64]*runState{}, jobs: map[int64]*jobState{}, pending: map[int64]*runState{}, fresh: map[int64]*runState{}, reasons: map[int64]*runState{}, usage: sched.Usage{},
+		active: map[sched.LimitKey]int{}, waiters: map[int64][]int64{}, ended: map[int64]outcome{}, arrays: map[int64]*runState{}, schedules: map[int64]*runState{}, doneArrays: map[int64]*arrayState{},
+		nodes: map[string]*nodeState{},
 	}
 	s.rules.Store(cfg.Rules)
 	var err error

@@ -68,7 +68,7 @@ type runState struct {
 
 // newRunState builds an active run from its record and configuration,
 // resolving its fleets, tier and time limit against the policy.
-func (s *Server) newRunState(rec store.Run, t *spec.Task, user, project string) *runState {
+func (s *cluster) newRunState(rec store.Run, t *spec.Task, user, project string) *runState {
 	rs := &runState{rec: rec, parsed: t, user: user, project: project}
 	rs.configure(t)
 	s.resolve(rs, t, s.rules.Load())
@@ -129,7 +129,7 @@ func (rs *runState) dropTask() {
 
 // resolve sets what a run asks for from its configuration and time limit,
 // then resolveFleets what the policy makes of it.
-func (s *Server) resolve(rs *runState, t *spec.Task, rules *policy.Policy) {
+func (s *cluster) resolve(rs *runState, t *spec.Task, rules *policy.Policy) {
 	rs.fleets = t.Fleets
 	var groups []sched.Group
 	for _, g := range t.Groups {
@@ -213,9 +213,13 @@ type jobState struct {
 
 // nodeState is a node in memory: what it has, what its jobs hold, its stream.
 type nodeState struct {
-	rec     store.Node
-	info    api.NodeInfo
-	conn    *agentConn
+	rec  store.Node
+	info api.NodeInfo
+	// online: its agent's stream is open; epoch counts its streams, so
+	// that a message meant for one is never sent on a later one (which
+	// begins with a full sync).
+	online  bool
+	epoch   uint64
 	jobs    map[int64]*jobState
 	usedCPU int
 	usedMem int64
@@ -441,7 +445,7 @@ func (s *Server) submit(user *store.User, t *spec.Task, ended map[int64]outcome,
 	rs := s.newRunState(store.Run{ProjectID: s.projectID, UserID: user.ID, Status: string(api.StatusSubmitted), Priority: t.Priority,
 		Spec: body, SubmittedAt: now}, t, user.Name, project)
 	if err := s.submitLimitLocked(rs); err != nil {
-		s.mu.Unlock()
+		s.unlock()
 		return nil, err
 	}
 	s.nextRun++
@@ -462,14 +466,14 @@ func (s *Server) submit(user *store.User, t *spec.Task, ended map[int64]outcome,
 		}
 		if err != nil {
 			s.nextRun--
-			s.mu.Unlock()
+			s.unlock()
 			return nil, err
 		}
 	}
 	if t.Array != "" {
 		if err := s.newArrayLocked(rs); err != nil {
 			s.nextRun--
-			s.mu.Unlock()
+			s.unlock()
 			return nil, err
 		}
 	}
@@ -496,8 +500,9 @@ func (s *Server) submit(user *store.User, t *spec.Task, ended map[int64]outcome,
 	}
 	run := rs.rec
 	b.Runs = append(b.Runs, &run)
-	done := s.enqueue(b, wakeEffect)
-	s.mu.Unlock()
+	s.emit(b, wakeEffect)
+	done := s.flushLocked()
+	s.unlock()
 	if err := <-done; err != nil {
 		return nil, err
 	}
@@ -525,7 +530,7 @@ func (s *Server) stop(id int64, abort bool) error {
 	s.mu.Lock()
 	rs, ok := s.runs[id]
 	if !ok {
-		s.mu.Unlock()
+		s.unlock()
 		return nil // already final
 	}
 	b := &store.Batch{}
@@ -543,14 +548,15 @@ func (s *Server) stop(id int64, abort bool) error {
 	} else {
 		after = s.stopLocked(rs, cause, now, b)
 	}
-	done := s.enqueue(b, append(after, s.notify(id), wakeEffect)...)
-	s.mu.Unlock()
+	s.emit(b, append(after, s.notify(id), wakeEffect)...)
+	done := s.flushLocked()
+	s.unlock()
 	return <-done
 }
 
 // stopLocked asks one run's jobs to end for cause (user, abort, requeue),
 // recording it in b; it returns what to send once b is committed.
-func (s *Server) stopLocked(rs *runState, cause lifecycle.StopCause, now time.Time, b *store.Batch) []effect {
+func (s *cluster) stopLocked(rs *runState, cause lifecycle.StopCause, now time.Time, b *store.Batch) []effect {
 	after := s.stepLocked(rs, lifecycle.Event{Kind: lifecycle.StopRequested, Cause: cause}, now, b)
 	return append(after, s.notify(rs.rec.ID))
 }
@@ -558,19 +564,19 @@ func (s *Server) stopLocked(rs *runState, cause lifecycle.StopCause, now time.Ti
 // terminateJobLocked marks a placed job terminating, in b, and adds to after
 // the message asking its agent to stop it (none while its node is away: the
 // resync on reconnection carries the stop).
-func (s *Server) terminateJobLocked(js *jobState, abort bool, b *store.Batch, after []effect) []effect {
+func (s *cluster) terminateJobLocked(js *jobState, abort bool, b *store.Batch, after []effect) []effect {
 	js.rec.Status = string(api.StatusTerminating)
 	b.Jobs = append(b.Jobs, jobCopy(js))
 	ns, ok := s.nodes[js.rec.Node]
-	if !ok || ns.conn == nil {
+	if !ok || !ns.online {
 		return after
 	}
-	c, id := ns.conn, js.rec.ID
-	return append(after, sendEffect(c, api.AgentMessage{Type: "stop", Stop: &api.StopJob{JobID: id, Abort: abort}}))
+	id := js.rec.ID
+	return append(after, sendEffect(ns, api.AgentMessage{Type: "stop", Stop: &api.StopJob{JobID: id, Abort: abort}}))
 }
 
 // finishJob makes a job final, releases what it held and records it in b.
-func (s *Server) finishJob(js *jobState, status lifecycle.Status, reason lifecycle.Reason, code *int, now time.Time, b *store.Batch) {
+func (s *cluster) finishJob(js *jobState, status lifecycle.Status, reason lifecycle.Reason, code *int, now time.Time, b *store.Batch) {
 	js.rec.Status, js.rec.Reason, js.rec.ExitCode = string(status), string(reason), code
 	js.rec.FinishedAt = now
 	if !js.rec.StartedAt.IsZero() {
@@ -595,7 +601,7 @@ func (s *Server) finishJob(js *jobState, status lifecycle.Status, reason lifecyc
 
 // finalRun drops a run that lifecycle made final from memory, with what
 // waited on its end.
-func (s *Server) finalRun(rs *runState, now time.Time) {
+func (s *cluster) finalRun(rs *runState, now time.Time) {
 	rs.rec.FinishedAt = now
 	delete(s.runs, rs.rec.ID)
 	delete(s.pending, rs.rec.ID)
@@ -603,9 +609,7 @@ func (s *Server) finalRun(rs *runState, now time.Time) {
 	s.countActive(rs, -1)
 	s.changedLocked(rs.rec.ID, rs.rec.ArrayID)
 	s.endedLocked(rs)
-	if steps := s.steps.endRun(rs.rec.ID, now); len(steps) > 0 {
-		s.enqueue(&store.Batch{Steps: steps})
-	}
+	s.finished = append(s.finished, runEnd{rs.rec.ID, now})
 }
 
 // agentEvents applies a node's reports and answers what the server now holds.
@@ -684,8 +688,9 @@ func (s *Server) agentEvents(node string, evs []api.AgentEvent) (*api.AgentAck, 
 	if finished {
 		after = append(after, wakeEffect)
 	}
-	done := s.enqueue(b, after...)
-	s.mu.Unlock()
+	s.emit(b, after...)
+	done := s.flushLocked()
+	s.unlock()
 	if err := <-done; err != nil {
 		return nil, err
 	}
@@ -693,7 +698,7 @@ func (s *Server) agentEvents(node string, evs []api.AgentEvent) (*api.AgentAck, 
 }
 
 // notify is the effect that wakes the run's log followers.
-func (s *Server) notify(runID int64) effect { return effect{kind: effectNotify, run: runID} }
+func (s *cluster) notify(runID int64) effect { return effect{kind: effectNotify, run: runID} }
 
 // schedLoop runs a scheduling pass whenever something changed, and on a slow
 // timer as a safety net. It is the only caller of scheduleOnce: one pass at
@@ -713,7 +718,7 @@ func (s *Server) schedLoop(ctx context.Context) {
 				s.mu.Lock()
 				s.freed = true // the safety net: a full pass
 				s.waiting.ok = false
-				s.mu.Unlock()
+				s.unlock()
 			}
 		}
 		next := s.tickSchedules()
@@ -725,13 +730,13 @@ func (s *Server) schedLoop(ctx context.Context) {
 		if h := s.holdUntil; !h.IsZero() && (next.IsZero() || h.Before(next)) {
 			next = h
 		}
-		s.mu.Unlock()
+		s.unlock()
 		wait := s.cfg.ResyncEvery
 		s.mu.Lock()
 		if len(s.reasons) > 0 {
 			wait = min(wait, max(s.reasonsDue.Sub(s.clock.Now()), time.Millisecond))
 		}
-		s.mu.Unlock()
+		s.unlock()
 		if !next.IsZero() {
 			wait = min(wait, max(next.Sub(s.clock.Now()), time.Millisecond))
 		}
@@ -747,7 +752,7 @@ const reasonFlush = time.Second
 
 // flushReasonsLocked writes the changed pending reasons into b when b
 // carries other changes anyway or when they are due.
-func (s *Server) flushReasonsLocked(b *store.Batch, now time.Time) {
+func (s *cluster) flushReasonsLocked(b *store.Batch, now time.Time) {
 	if len(s.reasons) == 0 || (b.Empty() && now.Before(s.reasonsDue)) {
 		return
 	}
@@ -761,17 +766,17 @@ func (s *Server) flushReasonsLocked(b *store.Batch, now time.Time) {
 
 // snapshotLocked builds the scheduler's view of the cluster, with the given
 // pending runs and their holds (by ID).
-func (s *Server) snapshotLocked(pending map[int64]*runState, holds map[int64]string) sched.Snapshot {
+func (s *cluster) snapshotLocked(pending map[int64]*runState, holds map[int64]string, now time.Time) sched.Snapshot {
 	s.dropChangedViewsLocked()
-	p := s.copyClusterLocked(s.clock.Now())
+	p := s.copyClusterLocked(now)
 	p.views, _ = viewsLocked(pending, p.rules)
 	p.holds = holds
 	return p.snapshot()
 }
 
-func (s *Server) schedNode(ns *nodeState) sched.Node {
+func (s *cluster) schedNode(ns *nodeState) sched.Node {
 	// A drained node is offline to the scheduler: no new jobs (nodes_admin.go).
-	n := sched.Node{Name: ns.info.Name, Fleet: ns.info.Fleet, Online: ns.conn != nil && !ns.condition().drained(), CPUs: ns.info.CPUs, Memory: sched.Bytes(ns.info.Memory),
+	n := sched.Node{Name: ns.info.Name, Fleet: ns.info.Fleet, Online: ns.online && !ns.condition().drained(), CPUs: ns.info.CPUs, Memory: sched.Bytes(ns.info.Memory),
 		FreeCPUs: ns.info.CPUs - ns.usedCPU, FreeMemory: sched.Bytes(ns.info.Memory - ns.usedMem), Blocks: s.rules.Load().Fleets[ns.info.Fleet].Blocks,
 		Containers: ns.info.CanRunContainers()}
 	for _, g := range ns.info.GPUs {
@@ -792,8 +797,12 @@ func (s *Server) schedNode(ns *nodeState) sched.Node {
 // the scheduler computes it (pass.go, plan_apply.go).
 func (s *Server) scheduleOnce() {
 	s.mu.Lock()
-	p := s.preparePassLocked()
-	s.mu.Unlock()
+	var p *pass
+	if s.broken == nil {
+		p = s.preparePassLocked(s.clock.Now())
+		s.flushLocked()
+	}
+	s.unlock()
 	if p == nil {
 		return
 	}
@@ -801,7 +810,7 @@ func (s *Server) scheduleOnce() {
 }
 
 // countActive adds d to the active-run counts of rs's limit keys.
-func (s *Server) countActive(rs *runState, d int) {
+func (s *cluster) countActive(rs *runState, d int) {
 	if len(s.rules.Load().Submit) == 0 {
 		return
 	}
@@ -814,7 +823,7 @@ func (s *Server) countActive(rs *runState, d int) {
 
 // submitLimitLocked refuses a run that would exceed a submit limit, with
 // Slurm's names for the limit.
-func (s *Server) submitLimitLocked(rs *runState) error {
+func (s *cluster) submitLimitLocked(rs *runState) error {
 	rules := s.rules.Load()
 	for _, k := range rs.keys() {
 		lk := k
@@ -836,7 +845,7 @@ func (s *Server) submitLimitLocked(rs *runState) error {
 // requeueLocked puts a run whose jobs have all ended back in the queue, as
 // a new attempt with fresh jobs (lifecycle decided it and set its status):
 // it keeps its name, ID, submit time and history.
-func (s *Server) requeueLocked(rs *runState, attempt int, now time.Time, b *store.Batch) {
+func (s *cluster) requeueLocked(rs *runState, attempt int, now time.Time, b *store.Batch) {
 	rs.jobs = nil
 	s.newJobsLocked(rs, attempt, now, b)
 	rs.dropTask()
@@ -847,7 +856,7 @@ func (s *Server) requeueLocked(rs *runState, attempt int, now time.Time, b *stor
 
 // preemptLocked stops the plan's victims: their jobs get the stop signal and
 // grace period of a user's stop; the run's stop cause says what follows.
-func (s *Server) preemptLocked(p sched.Preemption, now time.Time, b *store.Batch) []effect {
+func (s *cluster) preemptLocked(p sched.Preemption, now time.Time, b *store.Batch) []effect {
 	rs, ok := s.runs[p.Victim]
 	if !ok || lifecycle.StopCause(rs.rec.StopReq) != lifecycle.StopNone {
 		return nil
@@ -869,7 +878,7 @@ func arrayKey(rs *runState) string {
 }
 
 // parentRunningLocked marks a task's array running once one of its tasks is.
-func (s *Server) parentRunningLocked(rs *runState, b *store.Batch) {
+func (s *cluster) parentRunningLocked(rs *runState, b *store.Batch) {
 	p := rs.parent
 	if p == nil || p.rec.Status == string(api.StatusRunning) {
 		return
@@ -906,7 +915,7 @@ func groupOf(t *spec.Task, k int) int {
 }
 
 // newJobsLocked gives rs a fresh job per node, of the given attempt, waiting.
-func (s *Server) newJobsLocked(rs *runState, attempt int, now time.Time, b *store.Batch) {
+func (s *cluster) newJobsLocked(rs *runState, attempt int, now time.Time, b *store.Batch) {
 	for k := range jobCount(rs.task()) {
 		s.nextJob++
 		js := &jobState{run: rs, rec: store.Job{ID: s.nextJob, RunID: rs.rec.ID, Num: k, Attempt: attempt, Status: string(api.StatusSubmitted), SubmittedAt: now, Alloc: []byte("{}")}}
@@ -918,7 +927,7 @@ func (s *Server) newJobsLocked(rs *runState, attempt int, now time.Time, b *stor
 
 // queueRunLocked puts a new run (an array's task, a schedule's tick) in
 // the queue with its jobs, recording both in b.
-func (s *Server) queueRunLocked(rs *runState, now time.Time, b *store.Batch) {
+func (s *cluster) queueRunLocked(rs *runState, now time.Time, b *store.Batch) {
 	s.newJobsLocked(rs, 0, now, b)
 	rs.dropTask()
 	s.runs[rs.rec.ID] = rs

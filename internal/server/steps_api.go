@@ -65,7 +65,7 @@ func (s *Server) activeRun(ctx context.Context, ref string, u *store.User) (int6
 			}
 		}
 	}
-	s.mu.Unlock()
+	s.unlock()
 	if !ok {
 		return 0, nil, fmt.Errorf("%w: run %s is not active: it has no steps", ErrNotFound, ref)
 	}
@@ -77,7 +77,7 @@ func (s *Server) activeRun(ctx context.Context, ref string, u *store.User) (int6
 
 func (s *Server) runActive(id int64) bool {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	_, ok := s.runs[id]
 	return ok
 }
@@ -91,7 +91,7 @@ func (s *Server) loadSteps(ctx context.Context) error {
 		ids = append(ids, id)
 		active[id] = true
 	}
-	s.mu.Unlock()
+	s.unlock()
 	steps, err := s.store.ListSteps(ctx, ids)
 	if err != nil {
 		return err
@@ -117,13 +117,13 @@ func (s *Server) handleStepCreate(w http.ResponseWriter, r *http.Request, u *sto
 	// Under s.mu, so that a run ending now closes this step too.
 	s.mu.Lock()
 	if _, ok := s.runs[run]; !ok {
-		s.mu.Unlock()
+		s.unlock()
 		writeError(w, fmt.Errorf("%w: run %d has ended", ErrNotFound, run))
 		return
 	}
 	st := s.steps.add(run, req, hosts, s.clock.Now())
 	done := s.enqueue(&store.Batch{Steps: []*store.Step{st.record()}})
-	s.mu.Unlock()
+	s.unlock()
 	if err := <-done; err != nil {
 		writeError(w, err)
 		return
@@ -304,7 +304,7 @@ func (s *Server) handleStepExit(w http.ResponseWriter, r *http.Request, u *store
 	if rec != nil {
 		done = s.enqueue(&store.Batch{Steps: []*store.Step{rec}})
 	}
-	s.mu.Unlock()
+	s.unlock()
 	if err == nil && done != nil {
 		err = <-done
 	}

@@ -178,7 +178,7 @@ type transcriptEnv struct {
 	clock *fakeClock
 	start time.Time
 	admin *store.User
-	conns map[string]*agentConn
+	conns map[string]nodeConn
 	nodes map[string]*nodeState
 	runs  map[string]int64 // name -> ID
 	names map[int64]string
@@ -192,7 +192,7 @@ func newTranscriptEnv(t testing.TB) *transcriptEnv {
 	}
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	e := &transcriptEnv{st: &recordingStore{Store: sq, record: true}, clock: &fakeClock{now: start}, start: start,
-		conns: map[string]*agentConn{}, nodes: map[string]*nodeState{}, runs: map[string]int64{}, names: map[int64]string{}, ticks: map[string]int{}}
+		conns: map[string]nodeConn{}, nodes: map[string]*nodeState{}, runs: map[string]int64{}, names: map[int64]string{}, ticks: map[string]int{}}
 	e.startServer(t)
 	uid, _ := sq.EnsureUser(context.Background(), "admin", true)
 	e.admin = &store.User{ID: uid, Name: "admin", Admin: true}
@@ -234,7 +234,7 @@ func (e *transcriptEnv) stopServer() {
 func (e *transcriptEnv) settle() {
 	e.srv.mu.Lock()
 	done := e.srv.enqueue(&store.Batch{})
-	e.srv.mu.Unlock()
+	e.srv.unlock()
 	<-done
 }
 
@@ -298,7 +298,7 @@ func (e *transcriptEnv) do(t testing.TB, line string) string {
 		// loads the store; the agents' streams are gone until they connect.
 		e.stopServer()
 		for n, c := range e.conns {
-			c.close()
+			c.conn.close()
 			delete(e.conns, n)
 		}
 		e.startServer(t)
@@ -458,7 +458,7 @@ func (e *transcriptEnv) agent(flags []string, args map[string]string) error {
 	if ok && atoi(num, 0) < len(rs.jobs) {
 		id = rs.jobs[atoi(num, 0)].rec.ID
 	}
-	e.srv.mu.Unlock()
+	e.srv.unlock()
 	ev := api.AgentEvent{JobID: id, Type: typ, Time: e.clock.Now(), ExitCode: atoi(args["code"], 0), Reason: args["reason"],
 		OOMKilled: slices.Contains(flags, "oom")}
 	_, err := e.srv.agentEvents(node, []api.AgentEvent{ev})
@@ -564,7 +564,7 @@ func (e *transcriptEnv) sent() string {
 	for _, n := range names {
 		for more := true; more; {
 			select {
-			case m := <-e.conns[n].ch:
+			case m := <-e.conns[n].conn.ch:
 				out.WriteString(e.message(n, m))
 			default:
 				more = false
@@ -576,7 +576,7 @@ func (e *transcriptEnv) sent() string {
 
 func (e *transcriptEnv) jobName(id int64) string {
 	e.srv.mu.Lock()
-	defer e.srv.mu.Unlock()
+	defer e.srv.unlock()
 	if js, ok := e.srv.jobs[id]; ok {
 		return e.job(&js.rec)
 	}
@@ -634,7 +634,7 @@ func (e *transcriptEnv) printPriorities(t testing.TB) string {
 // runs it waits for, as the last pass left them in memory.
 func (e *transcriptEnv) printWaiting() string {
 	e.srv.mu.Lock()
-	defer e.srv.mu.Unlock()
+	defer e.srv.unlock()
 	var out strings.Builder
 	for _, id := range slices.Sorted(mapsKeys(e.srv.pending)) {
 		rs := e.srv.pending[id]

@@ -33,7 +33,7 @@ func (s *Server) loadUsage(ctx context.Context) error {
 }
 
 // addUsage adds a job's CPU-seconds, ended at end, decayed to usageAt.
-func (s *Server) addUsage(acct sched.Account, cpus int, start, end time.Time) {
+func (s *cluster) addUsage(acct sched.Account, cpus int, start, end time.Time) {
 	cpuSeconds := float64(cpus) * end.Sub(start).Seconds()
 	if cpuSeconds <= 0 {
 		return
@@ -42,12 +42,12 @@ func (s *Server) addUsage(acct sched.Account, cpus int, start, end time.Time) {
 }
 
 // decay is the weight left after d.
-func (s *Server) decay(d time.Duration) float64 {
+func (s *cluster) decay(d time.Duration) float64 {
 	return math.Pow(2, -float64(d)/float64(s.cfg.HalfLife))
 }
 
 // decayTo ages the sums to now.
-func (s *Server) decayTo(now time.Time) {
+func (s *cluster) decayTo(now time.Time) {
 	if !now.After(s.usageAt) {
 		return
 	}
@@ -59,7 +59,7 @@ func (s *Server) decayTo(now time.Time) {
 }
 
 // usageAtLocked decays the sums to now and returns a copy for a snapshot.
-func (s *Server) usageAtLocked(now time.Time) sched.Usage {
+func (s *cluster) usageAtLocked(now time.Time) sched.Usage {
 	s.decayTo(now)
 	out := make(sched.Usage, len(s.usage))
 	for u, v := range s.usage {
