@@ -73,9 +73,14 @@ func (s *Server) register(info api.NodeInfo) error {
 	if info.Name == "" || info.CPUs <= 0 {
 		return fmt.Errorf("%w: a node needs a name and at least one CPU", ErrInvalid)
 	}
-	now := s.clock.Now()
 	body, _ := json.Marshal(info)
-	s.mu.Lock()
+	_, err := s.do(registerInput{info: info, body: body})
+	return err
+}
+
+// onRegister records a node's resources: a new node, or one that changed.
+func (s *cluster) onRegister(now time.Time, in registerInput) {
+	info := in.info
 	ns, ok := s.nodes[info.Name]
 	if !ok {
 		ns = newNode(info)
@@ -83,16 +88,13 @@ func (s *Server) register(info api.NodeInfo) error {
 		s.nodes[info.Name] = ns
 	}
 	ns.info = info
-	ns.rec.Name, ns.rec.Info, ns.rec.LastSeen = info.Name, body, now
+	ns.rec.Name, ns.rec.Info, ns.rec.LastSeen = info.Name, in.body, now
 	s.freed = true
 	if ns.rec.RegisteredAt.IsZero() {
 		ns.rec.RegisteredAt = now
 	}
 	rec := ns.rec
 	s.emit(&store.Batch{Nodes: []*store.Node{&rec}}, wakeEffect)
-	done := s.flushLocked()
-	s.unlock()
-	return <-done
 }
 
 // handleStream keeps an agent's assignment stream: a full sync first, then
@@ -104,7 +106,7 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request, _ *store.U
 		writeError(w, fmt.Errorf("server: streaming unsupported"))
 		return
 	}
-	ns, c, err := s.connect(name)
+	c, err := s.connect(name)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -118,7 +120,7 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request, _ *store.U
 	ping := time.NewTicker(s.cfg.PingEvery)
 	defer ping.Stop()
 	defer func() {
-		s.disconnect(ns, c)
+		s.disconnect(name, c)
 		s.log.Info("agent disconnected", "node", name)
 	}()
 	for {
@@ -169,15 +171,19 @@ type nodeConn struct {
 
 // connect makes a new stream the node's (closing an earlier one): the node
 // is up again, and its first message is the full sync of its jobs.
-func (s *Server) connect(name string) (*nodeState, nodeConn, error) {
-	c := nodeConn{conn: newAgentConn()}
+func (s *Server) connect(name string) (nodeConn, error) {
 	s.mu.Lock()
-	ns, err := s.connectLocked(name, s.clock.Now())
-	if err != nil {
-		s.unlock()
-		return nil, nodeConn{}, err
+	defer s.unlock()
+	if s.broken != nil {
+		return nodeConn{}, s.broken
 	}
-	c.epoch = ns.epoch
+	r, err := s.step(s.clock.Now(), connectInput{node: name})
+	if err != nil {
+		return nodeConn{}, err
+	}
+	// The stream is the node's before the sync can be sent on it (once
+	// queued, after unlock).
+	c := nodeConn{conn: newAgentConn(), epoch: r.(uint64)}
 	s.connMu.Lock()
 	old := s.conns[name]
 	s.conns[name] = c
@@ -185,17 +191,15 @@ func (s *Server) connect(name string) (*nodeState, nodeConn, error) {
 	if old.conn != nil {
 		old.conn.close()
 	}
-	s.flushLocked()
-	s.unlock()
-	return ns, c, nil
+	return c, nil
 }
 
-// connectLocked marks the node up on a new stream (a new epoch), whose
-// first message is the full sync of its jobs.
-func (s *cluster) connectLocked(name string, now time.Time) (*nodeState, error) {
-	ns, ok := s.nodes[name]
+// onConnect marks the node up on a new stream (a new epoch, its answer),
+// whose first message is the full sync of its jobs.
+func (s *cluster) onConnect(now time.Time, in connectInput) (uint64, error) {
+	ns, ok := s.nodes[in.node]
 	if !ok {
-		return nil, fmt.Errorf("node %q: %w (register first)", name, ErrNotFound)
+		return 0, fmt.Errorf("node %q: %w (register first)", in.node, ErrNotFound)
 	}
 	ns.online = true
 	ns.epoch++
@@ -204,28 +208,30 @@ func (s *cluster) connectLocked(name string, now time.Time) (*nodeState, error) 
 	// The sync goes out once everything it reflects is durable, ahead of any
 	// later change's messages.
 	s.emit(&store.Batch{}, sendEffect(ns, s.syncLocked(ns)), wakeEffect)
-	return ns, nil
+	return ns.epoch, nil
 }
 
 // disconnect ends the node's stream c: unless a newer stream replaced it,
 // the node is away from now (see nodesLostLocked).
-func (s *Server) disconnect(ns *nodeState, c nodeConn) {
+func (s *Server) disconnect(name string, c nodeConn) {
 	s.mu.Lock()
 	s.connMu.Lock()
-	if s.conns[ns.info.Name] == c {
-		delete(s.conns, ns.info.Name)
+	if s.conns[name] == c {
+		delete(s.conns, name)
 	}
 	s.connMu.Unlock()
-	s.disconnectLocked(ns, c.epoch, s.clock.Now())
-	s.flushLocked()
+	if s.broken == nil {
+		_, _ = s.step(s.clock.Now(), disconnectInput{node: name, epoch: c.epoch})
+	}
 	s.unlock()
 	c.conn.close()
 }
 
-// disconnectLocked marks the node away from now, unless a newer stream
-// (epoch) replaced the one that ended.
-func (s *cluster) disconnectLocked(ns *nodeState, epoch uint64, now time.Time) {
-	if !ns.online || ns.epoch != epoch {
+// onDisconnect marks the node away from now, unless a newer stream (epoch)
+// replaced the one that ended.
+func (s *cluster) onDisconnect(now time.Time, in disconnectInput) {
+	ns, ok := s.nodes[in.node]
+	if !ok || !ns.online || ns.epoch != in.epoch {
 		return
 	}
 	ns.online = false

@@ -92,11 +92,15 @@ func (s *Server) handleControl(w http.ResponseWriter, r *http.Request, u *store.
 // control applies req to run id; admin says the caller is an admin (only
 // an admin may raise a running run's time limit, as in Slurm).
 func (s *Server) control(id int64, req api.ControlRequest, admin bool) error {
-	now := s.clock.Now()
-	s.mu.Lock()
+	_, err := s.do(controlInput{id: id, req: req, admin: admin})
+	return err
+}
+
+// onControl applies a hold, release, requeue or update to a run.
+func (s *cluster) onControl(now time.Time, in controlInput) error {
+	id, req, admin := in.id, in.req, in.admin
 	rs, ok := s.runs[id]
 	if !ok {
-		s.unlock()
 		if req.Action == "update" {
 			return fmt.Errorf("%w: run %d has ended (Slurm: Job/step already completing or completed)", ErrInvalid, id)
 		}
@@ -147,14 +151,11 @@ func (s *Server) control(id int64, req api.ControlRequest, admin bool) error {
 		err = fmt.Errorf("%w: unknown action %q (hold, release, requeue, update)", ErrInvalid, req.Action)
 	}
 	if err != nil {
-		s.unlock()
 		return err
 	}
 	b.Runs = append(b.Runs, runCopy(rs))
 	s.emit(b, append(after, s.notify(id), wakeEffect)...)
-	done := s.flushLocked()
-	s.unlock()
-	return <-done
+	return nil
 }
 
 func (s *cluster) updateLocked(rs *runState, req api.ControlRequest, admin bool, now time.Time, b *store.Batch) (after []effect, err error) {
@@ -339,13 +340,22 @@ func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request, u *store.U
 		writeError(w, err)
 		return
 	}
-	now := s.clock.Now()
-	s.mu.Lock()
-	rs, ok := s.runs[run.ID]
-	if !ok {
-		s.unlock()
-		writeError(w, fmt.Errorf("%w: run %d has ended", ErrInvalid, run.ID))
+	sent, err := s.do(signalInput{id: run.ID, signal: req.Signal, batchOnly: req.BatchOnly})
+	if err != nil {
+		writeError(w, err)
 		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Jobs int `json:"jobs"`
+	}{sent.(int)})
+}
+
+// onSignal signals a run's placed jobs (an array's: its live tasks'); it
+// answers how many.
+func (s *cluster) onSignal(now time.Time, in signalInput) (int, error) {
+	rs, ok := s.runs[in.id]
+	if !ok {
+		return 0, fmt.Errorf("%w: run %d has ended", ErrInvalid, in.id)
 	}
 	targets := []*runState{rs}
 	if rs.array != nil {
@@ -367,21 +377,13 @@ func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request, u *store.U
 				continue
 			}
 			if ns, ok := s.nodes[js.rec.Node]; ok && ns.online {
-				k := api.KillJob{JobID: js.rec.ID, Signal: req.Signal, BatchOnly: req.BatchOnly}
+				k := api.KillJob{JobID: js.rec.ID, Signal: in.signal, BatchOnly: in.batchOnly}
 				after = append(after, sendEffect(ns, api.AgentMessage{Type: "signal", Kill: &k}))
 				sent++
 			}
 		}
 	}
-	b := &store.Batch{Events: []*store.Event{{RunID: run.ID, Time: now, Type: "signal", Message: fmt.Sprintf("signal %d sent to %d running jobs", req.Signal, sent)}}}
+	b := &store.Batch{Events: []*store.Event{{RunID: in.id, Time: now, Type: "signal", Message: fmt.Sprintf("signal %d sent to %d running jobs", in.signal, sent)}}}
 	s.emit(b, after...)
-	done := s.flushLocked()
-	s.unlock()
-	if err := <-done; err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, struct {
-		Jobs int `json:"jobs"`
-	}{sent})
+	return sent, nil
 }

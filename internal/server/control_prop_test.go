@@ -100,11 +100,11 @@ func controlWalk(t *testing.T, seed uint64) {
 
 // reconnect opens a node's stream again after "away".
 func (e *transcriptEnv) reconnect(t *testing.T, name string) {
-	ns, conn, err := e.srv.connect(name)
+	conn, err := e.srv.connect(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.nodes[name], e.conns[name] = ns, conn
+	e.nodes[name], e.conns[name] = true, conn
 	e.settle()
 	e.sent()
 }

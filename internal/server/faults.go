@@ -77,17 +77,34 @@ func (s *cluster) nodesLostLocked(now time.Time, b *store.Batch) (next time.Time
 	return next, after
 }
 
-// checkNodes runs nodesLostLocked and commits what it did.
-func (s *Server) checkNodes() time.Time {
-	s.mu.Lock()
-	defer s.unlock()
-	if s.broken != nil {
+// tick is the scheduling loop's clockwork (onTick), queued without waiting.
+func (s *Server) tick() time.Time {
+	next, err := s.do(tickInput{})
+	if err != nil {
 		return time.Time{}
 	}
+	return next.(time.Time)
+}
+
+// onTick submits the schedules' runs whose tick has come and fails the
+// jobs of nodes away too long; it answers when it is next due (zero:
+// never).
+func (s *cluster) onTick(now time.Time) time.Time {
 	b := &store.Batch{}
-	next, after := s.nodesLostLocked(s.clock.Now(), b)
+	next := time.Time{}
+	if len(s.schedules) > 0 {
+		next = s.tickSchedulesLocked(now, b)
+	}
+	if !b.Empty() {
+		s.emit(b)
+		b = &store.Batch{}
+	}
+	lost, after := s.nodesLostLocked(now, b)
 	if !b.Empty() {
 		s.emit(b, append(after, wakeEffect)...)
+	}
+	if !lost.IsZero() && (next.IsZero() || lost.Before(next)) {
+		next = lost
 	}
 	return next
 }

@@ -321,22 +321,22 @@ func (s *Server) arrayTaskRef(ctx context.Context, ref string) (int64, int, bool
 
 // cancelTask stops task index of an array before it exists.
 func (s *Server) cancelTask(array int64, index int) error {
-	now := s.clock.Now()
-	s.mu.Lock()
-	rs, ok := s.arrays[array]
+	_, err := s.do(cancelTaskInput{array: array, index: index})
+	return err
+}
+
+// onCancelTask cancels task index of an array before it exists.
+func (s *cluster) onCancelTask(now time.Time, in cancelTaskInput) error {
+	rs, ok := s.arrays[in.array]
 	if !ok {
-		s.unlock()
 		return nil // the array has ended
 	}
 	b := &store.Batch{}
-	if err := s.cancelTaskLocked(rs, index, now, b); err != nil {
-		s.unlock()
+	if err := s.cancelTaskLocked(rs, in.index, now, b); err != nil {
 		return err
 	}
-	s.emit(b, s.notify(array), wakeEffect)
-	done := s.flushLocked()
-	s.unlock()
-	return <-done
+	s.emit(b, s.notify(in.array), wakeEffect)
+	return nil
 }
 
 func (s *Server) handleGetRun(w http.ResponseWriter, r *http.Request, _ *store.User) {

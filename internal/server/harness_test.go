@@ -2,12 +2,15 @@ package server
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"net/http/httptest"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/berth-hq/berth/internal/client"
 	"github.com/berth-hq/berth/internal/policy"
@@ -61,6 +64,12 @@ func newHarnessCfg(tb testing.TB, dir, addr string, adjust func(*Config)) *harne
 		tb.Fatal(err)
 	}
 	ln, err := net.Listen("tcp", addr)
+	// A restart listens where the last server did: a client's connection
+	// elsewhere on this machine may hold that port a moment.
+	for end := time.Now().Add(10 * time.Second); err != nil && errors.Is(err, syscall.EADDRINUSE) && time.Now().Before(end); {
+		time.Sleep(50 * time.Millisecond)
+		ln, err = net.Listen("tcp", addr)
+	}
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/store"
@@ -76,12 +77,21 @@ func (s *Server) handleAgentHealth(w http.ResponseWriter, r *http.Request, _ *st
 	if h.CheckedAt.IsZero() {
 		h.CheckedAt = s.clock.Now()
 	}
-	s.mu.Lock()
-	ns, ok := s.nodes[req.Node]
-	if !ok {
-		s.unlock()
-		writeError(w, fmt.Errorf("node %q: %w (register first)", req.Node, ErrNotFound))
+	if _, err := s.do(healthInput{node: req.Node, health: h}); err != nil {
+		writeError(w, err)
 		return
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
+}
+
+// onHealth takes a node's health report. Only a change of status or
+// reason is made durable (and may drain the node or lift its drain); the
+// time of the check is kept in memory.
+func (s *cluster) onHealth(in healthInput) error {
+	h := in.health
+	ns, ok := s.nodes[in.node]
+	if !ok {
+		return fmt.Errorf("node %q: %w (register first)", in.node, ErrNotFound)
 	}
 	c := ns.condition()
 	prev := c.Health
@@ -90,26 +100,18 @@ func (s *Server) handleAgentHealth(w http.ResponseWriter, r *http.Request, _ *st
 	}
 	c.Health = &h
 	if prev.Status == h.Status && prev.Reason == h.Reason {
-		s.unlock()
-		writeJSON(w, http.StatusOK, struct{}{})
-		return
+		return nil
 	}
 	switch {
 	case h.Status == api.HealthFailure:
-		s.log.Warn("node failed its health check: drained", "node", req.Node, "reason", h.Reason)
+		s.log.Warn("node failed its health check: drained", "node", in.node, "reason", h.Reason)
 	case prev.Status == api.HealthFailure:
-		s.log.Info("node passed its health check: drain lifted", "node", req.Node, "status", h.Status)
+		s.log.Info("node passed its health check: drain lifted", "node", in.node, "status", h.Status)
 	case h.Status == api.HealthWarning:
-		s.log.Warn("node health warning", "node", req.Node, "reason", h.Reason)
+		s.log.Warn("node health warning", "node", in.node, "reason", h.Reason)
 	}
 	s.saveCondLocked(ns)
-	done := s.flushLocked()
-	s.unlock()
-	if err := <-done; err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, struct{}{})
+	return nil
 }
 
 // handleDrain drains a node on an administrator's word.
@@ -134,36 +136,36 @@ func (s *Server) setDrain(w http.ResponseWriter, name string, u *store.User, req
 		writeError(w, fmt.Errorf("%w: draining and resuming nodes takes an admin's token", ErrUnauthorized))
 		return
 	}
-	now := s.clock.Now()
-	s.mu.Lock()
-	ns, ok := s.nodes[name]
-	if !ok {
-		s.unlock()
-		writeError(w, fmt.Errorf("node %q: %w", name, ErrNotFound))
-		return
-	}
-	c := ns.condition()
-	switch {
-	case req != nil:
-		d := &api.NodeDrain{Reason: strings.TrimSpace(req.Reason), By: u.Name, Since: now}
-		if c.Manual != nil {
-			d.Since = c.Manual.Since // drained already: a new reason
-		}
-		c.Manual = d
-		s.log.Info("node drained", "node", name, "reason", d.Reason, "by", u.Name)
-	case c.Manual != nil:
-		c.Manual = nil
-		s.log.Info("node resumed", "node", name, "by", u.Name)
-	}
-	s.saveCondLocked(ns)
-	done := s.flushLocked()
-	out := s.apiNodeLocked(ns)
-	s.unlock()
-	if err := <-done; err != nil {
+	out, err := s.do(drainInput{node: name, drain: req, by: u.Name})
+	if err != nil {
 		writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// onDrain drains the node (in.drain set) or lifts its manual drain, and
+// answers the node as it now is.
+func (s *cluster) onDrain(now time.Time, in drainInput) (api.Node, error) {
+	ns, ok := s.nodes[in.node]
+	if !ok {
+		return api.Node{}, fmt.Errorf("node %q: %w", in.node, ErrNotFound)
+	}
+	c := ns.condition()
+	switch {
+	case in.drain != nil:
+		d := &api.NodeDrain{Reason: strings.TrimSpace(in.drain.Reason), By: in.by, Since: now}
+		if c.Manual != nil {
+			d.Since = c.Manual.Since // drained already: a new reason
+		}
+		c.Manual = d
+		s.log.Info("node drained", "node", in.node, "reason", d.Reason, "by", in.by)
+	case c.Manual != nil:
+		c.Manual = nil
+		s.log.Info("node resumed", "node", in.node, "by", in.by)
+	}
+	s.saveCondLocked(ns)
+	return s.apiNodeLocked(ns), nil
 }
 
 // apiNodeLocked is a node as the API shows it.

@@ -41,13 +41,9 @@ import (
 // reasons is new is sorted out before.
 func (s *Server) applyPlan(p *pass, plan sched.Plan) {
 	reasons := s.newReasons(plan)
-	s.mu.Lock()
-	if s.broken == nil {
+	if _, _, err := s.queue(func() input { return planInput{p, plan, reasons} }); err == nil {
 		s.metrics.cycles.Add(1)
-		s.applyPlanLocked(p, plan, reasons, s.clock.Now())
-		s.flushLocked()
 	}
-	s.unlock()
 	s.forgetReasons(p, plan)
 }
 

@@ -52,7 +52,15 @@ func (s *Server) ReloadPolicy() error {
 // active-run counts under submit limits and the pending runs' fleets, tier
 // and partition hold. Then a full pass weighs every pending run again.
 func (s *Server) setRules(p *policy.Policy) {
-	s.mu.Lock()
+	if _, err := s.do(rulesInput{rules: p}); err != nil {
+		s.log.Warn("policy in force, not all of it durable", "err", err)
+	}
+	s.wakeScheduler()
+}
+
+// onRules puts p in force.
+func (s *cluster) onRules(in rulesInput) {
+	p := in.rules
 	s.rules.Store(p)
 	clear(s.active)
 	for _, rs := range s.runs {
@@ -62,8 +70,6 @@ func (s *Server) setRules(p *policy.Policy) {
 		resolveFleets(rs, *rs.req, rs.groups, p)
 	}
 	s.freed = true
-	s.unlock()
-	s.wakeScheduler()
 }
 
 func (s *Server) handlePolicyReload(w http.ResponseWriter, _ *http.Request, u *store.User) {

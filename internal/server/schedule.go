@@ -124,16 +124,3 @@ func (s *cluster) stopScheduleLocked(rs *runState, now time.Time, b *store.Batch
 
 // tickSchedules submits the runs whose tick has come and returns the next
 // tick (zero: no schedule).
-func (s *Server) tickSchedules() time.Time {
-	s.mu.Lock()
-	defer s.unlock()
-	if len(s.schedules) == 0 || s.broken != nil {
-		return time.Time{}
-	}
-	b := &store.Batch{}
-	next := s.tickSchedulesLocked(s.clock.Now(), b)
-	if !b.Empty() {
-		s.emit(b)
-	}
-	return next
-}

@@ -439,14 +439,23 @@ func (s *Server) submit(user *store.User, t *spec.Task, ended map[int64]outcome,
 	if err != nil {
 		return nil, fmt.Errorf("server: encode spec: %w", err)
 	}
-	now := s.clock.Now()
 	project := s.name(context.Background(), 'p', s.projectID) // may read the store: not under the lock
-	s.mu.Lock()
-	rs := s.newRunState(store.Run{ProjectID: s.projectID, UserID: user.ID, Status: string(api.StatusSubmitted), Priority: t.Priority,
-		Spec: body, SubmittedAt: now}, t, user.Name, project)
-	if err := s.submitLimitLocked(rs); err != nil {
-		s.unlock()
+	r, err := s.do(submitInput{userID: user.ID, user: user.Name, projectID: s.projectID, project: project,
+		task: t, body: body, ended: ended, opts: opts})
+	if err != nil {
 		return nil, err
+	}
+	run := r.(store.Run)
+	return s.apiRun(&run, nil, user.Name, t), nil
+}
+
+// onSubmit creates a run of the valid configuration in.task.
+func (s *cluster) onSubmit(now time.Time, in submitInput) (store.Run, error) {
+	t := in.task
+	rs := s.newRunState(store.Run{ProjectID: in.projectID, UserID: in.userID, Status: string(api.StatusSubmitted), Priority: t.Priority,
+		Spec: in.body, SubmittedAt: now}, t, in.user, in.project)
+	if err := s.submitLimitLocked(rs); err != nil {
+		return store.Run{}, err
 	}
 	s.nextRun++
 	id := s.nextRun
@@ -455,7 +464,7 @@ func (s *Server) submit(user *store.User, t *spec.Task, ended map[int64]outcome,
 		name = runName(id)
 	}
 	rs.rec.ID, rs.rec.Name = id, name
-	rs.held, rs.begin = opts.hold, opts.begin
+	rs.held, rs.begin = in.opts.hold, in.opts.begin
 	rs.saveMeta()
 	if t.Schedule != nil {
 		err := error(nil)
@@ -466,19 +475,17 @@ func (s *Server) submit(user *store.User, t *spec.Task, ended map[int64]outcome,
 		}
 		if err != nil {
 			s.nextRun--
-			s.unlock()
-			return nil, err
+			return store.Run{}, err
 		}
 	}
 	if t.Array != "" {
 		if err := s.newArrayLocked(rs); err != nil {
 			s.nextRun--
-			s.unlock()
-			return nil, err
+			return store.Run{}, err
 		}
 	}
 	s.countActive(rs, 1)
-	for rid, o := range ended {
+	for rid, o := range in.ended {
 		if _, active := s.runs[rid]; !active {
 			s.ended[rid] = o
 		}
@@ -501,12 +508,7 @@ func (s *Server) submit(user *store.User, t *spec.Task, ended map[int64]outcome,
 	run := rs.rec
 	b.Runs = append(b.Runs, &run)
 	s.emit(b, wakeEffect)
-	done := s.flushLocked()
-	s.unlock()
-	if err := <-done; err != nil {
-		return nil, err
-	}
-	return s.apiRun(&run, nil, user.Name, t), nil
+	return run, nil
 }
 
 func jobCopy(j *jobState) *store.Job {
@@ -522,16 +524,21 @@ func runCopy(r *runState) *store.Run {
 
 // stop asks a run's jobs to end. Jobs not placed yet end at once.
 func (s *Server) stop(id int64, abort bool) error {
+	_, err := s.do(stopInput{id: id, abort: abort})
+	return err
+}
+
+// onStop asks a run's jobs to end (an array's, a schedule's: every live
+// run's, and no more); jobs not placed yet end at once.
+func (s *cluster) onStop(now time.Time, in stopInput) {
 	cause := lifecycle.StopUser
-	if abort {
+	if in.abort {
 		cause = lifecycle.StopAbort
 	}
-	now := s.clock.Now()
-	s.mu.Lock()
+	id := in.id
 	rs, ok := s.runs[id]
 	if !ok {
-		s.unlock()
-		return nil // already final
+		return // already final
 	}
 	b := &store.Batch{}
 	var after []effect
@@ -549,9 +556,6 @@ func (s *Server) stop(id int64, abort bool) error {
 		after = s.stopLocked(rs, cause, now, b)
 	}
 	s.emit(b, append(after, s.notify(id), wakeEffect)...)
-	done := s.flushLocked()
-	s.unlock()
-	return <-done
 }
 
 // stopLocked asks one run's jobs to end for cause (user, abort, requeue),
@@ -614,10 +618,33 @@ func (s *cluster) finalRun(rs *runState, now time.Time) {
 
 // agentEvents applies a node's reports and answers what the server now holds.
 func (s *Server) agentEvents(node string, evs []api.AgentEvent) (*api.AgentAck, error) {
-	now := s.clock.Now()
+	in := reportInput{node: node, events: evs}
+	r, err := s.doWith(func() input {
+		// The group's peak at the end; the samples' for a job without a
+		// group of its own (a container).
+		for _, ev := range evs {
+			if js, ok := s.jobs[ev.JobID]; ok && ev.Type == "exited" {
+				if p := s.jm.peak(js.rec.RunID, js.rec.ID); p > ev.MaxRSS {
+					if in.peaks == nil {
+						in.peaks = map[int64]int64{}
+					}
+					in.peaks[ev.JobID] = p
+				}
+			}
+		}
+		return in
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r.(*api.AgentAck), nil
+}
+
+// onReport applies a node's reports and answers what the cluster now holds.
+func (s *cluster) onReport(now time.Time, in reportInput) *api.AgentAck {
+	node, evs := in.node, in.events
 	ack := &api.AgentAck{LogSize: map[int64]int64{}}
 	b := &store.Batch{}
-	s.mu.Lock()
 	touched := map[int64]*jobState{}
 	runs := map[int64]*runState{}
 	finished := false
@@ -655,9 +682,7 @@ func (s *Server) agentEvents(node string, evs []api.AgentEvent) (*api.AgentAck, 
 			if js.run.rec.StartedAt.IsZero() {
 				js.run.rec.StartedAt = js.rec.StartedAt
 			}
-			// The group's peak at the end; the samples' for a job without
-			// a group of its own (a container).
-			js.rec.MaxRSS = max(ev.MaxRSS, s.jm.peak(js.rec.RunID, js.rec.ID))
+			js.rec.MaxRSS = max(ev.MaxRSS, in.peaks[js.rec.ID])
 			delete(touched, js.rec.ID)
 			exit := lifecycle.Exit{Reason: ev.Reason, Code: ev.ExitCode, OOMKilled: ev.OOMKilled}
 			extra = append(extra, s.stepLocked(js.run, lifecycle.Event{Kind: lifecycle.Exited, Job: js.rec.Num, Exit: exit, Time: ev.Time}, now, b)...)
@@ -689,12 +714,7 @@ func (s *Server) agentEvents(node string, evs []api.AgentEvent) (*api.AgentAck, 
 		after = append(after, wakeEffect)
 	}
 	s.emit(b, after...)
-	done := s.flushLocked()
-	s.unlock()
-	if err := <-done; err != nil {
-		return nil, err
-	}
-	return ack, nil
+	return ack
 }
 
 // notify is the effect that wakes the run's log followers.
@@ -721,10 +741,7 @@ func (s *Server) schedLoop(ctx context.Context) {
 				s.unlock()
 			}
 		}
-		next := s.tickSchedules()
-		if lost := s.checkNodes(); !lost.IsZero() && (next.IsZero() || lost.Before(next)) {
-			next = lost
-		}
+		next := s.tick()
 		s.scheduleOnce()
 		s.mu.Lock()
 		if h := s.holdUntil; !h.IsZero() && (next.IsZero() || h.Before(next)) {
@@ -796,14 +813,9 @@ func (s *cluster) schedNode(ns *nodeState) sched.Node {
 // The state lock is held to copy the pass and to apply its plan, not while
 // the scheduler computes it (pass.go, plan_apply.go).
 func (s *Server) scheduleOnce() {
-	s.mu.Lock()
-	var p *pass
-	if s.broken == nil {
-		p = s.preparePassLocked(s.clock.Now())
-		s.flushLocked()
-	}
-	s.unlock()
-	if p == nil {
+	r, _, err := s.queue(func() input { return passInput{} })
+	p, _ := r.(*pass)
+	if err != nil || p == nil {
 		return
 	}
 	s.applyPlan(p, sched.Schedule(p.snapshot(), p.now))

@@ -179,7 +179,7 @@ type transcriptEnv struct {
 	start time.Time
 	admin *store.User
 	conns map[string]nodeConn
-	nodes map[string]*nodeState
+	nodes map[string]bool
 	runs  map[string]int64 // name -> ID
 	names map[int64]string
 	ticks map[string]int // runs submitted by each schedule
@@ -192,7 +192,7 @@ func newTranscriptEnv(t testing.TB) *transcriptEnv {
 	}
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	e := &transcriptEnv{st: &recordingStore{Store: sq, record: true}, clock: &fakeClock{now: start}, start: start,
-		conns: map[string]nodeConn{}, nodes: map[string]*nodeState{}, runs: map[string]int64{}, names: map[int64]string{}, ticks: map[string]int{}}
+		conns: map[string]nodeConn{}, nodes: map[string]bool{}, runs: map[string]int64{}, names: map[int64]string{}, ticks: map[string]int{}}
 	e.startServer(t)
 	uid, _ := sq.EnsureUser(context.Background(), "admin", true)
 	e.admin = &store.User{ID: uid, Name: "admin", Admin: true}
@@ -254,7 +254,7 @@ func (e *transcriptEnv) do(t testing.TB, line string) string {
 	case "node":
 		err = e.node(flags[0], args)
 	case "away":
-		e.srv.disconnect(e.nodes[flags[0]], e.conns[flags[0]])
+		e.srv.disconnect(flags[0], e.conns[flags[0]])
 		delete(e.conns, flags[0])
 	case "submit":
 		err = e.submit(t, flags[0], flags[1:], args)
@@ -267,7 +267,7 @@ func (e *transcriptEnv) do(t testing.TB, line string) string {
 	case "schedule":
 		// As an iteration of schedLoop: schedules' due ticks, then a pass
 		// (nodes away are checked by check-nodes).
-		e.srv.tickSchedules()
+		e.srv.tick()
 		e.srv.scheduleOnce()
 	case "agent":
 		err = e.agent(flags, args)
@@ -305,11 +305,11 @@ func (e *transcriptEnv) do(t testing.TB, line string) string {
 		e.st.take()
 		return ""
 	case "connect":
-		ns, conn, cerr := e.srv.connect(flags[0])
+		conn, cerr := e.srv.connect(flags[0])
 		if cerr != nil {
 			t.Fatalf("%s: %v", line, cerr)
 		}
-		e.nodes[flags[0]], e.conns[flags[0]] = ns, conn
+		e.nodes[flags[0]], e.conns[flags[0]] = true, conn
 	case "tick":
 		d, perr := time.ParseDuration(flags[0])
 		if perr != nil {
@@ -320,7 +320,7 @@ func (e *transcriptEnv) do(t testing.TB, line string) string {
 		e.clock.mu.Unlock()
 		return fmt.Sprintf("now +%s\n", e.clock.Now().Sub(e.start))
 	case "check-nodes":
-		e.srv.checkNodes()
+		e.srv.tick()
 	case "print":
 		e.settle()
 		e.st.take()
@@ -359,11 +359,11 @@ func (e *transcriptEnv) node(name string, args map[string]string) error {
 	if err := e.srv.register(info); err != nil {
 		return err
 	}
-	ns, conn, err := e.srv.connect(name)
+	conn, err := e.srv.connect(name)
 	if err != nil {
 		return err
 	}
-	e.nodes[name], e.conns[name] = ns, conn
+	e.nodes[name], e.conns[name] = true, conn
 	return nil
 }
 

@@ -290,12 +290,12 @@ func TestScheduledRuns(t *testing.T) {
 		return n
 	}
 	clock.set(time.Date(2026, 11, 22, 23, 14, 0, 0, time.UTC))
-	srv.tickSchedules()
+	srv.tick()
 	if n := count(); n != 0 {
 		t.Fatalf("%d runs before the tick", n)
 	}
 	clock.set(time.Date(2026, 11, 22, 23, 15, 1, 0, time.UTC))
-	if next := srv.tickSchedules(); !next.Equal(time.Date(2026, 11, 23, 23, 15, 0, 0, time.UTC)) {
+	if next := srv.tick(); !next.Equal(time.Date(2026, 11, 23, 23, 15, 0, 0, time.UTC)) {
 		t.Errorf("next tick %v", next)
 	}
 	waitFor(t, "the tick's run to be stored", func() bool { return count() == 1 })
@@ -305,9 +305,9 @@ func TestScheduledRuns(t *testing.T) {
 	st.Close()
 	clock.set(time.Date(2026, 11, 26, 8, 0, 0, 0, time.UTC))
 	srv, st = open()
-	srv.tickSchedules()
+	srv.tick()
 	waitFor(t, "one catch-up run", func() bool { return count() == 2 })
-	srv.tickSchedules()
+	srv.tick()
 	time.Sleep(100 * time.Millisecond)
 	if n := count(); n != 2 {
 		t.Errorf("%d runs after the catch-up, want 2", n)
