@@ -65,7 +65,7 @@ func (s *cluster) newArrayLocked(rs *runState) error {
 }
 
 // loadArray restores an array's state from its record and its tasks.
-func (s *Server) loadArray(rs *runState, tasks []*store.Run) error {
+func (s *cluster) loadArray(rs *runState, tasks []*store.Run) error {
 	var m runMeta
 	if err := json.Unmarshal(rs.rec.Meta, &m); err != nil || m.Array == nil {
 		return fmt.Errorf("server: array %d: bad state %q", rs.rec.ID, rs.rec.Meta)

@@ -64,7 +64,7 @@ func (s *cluster) newScheduleLocked(rs *runState, now time.Time) error {
 }
 
 // loadSchedule restores a schedule from its record.
-func (s *Server) loadSchedule(rs *runState) error {
+func (s *cluster) loadSchedule(rs *runState) error {
 	var m runMeta
 	if err := json.Unmarshal(rs.rec.Meta, &m); err != nil || m.Schedule == nil {
 		return fmt.Errorf("server: schedule %d: bad state %q", rs.rec.ID, rs.rec.Meta)

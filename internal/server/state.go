@@ -292,10 +292,96 @@ func requestOf(t *spec.Task, res spec.Resources) sched.Request {
 }
 
 func (s *Server) load(ctx context.Context) error {
-	a, err := s.store.LoadActive(ctx)
+	l, err := s.read(ctx)
 	if err != nil {
 		return err
 	}
+	if err := s.restore(l, s.clock.Now()); err != nil {
+		return err
+	}
+	s.log.Info("state loaded", "active_runs", len(s.runs), "active_jobs", len(s.jobs), "nodes", len(s.nodes))
+	return nil
+}
+
+// loaded is what the store holds that the cluster starts from: the
+// active runs, jobs and nodes, with every name and reference resolved.
+type loaded struct {
+	active *store.Active
+	// names of the runs' users and projects, by ID
+	users, projects map[int64]string
+	// tasks are the tasks of the active arrays and of the ended arrays
+	// waiting runs depend on, by array ID; ended are the ended runs
+	// waiting runs depend on.
+	tasks map[int64][]*store.Run
+	ended map[int64]*store.Run
+	// usage is the jobs that ended within ten half-lives (fairshare).
+	usage []*store.JobUsage
+}
+
+// read reads what the cluster starts from.
+func (s *Server) read(ctx context.Context) (*loaded, error) {
+	a, err := s.store.LoadActive(ctx)
+	if err != nil {
+		return nil, err
+	}
+	l := &loaded{active: a, users: map[int64]string{}, projects: map[int64]string{}, tasks: map[int64][]*store.Run{}, ended: map[int64]*store.Run{}}
+	active := map[int64]bool{}
+	for _, r := range a.Runs {
+		active[r.ID] = true
+	}
+	listTasks := func(id int64) error {
+		if _, ok := l.tasks[id]; ok {
+			return nil
+		}
+		tasks, err := s.store.ListRuns(ctx, store.RunFilter{All: true, ArrayID: id, Brief: true})
+		l.tasks[id] = tasks
+		return err
+	}
+	for _, r := range a.Runs {
+		l.users[r.UserID], l.projects[r.ProjectID] = s.name(ctx, 'u', r.UserID), s.name(ctx, 'p', r.ProjectID)
+		var t spec.Task
+		if err := json.Unmarshal(r.Spec, &t); err != nil {
+			return nil, fmt.Errorf("server: run %d: %w", r.ID, err)
+		}
+		if t.Array != "" && r.ArrayID == 0 {
+			if err := listTasks(r.ID); err != nil {
+				return nil, err
+			}
+		}
+		if api.Status(r.Status) != api.StatusSubmitted {
+			continue
+		}
+		for _, d := range t.DependsOn {
+			for _, ref := range d.Runs {
+				id, _ := parseRef(ref)
+				if _, seen := l.ended[id]; seen || active[id] {
+					continue
+				}
+				dr, err := s.store.GetRun(ctx, id)
+				if err != nil {
+					continue
+				}
+				l.ended[id] = dr
+				if isArrayRun(dr) {
+					if err := listTasks(id); err != nil {
+						return nil, err
+					}
+				}
+			}
+		}
+	}
+	if l.usage, err = s.store.UsageSince(ctx, s.clock.Now().Add(-10*s.cfg.HalfLife)); err != nil {
+		return nil, err
+	}
+	for _, r := range l.usage {
+		l.users[r.UserID], l.projects[r.ProjectID] = s.name(ctx, 'u', r.UserID), s.name(ctx, 'p', r.ProjectID)
+	}
+	return l, nil
+}
+
+// restore builds the cluster from what the store holds, at now.
+func (s *cluster) restore(l *loaded, now time.Time) error {
+	a := l.active
 	s.nextRun, s.nextJob = a.MaxRunID, a.MaxJobID
 	for _, n := range a.Nodes {
 		var info api.NodeInfo
@@ -311,8 +397,8 @@ func (s *Server) load(ctx context.Context) error {
 		if err := json.Unmarshal(r.Spec, &t); err != nil {
 			return fmt.Errorf("server: run %d: %w", r.ID, err)
 		}
-		rs := s.newRunState(*r, &t, s.name(ctx, 'u', r.UserID), s.name(ctx, 'p', r.ProjectID))
-		rs.placedAt = s.clock.Now()
+		rs := s.newRunState(*r, &t, l.users[r.UserID], l.projects[r.ProjectID])
+		rs.placedAt = now
 		rs.loadMeta()
 		s.runs[r.ID] = rs
 		s.countActive(rs, 1)
@@ -351,11 +437,7 @@ func (s *Server) load(ctx context.Context) error {
 			}
 		}
 		if rs.task().Array != "" && rs.rec.ArrayID == 0 {
-			tasks, err := s.store.ListRuns(ctx, store.RunFilter{All: true, ArrayID: rs.rec.ID, Brief: true})
-			if err != nil {
-				return err
-			}
-			if err := s.loadArray(rs, tasks); err != nil {
+			if err := s.loadArray(rs, l.tasks[rs.rec.ID]); err != nil {
 				return err
 			}
 			s.arrays[rs.rec.ID] = rs
@@ -375,27 +457,19 @@ func (s *Server) load(ctx context.Context) error {
 	for _, rs := range s.pending {
 		for _, d := range rs.deps {
 			for _, ref := range d.Runs {
-				id, _ := parseRef(ref)
-				if _, active := s.runs[id]; active {
-					continue
-				}
-				r, err := s.store.GetRun(ctx, id)
-				if err != nil {
+				id, index := parseRef(ref)
+				r, ok := l.ended[id]
+				if _, active := s.runs[id]; active || !ok {
 					continue
 				}
 				s.ended[id] = outcomeOf(r)
-				_, index := parseRef(ref)
 				if _, known := s.doneArrays[id]; (d.Type == "aftercorr" || index >= 0) && !known && isArrayRun(r) {
-					tasks, err := s.store.ListRuns(ctx, store.RunFilter{All: true, ArrayID: id, Brief: true})
-					if err != nil {
-						return err
-					}
 					a := &arrayState{tasks: map[int]int64{}}
 					var t spec.Task
 					if json.Unmarshal(r.Spec, &t) == nil {
 						a.spec, _ = spec.ParseArray(t.Array)
 					}
-					for _, tk := range tasks {
+					for _, tk := range l.tasks[id] {
 						a.tasks[tk.ArrayIndex] = tk.ID
 						s.ended[tk.ID] = outcomeOf(tk)
 					}
@@ -409,10 +483,7 @@ func (s *Server) load(ctx context.Context) error {
 		rs.dropTask()
 	}
 	s.freed = true
-	if err := s.loadUsage(ctx); err != nil {
-		return err
-	}
-	s.log.Info("state loaded", "active_runs", len(s.runs), "active_jobs", len(s.jobs), "nodes", len(s.nodes))
+	s.restoreUsage(l, now)
 	return nil
 }
 

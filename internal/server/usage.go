@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"encoding/json"
 	"math"
 	"time"
@@ -14,22 +13,17 @@ import (
 // weight every half-life (Slurm's PriorityDecayHalfLife). The server keeps
 // the decayed sums in memory, rebuilt from finished jobs at start.
 
-// loadUsage sums the jobs that ended within ten half-lives.
-func (s *Server) loadUsage(ctx context.Context) error {
-	now := s.clock.Now()
+// restoreUsage sums the jobs that ended within ten half-lives, decayed
+// to now.
+func (s *cluster) restoreUsage(l *loaded, now time.Time) {
 	s.usageAt = now
-	rows, err := s.store.UsageSince(ctx, now.Add(-10*s.cfg.HalfLife))
-	if err != nil {
-		return err
-	}
-	for _, r := range rows {
+	for _, r := range l.usage {
 		var a api.Alloc
 		if json.Unmarshal(r.Alloc, &a) != nil {
 			continue
 		}
-		s.addUsage(sched.Account{Project: s.name(ctx, 'p', r.ProjectID), User: s.name(ctx, 'u', r.UserID)}, a.CPUs, r.StartedAt, r.FinishedAt)
+		s.addUsage(sched.Account{Project: l.projects[r.ProjectID], User: l.users[r.UserID]}, a.CPUs, r.StartedAt, r.FinishedAt)
 	}
-	return nil
 }
 
 // addUsage adds a job's CPU-seconds, ended at end, decayed to usageAt.
