@@ -5,58 +5,30 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/control"
 	"github.com/berth-hq/berth/internal/store"
 )
 
 // commitReq is one caller's batch and what to do once it is durable.
 type commitReq struct {
 	b     *store.Batch
-	after []effect
+	after []control.Effect
 	done  chan error
 }
 
-// effect is something the server does once a change is durable, as data
-// (raft's Ready carries its messages so): a message to a node's agent, a
-// wake-up of a run's log followers, a wake-up of the scheduler.
-type effect struct {
-	kind effectKind
-	// effectSend: the node and its stream's epoch when the change was made
-	node  string
-	epoch uint64
-	msg   api.AgentMessage
-	run   int64 // effectNotify
-}
-
-type effectKind uint8
-
-const (
-	effectSend effectKind = iota
-	effectNotify
-	effectWake
-)
-
-// wakeEffect wakes the scheduler.
-var wakeEffect = effect{kind: effectWake}
-
-// sendEffect sends m to the node's agent, on the stream open now.
-func sendEffect(ns *nodeState, m api.AgentMessage) effect {
-	return effect{kind: effectSend, node: ns.info.Name, epoch: ns.epoch, msg: m}
-}
-
 // perform carries out an effect. It never takes s.mu.
-func (s *Server) perform(e effect) {
-	switch e.kind {
-	case effectSend:
+func (s *Server) perform(e control.Effect) {
+	switch e.Kind {
+	case control.EffectSend:
 		s.connMu.Lock()
-		c := s.conns[e.node]
+		c := s.conns[e.Node]
 		s.connMu.Unlock()
-		if c.epoch == e.epoch && c.conn != nil {
-			c.conn.send(e.msg)
+		if c.epoch == e.Epoch && c.conn != nil {
+			c.conn.send(e.Msg)
 		}
-	case effectNotify:
-		s.hub.notify(e.run)
-	case effectWake:
+	case control.EffectNotify:
+		s.hub.notify(e.Run)
+	case control.EffectWake:
 		s.wakeScheduler()
 	}
 }
@@ -66,19 +38,16 @@ func (s *Server) perform(e effect) {
 // effects performed (nil when nothing was emitted).
 func (s *Server) flushLocked() <-chan error {
 	var done <-chan error
-	for _, f := range s.finished {
-		if steps := s.steps.endRun(f.run, f.at); len(steps) > 0 {
+	r := s.Take()
+	for _, f := range r.Ended {
+		if steps := s.steps.endRun(f.Run, f.At); len(steps) > 0 {
 			done = s.enqueue(&store.Batch{Steps: steps})
 		}
 	}
-	s.finished = s.finished[:0]
-	for _, r := range s.out {
-		done = s.enqueue(r.b, r.after...)
+	for _, c := range r.Commits {
+		done = s.enqueue(c.Batch, c.Effects...)
 	}
-	clear(s.out)
-	s.out = s.out[:0]
-	if s.wakeNow {
-		s.wakeNow = false
+	if r.WakeNow {
 		s.wakeScheduler()
 	}
 	if done == nil {
@@ -92,7 +61,7 @@ func (s *Server) flushLocked() <-chan error {
 // unlock releases mu, first queueing what the cluster emitted under it
 // (flushLocked): nothing emitted waits for a later change to be queued.
 func (s *Server) unlock() {
-	if len(s.out) > 0 || len(s.finished) > 0 || s.wakeNow {
+	if s.Pending() {
 		s.flushLocked()
 	}
 	s.mu.Unlock()
@@ -104,14 +73,14 @@ const maxGroup = 2048
 // enqueue queues b for the committer; the caller must hold s.mu, which makes
 // the queue's order the order in which the changes were made in memory.
 // after is performed once b is durable, before done is signalled.
-func (s *Server) enqueue(b *store.Batch, after ...effect) <-chan error {
+func (s *Server) enqueue(b *store.Batch, after ...control.Effect) <-chan error {
 	done := make(chan error, 1)
 	if s.broken != nil {
 		done <- s.broken
 		return done
 	}
 	s.commits <- &commitReq{b: b, after: after, done: done}
-	if s.freed {
+	if s.Freed() {
 		// The change freed resources: the next pass may run now, beside
 		// this commit, instead of after it. Its placements are queued
 		// behind this batch, so none is durable, nor sent to an agent,

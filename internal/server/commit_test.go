@@ -90,9 +90,9 @@ func TestEndFreesRoomBeforeItsCommit(t *testing.T) {
 	// wakes the scheduler (the safety net is an hour away).
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
 		srv.mu.Lock()
-		n := len(srv.reasons)
+		due := srv.Due() // the reasons' flush (no run is held)
 		srv.unlock()
-		if n == 0 {
+		if due.IsZero() {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -113,7 +113,7 @@ func TestEndFreesRoomBeforeItsCommit(t *testing.T) {
 	// The next run is placed while the end is not yet durable...
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
 		srv.mu.Lock()
-		_, pending := srv.pending[runs[1]]
+		_, pending := srv.BlockedBy(runs[1])
 		srv.unlock()
 		if !pending {
 			break

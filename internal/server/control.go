@@ -1,65 +1,13 @@
 package server
 
 import (
-	"cmp"
-	"encoding/json"
 	"fmt"
-	"maps"
 	"net/http"
-	"slices"
-	"strings"
-	"time"
 
 	"github.com/berth-hq/berth/internal/api"
-	"github.com/berth-hq/berth/internal/lifecycle"
-	"github.com/berth-hq/berth/internal/spec"
+	"github.com/berth-hq/berth/internal/control"
 	"github.com/berth-hq/berth/internal/store"
 )
-
-// runMeta is the server's own state of a run, beside its record (meta):
-// an array's progress, a schedule's next tick, retries, a user's hold and a
-// begin time. Each part is set only on runs that have it.
-type runMeta struct {
-	Array    *arrayState        `json:"array,omitempty"`
-	Schedule *scheduleState     `json:"schedule,omitempty"`
-	Retry    *lifecycle.Retries `json:"retry,omitempty"`
-	Held     bool               `json:"held,omitempty"`
-	Begin    time.Time          `json:"begin,omitzero"`
-}
-
-// isArrayRun tells whether a stored run is an array's own record (its meta
-// holds the array's progress; meta alone does not say so: held and retried
-// runs have meta too).
-func isArrayRun(r *store.Run) bool {
-	if r.ArrayID != 0 || len(r.Meta) == 0 {
-		return false
-	}
-	var m runMeta
-	return json.Unmarshal(r.Meta, &m) == nil && m.Array != nil
-}
-
-// saveMeta writes the run's state parts into its record's meta.
-func (rs *runState) saveMeta() {
-	m := runMeta{Array: rs.array, Schedule: rs.sched, Retry: rs.retry, Held: rs.held, Begin: rs.begin}
-	if m == (runMeta{}) {
-		rs.rec.Meta = nil
-		return
-	}
-	rs.rec.Meta, _ = json.Marshal(m)
-}
-
-// loadMeta reads the parts plain runs keep (hold, begin, retries); arrays
-// and schedules read their own.
-func (rs *runState) loadMeta() {
-	if len(rs.rec.Meta) == 0 {
-		return
-	}
-	var m runMeta
-	if json.Unmarshal(rs.rec.Meta, &m) != nil {
-		return
-	}
-	rs.held, rs.begin, rs.retry = m.Held, m.Begin, m.Retry
-}
 
 // control changes a run as Slurm's scontrol does: hold, release, requeue,
 // and update of a run's time limit (waiting or running) and tags, a waiting
@@ -92,231 +40,8 @@ func (s *Server) handleControl(w http.ResponseWriter, r *http.Request, u *store.
 // control applies req to run id; admin says the caller is an admin (only
 // an admin may raise a running run's time limit, as in Slurm).
 func (s *Server) control(id int64, req api.ControlRequest, admin bool) error {
-	_, err := s.do(controlInput{id: id, req: req, admin: admin})
+	_, err := s.do(control.ControlInput{ID: id, Req: req, Admin: admin})
 	return err
-}
-
-// onControl applies a hold, release, requeue or update to a run.
-func (s *cluster) onControl(now time.Time, in controlInput) error {
-	id, req, admin := in.id, in.req, in.admin
-	rs, ok := s.runs[id]
-	if !ok {
-		if req.Action == "update" {
-			return fmt.Errorf("%w: run %d has ended (Slurm: Job/step already completing or completed)", ErrInvalid, id)
-		}
-		return fmt.Errorf("%w: run %d has ended", ErrInvalid, id)
-	}
-	b := &store.Batch{}
-	var after []effect
-	waiting := func() error {
-		if _, ok := s.pending[id]; !ok && rs.array == nil {
-			return fmt.Errorf("%w: run %d is not waiting (%s): only a waiting run can be changed so", ErrInvalid, id, rs.rec.Status)
-		}
-		return nil
-	}
-	var err error
-	switch req.Action {
-	case "hold", "release":
-		if err = waiting(); err == nil {
-			rs.held = req.Action == "hold"
-			if rs.array != nil { // an array: its waiting tasks too
-				for _, t := range rs.array.live {
-					if _, ok := s.pending[t.rec.ID]; ok {
-						t.held = rs.held
-						t.saveMeta()
-						b.Runs = append(b.Runs, runCopy(t))
-						s.fresh[t.rec.ID] = t
-					}
-				}
-			}
-			rs.saveMeta()
-			s.fresh[id] = rs
-			b.Events = append(b.Events, &store.Event{RunID: id, Time: now, Type: req.Action})
-		}
-	case "requeue":
-		if _, waitingNow := s.pending[id]; waitingNow || rs.array != nil {
-			err = fmt.Errorf("%w: run %d is not running: nothing to requeue", ErrInvalid, id)
-			break
-		}
-		if c := lifecycle.StopCause(rs.rec.StopReq); !c.Admits(lifecycle.StopRequeue) {
-			// A run a user stops ends: Slurm refuses to requeue a completing job.
-			err = fmt.Errorf("%w: run %d is being stopped (%s): it cannot be requeued", ErrInvalid, id, c)
-			break
-		}
-		b.Events = append(b.Events, &store.Event{RunID: id, Time: now, Type: "requeue", Message: "requeue requested"})
-		after = s.stopLocked(rs, lifecycle.StopRequeue, now, b)
-	case "update":
-		after, err = s.updateLocked(rs, req, admin, now, b)
-	default:
-		err = fmt.Errorf("%w: unknown action %q (hold, release, requeue, update)", ErrInvalid, req.Action)
-	}
-	if err != nil {
-		return err
-	}
-	b.Runs = append(b.Runs, runCopy(rs))
-	s.emit(b, append(after, s.notify(id), wakeEffect)...)
-	return nil
-}
-
-func (s *cluster) updateLocked(rs *runState, req api.ControlRequest, admin bool, now time.Time, b *store.Batch) (after []effect, err error) {
-	id := rs.rec.ID
-	_, waiting := s.pending[id]
-	var changed []string
-	if req.ArrayThrottle != nil {
-		if rs.array == nil {
-			return nil, fmt.Errorf("%w: run %d is not an array: it has no throttle", ErrInvalid, id)
-		}
-		if *req.ArrayThrottle < 0 {
-			return nil, fmt.Errorf("%w: array throttle %d: want 0 (none) or more", ErrInvalid, *req.ArrayThrottle)
-		}
-	}
-	if !waiting && (req.Priority != nil || req.Nice != nil) {
-		return nil, fmt.Errorf("%w: run %d is not waiting (%s): only a waiting run's priority or nice can change", ErrInvalid, id, rs.rec.Status)
-	}
-	if req.Priority != nil && (*req.Priority < 0 || *req.Priority > 100) {
-		return nil, fmt.Errorf("%w: priority %d: want 0..100", ErrInvalid, *req.Priority)
-	}
-	for k := range req.Tags {
-		if k == "" {
-			return nil, fmt.Errorf("%w: tags: empty tag name", ErrInvalid)
-		}
-	}
-	// The runs a time limit or tags change: the run, or an array's own
-	// record (for the tasks to come) and its live tasks.
-	targets := []*runState{rs}
-	if rs.array != nil {
-		for _, t := range rs.array.live {
-			targets = append(targets, t)
-		}
-		slices.SortFunc(targets[1:], func(a, b *runState) int { return cmp.Compare(a.rec.ID, b.rec.ID) })
-	}
-	if req.TimeLimit != nil {
-		if *req.TimeLimit < 0 {
-			return nil, fmt.Errorf("%w: time limit %d s: want 0 (none) or more", ErrInvalid, *req.TimeLimit)
-		}
-		limit := time.Duration(*req.TimeLimit) * time.Second
-		for _, t := range targets {
-			if err := s.limitAllowedLocked(t, limit, admin); err != nil {
-				return nil, err
-			}
-		}
-	}
-	// Checked: from here on nothing fails. Each target's configuration
-	// changes in one copy, stored once at the end.
-	tasks := make([]*spec.Task, len(targets))
-	for i, t := range targets {
-		tasks[i] = t.task()
-	}
-	if req.ArrayThrottle != nil {
-		rs.array.Throttle = *req.ArrayThrottle
-		s.freed = true // the throttle may let more start
-		changed = append(changed, fmt.Sprintf("array throttle %d", rs.array.Throttle))
-	}
-	if req.Priority != nil {
-		rs.rec.Priority, tasks[0].Priority = *req.Priority, *req.Priority
-		changed = append(changed, fmt.Sprintf("priority %d", *req.Priority))
-	}
-	if req.Nice != nil {
-		tasks[0].Nice = *req.Nice
-		changed = append(changed, fmt.Sprintf("nice %d", *req.Nice))
-	}
-	if req.TimeLimit != nil {
-		limit := time.Duration(*req.TimeLimit) * time.Second
-		for i, t := range targets {
-			after = append(after, s.setLimitLocked(t, tasks[i], limit)...)
-		}
-		changed = append(changed, fmt.Sprintf("time limit %s", limit))
-	}
-	if len(req.Tags) > 0 {
-		keys := slices.Sorted(maps.Keys(req.Tags))
-		for _, t := range tasks {
-			for _, k := range keys {
-				if v := req.Tags[k]; v == "" {
-					delete(t.Tags, k)
-				} else {
-					if t.Tags == nil {
-						t.Tags = map[string]string{}
-					}
-					t.Tags[k] = v
-				}
-			}
-		}
-		changed = append(changed, fmt.Sprintf("tags %s", strings.Join(keys, ",")))
-	}
-	if len(changed) == 0 {
-		return nil, fmt.Errorf("%w: nothing to update", ErrInvalid)
-	}
-	for i, t := range targets {
-		t.setTask(tasks[i])
-		if t == rs {
-			continue // the caller stores rs
-		}
-		b.Runs = append(b.Runs, runCopy(t))
-		if _, ok := s.pending[t.rec.ID]; ok {
-			s.fresh[t.rec.ID] = t
-		}
-	}
-	rs.saveMeta()
-	if waiting {
-		s.fresh[id] = rs
-	}
-	b.Events = append(b.Events, &store.Event{RunID: id, Time: now, Type: "update", Message: fmt.Sprint(changed)})
-	return after, nil
-}
-
-// limitAllowedLocked refuses a new time limit Slurm would refuse: a
-// running run's limit goes up (or to none) only by an admin's hand.
-func (s *cluster) limitAllowedLocked(rs *runState, limit time.Duration, admin bool) error {
-	if _, waiting := s.pending[rs.rec.ID]; waiting || rs.array != nil || admin {
-		return nil
-	}
-	if raised := rs.limit > 0 && (limit == 0 || limit > rs.limit); raised {
-		return fmt.Errorf("%w: run %d is running: only an admin may raise its time limit (%s to %s) (Slurm: Access/permission denied)",
-			ErrInvalid, rs.rec.ID, limitText(rs.limit), limitText(limit))
-	}
-	return nil
-}
-
-func limitText(d time.Duration) string {
-	if d <= 0 {
-		return "none"
-	}
-	return d.String()
-}
-
-// setLimitLocked gives rs a new time limit: in its configuration t (which survives a
-// restart), in the scheduler's view (its expected end, which backfill
-// reservations count on) and, for a run placed on nodes, in its jobs'
-// supervisors, which end a job whose new limit has passed at once. It
-// returns the messages to send once the change is stored.
-func (s *cluster) setLimitLocked(rs *runState, t *spec.Task, limit time.Duration) (after []effect) {
-	rs.limit = limit
-	if limit == 0 {
-		t.MaxDuration = nil
-	} else {
-		d := spec.Duration(limit / time.Second)
-		t.MaxDuration = &d
-	}
-	if _, waiting := s.pending[rs.rec.ID]; waiting || rs.array != nil {
-		return nil
-	}
-	s.freed = true // reservations behind it move
-	for _, js := range rs.jobs {
-		switch api.Status(js.rec.Status) {
-		case api.StatusProvisioning, api.StatusPulling, api.StatusRunning:
-		default:
-			continue // not placed yet, or ended; held jobs get it in their assignment
-		}
-		if js.held {
-			continue
-		}
-		if ns, ok := s.nodes[js.rec.Node]; ok && ns.online {
-			l := api.JobLimit{JobID: js.rec.ID, MaxDuration: int64(limit / time.Second)}
-			after = append(after, sendEffect(ns, api.AgentMessage{Type: "limit", Limit: &l}))
-		}
-		// An agent away now learns the limit from its next sync.
-	}
-	return after
 }
 
 // handleSignal sends a signal to a run's running jobs without stopping
@@ -340,7 +65,7 @@ func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request, u *store.U
 		writeError(w, err)
 		return
 	}
-	sent, err := s.do(signalInput{id: run.ID, signal: req.Signal, batchOnly: req.BatchOnly})
+	sent, err := s.do(control.SignalInput{ID: run.ID, Signal: req.Signal, BatchOnly: req.BatchOnly})
 	if err != nil {
 		writeError(w, err)
 		return
@@ -348,42 +73,4 @@ func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request, u *store.U
 	writeJSON(w, http.StatusOK, struct {
 		Jobs int `json:"jobs"`
 	}{sent.(int)})
-}
-
-// onSignal signals a run's placed jobs (an array's: its live tasks'); it
-// answers how many.
-func (s *cluster) onSignal(now time.Time, in signalInput) (int, error) {
-	rs, ok := s.runs[in.id]
-	if !ok {
-		return 0, fmt.Errorf("%w: run %d has ended", ErrInvalid, in.id)
-	}
-	targets := []*runState{rs}
-	if rs.array != nil {
-		targets = targets[:0]
-		for _, t := range rs.array.live {
-			targets = append(targets, t)
-		}
-	}
-	var after []effect
-	sent := 0
-	for _, t := range targets {
-		for _, js := range t.jobs {
-			// Placed jobs: the agent may have started one before the server
-			// hears of it; the agent drops the signal for a job whose
-			// supervisor has not started yet.
-			switch api.Status(js.rec.Status) {
-			case api.StatusProvisioning, api.StatusPulling, api.StatusRunning:
-			default:
-				continue
-			}
-			if ns, ok := s.nodes[js.rec.Node]; ok && ns.online {
-				k := api.KillJob{JobID: js.rec.ID, Signal: in.signal, BatchOnly: in.batchOnly}
-				after = append(after, sendEffect(ns, api.AgentMessage{Type: "signal", Kill: &k}))
-				sent++
-			}
-		}
-	}
-	b := &store.Batch{Events: []*store.Event{{RunID: in.id, Time: now, Type: "signal", Message: fmt.Sprintf("signal %d sent to %d running jobs", in.signal, sent)}}}
-	s.emit(b, after...)
-	return sent, nil
 }

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/lifecycle"
 )
 
@@ -114,10 +113,11 @@ func (e *transcriptEnv) reconnect(t *testing.T, name string) {
 func (e *transcriptEnv) randomAgentReport(rng *rand.Rand) string {
 	e.srv.mu.Lock()
 	var placed []string
-	for _, rs := range e.srv.runs {
-		for _, js := range rs.jobs {
-			if st := lifecycle.Status(js.rec.Status); st.Placed() {
-				placed = append(placed, fmt.Sprintf("%s %s.%d", js.rec.Node, e.names[rs.rec.ID], js.rec.Num))
+	for _, id := range e.srv.RunIDs() {
+		_, jobs, _ := e.srv.ActiveRun(id)
+		for _, j := range jobs {
+			if st := lifecycle.Status(j.Status); st.Placed() {
+				placed = append(placed, fmt.Sprintf("%s %s.%d", j.Node, e.names[id], j.Num))
 			}
 		}
 	}
@@ -145,7 +145,7 @@ func (e *transcriptEnv) activeRuns() []string {
 	e.srv.mu.Lock()
 	defer e.srv.unlock()
 	var out []string
-	for id := range e.srv.runs {
+	for _, id := range e.srv.RunIDs() {
 		out = append(out, e.names[id])
 	}
 	slices.Sort(out)
@@ -157,9 +157,9 @@ func (e *transcriptEnv) attempts() map[string]int {
 	e.srv.mu.Lock()
 	defer e.srv.unlock()
 	out := map[string]int{}
-	for id, rs := range e.srv.runs {
-		if len(rs.jobs) > 0 {
-			out[e.names[id]] = rs.jobs[0].rec.Attempt
+	for _, id := range e.srv.RunIDs() {
+		if _, jobs, _ := e.srv.ActiveRun(id); len(jobs) > 0 {
+			out[e.names[id]] = jobs[0].Attempt
 		}
 	}
 	return out
@@ -195,26 +195,7 @@ func (e *transcriptEnv) checkInvariants(t *testing.T, at string, acked []string,
 	}
 	e.srv.mu.Lock()
 	defer e.srv.unlock()
-	seen := map[int64]string{}
-	for name, ns := range e.srv.nodes {
-		cpus := 0
-		for id, js := range ns.jobs {
-			if other, dup := seen[id]; dup {
-				t.Fatalf("%s: job %d is on %s and %s", at, id, other, name)
-			}
-			seen[id] = name
-			if js.rec.Node != name {
-				t.Fatalf("%s: job %d is held by %s but placed on %s", at, id, name, js.rec.Node)
-			}
-			cpus += js.alloc.CPUs
-		}
-		if cpus != ns.usedCPU || cpus > ns.info.CPUs {
-			t.Fatalf("%s: node %s holds %d CPUs of %d (used count %d)", at, name, cpus, ns.info.CPUs, ns.usedCPU)
-		}
-	}
-	for id, rs := range e.srv.runs {
-		if api.Status(rs.rec.Status).Finished() {
-			t.Fatalf("%s: final run %d is still in memory", at, id)
-		}
+	if err := e.srv.Check(); err != nil {
+		t.Fatalf("%s: %v", at, err)
 	}
 }

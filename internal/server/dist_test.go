@@ -14,7 +14,7 @@ import (
 
 	"github.com/berth-hq/berth/internal/agent"
 	"github.com/berth-hq/berth/internal/api"
-	"github.com/berth-hq/berth/internal/sched"
+	"github.com/berth-hq/berth/internal/control"
 	"github.com/berth-hq/berth/internal/spec"
 )
 
@@ -86,7 +86,7 @@ case "$DSTACK_MPI_HOSTFILE" in /*) ;; *) echo "${p}hostfile path not absolute: $
 	if end.Status != api.StatusDone {
 		t.Fatalf("run ended %s (%s):\n%s", end.Status, end.Reason, out)
 	}
-	port := masterPort(r.ID)
+	port := control.MasterPort(r.ID)
 	hostfile := "127.0.0.12 slots=2\n127.0.0.13 slots=2\n"
 	want := map[string]string{}
 	for rank, node := range []string{"node2", "node10"} {
@@ -108,8 +108,8 @@ case "$DSTACK_MPI_HOSTFILE" in /*) ;; *) echo "${p}hostfile path not absolute: $
 	// when the job has no GPU.
 	r = submit(t, h, "type: task\nresources: {cpu: 2}\nenv: [PORT_OVERRIDE=x]\ncommands:\n  - echo $MASTER_ADDR $MASTER_PORT $SLURM_JOB_NODELIST $DSTACK_GPUS_NUM; cat $DSTACK_MPI_HOSTFILE\n")
 	out, _ = follow(t, h, r.ID)
-	want1 := map[string]bool{fmt.Sprintf("127.0.0.12 %d node2 0\n127.0.0.12 slots=2\n", masterPort(r.ID)): true,
-		fmt.Sprintf("127.0.0.13 %d node10 0\n127.0.0.13 slots=2\n", masterPort(r.ID)): true}
+	want1 := map[string]bool{fmt.Sprintf("127.0.0.12 %d node2 0\n127.0.0.12 slots=2\n", control.MasterPort(r.ID)): true,
+		fmt.Sprintf("127.0.0.13 %d node10 0\n127.0.0.13 slots=2\n", control.MasterPort(r.ID)): true}
 	if !want1[out] {
 		t.Errorf("one-node run printed %q, want one of %v", out, want1)
 	}
@@ -118,54 +118,6 @@ case "$DSTACK_MPI_HOSTFILE" in /*) ;; *) echo "${p}hostfile path not absolute: $
 	r = submit(t, h, "type: task\nenv: [MASTER_PORT=12345, DSTACK_MPI_HOSTFILE=/mine]\ncommands: [\"echo $MASTER_PORT $DSTACK_MPI_HOSTFILE\"]\n")
 	if out, _ = follow(t, h, r.ID); out != "12345 /mine\n" {
 		t.Errorf("env override: %q, want %q", out, "12345 /mine\n")
-	}
-}
-
-func TestMasterPort(t *testing.T) {
-	seen := map[int]bool{}
-	for id := int64(1); id <= masterPortSpan; id++ {
-		p := masterPort(id)
-		if p < masterPortBase || p >= masterPortBase+masterPortSpan || p >= 32768 {
-			t.Fatalf("masterPort(%d) = %d, outside [%d, %d)", id, p, masterPortBase, masterPortBase+masterPortSpan)
-		}
-		if seen[p] {
-			t.Fatalf("masterPort(%d) = %d, already given to an earlier run of the span", id, p)
-		}
-		seen[p] = true
-	}
-	if masterPort(7) != masterPort(7+masterPortSpan) {
-		t.Errorf("masterPort is not a function of the ID modulo the span")
-	}
-}
-
-// TestOrderPlacements: nodes in Slurm's hostlist order within each group;
-// job IDs stay with their positions.
-func TestOrderPlacements(t *testing.T) {
-	pl := func(nodes ...string) []sched.Placement {
-		var out []sched.Placement
-		for i, n := range nodes {
-			out = append(out, sched.Placement{JobID: int64(i + 1), Node: n, CPUs: len(n)})
-		}
-		return out
-	}
-	tests := map[string]struct {
-		task *spec.Task
-		in   []string
-		want []string
-	}{
-		"numeric":       {task: &spec.Task{}, in: []string{"n10", "n2", "n1"}, want: []string{"n1", "n2", "n10"}},
-		"prefixes":      {task: &spec.Task{}, in: []string{"gpu-b", "gpu-a", "cpu1"}, want: []string{"cpu1", "gpu-a", "gpu-b"}},
-		"padded":        {task: &spec.Task{}, in: []string{"node010", "node009"}, want: []string{"node009", "node010"}},
-		"within groups": {task: &spec.Task{Groups: []spec.Group{{Nodes: 2}, {Nodes: 3}}}, in: []string{"b2", "b1", "a9", "a3", "a10"}, want: []string{"b1", "b2", "a3", "a9", "a10"}},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			ps := pl(tc.in...)
-			orderPlacements(tc.task, ps)
-			if diff := cmp.Diff(pl(tc.want...), ps); diff != "" {
-				t.Errorf("(-want +got):\n%s", diff)
-			}
-		})
 	}
 }
 

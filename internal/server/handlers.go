@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/control"
 	"github.com/berth-hq/berth/internal/sched"
 	"github.com/berth-hq/berth/internal/spec"
 	"github.com/berth-hq/berth/internal/store"
@@ -59,7 +60,7 @@ func (s *Server) accept(t *spec.Task) error {
 			return fmt.Errorf("%w: volumes[%d]: network volume %q: Berth mounts instance paths only (write `- /host/dir:%s`)", ErrInvalid, i, v.Name, v.Path)
 		}
 	}
-	q, err := s.rules.Load().QOSOf(t.QOS)
+	q, err := s.Rules().QOSOf(t.QOS)
 	if err != nil {
 		return fmt.Errorf("%w: qos: %v", ErrInvalid, err)
 	}
@@ -79,7 +80,7 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, u *store.U
 		writeError(w, err)
 		return
 	}
-	run, err := s.submit(u, t, seen, submitOpts{hold: req.Hold, begin: req.Begin})
+	run, err := s.submit(u, t, seen, control.SubmitOpts{Hold: req.Hold, Begin: req.Begin})
 	if err != nil {
 		writeError(w, err)
 		return
@@ -109,30 +110,22 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request, _ *store.Use
 
 // plan answers where t would run: each node, whether it fits now, later or never.
 func (s *Server) plan(t *spec.Task) *api.Plan {
-	rs := s.newRunState(store.Run{}, t, "", "")
-	req := *rs.req
+	s.mu.Lock()
+	req, held, nodes, engines := s.Cluster.Plan(t)
+	s.unlock()
 	p := &api.Plan{Name: t.Name, Resources: t.Resources.String(), Nodes: max(t.Nodes, 1), Allocated: allocatedText(req)}
 	for _, f := range t.SetFields() {
 		if !supported[f] {
 			p.Unsupported = append(p.Unsupported, f)
 		}
 	}
-	s.mu.Lock()
-	var nodes []sched.Node
-	engines := map[string]string{}
-	for _, ns := range s.nodes {
-		nodes = append(nodes, s.schedNode(ns))
-		engines[ns.info.Name] = ns.info.Containers
-	}
-	s.unlock()
-	sort.Slice(nodes, func(i, k int) bool { return nodes[i].Name < nodes[k].Name })
 	for i := range nodes {
 		now, ever, why := sched.FitsNode(&nodes[i], req)
 		row := api.PlanRow{Node: nodes[i].Name, Resources: nodeResources(&nodes[i]), Fits: "never", Why: why}
 		if req.Containers && !nodes[i].Containers {
 			row.Why = "no container engine: " + engines[nodes[i].Name]
 		}
-		if slices.Contains(req.NotFleets, nodes[i].Fleet) || rs.hold != "" {
+		if slices.Contains(req.NotFleets, nodes[i].Fleet) || held {
 			row.Why = "max_duration is over the fleet's time limit (PartitionTimeLimit)"
 		}
 		switch {
@@ -239,8 +232,8 @@ func (s *Server) listPage(r *http.Request, runs []*store.Run, withJobs, withSpec
 	}
 	s.mu.Lock()
 	for _, o := range out {
-		if rs, ok := s.pending[o.ID]; ok && o.Status == api.StatusSubmitted {
-			o.BlockedBy = slices.Clone(rs.blockedBy)
+		if o.Status == api.StatusSubmitted {
+			o.BlockedBy, _ = s.BlockedBy(o.ID)
 		}
 	}
 	s.unlock()
@@ -301,7 +294,7 @@ func (s *Server) findRun(ctx context.Context, ref string) (*store.Run, error) {
 
 // arrayTaskRef reads ARRAYID_INDEX or NAME_INDEX where the array exists.
 func (s *Server) arrayTaskRef(ctx context.Context, ref string) (int64, int, bool) {
-	m := taskRef.FindStringSubmatch(ref)
+	m := control.TaskRef.FindStringSubmatch(ref)
 	if m == nil {
 		return 0, 0, false
 	}
@@ -313,7 +306,7 @@ func (s *Server) arrayTaskRef(ctx context.Context, ref string) (int64, int, bool
 	} else {
 		array, err = s.store.FindRun(ctx, s.projectID, m[1])
 	}
-	if err != nil || !isArrayRun(array) {
+	if err != nil || !control.IsArrayRun(array) {
 		return 0, 0, false
 	}
 	return array.ID, index, true
@@ -321,22 +314,8 @@ func (s *Server) arrayTaskRef(ctx context.Context, ref string) (int64, int, bool
 
 // cancelTask stops task index of an array before it exists.
 func (s *Server) cancelTask(array int64, index int) error {
-	_, err := s.do(cancelTaskInput{array: array, index: index})
+	_, err := s.do(control.CancelTaskInput{Array: array, Index: index})
 	return err
-}
-
-// onCancelTask cancels task index of an array before it exists.
-func (s *cluster) onCancelTask(now time.Time, in cancelTaskInput) error {
-	rs, ok := s.arrays[in.array]
-	if !ok {
-		return nil // the array has ended
-	}
-	b := &store.Batch{}
-	if err := s.cancelTaskLocked(rs, in.index, now, b); err != nil {
-		return err
-	}
-	s.emit(b, s.notify(in.array), wakeEffect)
-	return nil
 }
 
 func (s *Server) handleGetRun(w http.ResponseWriter, r *http.Request, _ *store.User) {
@@ -423,18 +402,15 @@ func (s *Server) handleStop(w http.ResponseWriter, r *http.Request, u *store.Use
 
 func (s *Server) handleNodes(w http.ResponseWriter, r *http.Request, _ *store.User) {
 	s.mu.Lock()
-	out := make([]api.Node, 0, len(s.nodes))
-	for _, ns := range s.nodes {
-		out = append(out, s.apiNodeLocked(ns)) // nodes_admin.go
-	}
+	out := s.Nodes()
 	s.unlock()
-	sort.Slice(out, func(i, k int) bool { return out[i].Name < out[k].Name })
 	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) handleStatus(w http.ResponseWriter, _ *http.Request, _ *store.User) {
 	s.mu.Lock()
-	st := api.ServerStatus{ActiveRuns: len(s.runs), PendingRuns: len(s.pending), Nodes: len(s.nodes)}
+	var st api.ServerStatus
+	st.ActiveRuns, st.PendingRuns, _, st.Nodes = s.Counts()
 	s.unlock()
 	st.Commits, st.Batches, st.Passes = s.metrics.commits.Load(), s.metrics.batches.Load(), s.metrics.cycles.Load()
 	heap := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/heap/goal:bytes"}}
@@ -447,11 +423,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, _ *http.Request, _ *store.U
 func (s *Server) handlePriorities(w http.ResponseWriter, _ *http.Request, _ *store.User) {
 	now := s.clock.Now()
 	s.mu.Lock()
-	snap := s.snapshotLocked(s.pending, nil, s.clock.Now())
-	names := map[int64][2]string{}
-	for id, rs := range s.pending {
-		names[id] = [2]string{rs.rec.Name, rs.user}
-	}
+	snap, names := s.Priorities(now)
 	s.unlock()
 	wt := s.cfg.Weights
 	out := []api.RunPriority{}
@@ -476,9 +448,7 @@ func weighted(w int64, f float64) int64 { return int64(math.Round(float64(w) * f
 func (s *Server) withBlockedBy(out *api.Run) *api.Run {
 	if out.Status == api.StatusSubmitted {
 		s.mu.Lock()
-		if rs, ok := s.pending[out.ID]; ok {
-			out.BlockedBy = slices.Clone(rs.blockedBy)
-		}
+		out.BlockedBy, _ = s.BlockedBy(out.ID)
 		s.unlock()
 	}
 	return out
@@ -504,17 +474,7 @@ func (s *Server) apiRun(r *store.Run, jobs []*store.Job, user string, t *spec.Ta
 		idx := r.ArrayIndex
 		out.ArrayIndex = &idx
 	} else if len(r.Meta) > 0 && t != nil && t.Array != "" {
-		var m runMeta
-		if json.Unmarshal(r.Meta, &m) == nil && m.Array != nil {
-			if as, err := spec.ParseArray(t.Array); err == nil {
-				m.Array.spec = as
-				info := &api.ArrayInfo{Indices: as.String(), Count: as.Count(), Throttle: m.Array.Throttle, Failed: m.Array.Failed}
-				if !api.Status(r.Status).Finished() {
-					info.Waiting, info.NWaiting = m.Array.pendingIndices()
-				}
-				out.Array = info
-			}
-		}
+		out.Array = control.ArrayInfo(r, t.Array)
 	}
 
 	for _, j := range jobs {

@@ -7,6 +7,8 @@ import (
 	"runtime/pprof"
 	"sync"
 	"testing"
+
+	"github.com/berth-hq/berth/internal/control"
 )
 
 // BenchmarkPendingMemory reports the live heap a waiting run costs the
@@ -33,7 +35,7 @@ func BenchmarkPendingMemory(b *testing.B) {
 				defer wg.Done()
 				for i := k; i < runs; i += 8 {
 					t := *task
-					if _, err := e.srv.submit(e.admin, &t, nil, submitOpts{}); err != nil {
+					if _, err := e.srv.submit(e.admin, &t, nil, control.SubmitOpts{}); err != nil {
 						b.Error(err)
 						return
 					}
@@ -55,6 +57,6 @@ func BenchmarkPendingMemory(b *testing.B) {
 				out.Close()
 			}
 		}
-		fmt.Fprintf(os.Stderr, "pending: %d runs in memory\n", len(e.srv.pending))
+		fmt.Fprintf(os.Stderr, "pending: %d runs in memory\n", func() int { e.srv.mu.Lock(); defer e.srv.unlock(); _, w, _, _ := e.srv.Counts(); return w }())
 	}
 }

@@ -158,8 +158,8 @@ func (s *Server) handleAgentMetrics(w http.ResponseWriter, r *http.Request, _ *s
 	ok := make([]sample, 0, len(m.Samples))
 	s.mu.Lock()
 	for _, x := range m.Samples {
-		if js, found := s.jobs[x.JobID]; found && js.rec.Node == m.Node {
-			ok = append(ok, sample{run: js.rec.RunID, s: x})
+		if j, found := s.Job(x.JobID); found && j.Node == m.Node {
+			ok = append(ok, sample{run: j.RunID, s: x})
 		}
 	}
 	s.unlock()

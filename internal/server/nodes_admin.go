@@ -1,62 +1,13 @@
 package server
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"strings"
-	"time"
 
 	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/control"
 	"github.com/berth-hq/berth/internal/store"
 )
-
-// Drains and health. A node gets no new jobs while it is drained, by an
-// administrator (POST /nodes/{name}/drain, lifted by /resume) or by its own
-// health check failing (lifted by the next check that passes; /resume does
-// not lift it). Jobs running there go on. To the scheduler a drained node
-// is offline (schedNode): nothing is placed or reserved on it, and a run
-// that only it could hold waits with reason Resources, as behind a busy
-// node. Both kinds of drain, and the last health report that is not ok,
-// are in the node's store record (nodes.drain), so they survive a restart
-// of the server.
-
-// nodeCond is a node's drain and health, as stored (JSON in nodes.drain).
-type nodeCond struct {
-	Manual *api.NodeDrain  `json:"manual,omitempty"`
-	Health *api.NodeHealth `json:"health,omitempty"`
-}
-
-// drained tells whether the node may get no new jobs.
-func (c *nodeCond) drained() bool {
-	return c.Manual != nil || c.Health != nil && c.Health.Status == api.HealthFailure
-}
-
-// condition is the node's drain and health, read from its record the
-// first time. Call with s.mu held.
-func (ns *nodeState) condition() *nodeCond {
-	if ns.cond == nil {
-		ns.cond = &nodeCond{}
-		if len(ns.rec.Drain) > 0 {
-			_ = json.Unmarshal(ns.rec.Drain, ns.cond) // unreadable: none
-		}
-	}
-	return ns.cond
-}
-
-// saveCondLocked writes the node's condition into its record and queues
-// the record; the scheduler reconsiders everything (a drain may end a
-// reservation, a resume frees a node).
-func (s *cluster) saveCondLocked(ns *nodeState) {
-	c := ns.condition()
-	ns.rec.Drain = nil
-	if c.Manual != nil || c.Health != nil && c.Health.Status != api.HealthOK {
-		ns.rec.Drain, _ = json.Marshal(c)
-	}
-	s.freed = true
-	rec := ns.rec
-	s.emit(&store.Batch{Nodes: []*store.Node{&rec}}, wakeEffect)
-}
 
 // handleAgentHealth takes a node's health report. Only a change of status
 // or reason is committed (and may drain the node or lift its drain); the
@@ -77,41 +28,11 @@ func (s *Server) handleAgentHealth(w http.ResponseWriter, r *http.Request, _ *st
 	if h.CheckedAt.IsZero() {
 		h.CheckedAt = s.clock.Now()
 	}
-	if _, err := s.do(healthInput{node: req.Node, health: h}); err != nil {
+	if _, err := s.do(control.HealthInput{Node: req.Node, Health: h}); err != nil {
 		writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, struct{}{})
-}
-
-// onHealth takes a node's health report. Only a change of status or
-// reason is made durable (and may drain the node or lift its drain); the
-// time of the check is kept in memory.
-func (s *cluster) onHealth(in healthInput) error {
-	h := in.health
-	ns, ok := s.nodes[in.node]
-	if !ok {
-		return fmt.Errorf("node %q: %w (register first)", in.node, ErrNotFound)
-	}
-	c := ns.condition()
-	prev := c.Health
-	if prev == nil {
-		prev = &api.NodeHealth{Status: api.HealthOK}
-	}
-	c.Health = &h
-	if prev.Status == h.Status && prev.Reason == h.Reason {
-		return nil
-	}
-	switch {
-	case h.Status == api.HealthFailure:
-		s.log.Warn("node failed its health check: drained", "node", in.node, "reason", h.Reason)
-	case prev.Status == api.HealthFailure:
-		s.log.Info("node passed its health check: drain lifted", "node", in.node, "status", h.Status)
-	case h.Status == api.HealthWarning:
-		s.log.Warn("node health warning", "node", in.node, "reason", h.Reason)
-	}
-	s.saveCondLocked(ns)
-	return nil
 }
 
 // handleDrain drains a node on an administrator's word.
@@ -136,96 +57,10 @@ func (s *Server) setDrain(w http.ResponseWriter, name string, u *store.User, req
 		writeError(w, fmt.Errorf("%w: draining and resuming nodes takes an admin's token", ErrUnauthorized))
 		return
 	}
-	out, err := s.do(drainInput{node: name, drain: req, by: u.Name})
+	out, err := s.do(control.DrainInput{Node: name, Drain: req, By: u.Name})
 	if err != nil {
 		writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, out)
-}
-
-// onDrain drains the node (in.drain set) or lifts its manual drain, and
-// answers the node as it now is.
-func (s *cluster) onDrain(now time.Time, in drainInput) (api.Node, error) {
-	ns, ok := s.nodes[in.node]
-	if !ok {
-		return api.Node{}, fmt.Errorf("node %q: %w", in.node, ErrNotFound)
-	}
-	c := ns.condition()
-	switch {
-	case in.drain != nil:
-		d := &api.NodeDrain{Reason: strings.TrimSpace(in.drain.Reason), By: in.by, Since: now}
-		if c.Manual != nil {
-			d.Since = c.Manual.Since // drained already: a new reason
-		}
-		c.Manual = d
-		s.log.Info("node drained", "node", in.node, "reason", d.Reason, "by", in.by)
-	case c.Manual != nil:
-		c.Manual = nil
-		s.log.Info("node resumed", "node", in.node, "by", in.by)
-	}
-	s.saveCondLocked(ns)
-	return s.apiNodeLocked(ns), nil
-}
-
-// apiNodeLocked is a node as the API shows it.
-func (s *cluster) apiNodeLocked(ns *nodeState) api.Node {
-	n := api.Node{NodeInfo: ns.info, AllocCPUs: ns.usedCPU, AllocMemory: ns.usedMem, AllocGPUs: len(ns.usedGPU),
-		Jobs: len(ns.jobs), LastSeen: ns.rec.LastSeen}
-	c := ns.condition()
-	if c.Manual != nil {
-		d := *c.Manual
-		n.Drain = &d
-	}
-	if c.Health != nil {
-		h := *c.Health
-		n.Health = &h
-	}
-	n.Status, n.Reason = nodeStatus(ns.online, ns.unreachable, len(ns.jobs), c)
-	return n
-}
-
-// nodeStatus is what berth fleet shows of a node, and why:
-//
-//	offline, unreachable            its agent is away (unreachable: for longer than the node timeout, with jobs)
-//	drained (REASON), draining (…)  an administrator drained it; draining while jobs still run
-//	idle, busy                      in service (busy: it runs jobs)
-//	idle (warning), busy (warning)  in service, its health check warns
-//	idle (failure), busy (failure)  its health check failed: drained until one passes
-func nodeStatus(online, unreachable bool, jobs int, c *nodeCond) (status, reason string) {
-	health := ""
-	if c.Health != nil && c.Health.Status != api.HealthOK {
-		health, reason = c.Health.Status, c.Health.Reason
-	}
-	if c.Manual != nil {
-		// The administrator's word first; a failing check still says why.
-		why := reason
-		reason = c.Manual.Reason
-		if health != "" {
-			reason = strings.TrimPrefix(reason+"; health "+health+": "+why, "; ")
-		}
-	}
-	switch {
-	case !online && unreachable:
-		return "unreachable", reason
-	case !online:
-		return "offline", reason
-	case c.Manual != nil:
-		status = "drained"
-		if jobs > 0 {
-			status = "draining"
-		}
-		if c.Manual.Reason != "" {
-			status += " (" + c.Manual.Reason + ")"
-		}
-		return status, reason
-	}
-	status = "idle"
-	if jobs > 0 {
-		status = "busy"
-	}
-	if health != "" {
-		status += " (" + health + ")"
-	}
-	return status, reason
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/control"
 	"github.com/berth-hq/berth/internal/sched"
 	"github.com/berth-hq/berth/internal/sched/synth"
 	"github.com/berth-hq/berth/internal/spec"
@@ -112,13 +113,20 @@ func seedCluster(b *testing.B, st store.Store, c sched.Snapshot, now time.Time) 
 
 // connectAll gives every node a stream, as if its agent were connected
 // (what it is sent goes nowhere), so the scheduler sees it online.
-func connectAll(s *Server) {
+func connectAll(b *testing.B, s *Server) {
 	s.mu.Lock()
-	for _, ns := range s.nodes {
-		ns.online = true
-	}
-	s.freed = true
+	nodes := s.Nodes()
 	s.unlock()
+	for _, n := range nodes {
+		if _, err := s.connect(n.Name); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// fullPass asks for a full pass at once.
+func fullPass(s *Server) {
+	_, _, _ = s.queue(func() control.Input { return control.ResyncInput{} })
 	s.wakeScheduler()
 }
 
@@ -139,12 +147,9 @@ func bigCluster(b *testing.B) *harness {
 	st.Close()
 	h := newHarnessCfg(b, dir, "127.0.0.1:0", func(c *Config) { c.ResyncEvery = time.Hour })
 	s := h.srv
-	connectAll(s)
+	connectAll(b, s)
 	for c := s.metrics.cycles.Load(); s.metrics.cycles.Load() < c+2; {
-		s.mu.Lock()
-		s.freed = true
-		s.unlock()
-		s.wakeScheduler()
+		fullPass(s)
 		time.Sleep(10 * time.Millisecond)
 	}
 	// A submission's answer comes once everything queued before it is
@@ -178,10 +183,7 @@ func BenchmarkSubmitDuringPass(b *testing.B) {
 				return
 			default:
 			}
-			s.mu.Lock()
-			s.freed = true
-			s.unlock()
-			s.wakeScheduler()
+			fullPass(s)
 			time.Sleep(time.Millisecond)
 		}
 	}()
@@ -229,20 +231,17 @@ func BenchmarkPassPhases(b *testing.B) {
 	var prepare, compute, apply time.Duration
 	b.ResetTimer()
 	for range b.N {
-		s.mu.Lock()
+		_, _, _ = s.queue(func() control.Input { return control.ResyncInput{} })
 		t0 := time.Now()
-		s.freed = true
-		p := s.preparePassLocked(s.clock.Now())
+		r, _, _ := s.queue(func() control.Input { return control.PassInput{} })
+		p := r.(*control.Pass)
 		t1 := time.Now()
-		s.unlock()
-		plan := sched.Schedule(p.snapshot(), p.now)
-		reasons := s.newReasons(plan)
+		plan := p.Schedule()
+		reasons := s.NewReasons(plan)
 		t2 := time.Now()
-		s.mu.Lock()
-		s.applyPlanLocked(p, plan, reasons, s.clock.Now())
+		_, _, _ = s.queue(func() control.Input { return control.PlanInput{Pass: p, Plan: plan, Reasons: reasons} })
 		t3 := time.Now()
-		s.unlock()
-		s.forgetReasons(p, plan)
+		s.ForgetReasons(p, plan)
 		prepare, compute, apply = prepare+t1.Sub(t0), compute+t2.Sub(t1), apply+t3.Sub(t2)
 	}
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) / float64(b.N) }

@@ -13,7 +13,7 @@ import (
 // handlePolicy shows the scheduling rules in force (what sacctmgr show qos
 // and show assoc print).
 func (s *Server) handlePolicy(w http.ResponseWriter, _ *http.Request, _ *store.User) {
-	rules := s.rules.Load()
+	rules := s.Rules()
 	out := api.PolicyInfo{DefaultQOS: rules.DefaultQOS}
 	limits := func(k sched.LimitKey) *api.LimitInfo {
 		l, ok := rules.Limits[k]

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/control"
 	"github.com/berth-hq/berth/internal/policy"
 	"github.com/berth-hq/berth/internal/store"
 )
@@ -23,7 +24,7 @@ var ErrNoPolicyFile = errors.New("server: no policy file")
 
 // ReloadPolicy reads the policy file again and puts it in force. A file
 // that is missing or does not parse leaves the rules as they are; the
-// error names its file, line, column and field. The outcome is logged.
+// error names its file, line, column and field. The control.Outcome is logged.
 func (s *Server) ReloadPolicy() error {
 	s.fileMu.Lock()
 	defer s.fileMu.Unlock()
@@ -52,24 +53,10 @@ func (s *Server) ReloadPolicy() error {
 // active-run counts under submit limits and the pending runs' fleets, tier
 // and partition hold. Then a full pass weighs every pending run again.
 func (s *Server) setRules(p *policy.Policy) {
-	if _, err := s.do(rulesInput{rules: p}); err != nil {
+	if _, err := s.do(control.RulesInput{Rules: p}); err != nil {
 		s.log.Warn("policy in force, not all of it durable", "err", err)
 	}
 	s.wakeScheduler()
-}
-
-// onRules puts p in force.
-func (s *cluster) onRules(in rulesInput) {
-	p := in.rules
-	s.rules.Store(p)
-	clear(s.active)
-	for _, rs := range s.runs {
-		s.countActive(rs, 1)
-	}
-	for _, rs := range s.pending {
-		resolveFleets(rs, *rs.req, rs.groups, p)
-	}
-	s.freed = true
 }
 
 func (s *Server) handlePolicyReload(w http.ResponseWriter, _ *http.Request, u *store.User) {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/control"
 	"github.com/berth-hq/berth/internal/policy"
 	"github.com/berth-hq/berth/internal/sched"
 	"github.com/berth-hq/berth/internal/store"
@@ -30,8 +31,8 @@ func (systemClock) Now() time.Time { return time.Now().UTC() }
 // Errors the API maps to status codes.
 var (
 	ErrUnavailable  = errors.New("server: unavailable")
-	ErrNotFound     = errors.New("server: not found")
-	ErrInvalid      = errors.New("server: invalid request")
+	ErrNotFound     = control.ErrNotFound
+	ErrInvalid      = control.ErrInvalid
 	ErrUnauthorized = errors.New("server: unauthorized")
 	ErrForbidden    = errors.New("server: forbidden")
 	ErrConflict     = errors.New("server: conflict")
@@ -85,10 +86,10 @@ type Server struct {
 	// before mu, never while holding it.
 	fileMu sync.Mutex
 
-	// mu guards the cluster (the control plane's state, cluster.go) and
-	// conns. Functions run after a commit never take it (see commit.go).
+	// mu guards the cluster (the control plane's state, internal/control)
+	// and conns. Functions run after a commit never take it (commit.go).
 	mu sync.Mutex
-	*cluster
+	*control.Cluster
 	broken error
 
 	// conns are the nodes' open agent streams; connMu guards them (taken
@@ -156,12 +157,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		hub:     newHub(),
 		conns:   map[string]nodeConn{},
 	}
-	s.cluster = &cluster{cfg: cfg, log: cfg.Logger,
-		runs: map[int64]*runState{}, jobs: map[int64]*jobState{}, pending: map[int64]*runState{}, fresh: map[int64]*runState{}, reasons: map[int64]*runState{}, usage: sched.Usage{},
-		active: map[sched.LimitKey]int{}, waiters: map[int64][]int64{}, ended: map[int64]outcome{}, arrays: map[int64]*runState{}, schedules: map[int64]*runState{}, doneArrays: map[int64]*arrayState{},
-		nodes: map[string]*nodeState{},
-	}
-	s.rules.Store(cfg.Rules)
+	s.Cluster = control.New(control.Config{Logger: cfg.Logger, StopGrace: cfg.StopGrace, Policy: cfg.Policy, Weights: cfg.Weights,
+		HalfLife: cfg.HalfLife, Depth: cfg.Depth, Rules: cfg.Rules, NodeTimeout: cfg.NodeTimeout, MaxArraySize: cfg.MaxArraySize})
 	var err error
 	if s.projectID, err = s.store.EnsureProject(ctx, "main"); err != nil {
 		return nil, err

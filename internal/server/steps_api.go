@@ -53,15 +53,15 @@ func (s *Server) activeRun(ctx context.Context, ref string, u *store.User) (int6
 		id = run.ID
 	}
 	s.mu.Lock()
-	rs, ok := s.runs[id]
+	rec, jobs, ok := s.ActiveRun(id)
 	var hosts []string
 	owner := int64(0)
 	if ok {
-		owner = rs.rec.UserID
-		hosts = make([]string, len(rs.jobs))
-		for _, js := range rs.jobs {
-			if js.rec.Num < len(hosts) {
-				hosts[js.rec.Num] = js.rec.Node
+		owner = rec.UserID
+		hosts = make([]string, len(jobs))
+		for _, j := range jobs {
+			if j.Num < len(hosts) {
+				hosts[j.Num] = j.Node
 			}
 		}
 	}
@@ -78,17 +78,16 @@ func (s *Server) activeRun(ctx context.Context, ref string, u *store.User) (int6
 func (s *Server) runActive(id int64) bool {
 	s.mu.Lock()
 	defer s.unlock()
-	_, ok := s.runs[id]
+	_, _, ok := s.ActiveRun(id)
 	return ok
 }
 
 // loadSteps restores the active runs' steps (at start).
 func (s *Server) loadSteps(ctx context.Context) error {
 	s.mu.Lock()
-	ids := make([]int64, 0, len(s.runs))
+	ids := s.RunIDs()
 	active := map[int64]bool{}
-	for id := range s.runs {
-		ids = append(ids, id)
+	for _, id := range ids {
 		active[id] = true
 	}
 	s.unlock()
@@ -116,7 +115,7 @@ func (s *Server) handleStepCreate(w http.ResponseWriter, r *http.Request, u *sto
 	}
 	// Under s.mu, so that a run ending now closes this step too.
 	s.mu.Lock()
-	if _, ok := s.runs[run]; !ok {
+	if _, _, ok := s.ActiveRun(run); !ok {
 		s.unlock()
 		writeError(w, fmt.Errorf("%w: run %d has ended", ErrNotFound, run))
 		return

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/control"
 	"github.com/berth-hq/berth/internal/lifecycle"
 	"github.com/berth-hq/berth/internal/policy"
 	"github.com/berth-hq/berth/internal/spec"
@@ -48,7 +49,7 @@ import (
 //	agent N started|exited R.K [code=C] [reason=stopped|aborted|max_duration|start_failed|lost_by_agent] [oom]
 //	stop R [abort] | requeue R | hold R | release R | update R [limit=S] [priority=P] [throttle=T]
 //	tick D                                    the clock moves on by D (1m, 30s…)
-//	check-nodes                               nodes away past the timeout fail their jobs
+//	check-nodes                               the tick alone: nodes away past the timeout fail their jobs
 //	print runs                                every run and job as the store has them
 //	print waiting                             the waiting runs' reasons, estimates and blockers
 //	print priorities                          the waiting runs' priority factors (sprio)
@@ -265,8 +266,8 @@ func (e *transcriptEnv) do(t testing.TB, line string) string {
 		}
 		e.srv.setRules(p)
 	case "schedule":
-		// As an iteration of schedLoop: schedules' due ticks, then a pass
-		// (nodes away are checked by check-nodes).
+		// As an iteration of schedLoop: the tick (schedules' due runs,
+		// nodes away too long), then a pass.
 		e.srv.tick()
 		e.srv.scheduleOnce()
 	case "agent":
@@ -379,14 +380,14 @@ func (e *transcriptEnv) submit(t testing.TB, name string, flags []string, args m
 	if slices.Contains(flags, "singleton") {
 		y += "singleton: true\n"
 	}
-	var opts submitOpts
-	opts.hold = slices.Contains(flags, "held")
+	var opts control.SubmitOpts
+	opts.Hold = slices.Contains(flags, "held")
 	if v := args["begin"]; v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
 			t.Fatalf("begin=%s: %v", v, err)
 		}
-		opts.begin = e.clock.Now().Add(d)
+		opts.Begin = e.clock.Now().Add(d)
 	}
 	if m := args["mem"]; m != "" {
 		y += "  memory: " + m + "\n"
@@ -453,10 +454,10 @@ func (e *transcriptEnv) agent(flags []string, args map[string]string) error {
 	run, num, _ := strings.Cut(flags[2], ".")
 	num, _, _ = strings.Cut(num, "#") // the attempt is the run's current one
 	e.srv.mu.Lock()
-	rs, ok := e.srv.runs[e.runs[run]]
+	_, jobs, ok := e.srv.ActiveRun(e.runs[run])
 	var id int64
-	if ok && atoi(num, 0) < len(rs.jobs) {
-		id = rs.jobs[atoi(num, 0)].rec.ID
+	if ok && atoi(num, 0) < len(jobs) {
+		id = jobs[atoi(num, 0)].ID
 	}
 	e.srv.unlock()
 	ev := api.AgentEvent{JobID: id, Type: typ, Time: e.clock.Now(), ExitCode: atoi(args["code"], 0), Reason: args["reason"],
@@ -577,8 +578,8 @@ func (e *transcriptEnv) sent() string {
 func (e *transcriptEnv) jobName(id int64) string {
 	e.srv.mu.Lock()
 	defer e.srv.unlock()
-	if js, ok := e.srv.jobs[id]; ok {
-		return e.job(&js.rec)
+	if j, ok := e.srv.Job(id); ok {
+		return e.job(&j)
 	}
 	return fmt.Sprintf("job %d", id)
 }
@@ -636,15 +637,15 @@ func (e *transcriptEnv) printWaiting() string {
 	e.srv.mu.Lock()
 	defer e.srv.unlock()
 	var out strings.Builder
-	for _, id := range slices.Sorted(mapsKeys(e.srv.pending)) {
-		rs := e.srv.pending[id]
-		fmt.Fprintf(&out, "waiting %s: %s", e.names[id], cmp.Or(rs.rec.Reason, "(no pass yet)"))
-		if est := rs.rec.EstimatedStart; !est.IsZero() {
+	for _, w := range e.srv.Waiting() {
+		id := w.ID
+		fmt.Fprintf(&out, "waiting %s: %s", e.names[id], cmp.Or(w.Reason, "(no pass yet)"))
+		if est := w.EstimatedStart; !est.IsZero() {
 			fmt.Fprintf(&out, " estimate +%s", est.Sub(e.start))
 		}
-		if len(rs.blockedBy) > 0 {
+		if len(w.BlockedBy) > 0 {
 			var by []string
-			for _, b := range rs.blockedBy {
+			for _, b := range w.BlockedBy {
 				by = append(by, e.names[b])
 			}
 			fmt.Fprintf(&out, " behind %s", strings.Join(by, ","))

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/control"
+	"github.com/berth-hq/berth/internal/lifecycle"
 	"github.com/berth-hq/berth/internal/store"
 )
 
@@ -66,14 +68,14 @@ func TestDependencyTypes(t *testing.T) {
 		reason string
 	}{
 		"afterok ok":          {"depends_on: [{afterok: good}]", api.StatusDone, ""},
-		"afterok failed":      {"depends_on: [{afterok: bad}]", api.StatusSubmitted, reasonDependencyNever},
+		"afterok failed":      {"depends_on: [{afterok: bad}]", api.StatusSubmitted, string(lifecycle.ReasonDependencyNever)},
 		"afternotok failed":   {"depends_on: [{afternotok: bad}]", api.StatusDone, ""},
-		"afternotok ok":       {"depends_on: [{afternotok: good}]", api.StatusSubmitted, reasonDependencyNever},
+		"afternotok ok":       {"depends_on: [{afternotok: good}]", api.StatusSubmitted, string(lifecycle.ReasonDependencyNever)},
 		"afterany failed":     {"depends_on: [{afterany: bad}]", api.StatusDone, ""},
 		"after":               {"depends_on: [{after: good}]", api.StatusDone, ""},
 		"any of two":          {"depends_on: [{afterok: bad}, {afterok: good}]\ndependency_policy: any", api.StatusDone, ""},
-		"all of two":          {"depends_on: [{afterok: bad}, {afterok: good}]", api.StatusSubmitted, reasonDependencyNever},
-		"kill invalid depend": {"depends_on: [{afterok: bad}]\nkill_invalid_depend: true", api.StatusTerminated, reasonDependencyNever},
+		"all of two":          {"depends_on: [{afterok: bad}, {afterok: good}]", api.StatusSubmitted, string(lifecycle.ReasonDependencyNever)},
+		"kill invalid depend": {"depends_on: [{afterok: bad}]\nkill_invalid_depend: true", api.StatusTerminated, string(lifecycle.ReasonDependencyNever)},
 		"by ID":               {fmt.Sprintf("depends_on: [{afterok: %d}]", ok.ID), api.StatusDone, ""},
 	}
 	ids := map[string]int64{}
@@ -195,11 +197,11 @@ func TestLargeArrayIsLazy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(runs) > arrayWindow+1 {
-		t.Errorf("%d runs stored for an array of 100,000 with no node: want the array and at most %d tasks", len(runs), arrayWindow)
+	if len(runs) > control.ArrayWindow+1 {
+		t.Errorf("%d runs stored for an array of 100,000 with no node: want the array and at most %d tasks", len(runs), control.ArrayWindow)
 	}
 	r, _ := h.c.Run(context.Background(), fmt.Sprint(a.ID))
-	if r.Array == nil || r.Array.Count != 100000 || r.Array.NWaiting != 100000-arrayWindow {
+	if r.Array == nil || r.Array.Count != 100000 || r.Array.NWaiting != 100000-control.ArrayWindow {
 		t.Errorf("array info %+v", r.Array)
 	}
 	_, err = h.c.Submit(context.Background(), api.SubmitRequest{Spec: task(t, "type: task\narray: 0-2000000\ncommands: [\"true\"]\n")})
@@ -221,7 +223,7 @@ func TestAftercorr(t *testing.T) {
 	}
 	waitFor(t, "eval_2 to wait forever", func() bool {
 		r, err := h.c.Run(context.Background(), fmt.Sprintf("%d_2", b.ID))
-		return err == nil && r.Reason == reasonDependencyNever
+		return err == nil && r.Reason == string(lifecycle.ReasonDependencyNever)
 	})
 }
 
@@ -272,7 +274,7 @@ func TestScheduledRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sch, err := srv.submit(u, task(t, "type: task\nname: nightly\nschedule: {cron: [\"15 23 * * *\"]}\ncommands: [\"true\"]\n"), nil, submitOpts{})
+	sch, err := srv.submit(u, task(t, "type: task\nname: nightly\nschedule: {cron: [\"15 23 * * *\"]}\ncommands: [\"true\"]\n"), nil, control.SubmitOpts{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package server
+package control
 
 import (
 	"encoding/json"
@@ -15,19 +15,19 @@ import (
 
 // restoreUsage sums the jobs that ended within ten half-lives, decayed
 // to now.
-func (s *cluster) restoreUsage(l *loaded, now time.Time) {
+func (s *Cluster) restoreUsage(l *Loaded, now time.Time) {
 	s.usageAt = now
-	for _, r := range l.usage {
+	for _, r := range l.Usage {
 		var a api.Alloc
 		if json.Unmarshal(r.Alloc, &a) != nil {
 			continue
 		}
-		s.addUsage(sched.Account{Project: l.projects[r.ProjectID], User: l.users[r.UserID]}, a.CPUs, r.StartedAt, r.FinishedAt)
+		s.addUsage(sched.Account{Project: l.Projects[r.ProjectID], User: l.Users[r.UserID]}, a.CPUs, r.StartedAt, r.FinishedAt)
 	}
 }
 
 // addUsage adds a job's CPU-seconds, ended at end, decayed to usageAt.
-func (s *cluster) addUsage(acct sched.Account, cpus int, start, end time.Time) {
+func (s *Cluster) addUsage(acct sched.Account, cpus int, start, end time.Time) {
 	cpuSeconds := float64(cpus) * end.Sub(start).Seconds()
 	if cpuSeconds <= 0 {
 		return
@@ -36,12 +36,12 @@ func (s *cluster) addUsage(acct sched.Account, cpus int, start, end time.Time) {
 }
 
 // decay is the weight left after d.
-func (s *cluster) decay(d time.Duration) float64 {
+func (s *Cluster) decay(d time.Duration) float64 {
 	return math.Pow(2, -float64(d)/float64(s.cfg.HalfLife))
 }
 
 // decayTo ages the sums to now.
-func (s *cluster) decayTo(now time.Time) {
+func (s *Cluster) decayTo(now time.Time) {
 	if !now.After(s.usageAt) {
 		return
 	}
@@ -53,7 +53,7 @@ func (s *cluster) decayTo(now time.Time) {
 }
 
 // usageAtLocked decays the sums to now and returns a copy for a snapshot.
-func (s *cluster) usageAtLocked(now time.Time) sched.Usage {
+func (s *Cluster) usageAtLocked(now time.Time) sched.Usage {
 	s.decayTo(now)
 	out := make(sched.Usage, len(s.usage))
 	for u, v := range s.usage {

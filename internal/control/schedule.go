@@ -1,4 +1,4 @@
-package server
+package control
 
 import (
 	"encoding/json"
@@ -6,10 +6,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/robfig/cron/v3"
-
 	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/store"
+	"github.com/robfig/cron/v3"
 )
 
 // Scheduled runs. A configuration with `schedule: {cron: [...]}` stores one
@@ -50,7 +49,7 @@ func (st *scheduleState) next(t time.Time) time.Time {
 }
 
 // newScheduleLocked sets up a submitted schedule.
-func (s *cluster) newScheduleLocked(rs *runState, now time.Time) error {
+func (s *Cluster) newScheduleLocked(rs *runState, now time.Time) error {
 	exprs, err := parseCron(rs.task().Schedule.Cron)
 	if err != nil {
 		return err
@@ -64,7 +63,7 @@ func (s *cluster) newScheduleLocked(rs *runState, now time.Time) error {
 }
 
 // loadSchedule restores a schedule from its record.
-func (s *cluster) loadSchedule(rs *runState) error {
+func (s *Cluster) loadSchedule(rs *runState) error {
 	var m runMeta
 	if err := json.Unmarshal(rs.rec.Meta, &m); err != nil || m.Schedule == nil {
 		return fmt.Errorf("server: schedule %d: bad state %q", rs.rec.ID, rs.rec.Meta)
@@ -80,7 +79,7 @@ func (s *cluster) loadSchedule(rs *runState) error {
 
 // tickSchedulesLocked submits a run for every schedule whose tick has come
 // (once, however many ticks passed) and returns when the next tick is due.
-func (s *cluster) tickSchedulesLocked(now time.Time, b *store.Batch) time.Time {
+func (s *Cluster) tickSchedulesLocked(now time.Time, b *store.Batch) time.Time {
 	var soonest time.Time
 	for _, rs := range s.schedules {
 		st := rs.sched
@@ -100,7 +99,7 @@ func (s *cluster) tickSchedulesLocked(now time.Time, b *store.Batch) time.Time {
 }
 
 // submitTickLocked submits one run of a schedule.
-func (s *cluster) submitTickLocked(rs *runState, now time.Time, b *store.Batch) {
+func (s *Cluster) submitTickLocked(rs *runState, now time.Time, b *store.Batch) {
 	t := *rs.task()
 	t.Schedule = nil
 	body, _ := json.Marshal(&t)
@@ -113,7 +112,7 @@ func (s *cluster) submitTickLocked(rs *runState, now time.Time, b *store.Batch) 
 }
 
 // stopScheduleLocked ends a schedule: no more runs (those submitted go on).
-func (s *cluster) stopScheduleLocked(rs *runState, now time.Time, b *store.Batch) {
+func (s *Cluster) stopScheduleLocked(rs *runState, now time.Time, b *store.Batch) {
 	rs.rec.Status, rs.rec.Reason, rs.rec.FinishedAt, rs.rec.EstimatedStart = string(api.StatusTerminated), api.ReasonTerminatedByUser, now, time.Time{}
 	delete(s.schedules, rs.rec.ID)
 	delete(s.runs, rs.rec.ID)

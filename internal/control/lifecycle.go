@@ -1,4 +1,4 @@
-package server
+package control
 
 import (
 	"time"
@@ -34,15 +34,15 @@ func (rs *runState) lifeJobs() []lifecycle.Job {
 
 // stepLocked applies ev to rs at now, recording what changed in b, and
 // returns what to send once b is committed.
-func (s *cluster) stepLocked(rs *runState, ev lifecycle.Event, now time.Time, b *store.Batch) []effect {
+func (s *Cluster) stepLocked(rs *runState, ev lifecycle.Event, now time.Time, b *store.Batch) []Effect {
 	return s.applyLocked(rs, lifecycle.Step(rs.lifeRun(), rs.lifeJobs(), ev, now), now, b)
 }
 
 // applyLocked carries out a decision on rs: jobs end (releasing what they
 // held), are asked to stop, or start; the run becomes what the decision
 // says, goes back to the queue as a new attempt, or ends and leaves memory.
-func (s *cluster) applyLocked(rs *runState, d lifecycle.Decision, now time.Time, b *store.Batch) []effect {
-	var after []effect
+func (s *Cluster) applyLocked(rs *runState, d lifecycle.Decision, now time.Time, b *store.Batch) []Effect {
+	var after []Effect
 	notes := d.Notes
 	record := func(done int) {
 		for len(notes) > 0 && notes[0].After <= done {
@@ -98,6 +98,6 @@ func (s *cluster) applyLocked(rs *runState, d lifecycle.Decision, now time.Time,
 
 // aggregate derives the run's status from its jobs' as they are (after a
 // placement) and records the run in b.
-func (s *cluster) aggregate(rs *runState, now time.Time, b *store.Batch) {
+func (s *Cluster) aggregate(rs *runState, now time.Time, b *store.Batch) {
 	s.stepLocked(rs, lifecycle.Event{Kind: lifecycle.Settle}, now, b)
 }

@@ -1,12 +1,9 @@
-package server
+package control
 
 import (
-	"context"
+	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"math/rand/v2"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -17,83 +14,103 @@ import (
 	"github.com/berth-hq/berth/internal/lifecycle"
 	"github.com/berth-hq/berth/internal/policy"
 	"github.com/berth-hq/berth/internal/sched"
+	"github.com/berth-hq/berth/internal/spec"
 	"github.com/berth-hq/berth/internal/store"
 )
 
-// passServer is a server on SQLite with its committer but without its
-// scheduler loop: a test takes a pass's steps itself, and changes the
-// state between them, with no timing involved.
+// passServer is a cluster fed inputs one at a time, at a fixed time: a
+// test takes a pass's steps itself, and changes the state between them.
+// What the cluster emits is dropped (nothing is persisted).
 type passServer struct {
-	*Server
-	user *store.User
+	*Cluster
+	now time.Time
 }
 
 func newPassServer(t *testing.T) *passServer {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	st, err := store.OpenSQLite(ctx, filepath.Join(t.TempDir(), "berth.db"), store.SQLiteOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(ctx, Config{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), StopGrace: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- s.committer(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		st.Close()
-	})
-	uid, err := st.EnsureUser(ctx, "admin", true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &passServer{Server: s, user: &store.User{ID: uid, Name: "admin", Admin: true}}
+	return &passServer{Cluster: New(Config{StopGrace: time.Second}), now: time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)}
 }
 
-// node adds a connected node of cpus CPUs (its stream goes nowhere).
+// feed steps the cluster with in and drops what it emitted.
+func (s *passServer) feed(in Input) (any, error) {
+	r, err := s.Step(s.now, in)
+	s.Take()
+	return r, err
+}
+
+// node adds a connected node of cpus CPUs.
 func (s *passServer) node(name string, cpus int) {
-	s.mu.Lock()
-	defer s.unlock()
-	ns := newNode(api.NodeInfo{Name: name, Addr: "127.0.0.1", CPUs: cpus, Memory: 8 << 30})
-	ns.rec.Name = name
-	ns.online = true
-	s.nodes[name] = ns
-	s.freed = true
+	info := api.NodeInfo{Name: name, Addr: "127.0.0.1", CPUs: cpus, Memory: 8 << 30}
+	body, _ := json.Marshal(info)
+	if _, err := s.feed(RegisterInput{Info: info, Body: body}); err != nil {
+		panic(err)
+	}
+	if _, err := s.feed(ConnectInput{Node: name}); err != nil {
+		panic(err)
+	}
 }
 
+// submit submits yaml as the admin; its dependencies name runs by ID.
 func (s *passServer) submit(t *testing.T, yaml string) int64 {
 	t.Helper()
-	tk := task(t, yaml)
-	ended, err := s.resolveDeps(context.Background(), tk)
+	tk, err := spec.Parse("test.yml", []byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := s.Server.submit(s.user, tk, ended, submitOpts{})
+	for i := range tk.DependsOn {
+		d := &tk.DependsOn[i]
+		d.IDs = make([]int64, len(d.Runs))
+		for k, ref := range d.Runs {
+			d.IDs[k], _ = ParseRef(ref)
+		}
+	}
+	body, _ := json.Marshal(tk)
+	r, err := s.feed(SubmitInput{UserID: 1, User: "admin", ProjectID: 1, Project: "main", Task: tk, Body: body})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return r.ID
+	return r.(store.Run).ID
 }
 
-// prepare and apply are a pass's two turns under the lock; between them
-// the plan is computed off the lock (plan).
-func (s *passServer) prepare(t *testing.T) *pass {
+func (s *passServer) stop(id int64, abort bool) error {
+	_, err := s.feed(StopInput{ID: id, Abort: abort})
+	return err
+}
+
+func (s *passServer) control(id int64, req api.ControlRequest, admin bool) error {
+	_, err := s.feed(ControlInput{ID: id, Req: req, Admin: admin})
+	return err
+}
+
+func (s *passServer) agentEvents(node string, evs []api.AgentEvent) (*api.AgentAck, error) {
+	r, err := s.feed(ReportInput{Node: node, Events: evs})
+	if err != nil {
+		return nil, err
+	}
+	return r.(*api.AgentAck), nil
+}
+
+func (s *passServer) setRules(p *policy.Policy) { _, _ = s.feed(RulesInput{Rules: p}) }
+
+// prepare and apply are a pass's two steps; between them the plan is
+// computed (plan).
+func (s *passServer) prepare(t *testing.T) *Pass {
 	t.Helper()
-	s.mu.Lock()
-	defer s.unlock()
-	p := s.preparePassLocked(s.clock.Now())
+	r, _ := s.feed(PassInput{})
+	p, _ := r.(*Pass)
 	if p == nil {
 		t.Fatal("nothing to schedule")
 	}
 	return p
 }
 
-func plan(p *pass) sched.Plan { return sched.Schedule(p.snapshot(), p.now) }
+func plan(p *Pass) sched.Plan { return p.Schedule() }
 
-func (s *passServer) apply(p *pass, plan sched.Plan) { s.applyPlan(p, plan) }
+func (s *passServer) apply(p *Pass, plan sched.Plan) {
+	reasons := s.NewReasons(plan)
+	_, _ = s.feed(PlanInput{Pass: p, Plan: plan, Reasons: reasons})
+	s.ForgetReasons(p, plan)
+}
 
 // pass runs a whole pass.
 func (s *passServer) pass(t *testing.T) {
@@ -112,8 +129,6 @@ type runView struct {
 }
 
 func (s *passServer) run(id int64) runView {
-	s.mu.Lock()
-	defer s.unlock()
 	rs, ok := s.runs[id]
 	if !ok {
 		return runView{Status: "ended"}
@@ -128,8 +143,6 @@ func (s *passServer) run(id int64) runView {
 }
 
 func (s *passServer) isFreed() bool {
-	s.mu.Lock()
-	defer s.unlock()
 	return s.freed
 }
 
@@ -177,13 +190,7 @@ func TestPlanRecheckedAtApply(t *testing.T) {
 		},
 		"node drained": {
 			between: func(t *testing.T, s *passServer, id int64) {
-				s.mu.Lock()
-				ns := s.nodes["n1"]
-				ns.condition().Manual = &api.NodeDrain{Reason: "test"}
-				s.saveCondLocked(ns)
-				done := s.flushLocked()
-				s.unlock()
-				if err := <-done; err != nil {
+				if _, err := s.feed(DrainInput{Node: "n1", Drain: &api.DrainRequest{Reason: "test"}, By: "admin"}); err != nil {
 					t.Fatal(err)
 				}
 			},
@@ -192,27 +199,21 @@ func TestPlanRecheckedAtApply(t *testing.T) {
 		},
 		"node offline": {
 			between: func(t *testing.T, s *passServer, id int64) {
-				s.mu.Lock()
 				s.nodes["n1"].online = false
-				s.unlock()
 			},
 			want: runView{Status: string(api.StatusSubmitted), Waiting: true},
 			full: true,
 		},
 		"node gone": {
 			between: func(t *testing.T, s *passServer, id int64) {
-				s.mu.Lock()
 				delete(s.nodes, "n1")
-				s.unlock()
 			},
 			want: runView{Status: string(api.StatusSubmitted), Waiting: true},
 			full: true,
 		},
 		"node registered again smaller": {
 			between: func(t *testing.T, s *passServer, id int64) {
-				s.mu.Lock()
 				s.nodes["n1"].info.CPUs = 1
-				s.unlock()
 			},
 			want: runView{Status: string(api.StatusSubmitted), Waiting: true},
 			full: true,
@@ -243,9 +244,7 @@ func TestPlanRecheckedAtApply(t *testing.T) {
 			if got := s.isFreed(); got != tc.full {
 				t.Errorf("a full pass next: %v, want %v", got, tc.full)
 			}
-			s.mu.Lock()
 			ns := s.nodes["n1"]
-			s.unlock()
 			if ns != nil && tc.want.Nodes == nil && len(ns.jobs) > 0 {
 				t.Errorf("n1 holds %d jobs, want none", len(ns.jobs))
 			}
@@ -262,8 +261,6 @@ func TestPlanStartTakesWhatIsFree(t *testing.T) {
 	b := s.submit(t, "type: task\nresources: {cpu: 4}\ncommands: [\"true\"]\n")
 	p := s.prepare(t)
 	jobOf := func(id int64) int64 {
-		s.mu.Lock()
-		defer s.unlock()
 		return s.runs[id].jobs[0].rec.ID
 	}
 	start := func(id int64) sched.Start {
@@ -305,8 +302,6 @@ func TestPlanDropsWhatEnded(t *testing.T) {
 		BlockedBy:   map[int64][]int64{gone: {victim}, waiting: {victim}},
 		Preemptions: []sched.Preemption{{Victim: victim, By: gone, Mode: sched.Requeue}},
 	})
-	s.mu.Lock()
-	defer s.unlock()
 	if rs := s.runs[victim]; rs.rec.StopReq != 0 {
 		t.Errorf("victim stop_req %d: preempted for a run that had ended", rs.rec.StopReq)
 	}
@@ -347,9 +342,7 @@ func TestPassKeepsWhatHappensMeanwhile(t *testing.T) {
 		w := s.submit(t, "type: task\nresources: {cpu: 2}\ncommands: [\"true\"]\n")
 		p := s.prepare(t)
 		// first ends while the pass computes: its CPUs are free.
-		s.mu.Lock()
 		jid := s.runs[first].jobs[0].rec.ID
-		s.unlock()
 		if _, err := s.agentEvents("n1", []api.AgentEvent{{Type: "exited", JobID: jid}}); err != nil {
 			t.Fatal(err)
 		}
@@ -380,17 +373,13 @@ func TestViewsFollowChanges(t *testing.T) {
 	id := s.submit(t, "type: task\nresources: {cpu: 1}\nmax_duration: 1h\ncommands: [\"true\"]\n")
 	dep := s.submit(t, "type: task\nresources: {cpu: 1}\ncommands: [\"true\"]\ndepends_on: [{afterok: \""+itoa(id)+"\"}]\n")
 	fresh := func() sched.Snapshot {
-		s.mu.Lock()
-		defer s.unlock()
 		for _, rs := range s.pending {
 			rs.view = nil
 		}
-		return s.snapshotLocked(s.pending, nil, s.clock.Now())
+		return s.snapshotLocked(s.pending, nil, s.now)
 	}
 	kept := func() sched.Snapshot {
-		s.mu.Lock()
-		defer s.unlock()
-		return s.snapshotLocked(s.pending, nil, s.clock.Now())
+		return s.snapshotLocked(s.pending, nil, s.now)
 	}
 	byID := func(snap sched.Snapshot) map[int64]sched.Pending {
 		out := map[int64]sched.Pending{}
@@ -463,8 +452,6 @@ func TestReasonAfterRequeue(t *testing.T) {
 		}
 	}
 	reason := func(id int64) string {
-		s.mu.Lock()
-		defer s.unlock()
 		return s.runs[id].rec.Reason
 	}
 	r := s.submit(t, "type: task\nresources: {cpu: 1}\ncommands: [\"sleep 60\"]\n")
@@ -479,9 +466,7 @@ func TestReasonAfterRequeue(t *testing.T) {
 		t.Fatalf("r: %+v, want it placed", got)
 	}
 	control(r, "requeue")
-	s.mu.Lock()
 	jid := s.runs[r].jobs[0].rec.ID
-	s.unlock()
 	if _, err := s.agentEvents("n1", []api.AgentEvent{{Type: "exited", JobID: jid, Reason: "stopped"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -506,8 +491,6 @@ func TestWaitingIndexFollowsQueue(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var runs []int64
 	pick := func(waiting bool) (int64, bool) {
-		s.mu.Lock()
-		defer s.unlock()
 		var ids []int64
 		for _, id := range runs {
 			if rs, ok := s.runs[id]; ok && (s.pending[id] != nil) == waiting && (waiting || len(rs.jobs) > 0 && rs.jobs[0].rec.Node != "") {
@@ -543,21 +526,17 @@ func TestWaitingIndexFollowsQueue(t *testing.T) {
 			}
 		case 5:
 			if id, ok := pick(false); ok {
-				s.mu.Lock()
 				js := s.runs[id].jobs[0]
-				s.unlock()
 				if _, err := s.agentEvents(js.rec.Node, []api.AgentEvent{{Type: "exited", JobID: js.rec.ID}}); err != nil {
 					t.Fatal(err)
 				}
 			}
 		case 6:
-			s.mu.Lock()
 			s.freed = true
-			s.unlock()
 			fallthrough
 		default:
-			s.mu.Lock()
-			p := s.preparePassLocked(s.clock.Now())
+			r, _ := s.feed(PassInput{})
+			p, _ := r.(*Pass)
 			var want map[int64]sched.Pending
 			if p != nil && p.full {
 				fullPasses++
@@ -567,7 +546,6 @@ func TestWaitingIndexFollowsQueue(t *testing.T) {
 					want[id] = v.pending(make([]int64, v.nodes))
 				}
 			}
-			s.unlock()
 			if p == nil {
 				continue
 			}

@@ -1,4 +1,4 @@
-package server
+package control
 
 import (
 	"encoding/json"
@@ -18,15 +18,15 @@ import (
 // Arrays. One submission with `array:` stores one record, the array's own
 // run (its ID is the array ID, as Slurm's array job ID), and nothing per
 // task. Tasks become runs lazily: each pass tops up every array to a window
-// of waiting tasks (the throttle, at most arrayWindow), so an array of
+// of waiting tasks (the throttle, at most ArrayWindow), so an array of
 // 100,000 tasks costs the store and the scheduler what its running tasks
 // and that window cost. A task is a run named NAME_INDEX with the array's
 // spec, ${{ array.index }} filled in, and the array's submit time (so the
 // array keeps its place in the queue). The throttle is a scheduler limit
 // (JobArrayTaskLimit) and may change while the array runs.
 
-// arrayWindow is how many tasks of an unthrottled array wait as runs at once.
-const arrayWindow = 256
+// ArrayWindow is how many tasks of an unthrottled array wait as runs at once.
+const ArrayWindow = 256
 
 // arrayState is an array's progress, in memory and, as JSON, in the
 // array's run record (meta), so that a restart resumes it.
@@ -51,7 +51,7 @@ func (a *arrayState) cancelled(index int) bool { return slices.Contains(a.Cancel
 func (a *arrayState) count() int { return a.spec.Count() }
 
 // newArrayLocked sets up the array state of a submitted array run.
-func (s *cluster) newArrayLocked(rs *runState) error {
+func (s *Cluster) newArrayLocked(rs *runState) error {
 	as, err := spec.ParseArray(rs.task().Array)
 	if err != nil {
 		return fmt.Errorf("%w: array: %v", ErrInvalid, err)
@@ -65,7 +65,7 @@ func (s *cluster) newArrayLocked(rs *runState) error {
 }
 
 // loadArray restores an array's state from its record and its tasks.
-func (s *cluster) loadArray(rs *runState, tasks []*store.Run) error {
+func (s *Cluster) loadArray(rs *runState, tasks []*store.Run) error {
 	var m runMeta
 	if err := json.Unmarshal(rs.rec.Meta, &m); err != nil || m.Array == nil {
 		return fmt.Errorf("server: array %d: bad state %q", rs.rec.ID, rs.rec.Meta)
@@ -82,7 +82,7 @@ func (s *cluster) loadArray(rs *runState, tasks []*store.Run) error {
 			a.live[t.ID] = task
 			task.parent = rs
 		} else {
-			s.ended[t.ID] = outcomeOf(t)
+			s.ended[t.ID] = OutcomeOf(t)
 		}
 	}
 	rs.array = a
@@ -90,7 +90,7 @@ func (s *cluster) loadArray(rs *runState, tasks []*store.Run) error {
 }
 
 // topUpArraysLocked creates the tasks each array may have waiting now.
-func (s *cluster) topUpArraysLocked(now time.Time, b *store.Batch) {
+func (s *Cluster) topUpArraysLocked(now time.Time, b *store.Batch) {
 	for _, rs := range s.arrays {
 		a := rs.array
 		if a.Stopped || a.Next >= a.count() {
@@ -102,7 +102,7 @@ func (s *cluster) topUpArraysLocked(now time.Time, b *store.Batch) {
 				waiting++
 			}
 		}
-		window := arrayWindow
+		window := ArrayWindow
 		if a.Throttle > 0 {
 			window = min(window, a.Throttle)
 		}
@@ -124,7 +124,7 @@ func (s *cluster) topUpArraysLocked(now time.Time, b *store.Batch) {
 }
 
 // newTaskLocked creates task index of array rs as a pending run.
-func (s *cluster) newTaskLocked(rs *runState, index int, now time.Time, b *store.Batch) {
+func (s *Cluster) newTaskLocked(rs *runState, index int, now time.Time, b *store.Batch) {
 	a := rs.array
 	t := rs.task().ForArrayTask(index, a.count())
 	body, _ := json.Marshal(t)
@@ -146,7 +146,7 @@ func (s *cluster) newTaskLocked(rs *runState, index int, now time.Time, b *store
 
 // taskEndedLocked updates the array when one of its tasks becomes final,
 // and makes the array final once every task is.
-func (s *cluster) taskEndedLocked(task *runState, now time.Time) {
+func (s *Cluster) taskEndedLocked(task *runState, now time.Time) {
 	rs := task.parent
 	if rs == nil || rs.array == nil {
 		return
@@ -164,7 +164,7 @@ func (s *cluster) taskEndedLocked(task *runState, now time.Time) {
 }
 
 // arrayFinishedLocked makes an array final when no task remains to run.
-func (s *cluster) arrayFinishedLocked(rs *runState, now time.Time) {
+func (s *Cluster) arrayFinishedLocked(rs *runState, now time.Time) {
 	a := rs.array
 	if len(a.live) > 0 || (!a.Stopped && a.Next < a.count()) {
 		return
@@ -189,14 +189,14 @@ func (s *cluster) arrayFinishedLocked(rs *runState, now time.Time) {
 
 // stopArrayLocked stops an array: no task is created any more, and every
 // live one is stopped.
-func (s *cluster) stopArrayLocked(rs *runState) []int64 {
+func (s *Cluster) stopArrayLocked(rs *runState) []int64 {
 	rs.array.Stopped = true
 	rs.saveMeta()
 	return slices.Sorted(maps.Keys(rs.array.live))
 }
 
 // cancelTaskLocked stops task index of array rs before it exists.
-func (s *cluster) cancelTaskLocked(rs *runState, index int, now time.Time, b *store.Batch) error {
+func (s *Cluster) cancelTaskLocked(rs *runState, index int, now time.Time, b *store.Batch) error {
 	a := rs.array
 	if !a.spec.Contains(index) {
 		return fmt.Errorf("%w: array %d has no task %d", ErrNotFound, rs.rec.ID, index)
@@ -215,7 +215,7 @@ func (s *cluster) cancelTaskLocked(rs *runState, index int, now time.Time, b *st
 
 // arrayLimitsLocked adds each throttled array's limit on running tasks to
 // the policy's limits, for one pass.
-func (s *cluster) arrayLimitsLocked(base map[sched.LimitKey]sched.Limits) map[sched.LimitKey]sched.Limits {
+func (s *Cluster) arrayLimitsLocked(base map[sched.LimitKey]sched.Limits) map[sched.LimitKey]sched.Limits {
 	var out map[sched.LimitKey]sched.Limits
 	for id, rs := range s.arrays {
 		if t := rs.array.Throttle; t > 0 {
@@ -243,4 +243,37 @@ func (a *arrayState) pendingIndices() (string, int) {
 	}
 	rest := a.spec.From(a.Next).Without(a.Cancel)
 	return rest.String(), rest.Count()
+}
+
+// onCancelTask cancels task index of an array before it exists.
+func (s *Cluster) onCancelTask(now time.Time, in CancelTaskInput) error {
+	rs, ok := s.arrays[in.Array]
+	if !ok {
+		return nil // the array has ended
+	}
+	b := &store.Batch{}
+	if err := s.cancelTaskLocked(rs, in.Index, now, b); err != nil {
+		return err
+	}
+	s.emit(b, s.notify(in.Array), wakeEffect)
+	return nil
+}
+
+// ArrayInfo is what the API shows of an array's progress, from its stored
+// record and its indices (nil when the record holds none).
+func ArrayInfo(r *store.Run, indices string) *api.ArrayInfo {
+	var m runMeta
+	if json.Unmarshal(r.Meta, &m) != nil || m.Array == nil {
+		return nil
+	}
+	as, err := spec.ParseArray(indices)
+	if err != nil {
+		return nil
+	}
+	m.Array.spec = as
+	info := &api.ArrayInfo{Indices: as.String(), Count: as.Count(), Throttle: m.Array.Throttle, Failed: m.Array.Failed}
+	if !api.Status(r.Status).Finished() {
+		info.Waiting, info.NWaiting = m.Array.pendingIndices()
+	}
+	return info
 }

@@ -1,4 +1,4 @@
-package server
+package control
 
 import (
 	"cmp"
@@ -12,31 +12,34 @@ import (
 	"github.com/berth-hq/berth/internal/store"
 )
 
-// A scheduling pass holds the state lock only to copy and to apply
-// (scheduleOnce):
+// A scheduling pass is two inputs with the computation between them, so
+// that its owner need not serialise the long part (the server runs it off
+// its lock, schedLoop):
 //
-//  1. preparePassLocked, under s.mu: choose the candidates (the
+//  1. PassInput (preparePassLocked): choose the candidates (the
 //     incremental rule: fresh, reserved, or every waiting run after a
 //     freeing), decide their holds, copy the cluster and the candidates'
-//     views (for a full pass, those of the waiting index) into a pass. Nothing in the pass is changed in place by the state
-//     afterwards: it may be read without the lock.
-//  2. sched.Schedule, without the lock: a pass over 100,000 waiting runs
+//     views (for a full pass, those of the waiting index) into a Pass.
+//     Nothing in the Pass is changed in place by later inputs: it may be
+//     read beside them.
+//  2. Pass.Schedule, beside other inputs: a pass over 100,000 waiting runs
 //     on 10,000 nodes takes about half a second, and submissions, stops and
 //     agents' reports go on meanwhile. They leave their marks as ever (a
 //     new or changed run in fresh, a release in freed), so the next pass
 //     sees them: nothing that happens during a pass is lost.
-//  3. applyPlanLocked (plan_apply.go), under s.mu again: every decision
-//     is re-checked against the state as it is now, and what no longer
-//     holds is dropped (a full pass follows).
+//  3. PlanInput (applyPlanLocked, plan_apply.go): every decision is
+//     re-checked against the state as it is now, and what no longer holds
+//     is dropped (a full pass follows).
 //
-// Only schedLoop runs passes, one at a time.
+// One pass at a time: a plan is never applied over another computed
+// beside it.
 
-// pass is one scheduling pass between its two turns under the lock.
-type pass struct {
+// Pass is one scheduling pass between its two inputs.
+type Pass struct {
 	now   time.Time
 	full  bool           // every waiting run is a candidate
 	rules *policy.Policy // in force when the pass was copied
-	// snap is the cluster as copied (its Pending is filled by snapshot).
+	// snap is the Cluster as copied (its Pending is filled by snapshot).
 	snap  sched.Snapshot
 	views []*pendingView
 	holds map[int64]string
@@ -142,7 +145,7 @@ func newView(rs *runState, rules *policy.Policy) *pendingView {
 
 // dropChangedViewsLocked drops the views of the runs changed since the
 // last pass: they are all in fresh.
-func (s *cluster) dropChangedViewsLocked() {
+func (s *Cluster) dropChangedViewsLocked() {
 	for _, rs := range s.fresh {
 		rs.view = nil
 	}
@@ -151,7 +154,7 @@ func (s *cluster) dropChangedViewsLocked() {
 // preparePassLocked is a pass's first step: it returns the pass to compute,
 // or nil when there is nothing to schedule. What it changes (arrays'
 // tasks, runs a hold ends, reasons due) is queued before it returns.
-func (s *cluster) preparePassLocked(now time.Time) *pass {
+func (s *Cluster) preparePassLocked(now time.Time) *Pass {
 	b := &store.Batch{}
 	if h := s.holdUntil; !h.IsZero() && !now.Before(h) {
 		s.holdUntil, s.freed = time.Time{}, true // held runs are due: a full pass
@@ -234,9 +237,9 @@ func viewsLocked(pending map[int64]*runState, rules *policy.Policy) ([]*pendingV
 
 // copyClusterLocked copies what every pass needs: the nodes, what running
 // runs hold, the policy.
-func (s *cluster) copyClusterLocked(now time.Time) *pass {
+func (s *Cluster) copyClusterLocked(now time.Time) *Pass {
 	rules := s.rules.Load()
-	p := &pass{now: now, rules: rules}
+	p := &Pass{now: now, rules: rules}
 	snap := &p.snap
 	names := make([]string, 0, len(s.nodes))
 	for n := range s.nodes {
@@ -292,7 +295,7 @@ type heldJob struct {
 
 // running groups the pass's placed jobs into the runs that hold them, in
 // run ID order, each run's placements in node order. It needs no lock.
-func (p *pass) running() []sched.Running {
+func (p *Pass) running() []sched.Running {
 	at := make(map[int64]int, len(p.held))
 	var out []sched.Running
 	for _, h := range p.held {
@@ -320,7 +323,11 @@ func (p *pass) running() []sched.Running {
 // snapshot is the pass's snapshot, its waiting runs copied from their
 // views with the pass's holds, the running runs from the placed jobs. It
 // needs no lock.
-func (p *pass) snapshot() sched.Snapshot {
+// Schedule computes the pass's plan. It reads only the pass: it runs
+// without the owner's serialisation, beside other inputs.
+func (p *Pass) Schedule() sched.Plan { return sched.Schedule(p.snapshot(), p.now) }
+
+func (p *Pass) snapshot() sched.Snapshot {
 	if p.index != nil {
 		p.index.index()
 	}
@@ -363,13 +370,13 @@ type reasonUpdate struct {
 	reasonEntry
 }
 
-// newReasons picks, without the lock, the plan's reasons to apply: those
+// NewReasons picks, without the lock, the plan's reasons to apply: those
 // that differ from what the passes last applied to the run (s.applied).
 // While a run waits only the plan applier writes its reason, estimate and
 // blockers, so the others are in place already: from one full pass to the
 // next over a long queue, most are. ReqNodeNotAvail is always applied: it
 // may end a run with a retry policy whose time has come.
-func (s *cluster) newReasons(plan sched.Plan) []reasonUpdate {
+func (s *Cluster) NewReasons(plan sched.Plan) []reasonUpdate {
 	var out []reasonUpdate
 	for id, reason := range plan.Reasons {
 		e := reasonEntry{reason: reason, estimate: plan.Estimates[id], blockedBy: plan.BlockedBy[id]}
@@ -381,9 +388,9 @@ func (s *cluster) newReasons(plan sched.Plan) []reasonUpdate {
 	return out
 }
 
-// forgetReasons drops, after a full pass and without the lock, what was
+// ForgetReasons drops, after a full pass and without the lock, what was
 // applied to runs the pass no longer had waiting.
-func (s *cluster) forgetReasons(p *pass, plan sched.Plan) {
+func (s *Cluster) ForgetReasons(p *Pass, plan sched.Plan) {
 	if !p.full {
 		return
 	}
@@ -415,7 +422,7 @@ type waitingIndex struct {
 }
 
 // rebuildLocked builds the index from every waiting run.
-func (w *waitingIndex) rebuildLocked(s *cluster, rules *policy.Policy) {
+func (w *waitingIndex) rebuildLocked(s *Cluster, rules *policy.Policy) {
 	w.views, w.maybeHeld = viewsLocked(s.pending, rules)
 	w.rules, w.at, w.ok = rules, nil, true
 }
@@ -432,7 +439,7 @@ func (w *waitingIndex) index() {
 }
 
 // updateLocked brings the index up to date with the runs named in fresh.
-func (w *waitingIndex) updateLocked(s *cluster, fresh map[int64]*runState, rules *policy.Policy) {
+func (w *waitingIndex) updateLocked(s *Cluster, fresh map[int64]*runState, rules *policy.Policy) {
 	if !w.ok || w.at == nil || w.rules != rules {
 		w.ok = false
 		return

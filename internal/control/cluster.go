@@ -1,4 +1,4 @@
-package server
+package control
 
 import (
 	"log/slog"
@@ -10,18 +10,18 @@ import (
 	"github.com/berth-hq/berth/internal/store"
 )
 
-// cluster is the control plane's state: runs, jobs, nodes, arrays,
+// Cluster is the control plane's state: runs, jobs, nodes, arrays,
 // schedules, the dependency index, usage and pending reasons. It is
-// single-threaded (Server.mu guards it) and does no I/O: what a change
-// must make durable, and what to do once it is, it emits as data (emit),
-// and the server persists and performs it (takeLocked, commit.go).
-type cluster struct {
+// single-threaded (its owner serialises every call) and does no I/O:
+// what a change must make durable, and what to do once it is, it emits
+// as data (emit), which its owner takes (Take), persists and performs.
+type Cluster struct {
 	cfg Config
 	log *slog.Logger
-	// rules are the policy in force. A reload swaps them while holding mu
-	// (with what is derived from them: active, the pending runs' fleets),
-	// so code under mu sees one policy throughout; code outside mu loads
-	// whichever is current.
+	// rules are the policy in force. A reload (RulesInput) swaps them with
+	// what is derived from them (active, the pending runs' fleets), so an
+	// input sees one policy throughout; Rules, which may be called beside
+	// inputs, loads whichever is current.
 	rules atomic.Pointer[policy.Policy]
 
 	runs    map[int64]*runState // active runs
@@ -30,7 +30,7 @@ type cluster struct {
 	// fresh are the pending runs no pass has seen yet; freed says resources
 	// were released or added since the last full pass. Until something is
 	// freed, a run that did not fit still does not, so a pass need only try
-	// the fresh runs (see scheduleOnce). Every change to a waiting run that
+	// the fresh runs (see preparePassLocked). Every change to a waiting run that
 	// the scheduler sees must put it in fresh: that also drops its kept
 	// view (pass.go) and any start of it in a plan computed meanwhile
 	// (plan_apply.go).
@@ -63,7 +63,7 @@ type cluster struct {
 	// dependencies name it; ended caches the outcomes of final runs they
 	// may ask about (see deps.go).
 	waiters map[int64][]int64
-	ended   map[int64]outcome
+	ended   map[int64]Outcome
 	// arrays are the active arrays (their own run records), by ID;
 	// schedules the active schedules.
 	arrays    map[int64]*runState
@@ -76,22 +76,60 @@ type cluster struct {
 
 	// out is what the changes made since the server last took it must
 	// make durable, in order, and do once they are (emit).
-	out []commitReq
+	out []Commit
 	// finished are the runs that ended since the server last took out:
-	// their steps end with them (the server's step relay, steps.go).
-	finished []runEnd
+	// their job steps end with them (the server's step relay).
+	finished []RunEnd
 	// wakeNow asks for another pass at once, not once out is durable.
 	wakeNow bool
 }
 
 // emit records that b must be made durable, and the effects performed
 // once it is, after everything emitted before.
-func (s *cluster) emit(b *store.Batch, after ...effect) {
-	s.out = append(s.out, commitReq{b: b, after: after})
+func (s *Cluster) emit(b *store.Batch, after ...Effect) {
+	s.out = append(s.out, Commit{Batch: b, Effects: after})
 }
 
-// runEnd is a run that ended, and when.
-type runEnd struct {
-	run int64
-	at  time.Time
+// RunEnd is a run that ended, and when.
+type RunEnd struct {
+	Run int64
+	At  time.Time
 }
+
+// Commit is a batch to make durable and what to do once it is.
+type Commit struct {
+	Batch   *store.Batch
+	Effects []Effect
+}
+
+// Ready is what the inputs fed since the last Take emitted.
+type Ready struct {
+	// Commits, in the order they must become durable.
+	Commits []Commit
+	// Ended are the runs that ended: their job steps end with them.
+	Ended []RunEnd
+	// WakeNow asks for another scheduling pass at once, not once the
+	// commits are durable.
+	WakeNow bool
+}
+
+// Take returns what the inputs fed since the last Take emitted, and
+// forgets it.
+func (s *Cluster) Take() Ready {
+	r := Ready{Commits: s.out, Ended: s.finished, WakeNow: s.wakeNow}
+	s.out, s.finished, s.wakeNow = nil, nil, false
+	return r
+}
+
+// Pending reports whether Take has something to return.
+func (s *Cluster) Pending() bool {
+	return len(s.out) > 0 || len(s.finished) > 0 || s.wakeNow
+}
+
+// Freed reports whether resources were freed or added since the last full
+// pass: the next pass is a full one, and may run at once.
+func (s *Cluster) Freed() bool { return s.freed }
+
+// Rules is the policy in force. It may be called without the owner's
+// serialisation: a reload swaps the rules whole.
+func (s *Cluster) Rules() *policy.Policy { return s.rules.Load() }

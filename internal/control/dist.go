@@ -1,4 +1,4 @@
-package server
+package control
 
 import (
 	"fmt"
@@ -32,11 +32,11 @@ const (
 	masterPortSpan = 10000
 )
 
-// masterPort is the run's MASTER_PORT: derived from its ID, so that every
+// MasterPort is the run's MASTER_PORT: derived from its ID, so that every
 // job of the run (and every retry) agrees on it without asking, and
 // consecutive runs sharing a node get different ports. A run's `env` may
 // set MASTER_PORT itself.
-func masterPort(runID int64) int {
+func MasterPort(runID int64) int {
 	return masterPortBase + int((runID%masterPortSpan+masterPortSpan)%masterPortSpan)
 }
 

@@ -1,0 +1,159 @@
+package control
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/sched"
+	"github.com/berth-hq/berth/internal/spec"
+	"github.com/berth-hq/berth/internal/store"
+)
+
+// Queries read the cluster and change nothing; their caller serialises
+// them with the inputs, as Step's.
+
+// Counts are how many runs are active, how many of them wait, how many
+// jobs are active and how many nodes are known.
+func (s *Cluster) Counts() (runs, waiting, jobs, nodes int) {
+	return len(s.runs), len(s.pending), len(s.jobs), len(s.nodes)
+}
+
+// BlockedBy is what the last pass said waiting run id waits for; ok says
+// it waits.
+func (s *Cluster) BlockedBy(id int64) (by []int64, ok bool) {
+	rs, ok := s.pending[id]
+	if !ok {
+		return nil, false
+	}
+	return slices.Clone(rs.blockedBy), true
+}
+
+// Nodes are the nodes as the API shows them, by name.
+func (s *Cluster) Nodes() []api.Node {
+	out := make([]api.Node, 0, len(s.nodes))
+	for _, ns := range s.nodes {
+		out = append(out, s.apiNodeLocked(ns))
+	}
+	sort.Slice(out, func(i, k int) bool { return out[i].Name < out[k].Name })
+	return out
+}
+
+// Job is active job id's record (its allocation not encoded), and ok.
+func (s *Cluster) Job(id int64) (store.Job, bool) {
+	js, ok := s.jobs[id]
+	if !ok {
+		return store.Job{}, false
+	}
+	return js.rec, true
+}
+
+// ActiveRun is active run id's record and its jobs' (the current attempt's,
+// by number), and ok.
+func (s *Cluster) ActiveRun(id int64) (store.Run, []store.Job, bool) {
+	rs, ok := s.runs[id]
+	if !ok {
+		return store.Run{}, nil, false
+	}
+	jobs := make([]store.Job, len(rs.jobs))
+	for k, js := range rs.jobs {
+		jobs[k] = js.rec
+	}
+	return rs.rec, jobs, true
+}
+
+// RunIDs are the active runs' IDs, in no order.
+func (s *Cluster) RunIDs() []int64 {
+	ids := make([]int64, 0, len(s.runs))
+	for id := range s.runs {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// Priorities is the scheduler's view of every waiting run at now, for
+// their priority factors, with each run's name and user.
+func (s *Cluster) Priorities(now time.Time) (sched.Snapshot, map[int64][2]string) {
+	snap := s.snapshotLocked(s.pending, nil, now)
+	names := map[int64][2]string{}
+	for id, rs := range s.pending {
+		names[id] = [2]string{rs.rec.Name, rs.user}
+	}
+	return snap, names
+}
+
+// Plan is what a configuration would ask of the nodes under the rules in
+// force (held: its time limit is over every fleet's), and the nodes as the
+// scheduler sees them now, by name, with their container engines.
+func (s *Cluster) Plan(t *spec.Task) (req sched.Request, held bool, nodes []sched.Node, engines map[string]string) {
+	rs := s.newRunState(store.Run{}, t, "", "")
+	engines = map[string]string{}
+	for _, ns := range s.nodes {
+		nodes = append(nodes, s.schedNode(ns))
+		engines[ns.info.Name] = ns.info.Containers
+	}
+	sort.Slice(nodes, func(i, k int) bool { return nodes[i].Name < nodes[k].Name })
+	return *rs.req, rs.hold != "", nodes, engines
+}
+
+// Due is when the cluster next needs a pass whatever happens meanwhile:
+// a held run's back-off ends, or changed pending reasons must be written
+// (zero: no such time).
+func (s *Cluster) Due() time.Time {
+	due := s.holdUntil
+	if len(s.reasons) > 0 && (due.IsZero() || s.reasonsDue.Before(due)) {
+		due = s.reasonsDue
+	}
+	return due
+}
+
+// Check verifies what must hold of the cluster after every input, and
+// names the first thing that does not: every job is held by at most one
+// node, the node it is placed on; a node's count of used CPUs is the sum
+// of its jobs' and within what it has; no final run stays in memory.
+func (s *Cluster) Check() error {
+	seen := map[int64]string{}
+	for name, ns := range s.nodes {
+		cpus := 0
+		for id, js := range ns.jobs {
+			if other, dup := seen[id]; dup {
+				return fmt.Errorf("job %d is on %s and %s", id, other, name)
+			}
+			seen[id] = name
+			if js.rec.Node != name {
+				return fmt.Errorf("job %d is held by %s but placed on %s", id, name, js.rec.Node)
+			}
+			cpus += js.alloc.CPUs
+		}
+		if cpus != ns.usedCPU || cpus > ns.info.CPUs {
+			return fmt.Errorf("node %s holds %d CPUs of %d (used count %d)", name, cpus, ns.info.CPUs, ns.usedCPU)
+		}
+	}
+	for id, rs := range s.runs {
+		if api.Status(rs.rec.Status).Finished() {
+			return fmt.Errorf("final run %d is still in memory", id)
+		}
+	}
+	return nil
+}
+
+// Waiting is a waiting run as the last pass left it.
+type Waiting struct {
+	ID             int64
+	Reason         string
+	EstimatedStart time.Time
+	BlockedBy      []int64
+}
+
+// Waiting are the waiting runs as the last passes left them, by ID.
+func (s *Cluster) Waiting() []Waiting {
+	out := make([]Waiting, 0, len(s.pending))
+	for id, rs := range s.pending {
+		out = append(out, Waiting{ID: id, Reason: rs.rec.Reason, EstimatedStart: rs.rec.EstimatedStart, BlockedBy: slices.Clone(rs.blockedBy)})
+	}
+	slices.SortFunc(out, func(a, b Waiting) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}

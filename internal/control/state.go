@@ -1,0 +1,846 @@
+package control
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/lifecycle"
+	"github.com/berth-hq/berth/internal/policy"
+	"github.com/berth-hq/berth/internal/sched"
+	"github.com/berth-hq/berth/internal/spec"
+	"github.com/berth-hq/berth/internal/store"
+)
+
+// runState is an active run in memory.
+type runState struct {
+	// view is how the scheduler sees it while it waits (pass.go); first,
+	// so that a pass over a long queue reads one cache line of each run.
+	view *pendingView
+	rec  store.Run
+	// parsed is its configuration decoded, kept while it is placed (the
+	// agents need all of it) and for arrays and schedules; a waiting run
+	// holds only its stored form (rec.Spec) and what passes read of it
+	// (below), so that a long queue costs little memory. task() reads it.
+	parsed *spec.Task
+	// What the control plane reads of the configuration while the run
+	// waits: its QOS and nice (every pass), its retry policy and stop
+	// criteria (lifecycle), and its dependencies.
+	qos         string
+	nice        int64
+	retryPolicy *lifecycle.RetryPolicy
+	masterDone  bool
+	deps        []spec.Dependency
+	depAny      bool // dependency_policy: any
+	singleton   bool
+	killInvalid bool           // kill_invalid_depend
+	fleets      []string       // the fleets it names (resolveFleets)
+	req         *sched.Request // never changed in place (resolve)
+	limit       time.Duration  // max_duration; 0 none
+	jobs        []*jobState
+	// placedAt is when the scheduler placed it: its expected end counts
+	// from its start, or from here until it has started.
+	placedAt  time.Time
+	user      string  // the owner's name (fairshare, limits)
+	project   string  // its project's name
+	blockedBy []int64 // from the last pass that considered it
+	tier      int     // the highest tier of the fleets it may use
+	// hold, when set, is why the run may not be scheduled at all (a reason
+	// the scheduler need not see, e.g. PartitionTimeLimit).
+	hold string
+	// groups are a heterogeneous run's components (nil: one request, req).
+	groups []sched.Group
+	retry  *lifecycle.Retries // see faults.go; nil until it first failed
+	// held: a user's hold (JobHeldUser); begin: not before then (BeginTime).
+	held  bool
+	begin time.Time
+	// array is set on an array's own run; parent on each of its tasks;
+	// sched on a schedule's own run.
+	array  *arrayState
+	parent *runState
+	sched  *scheduleState
+}
+
+// newRunState builds an active run from its record and configuration,
+// resolving its fleets, tier and time limit against the policy.
+func (s *Cluster) newRunState(rec store.Run, t *spec.Task, user, project string) *runState {
+	rs := &runState{rec: rec, parsed: t, user: user, project: project}
+	rs.configure(t)
+	s.resolve(rs, t, s.rules.Load())
+	return rs
+}
+
+// configure keeps what the control plane reads of t while the run waits.
+func (rs *runState) configure(t *spec.Task) {
+	rs.qos, rs.nice = t.QOS, t.Nice
+	rs.limit = 0
+	if t.MaxDuration != nil {
+		rs.limit = time.Duration(*t.MaxDuration) * time.Second
+	}
+	rs.retryPolicy = nil
+	if p := t.Retry; p != nil {
+		rs.retryPolicy = &lifecycle.RetryPolicy{OnEvents: p.OnEvents}
+		if p.Duration != nil {
+			rs.retryPolicy.Duration = time.Duration(*p.Duration) * time.Second
+		}
+	}
+	rs.masterDone = t.StopCriteria == "master-done"
+	rs.deps, rs.depAny, rs.singleton, rs.killInvalid = t.DependsOn, t.DependencyPolicy == "any", t.Singleton, t.KillInvalidDepend
+}
+
+// task is the run's configuration: the parsed one when kept, else decoded
+// from its stored form (a copy: changes to it are saved with setTask).
+func (rs *runState) task() *spec.Task {
+	if rs.parsed != nil {
+		return rs.parsed
+	}
+	var t spec.Task
+	if err := json.Unmarshal(rs.rec.Spec, &t); err != nil {
+		panic(fmt.Sprintf("server: run %d: stored configuration unreadable: %v", rs.rec.ID, err)) // it was encoded by us
+	}
+	return &t
+}
+
+// setTask stores a changed configuration t (from task()) in the run.
+func (rs *runState) setTask(t *spec.Task) {
+	if body, err := json.Marshal(t); err == nil {
+		rs.rec.Spec = body
+	}
+	if rs.parsed != nil {
+		rs.parsed = t
+	}
+	rs.configure(t)
+}
+
+// keepTask keeps the configuration parsed (the run is placed);
+// dropTask lets a plain waiting run hold only its stored form.
+func (rs *runState) keepTask() { rs.parsed = rs.task() }
+
+func (rs *runState) dropTask() {
+	if rs.array == nil && rs.sched == nil {
+		rs.parsed = nil
+	}
+}
+
+// resolve sets what a run asks for from its configuration and time limit,
+// then resolveFleets what the policy makes of it.
+func (s *Cluster) resolve(rs *runState, t *spec.Task, rules *policy.Policy) {
+	rs.fleets = t.Fleets
+	var groups []sched.Group
+	for _, g := range t.Groups {
+		groups = append(groups, sched.Group{Nodes: max(g.Nodes, 1), Request: requestOf(t, g.Resources)})
+	}
+	resolveFleets(rs, request(t), groups, rules)
+}
+
+// resolveFleets sets the fleets req and groups may use under the policy:
+// the fleets the run's names reach, their tier, and a hold when every
+// fleet's time limit is below the run's. A policy reload resolves the
+// pending runs again from what they hold, without their configuration.
+//
+// The request and groups are made anew, never changed in place: the
+// scheduler's views of the run share them (pass.go).
+func resolveFleets(rs *runState, req sched.Request, groups []sched.Group, rules *policy.Policy) {
+	rs.hold = ""
+	req.Fleets, req.NotFleets = rules.ResolveFleets(rs.fleets), nil
+	rs.tier = rules.Tier(req.Fleets)
+	if rs.limit > 0 {
+		// Fleets whose time limit the run exceeds are not for it.
+		var ok []string
+		for _, f := range req.Fleets {
+			if w := rules.Fleets[f].MaxWall; w == 0 || w >= rs.limit {
+				ok = append(ok, f)
+			}
+		}
+		if len(req.Fleets) > 0 && len(ok) == 0 {
+			rs.hold = api.ReasonPartitionTimeLimit
+		}
+		req.Fleets = ok
+		if len(rs.fleets) == 0 {
+			for name, f := range rules.Fleets {
+				if f.MaxWall > 0 && f.MaxWall < rs.limit {
+					req.NotFleets = append(req.NotFleets, name)
+				}
+			}
+			slices.Sort(req.NotFleets)
+		}
+	}
+	rs.groups = nil
+	for _, g := range groups {
+		g.Request.Fleets, g.Request.NotFleets = req.Fleets, req.NotFleets
+		rs.groups = append(rs.groups, g)
+	}
+	if len(rs.groups) > 0 {
+		req = rs.groups[0].Request
+	}
+	rs.req = &req
+}
+
+// keys are the limit keys the run counts under.
+func (rs *runState) keys() []sched.LimitKey {
+	return []sched.LimitKey{{Scope: sched.ScopeUser, Name: rs.user}, {Scope: sched.ScopeProject, Name: rs.project},
+		{Scope: sched.ScopeQOS, Name: rs.qos}, {Scope: sched.ScopeQOSUser, Name: rs.qos + "\x00" + rs.user}}
+}
+
+// expectedEnd is when the run should give its resources back (zero: no
+// limit, never as far as planning knows).
+func (rs *runState) expectedEnd() time.Time {
+	if rs.limit <= 0 {
+		return time.Time{}
+	}
+	start := rs.rec.StartedAt
+	if start.IsZero() {
+		start = rs.placedAt
+	}
+	return start.Add(rs.limit)
+}
+
+// jobState is an active job in memory.
+type jobState struct {
+	rec   store.Job
+	alloc api.Alloc
+	run   *runState
+	// stopping: the server stops it because a sibling failed (or the
+	// master is done); held: its assignment waits for startup_order.
+	stopping bool
+	held     bool
+}
+
+// nodeState is a node in memory: what it has, what its jobs hold, its stream.
+type nodeState struct {
+	rec  store.Node
+	info api.NodeInfo
+	// online: its agent's stream is open; epoch counts its streams, so
+	// that a message meant for one is never sent on a later one (which
+	// begins with a full sync).
+	online  bool
+	epoch   uint64
+	jobs    map[int64]*jobState
+	usedCPU int
+	usedMem int64
+	usedGPU map[int]int64 // device index -> job ID
+	// downSince is when the agent's stream ended (zero while connected);
+	// unreachable: it stayed away longer than NodeTimeout.
+	downSince   time.Time
+	unreachable bool
+	// cond is its drain and health (nodes.go), read from rec.Drain
+	// when first needed.
+	cond *nodeCond
+}
+
+func newNode(info api.NodeInfo) *nodeState {
+	return &nodeState{info: info, jobs: map[int64]*jobState{}, usedGPU: map[int]int64{}}
+}
+
+func (n *nodeState) take(j *jobState) {
+	n.jobs[j.rec.ID] = j
+	n.usedCPU += j.alloc.CPUs
+	n.usedMem += j.alloc.Memory
+	for _, g := range j.alloc.GPUs {
+		n.usedGPU[g] = j.rec.ID
+	}
+}
+
+func (n *nodeState) release(j *jobState) {
+	if _, ok := n.jobs[j.rec.ID]; !ok {
+		return
+	}
+	delete(n.jobs, j.rec.ID)
+	n.usedCPU -= j.alloc.CPUs
+	n.usedMem -= j.alloc.Memory
+	for _, g := range j.alloc.GPUs {
+		delete(n.usedGPU, g)
+	}
+}
+
+// request is what each job of the run needs on its node.
+func request(t *spec.Task) sched.Request {
+	return requestOf(t, t.Resources)
+}
+
+// requestOf is what one job with these resources needs, under t's fleets,
+// exclusivity and image.
+func requestOf(t *spec.Task, res spec.Resources) sched.Request {
+	var r sched.Request
+	r.Fleets = t.Fleets
+	r.Exclusive = t.Exclusive
+	r.Containers = t.Image != ""
+	r.CPUs = 1
+	if res.CPU != nil {
+		r.CPUs = res.CPU.Count.Min
+	}
+	if res.Memory != nil {
+		r.Memory = sched.Bytes(res.Memory.Min)
+	}
+	if g := res.GPU; g != nil {
+		r.GPU.Count = g.Count.Min
+		r.GPU.Vendor = g.Vendor
+		r.GPU.Names = g.Names
+		if g.Memory != nil {
+			r.GPU.MinMemory = sched.Bytes(g.Memory.Min)
+			if g.Memory.Max != nil {
+				r.GPU.MaxMemory = sched.Bytes(*g.Memory.Max)
+			}
+		}
+	}
+	return r
+}
+
+// Loaded is what the store holds that the Cluster starts from: the
+// active runs, jobs and nodes, with every name and reference resolved.
+type Loaded struct {
+	Active *store.Active
+	// names of the runs' users and projects, by ID
+	Users, Projects map[int64]string
+	// tasks are the tasks of the active arrays and of the ended arrays
+	// waiting runs depend on, by array ID; ended are the ended runs
+	// waiting runs depend on.
+	Tasks map[int64][]*store.Run
+	Ended map[int64]*store.Run
+	// usage is the jobs that ended within ten half-lives (fairshare).
+	Usage []*store.JobUsage
+}
+
+// Restore builds the Cluster from what the store holds, at now.
+func (s *Cluster) Restore(l *Loaded, now time.Time) error {
+	a := l.Active
+	s.nextRun, s.nextJob = a.MaxRunID, a.MaxJobID
+	for _, n := range a.Nodes {
+		var info api.NodeInfo
+		if err := json.Unmarshal(n.Info, &info); err != nil {
+			return fmt.Errorf("server: node %s: %w", n.Name, err)
+		}
+		ns := newNode(info)
+		ns.rec = *n
+		s.nodes[n.Name] = ns
+	}
+	for _, r := range a.Runs {
+		var t spec.Task
+		if err := json.Unmarshal(r.Spec, &t); err != nil {
+			return fmt.Errorf("server: run %d: %w", r.ID, err)
+		}
+		rs := s.newRunState(*r, &t, l.Users[r.UserID], l.Projects[r.ProjectID])
+		rs.placedAt = now
+		rs.loadMeta()
+		s.runs[r.ID] = rs
+		s.countActive(rs, 1)
+	}
+	for _, j := range a.Jobs {
+		rs, ok := s.runs[j.RunID]
+		if !ok {
+			continue
+		}
+		js := &jobState{rec: *j, run: rs}
+		if err := json.Unmarshal(j.Alloc, &js.alloc); err != nil {
+			return fmt.Errorf("server: job %d: %w", j.ID, err)
+		}
+		rs.jobs = append(rs.jobs, js)
+		s.jobs[j.ID] = js
+		if ns, ok := s.nodes[j.Node]; ok && j.Node != "" {
+			ns.take(js)
+		}
+	}
+	for _, rs := range s.runs {
+		sort.Slice(rs.jobs, func(i, k int) bool { return rs.jobs[i].rec.Num < rs.jobs[k].rec.Num })
+		for _, js := range rs.jobs {
+			// A job stopping while its run is not: the server stopped it
+			// because of a sibling (all-or-nothing, master-done).
+			js.stopping = api.Status(js.rec.Status) == api.StatusTerminating && lifecycle.StopCause(rs.rec.StopReq) == lifecycle.StopNone
+		}
+		if rs.task().StartupOrder != "" && len(rs.jobs) > 1 {
+			// startup_order's held assignments are not stored: hold again
+			// the placed jobs whose turn has not come.
+			started := func(k int) bool {
+				st := api.Status(rs.jobs[k].rec.Status)
+				return st == api.StatusRunning || st.Finished()
+			}
+			for k, js := range rs.jobs {
+				js.held = api.Status(js.rec.Status) == api.StatusProvisioning && startupHeld(rs.task(), k, started, len(rs.jobs))
+			}
+		}
+		if rs.task().Array != "" && rs.rec.ArrayID == 0 {
+			if err := s.loadArray(rs, l.Tasks[rs.rec.ID]); err != nil {
+				return err
+			}
+			s.arrays[rs.rec.ID] = rs
+			continue
+		}
+		if api.Status(rs.rec.Status) == api.StatusScheduled {
+			if err := s.loadSchedule(rs); err != nil {
+				return err
+			}
+			s.schedules[rs.rec.ID] = rs
+			continue
+		}
+		if api.Status(rs.rec.Status) == api.StatusSubmitted {
+			s.pending[rs.rec.ID] = rs
+		}
+	}
+	for _, rs := range s.pending {
+		for _, d := range rs.deps {
+			for _, ref := range d.Runs {
+				id, index := ParseRef(ref)
+				r, ok := l.Ended[id]
+				if _, active := s.runs[id]; active || !ok {
+					continue
+				}
+				s.ended[id] = OutcomeOf(r)
+				if _, known := s.doneArrays[id]; (d.Type == "aftercorr" || index >= 0) && !known && IsArrayRun(r) {
+					a := &arrayState{tasks: map[int]int64{}}
+					var t spec.Task
+					if json.Unmarshal(r.Spec, &t) == nil {
+						a.spec, _ = spec.ParseArray(t.Array)
+					}
+					for _, tk := range l.Tasks[id] {
+						a.tasks[tk.ArrayIndex] = tk.ID
+						s.ended[tk.ID] = OutcomeOf(tk)
+					}
+					if a.spec != nil {
+						s.doneArrays[id] = a
+					}
+				}
+			}
+		}
+		s.watchLocked(rs)
+		rs.dropTask()
+	}
+	s.freed = true
+	s.restoreUsage(l, now)
+	return nil
+}
+
+// Run names, when the configuration gives none, as dstack makes them.
+var (
+	adjectives = []string{"brave", "calm", "eager", "fast", "gentle", "happy", "keen", "lucky", "merry", "quiet", "rapid", "sharp", "swift", "tidy", "warm", "wise"}
+	animals    = []string{"ant", "bat", "crab", "deer", "eel", "fox", "gnu", "hare", "ibis", "jay", "koi", "lynx", "moth", "newt", "owl", "pike"}
+)
+
+func runName(id int64) string {
+	return fmt.Sprintf("%s-%s-%d", adjectives[id%int64(len(adjectives))], animals[(id/int64(len(adjectives)))%int64(len(animals))], id)
+}
+
+// submit creates a run of the valid configuration t and returns it once it
+// is durable.
+// SubmitOpts are a submission's options beside its configuration.
+type SubmitOpts struct {
+	Hold  bool
+	Begin time.Time
+}
+
+// onSubmit creates a run of the valid configuration in.Task.
+func (s *Cluster) onSubmit(now time.Time, in SubmitInput) (store.Run, error) {
+	t := in.Task
+	rs := s.newRunState(store.Run{ProjectID: in.ProjectID, UserID: in.UserID, Status: string(api.StatusSubmitted), Priority: t.Priority,
+		Spec: in.Body, SubmittedAt: now}, t, in.User, in.Project)
+	if err := s.submitLimitLocked(rs); err != nil {
+		return store.Run{}, err
+	}
+	s.nextRun++
+	id := s.nextRun
+	name := t.Name
+	if name == "" {
+		name = runName(id)
+	}
+	rs.rec.ID, rs.rec.Name = id, name
+	rs.held, rs.begin = in.Opts.Hold, in.Opts.Begin
+	rs.saveMeta()
+	if t.Schedule != nil {
+		err := error(nil)
+		if t.Array != "" {
+			err = fmt.Errorf("%w: schedule: a scheduled array is not supported; schedule a run that submits the array", ErrInvalid)
+		} else {
+			err = s.newScheduleLocked(rs, now)
+		}
+		if err != nil {
+			s.nextRun--
+			return store.Run{}, err
+		}
+	}
+	if t.Array != "" {
+		if err := s.newArrayLocked(rs); err != nil {
+			s.nextRun--
+			return store.Run{}, err
+		}
+	}
+	s.countActive(rs, 1)
+	for rid, o := range in.Ended {
+		if _, active := s.runs[rid]; !active {
+			s.ended[rid] = o
+		}
+	}
+	s.watchLocked(rs)
+	b := &store.Batch{}
+	if rs.array == nil && rs.sched == nil { // an array's tasks, a schedule's runs have the jobs
+		s.newJobsLocked(rs, 0, now, b)
+	}
+	s.runs[id] = rs
+	if rs.array != nil {
+		s.arrays[id] = rs
+	} else if rs.sched != nil {
+		s.schedules[id] = rs
+	} else {
+		s.pending[id] = rs
+		s.fresh[id] = rs
+		rs.dropTask()
+	}
+	run := rs.rec
+	b.Runs = append(b.Runs, &run)
+	s.emit(b, wakeEffect)
+	return run, nil
+}
+
+func jobCopy(j *jobState) *store.Job {
+	c := j.rec
+	c.Alloc, _ = json.Marshal(j.alloc)
+	return &c
+}
+
+func runCopy(r *runState) *store.Run {
+	c := r.rec
+	return &c
+}
+
+// onStop asks a run's jobs to end (an array's, a schedule's: every live
+// run's, and no more); jobs not placed yet end at once.
+func (s *Cluster) onStop(now time.Time, in StopInput) {
+	cause := lifecycle.StopUser
+	if in.Abort {
+		cause = lifecycle.StopAbort
+	}
+	id := in.ID
+	rs, ok := s.runs[id]
+	if !ok {
+		return // already final
+	}
+	b := &store.Batch{}
+	var after []Effect
+	if rs.sched != nil {
+		s.stopScheduleLocked(rs, now, b)
+	} else if rs.array != nil {
+		// An array: no more tasks, and every live one stops.
+		b.Events = append(b.Events, &store.Event{RunID: id, Time: now, Type: "stop", Message: "array stopped"})
+		for _, tid := range s.stopArrayLocked(rs) {
+			after = append(after, s.stopLocked(s.runs[tid], cause, now, b)...)
+		}
+		s.arrayFinishedLocked(rs, now)
+		b.Runs = append(b.Runs, runCopy(rs))
+	} else {
+		after = s.stopLocked(rs, cause, now, b)
+	}
+	s.emit(b, append(after, s.notify(id), wakeEffect)...)
+}
+
+// stopLocked asks one run's jobs to end for cause (user, abort, requeue),
+// recording it in b; it returns what to send once b is committed.
+func (s *Cluster) stopLocked(rs *runState, cause lifecycle.StopCause, now time.Time, b *store.Batch) []Effect {
+	after := s.stepLocked(rs, lifecycle.Event{Kind: lifecycle.StopRequested, Cause: cause}, now, b)
+	return append(after, s.notify(rs.rec.ID))
+}
+
+// terminateJobLocked marks a placed job terminating, in b, and adds to after
+// the message asking its agent to stop it (none while its node is away: the
+// resync on reconnection carries the stop).
+func (s *Cluster) terminateJobLocked(js *jobState, abort bool, b *store.Batch, after []Effect) []Effect {
+	js.rec.Status = string(api.StatusTerminating)
+	b.Jobs = append(b.Jobs, jobCopy(js))
+	ns, ok := s.nodes[js.rec.Node]
+	if !ok || !ns.online {
+		return after
+	}
+	id := js.rec.ID
+	return append(after, sendEffect(ns, api.AgentMessage{Type: "stop", Stop: &api.StopJob{JobID: id, Abort: abort}}))
+}
+
+// finishJob makes a job final, releases what it held and records it in b.
+func (s *Cluster) finishJob(js *jobState, status lifecycle.Status, reason lifecycle.Reason, code *int, now time.Time, b *store.Batch) {
+	js.rec.Status, js.rec.Reason, js.rec.ExitCode = string(status), string(reason), code
+	js.rec.FinishedAt = now
+	if !js.rec.StartedAt.IsZero() {
+		s.decayTo(now)
+		s.addUsage(sched.Account{Project: js.run.project, User: js.run.user}, js.alloc.CPUs, js.rec.StartedAt, now)
+	}
+	if ns, ok := s.nodes[js.rec.Node]; ok {
+		ns.release(js)
+		s.freed = true
+	}
+	delete(s.jobs, js.rec.ID)
+	b.Jobs = append(b.Jobs, jobCopy(js))
+	msg := string(status)
+	if reason != "" {
+		msg += " (" + string(reason) + ")"
+	}
+	if code != nil {
+		msg += " exit code " + strconv.Itoa(*code)
+	}
+	b.Events = append(b.Events, &store.Event{RunID: js.rec.RunID, JobID: js.rec.ID, Time: now, Type: "job_finished", Message: msg})
+}
+
+// finalRun drops a run that lifecycle made final from memory, with what
+// waited on its end.
+func (s *Cluster) finalRun(rs *runState, now time.Time) {
+	rs.rec.FinishedAt = now
+	delete(s.runs, rs.rec.ID)
+	delete(s.pending, rs.rec.ID)
+	delete(s.fresh, rs.rec.ID)
+	s.countActive(rs, -1)
+	s.changedLocked(rs.rec.ID, rs.rec.ArrayID)
+	s.endedLocked(rs)
+	s.finished = append(s.finished, RunEnd{rs.rec.ID, now})
+}
+
+// onReport applies a node's reports and answers what the Cluster now holds.
+func (s *Cluster) onReport(now time.Time, in ReportInput) *api.AgentAck {
+	node, evs := in.Node, in.Events
+	ack := &api.AgentAck{LogSize: map[int64]int64{}}
+	b := &store.Batch{}
+	touched := map[int64]*jobState{}
+	runs := map[int64]*runState{}
+	finished := false
+	var extra []Effect // messages to agents once committed
+	for _, ev := range evs {
+		js, ok := s.jobs[ev.JobID]
+		if !ok || js.rec.Node != node {
+			if ev.Type == "exited" {
+				ack.Closed = append(ack.Closed, ev.JobID)
+			}
+			continue
+		}
+		touched[js.rec.ID] = js
+		switch ev.Type {
+		case "started":
+			if st := api.Status(js.rec.Status); st == api.StatusProvisioning || st == api.StatusPulling {
+				js.rec.StartedAt = ev.Time
+				if js.run.rec.StartedAt.IsZero() {
+					js.run.rec.StartedAt = ev.Time
+					s.changedLocked(js.run.rec.ID, js.run.rec.ArrayID) // for `after` dependencies
+				}
+				extra = append(extra, s.stepLocked(js.run, lifecycle.Event{Kind: lifecycle.Started, Job: js.rec.Num, Time: ev.Time}, now, b)...)
+				extra = append(extra, s.releaseHeldLocked(js.run)...)
+				runs[js.rec.RunID] = js.run
+			}
+		case "log":
+			if ev.Offset == js.rec.LogSize {
+				b.Logs = append(b.Logs, &store.LogChunk{JobID: js.rec.ID, Offset: ev.Offset, Stream: ev.Stream, Time: ev.Time, Data: ev.Data})
+				js.rec.LogSize += ev.Size
+			}
+		case "exited":
+			if js.rec.StartedAt.IsZero() && !ev.NeverStarted {
+				js.rec.StartedAt = ev.Time
+			}
+			if js.run.rec.StartedAt.IsZero() {
+				js.run.rec.StartedAt = js.rec.StartedAt
+			}
+			js.rec.MaxRSS = max(ev.MaxRSS, in.Peaks[js.rec.ID])
+			delete(touched, js.rec.ID)
+			exit := lifecycle.Exit{Reason: ev.Reason, Code: ev.ExitCode, OOMKilled: ev.OOMKilled}
+			extra = append(extra, s.stepLocked(js.run, lifecycle.Event{Kind: lifecycle.Exited, Job: js.rec.Num, Exit: exit, Time: ev.Time}, now, b)...)
+			if ev.Message != "" {
+				b.Events = append(b.Events, &store.Event{RunID: js.rec.RunID, JobID: js.rec.ID, Time: now, Type: "agent", Message: ev.Message})
+			}
+			ack.LogSize[js.rec.ID] = js.rec.LogSize
+			ack.Closed = append(ack.Closed, js.rec.ID)
+			runs[js.rec.RunID] = js.run
+			finished = true
+		}
+	}
+	for id, js := range touched {
+		b.Jobs = append(b.Jobs, jobCopy(js))
+		ack.LogSize[id] = js.rec.LogSize
+	}
+	after := extra
+	notified := map[int64]bool{}
+	for _, js := range touched {
+		notified[js.rec.RunID] = true
+	}
+	for id := range runs {
+		notified[id] = true
+	}
+	for id := range notified {
+		after = append(after, s.notify(id))
+	}
+	if finished {
+		after = append(after, wakeEffect)
+	}
+	s.emit(b, after...)
+	return ack
+}
+
+// notify is the effect that wakes the run's log followers.
+func (s *Cluster) notify(runID int64) Effect { return Effect{Kind: EffectNotify, Run: runID} }
+
+// reasonFlush bounds how long a changed pending reason stays unwritten.
+// Reasons are derived (the next pass recomputes them), so they need not be
+// durable at once: writing them with the next placement, or within this,
+// spares a transaction per submission.
+const reasonFlush = time.Second
+
+// flushReasonsLocked writes the changed pending reasons into b when b
+// carries other changes anyway or when they are due.
+func (s *Cluster) flushReasonsLocked(b *store.Batch, now time.Time) {
+	if len(s.reasons) == 0 || (b.Empty() && now.Before(s.reasonsDue)) {
+		return
+	}
+	for id, rs := range s.reasons {
+		if _, ok := s.pending[id]; ok {
+			b.Runs = append(b.Runs, runCopy(rs))
+		}
+	}
+	clear(s.reasons)
+}
+
+// snapshotLocked builds the scheduler's view of the cluster, with the given
+// pending runs and their holds (by ID).
+func (s *Cluster) snapshotLocked(pending map[int64]*runState, holds map[int64]string, now time.Time) sched.Snapshot {
+	s.dropChangedViewsLocked()
+	p := s.copyClusterLocked(now)
+	p.views, _ = viewsLocked(pending, p.rules)
+	p.holds = holds
+	return p.snapshot()
+}
+
+func (s *Cluster) schedNode(ns *nodeState) sched.Node {
+	// A drained node is offline to the scheduler: no new jobs (nodes.go).
+	n := sched.Node{Name: ns.info.Name, Fleet: ns.info.Fleet, Online: ns.online && !ns.condition().drained(), CPUs: ns.info.CPUs, Memory: sched.Bytes(ns.info.Memory),
+		FreeCPUs: ns.info.CPUs - ns.usedCPU, FreeMemory: sched.Bytes(ns.info.Memory - ns.usedMem), Blocks: s.rules.Load().Fleets[ns.info.Fleet].Blocks,
+		Containers: ns.info.CanRunContainers()}
+	for _, g := range ns.info.GPUs {
+		n.GPUs = append(n.GPUs, sched.GPU{Index: g.Index, Vendor: g.Vendor, Name: g.Name, Memory: sched.Bytes(g.Memory)})
+		if _, used := ns.usedGPU[g.Index]; !used {
+			n.FreeGPUs = append(n.FreeGPUs, g.Index)
+		}
+	}
+	return n
+}
+
+// countActive adds d to the active-run counts of rs's limit keys.
+func (s *Cluster) countActive(rs *runState, d int) {
+	if len(s.rules.Load().Submit) == 0 {
+		return
+	}
+	for _, k := range rs.keys() {
+		if s.active[k] += d; s.active[k] <= 0 {
+			delete(s.active, k)
+		}
+	}
+}
+
+// submitLimitLocked refuses a run that would exceed a submit limit, with
+// Slurm's names for the limit.
+func (s *Cluster) submitLimitLocked(rs *runState) error {
+	rules := s.rules.Load()
+	for _, k := range rs.keys() {
+		lk := k
+		if k.Scope == sched.ScopeQOSUser {
+			lk.Name = rs.qos
+		}
+		max, ok := rules.Submit[lk]
+		if !ok || s.active[k] < max {
+			continue
+		}
+		what := map[sched.Scope]string{sched.ScopeUser: "AssocMaxSubmitJobLimit: user " + rs.user,
+			sched.ScopeProject: "AssocGrpSubmitJobsLimit: project " + rs.project, sched.ScopeQOS: "QOSGrpSubmitJobsLimit: QOS " + rs.qos,
+			sched.ScopeQOSUser: "QOSMaxSubmitJobPerUserLimit: QOS " + rs.qos + " for user " + rs.user}[k.Scope]
+		return fmt.Errorf("%w: %s already has %d active runs, the most it may have (Slurm: Job violates accounting/QOS policy)", ErrInvalid, what, s.active[k])
+	}
+	return nil
+}
+
+// requeueLocked puts a run whose jobs have all ended back in the queue, as
+// a new attempt with fresh jobs (lifecycle decided it and set its status):
+// it keeps its name, ID, submit time and history.
+func (s *Cluster) requeueLocked(rs *runState, attempt int, now time.Time, b *store.Batch) {
+	rs.jobs = nil
+	s.newJobsLocked(rs, attempt, now, b)
+	rs.dropTask()
+	rs.rec.StartedAt, rs.placedAt = time.Time{}, time.Time{}
+	s.pending[rs.rec.ID] = rs
+	s.fresh[rs.rec.ID] = rs
+}
+
+// preemptLocked stops the plan's victims: their jobs get the stop signal and
+// grace period of a user's stop; the run's stop cause says what follows.
+func (s *Cluster) preemptLocked(p sched.Preemption, now time.Time, b *store.Batch) []Effect {
+	rs, ok := s.runs[p.Victim]
+	if !ok || lifecycle.StopCause(rs.rec.StopReq) != lifecycle.StopNone {
+		return nil
+	}
+	cause := lifecycle.StopPreemptRequeue
+	if p.Mode == sched.Cancel {
+		cause = lifecycle.StopPreemptCancel
+	}
+	after := s.stepLocked(rs, lifecycle.Event{Kind: lifecycle.Preempted, Cause: cause, By: p.By}, now, b)
+	return append(after, s.notify(rs.rec.ID))
+}
+
+// arrayKey names the array a task belongs to, for the throttle's limit.
+func arrayKey(rs *runState) string {
+	if rs.rec.ArrayID == 0 {
+		return ""
+	}
+	return strconv.FormatInt(rs.rec.ArrayID, 10)
+}
+
+// parentRunningLocked marks a task's array running once one of its tasks is.
+func (s *Cluster) parentRunningLocked(rs *runState, b *store.Batch) {
+	p := rs.parent
+	if p == nil || p.rec.Status == string(api.StatusRunning) {
+		return
+	}
+	p.rec.Status = string(api.StatusRunning)
+	if p.rec.StartedAt.IsZero() {
+		p.rec.StartedAt = rs.rec.StartedAt
+	}
+	b.Runs = append(b.Runs, runCopy(p))
+}
+
+// jobCount is how many jobs a run has: one per node, over every group of a
+// heterogeneous run.
+func jobCount(t *spec.Task) int {
+	if len(t.Groups) == 0 {
+		return max(t.Nodes, 1)
+	}
+	n := 0
+	for _, g := range t.Groups {
+		n += max(g.Nodes, 1)
+	}
+	return n
+}
+
+// groupOf is the group job number k of t belongs to (0 without groups).
+func groupOf(t *spec.Task, k int) int {
+	for i, g := range t.Groups {
+		if k < max(g.Nodes, 1) {
+			return i
+		}
+		k -= max(g.Nodes, 1)
+	}
+	return 0
+}
+
+// newJobsLocked gives rs a fresh job per node, of the given attempt, waiting.
+func (s *Cluster) newJobsLocked(rs *runState, attempt int, now time.Time, b *store.Batch) {
+	for k := range jobCount(rs.task()) {
+		s.nextJob++
+		js := &jobState{run: rs, rec: store.Job{ID: s.nextJob, RunID: rs.rec.ID, Num: k, Attempt: attempt, Status: string(api.StatusSubmitted), SubmittedAt: now, Alloc: []byte("{}")}}
+		rs.jobs = append(rs.jobs, js)
+		s.jobs[js.rec.ID] = js
+		b.Jobs = append(b.Jobs, jobCopy(js))
+	}
+}
+
+// queueRunLocked puts a new run (an array's task, a schedule's tick) in
+// the queue with its jobs, recording both in b.
+func (s *Cluster) queueRunLocked(rs *runState, now time.Time, b *store.Batch) {
+	s.newJobsLocked(rs, 0, now, b)
+	rs.dropTask()
+	s.runs[rs.rec.ID] = rs
+	s.pending[rs.rec.ID] = rs
+	s.fresh[rs.rec.ID] = rs
+	s.countActive(rs, 1)
+	s.watchLocked(rs)
+	b.Runs = append(b.Runs, runCopy(rs))
+}
