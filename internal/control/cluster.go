@@ -56,6 +56,9 @@ type Cluster struct {
 	usage   sched.Usage
 	usageAt time.Time
 	nodes   map[string]*nodeState
+	// nodeNames are the nodes' names, sorted, for the passes (rebuilt
+	// when a node comes).
+	nodeNames []string
 	// active counts the active runs under each limit key, for the policy's
 	// submit limits.
 	active map[sched.LimitKey]int

@@ -123,6 +123,7 @@ func (s *Cluster) onControl(now time.Time, in ControlInput) error {
 }
 
 func (s *Cluster) updateLocked(rs *runState, req api.ControlRequest, admin bool, now time.Time, b *store.Batch) (after []Effect, err error) {
+	s.staleNodesOf(rs) // its limit, priority or QOS, as a pass sees its jobs
 	id := rs.rec.ID
 	_, waiting := s.pending[id]
 	var changed []string

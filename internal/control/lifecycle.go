@@ -42,6 +42,7 @@ func (s *Cluster) stepLocked(rs *runState, ev lifecycle.Event, now time.Time, b 
 // held), are asked to stop, or start; the run becomes what the decision
 // says, goes back to the queue as a new attempt, or ends and leaves memory.
 func (s *Cluster) applyLocked(rs *runState, d lifecycle.Decision, now time.Time, b *store.Batch) []Effect {
+	s.staleNodesOf(rs) // what its placed jobs are to a pass (stop, status)
 	var after []Effect
 	notes := d.Notes
 	record := func(done int) {

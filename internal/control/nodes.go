@@ -47,6 +47,7 @@ func (ns *nodeState) condition() *nodeCond {
 // the record; the scheduler reconsiders everything (a drain may end a
 // reservation, a resume frees a node).
 func (s *Cluster) saveCondLocked(ns *nodeState) {
+	staleNode(ns)
 	c := ns.condition()
 	ns.rec.Drain = nil
 	if c.Manual != nil || c.Health != nil && c.Health.Status != api.HealthOK {

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"maps"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/berth-hq/berth/internal/policy"
@@ -50,10 +49,57 @@ type Pass struct {
 	// index is the waiting index, when the pass's views are its own (a
 	// full pass): it is indexed off the lock (snapshot).
 	index *waitingIndex
-	// held are the placed jobs (snapshot groups them into snap.Running),
-	// stopGrace how soon a run being stopped gives them back.
-	held      []heldJob
+	// nodes are the nodes' kept views, by name (snapshot copies them into
+	// snap.Nodes, and groups their placed jobs into snap.Running);
+	// stopGrace is how soon a run being stopped gives its jobs back.
+	nodes     []*nodeView
 	stopGrace time.Duration
+}
+
+// nodeView is a node as the scheduler sees it and its placed jobs as a
+// pass needs them, kept on the node between passes: a pass copies a
+// pointer to it, not 10,000 nodes and their jobs, while inputs wait. A
+// view is never changed once built; staleNode drops it when the node
+// changes (a job placed or released, its stream, drain, health or
+// resources) or when a run placed on it does (staleNodesOf: its status,
+// stop, start, time limit, priority, QOS), and the next pass builds it
+// again; a policy reload makes every view stale (rules).
+type nodeView struct {
+	rules *policy.Policy
+	node  sched.Node
+	held  []heldJob
+}
+
+// staleNode drops ns's kept view.
+func staleNode(ns *nodeState) { ns.view = nil }
+
+// staleNodesOf drops the kept views of the nodes rs's jobs are placed on.
+func (s *Cluster) staleNodesOf(rs *runState) {
+	for _, js := range rs.jobs {
+		if ns, ok := s.nodes[js.rec.Node]; ok {
+			staleNode(ns)
+		}
+	}
+}
+
+// nodeViewLocked is ns's kept view, built anew when stale.
+func (s *Cluster) nodeViewLocked(ns *nodeState, rules *policy.Policy) *nodeView {
+	if v := ns.view; v != nil && v.rules == rules {
+		return v
+	}
+	v := &nodeView{rules: rules, node: s.schedNode(ns), held: make([]heldJob, 0, len(ns.jobs))}
+	for _, js := range ns.jobs {
+		rs := js.run
+		h := heldJob{node: ns.info.Name, job: js.rec.ID, run: js.rec.RunID, cpus: js.alloc.CPUs, memory: js.alloc.Memory, gpus: js.alloc.GPUs,
+			end: rs.expectedEnd(), start: rs.rec.StartedAt, user: rs.user, project: rs.project, qos: rs.qos,
+			priority: int64(rs.rec.Priority), ending: rs.rec.StopReq > 0}
+		if rs.rec.ArrayID != 0 {
+			h.array = arrayKey(rs)
+		}
+		v.held = append(v.held, h)
+	}
+	ns.view = v
+	return v
 }
 
 // pendingView is a waiting run as the scheduler sees it (but for its
@@ -241,34 +287,17 @@ func (s *Cluster) copyClusterLocked(now time.Time) *Pass {
 	rules := s.rules.Load()
 	p := &Pass{now: now, rules: rules}
 	snap := &p.snap
-	names := make([]string, 0, len(s.nodes))
-	for n := range s.nodes {
-		names = append(names, n)
+	if len(s.nodeNames) != len(s.nodes) {
+		s.nodeNames = slices.Sorted(maps.Keys(s.nodes))
 	}
-	sort.Strings(names)
-	snap.Nodes = make([]sched.Node, 0, len(names))
-	for _, name := range names {
-		snap.Nodes = append(snap.Nodes, s.schedNode(s.nodes[name]))
-	}
-	// What runs hold, and until when: from the nodes, so that a pass costs
-	// what runs, not what is queued. Under the lock only a flat copy of
-	// each placed job; runningOf groups them by run without it.
-	n := 0
-	for _, name := range names {
-		n += len(s.nodes[name].jobs)
-	}
-	p.held = make([]heldJob, 0, n)
-	for _, name := range names {
-		for _, js := range s.nodes[name].jobs {
-			rs := js.run
-			h := heldJob{node: name, job: js.rec.ID, run: js.rec.RunID, cpus: js.alloc.CPUs, memory: js.alloc.Memory, gpus: js.alloc.GPUs,
-				end: rs.expectedEnd(), start: rs.rec.StartedAt, user: rs.user, project: rs.project, qos: rs.qos,
-				priority: int64(rs.rec.Priority), ending: rs.rec.StopReq > 0}
-			if rs.rec.ArrayID != 0 {
-				h.array = arrayKey(rs)
-			}
-			p.held = append(p.held, h)
+	p.nodes = make([]*nodeView, 0, len(s.nodeNames))
+	for _, name := range s.nodeNames {
+		ns, ok := s.nodes[name]
+		if !ok { // a node gone and another come: the names again
+			s.nodeNames = nil
+			return s.copyClusterLocked(now)
 		}
+		p.nodes = append(p.nodes, s.nodeViewLocked(ns, rules))
 	}
 	p.stopGrace = s.cfg.StopGrace
 	snap.Policy = s.cfg.Policy
@@ -296,9 +325,23 @@ type heldJob struct {
 // running groups the pass's placed jobs into the runs that hold them, in
 // run ID order, each run's placements in node order. It needs no lock.
 func (p *Pass) running() []sched.Running {
-	at := make(map[int64]int, len(p.held))
+	n := 0
+	for _, v := range p.nodes {
+		n += len(v.held)
+	}
+	at := make(map[int64]int, n)
 	var out []sched.Running
-	for _, h := range p.held {
+	for _, v := range p.nodes {
+		out = p.group(v.held, at, out)
+	}
+	slices.SortFunc(out, func(a, b sched.Running) int { return cmp.Compare(a.RunID, b.RunID) })
+	return out
+}
+
+// group adds held's jobs to the runs that hold them (at: where each run
+// is in out).
+func (p *Pass) group(held []heldJob, at map[int64]int, out []sched.Running) []sched.Running {
+	for _, h := range held {
 		k, ok := at[h.run]
 		if !ok {
 			r := sched.Running{RunID: h.run, End: h.end, User: h.user, Project: h.project, QOS: h.qos,
@@ -316,20 +359,25 @@ func (p *Pass) running() []sched.Running {
 		out[k].Placements = append(out[k].Placements, sched.Placement{JobID: h.job, Node: h.node, CPUs: h.cpus,
 			Memory: sched.Bytes(h.memory), GPUs: h.gpus})
 	}
-	slices.SortFunc(out, func(a, b sched.Running) int { return cmp.Compare(a.RunID, b.RunID) })
 	return out
 }
 
-// snapshot is the pass's snapshot, its waiting runs copied from their
-// views with the pass's holds, the running runs from the placed jobs. It
-// needs no lock.
 // Schedule computes the pass's plan. It reads only the pass: it runs
 // without the owner's serialisation, beside other inputs.
 func (p *Pass) Schedule() sched.Plan { return sched.Schedule(p.snapshot(), p.now) }
 
+// snapshot is the pass's snapshot, its waiting runs copied from their
+// views with the pass's holds, the running runs from the placed jobs. It
+// needs no lock.
 func (p *Pass) snapshot() sched.Snapshot {
 	if p.index != nil {
 		p.index.index()
+	}
+	if p.snap.Nodes == nil {
+		p.snap.Nodes = make([]sched.Node, len(p.nodes))
+		for i, v := range p.nodes {
+			p.snap.Nodes[i] = v.node
+		}
 	}
 	snap := p.snap
 	snap.Running = p.running()

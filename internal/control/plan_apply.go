@@ -182,11 +182,11 @@ func (s *Cluster) placementStaleLocked(p *Pass, pl sched.Placement) string {
 
 // node is the pass's copy of a node (its Nodes are sorted by name).
 func (p *Pass) node(name string) (*sched.Node, bool) {
-	i := sort.Search(len(p.snap.Nodes), func(i int) bool { return p.snap.Nodes[i].Name >= name })
-	if i == len(p.snap.Nodes) || p.snap.Nodes[i].Name != name {
+	i := sort.Search(len(p.nodes), func(i int) bool { return p.nodes[i].node.Name >= name })
+	if i == len(p.nodes) || p.nodes[i].node.Name != name {
 		return nil, false
 	}
-	return &p.snap.Nodes[i], true
+	return &p.nodes[i].node, true
 }
 
 // sameNode reports whether two views of a node agree on what it is (not
@@ -199,11 +199,11 @@ func sameNode(a *sched.Node, b sched.Node) bool {
 // nodesSameLocked reports whether the nodes are those the pass saw: none
 // added, removed, gone offline or drained, or registered again otherwise.
 func (s *Cluster) nodesSameLocked(p *Pass) bool {
-	if len(s.nodes) != len(p.snap.Nodes) {
+	if len(s.nodes) != len(p.nodes) {
 		return false
 	}
-	for i := range p.snap.Nodes {
-		was := &p.snap.Nodes[i]
+	for _, v := range p.nodes {
+		was := &v.node
 		ns, ok := s.nodes[was.Name]
 		if !ok || !sameNode(was, s.schedNode(ns)) {
 			return false

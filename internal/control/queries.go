@@ -3,6 +3,7 @@ package control
 import (
 	"cmp"
 	"fmt"
+	"reflect"
 	"slices"
 	"sort"
 	"time"
@@ -113,7 +114,8 @@ func (s *Cluster) Due() time.Time {
 // Check verifies what must hold of the cluster after every input, and
 // names the first thing that does not: every job is held by at most one
 // node, the node it is placed on; a node's count of used CPUs is the sum
-// of its jobs' and within what it has; no final run stays in memory.
+// of its jobs' and within what it has; no final run stays in memory; a
+// node's kept view (pass.go) is what a new one would be.
 func (s *Cluster) Check() error {
 	seen := map[int64]string{}
 	for name, ns := range s.nodes {
@@ -135,6 +137,23 @@ func (s *Cluster) Check() error {
 	for id, rs := range s.runs {
 		if api.Status(rs.rec.Status).Finished() {
 			return fmt.Errorf("final run %d is still in memory", id)
+		}
+	}
+	rules := s.rules.Load()
+	for name, ns := range s.nodes {
+		kept := ns.view
+		if kept == nil || kept.rules != rules {
+			continue
+		}
+		ns.view = nil
+		fresh := s.nodeViewLocked(ns, rules)
+		ns.view = kept
+		byJob := func(a, b heldJob) int { return cmp.Compare(a.job, b.job) }
+		k, f := slices.Clone(kept.held), slices.Clone(fresh.held)
+		slices.SortFunc(k, byJob)
+		slices.SortFunc(f, byJob)
+		if !reflect.DeepEqual(kept.node, fresh.node) || !reflect.DeepEqual(k, f) {
+			return fmt.Errorf("node %s: the kept view is stale:\n kept %+v %+v\n  new %+v %+v", name, kept.node, k, fresh.node, f)
 		}
 	}
 	return nil

@@ -227,6 +227,8 @@ type nodeState struct {
 	// unreachable: it stayed away longer than NodeTimeout.
 	downSince   time.Time
 	unreachable bool
+	// view is how the last pass saw it (pass.go); nil when stale.
+	view *nodeView
 	// cond is its drain and health (nodes.go), read from rec.Drain
 	// when first needed.
 	cond *nodeCond
@@ -237,6 +239,7 @@ func newNode(info api.NodeInfo) *nodeState {
 }
 
 func (n *nodeState) take(j *jobState) {
+	staleNode(n)
 	n.jobs[j.rec.ID] = j
 	n.usedCPU += j.alloc.CPUs
 	n.usedMem += j.alloc.Memory
@@ -249,6 +252,7 @@ func (n *nodeState) release(j *jobState) {
 	if _, ok := n.jobs[j.rec.ID]; !ok {
 		return
 	}
+	staleNode(n)
 	delete(n.jobs, j.rec.ID)
 	n.usedCPU -= j.alloc.CPUs
 	n.usedMem -= j.alloc.Memory
@@ -616,6 +620,7 @@ func (s *Cluster) onReport(now time.Time, in ReportInput) *api.AgentAck {
 				js.rec.StartedAt = ev.Time
 				if js.run.rec.StartedAt.IsZero() {
 					js.run.rec.StartedAt = ev.Time
+					s.staleNodesOf(js.run)                             // its expected end counts from now
 					s.changedLocked(js.run.rec.ID, js.run.rec.ArrayID) // for `after` dependencies
 				}
 				extra = append(extra, s.stepLocked(js.run, lifecycle.Event{Kind: lifecycle.Started, Job: js.rec.Num, Time: ev.Time}, now, b)...)
