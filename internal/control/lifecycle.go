@@ -35,6 +35,7 @@ func (rs *runState) lifeJobs() []lifecycle.Job {
 // stepLocked applies ev to rs at now, recording what changed in b, and
 // returns what to send once b is committed.
 func (s *Cluster) stepLocked(rs *runState, ev lifecycle.Event, now time.Time, b *store.Batch) []Effect {
+	s.jobsLocked(rs)
 	return s.applyLocked(rs, lifecycle.Step(rs.lifeRun(), rs.lifeJobs(), ev, now), now, b)
 }
 

@@ -173,7 +173,9 @@ func newView(rs *runState, rules *policy.Policy) *pendingView {
 	v := &pendingView{rules: rules, id: rs.rec.ID, priority: rs.rec.Priority, submitted: rs.rec.SubmittedAt, nodes: len(rs.jobs),
 		req: rs.req, limit: rs.limit, user: rs.user, project: rs.project, qos: rs.qos, tier: rs.tier, nice: rs.nice,
 		array: arrayKey(rs), groups: rs.groups}
-	if len(rs.jobs) > 0 {
+	if u := rs.unmade; u.n > 0 {
+		v.nodes, v.firstJob = int(u.n), u.first
+	} else if len(rs.jobs) > 0 {
 		v.firstJob = rs.jobs[0].rec.ID
 	}
 	for k, js := range rs.jobs {

@@ -137,11 +137,15 @@ func (s *Cluster) startStaleLocked(p *Pass, st sched.Start) (*runState, string) 
 		return nil, "the run changed during the pass"
 	case rs.held || rs.hold != "" || rs.begin.After(p.now):
 		return nil, "the run is held"
-	case len(st.Placements) != len(rs.jobs):
+	case len(st.Placements) != max(len(rs.jobs), int(rs.unmade.n)):
 		return nil, "the run's jobs changed"
 	}
 	for k, pl := range st.Placements {
-		if js := rs.jobs[k]; js.rec.ID != pl.JobID || api.Status(js.rec.Status) != api.StatusSubmitted {
+		if u := rs.unmade; u.n > 0 {
+			if pl.JobID != u.first+int64(k) {
+				return nil, "the run's jobs changed"
+			}
+		} else if js := rs.jobs[k]; js.rec.ID != pl.JobID || api.Status(js.rec.Status) != api.StatusSubmitted {
 			return nil, "the run's jobs changed"
 		}
 	}
@@ -244,6 +248,7 @@ func (s *Cluster) startLocked(rs *runState, st sched.Start, now time.Time, b *st
 		nodeIPs[k] = s.nodes[p.Node].info.Addr
 		hosts[k] = p.Node
 	}
+	s.jobsLocked(rs)
 	for k, p := range st.Placements {
 		js := rs.jobs[k]
 		ns := s.nodes[p.Node]

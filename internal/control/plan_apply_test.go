@@ -261,7 +261,7 @@ func TestPlanStartTakesWhatIsFree(t *testing.T) {
 	b := s.submit(t, "type: task\nresources: {cpu: 4}\ncommands: [\"true\"]\n")
 	p := s.prepare(t)
 	jobOf := func(id int64) int64 {
-		return s.runs[id].jobs[0].rec.ID
+		return s.jobsLocked(s.runs[id])[0].rec.ID
 	}
 	start := func(id int64) sched.Start {
 		return sched.Start{RunID: id, Placements: []sched.Placement{{JobID: jobOf(id), Node: "n1", CPUs: 4, Memory: 1 << 20}}}
@@ -342,7 +342,7 @@ func TestPassKeepsWhatHappensMeanwhile(t *testing.T) {
 		w := s.submit(t, "type: task\nresources: {cpu: 2}\ncommands: [\"true\"]\n")
 		p := s.prepare(t)
 		// first ends while the pass computes: its CPUs are free.
-		jid := s.runs[first].jobs[0].rec.ID
+		jid := s.jobsLocked(s.runs[first])[0].rec.ID
 		if _, err := s.agentEvents("n1", []api.AgentEvent{{Type: "exited", JobID: jid}}); err != nil {
 			t.Fatal(err)
 		}
@@ -466,7 +466,7 @@ func TestReasonAfterRequeue(t *testing.T) {
 		t.Fatalf("r: %+v, want it placed", got)
 	}
 	control(r, "requeue")
-	jid := s.runs[r].jobs[0].rec.ID
+	jid := s.jobsLocked(s.runs[r])[0].rec.ID
 	if _, err := s.agentEvents("n1", []api.AgentEvent{{Type: "exited", JobID: jid, Reason: "stopped"}}); err != nil {
 		t.Fatal(err)
 	}

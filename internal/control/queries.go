@@ -59,9 +59,13 @@ func (s *Cluster) ActiveRun(id int64) (store.Run, []store.Job, bool) {
 	if !ok {
 		return store.Run{}, nil, false
 	}
-	jobs := make([]store.Job, len(rs.jobs))
-	for k, js := range rs.jobs {
-		jobs[k] = js.rec
+	jobs := make([]store.Job, max(len(rs.jobs), int(rs.unmade.n)))
+	for k := range jobs {
+		if rs.unmade.n > 0 {
+			jobs[k] = rs.unmade.record(id, k)
+		} else {
+			jobs[k] = rs.jobs[k].rec
+		}
 	}
 	return rs.rec, jobs, true
 }

@@ -41,7 +41,9 @@ type runState struct {
 	fleets      []string       // the fleets it names (resolveFleets)
 	req         *sched.Request // never changed in place (resolve)
 	limit       time.Duration  // max_duration; 0 none
-	jobs        []*jobState
+	// jobs are its jobs of the current attempt, once made (see unmade).
+	jobs   []*jobState
+	unmade unmadeJobs
 	// placedAt is when the scheduler placed it: its expected end counts
 	// from its start, or from here until it has started.
 	placedAt  time.Time
@@ -382,6 +384,7 @@ func (s *Cluster) Restore(l *Loaded, now time.Time) error {
 		}
 		if api.Status(rs.rec.Status) == api.StatusSubmitted {
 			s.pending[rs.rec.ID] = rs
+			s.unmakeJobsLocked(rs)
 		}
 	}
 	for _, rs := range s.pending {
@@ -826,15 +829,68 @@ func groupOf(t *spec.Task, k int) int {
 	return 0
 }
 
-// newJobsLocked gives rs a fresh job per node, of the given attempt, waiting.
+// newJobsLocked gives rs a fresh job per node, of the given attempt,
+// waiting: their rows are written now, their memory made when the run is
+// placed or a decision needs them (jobsLocked), so that a long queue costs
+// little memory.
 func (s *Cluster) newJobsLocked(rs *runState, attempt int, now time.Time, b *store.Batch) {
-	for k := range jobCount(rs.task()) {
+	n := jobCount(rs.task())
+	rs.jobs = nil
+	rs.unmade = unmadeJobs{first: s.nextJob + 1, n: int32(n), attempt: int32(attempt), at: now.UnixNano()}
+	for k := range n {
 		s.nextJob++
-		js := &jobState{run: rs, rec: store.Job{ID: s.nextJob, RunID: rs.rec.ID, Num: k, Attempt: attempt, Status: string(api.StatusSubmitted), SubmittedAt: now, Alloc: []byte("{}")}}
-		rs.jobs = append(rs.jobs, js)
-		s.jobs[js.rec.ID] = js
-		b.Jobs = append(b.Jobs, jobCopy(js))
+		b.Jobs = append(b.Jobs, &store.Job{ID: s.nextJob, RunID: rs.rec.ID, Num: k, Attempt: attempt, Status: string(api.StatusSubmitted),
+			SubmittedAt: now, Alloc: []byte("{}")})
 	}
+}
+
+// unmadeJobs are a waiting run's jobs while only their rows exist: n jobs
+// with consecutive IDs from first, of one attempt, made at (Unix ns).
+type unmadeJobs struct {
+	first      int64
+	n, attempt int32
+	at         int64
+}
+
+// record is job k's row as written.
+func (u unmadeJobs) record(run int64, k int) store.Job {
+	return store.Job{ID: u.first + int64(k), RunID: run, Num: k, Attempt: int(u.attempt), Status: string(api.StatusSubmitted),
+		SubmittedAt: time.Unix(0, u.at).UTC(), Alloc: []byte("{}")}
+}
+
+// jobsLocked are rs's jobs, made first if only their rows exist.
+func (s *Cluster) jobsLocked(rs *runState) []*jobState {
+	if rs.unmade.n == 0 {
+		return rs.jobs
+	}
+	rs.jobs = make([]*jobState, rs.unmade.n)
+	for k := range rs.jobs {
+		js := &jobState{run: rs, rec: rs.unmade.record(rs.rec.ID, k)}
+		rs.jobs[k] = js
+		s.jobs[js.rec.ID] = js
+	}
+	rs.unmade = unmadeJobs{}
+	return rs.jobs
+}
+
+// unmakeJobsLocked lets a waiting run whose jobs all wait, with
+// consecutive IDs, keep only their rows (after a restart).
+func (s *Cluster) unmakeJobsLocked(rs *runState) {
+	if len(rs.jobs) == 0 {
+		return
+	}
+	first := rs.jobs[0].rec
+	for k, js := range rs.jobs {
+		if js.rec.ID != first.ID+int64(k) || js.rec.Num != k || js.rec.Attempt != first.Attempt || api.Status(js.rec.Status) != api.StatusSubmitted ||
+			js.rec.Node != "" || !js.rec.SubmittedAt.Equal(first.SubmittedAt) || js.rec.LogSize != 0 {
+			return
+		}
+	}
+	for _, js := range rs.jobs {
+		delete(s.jobs, js.rec.ID)
+	}
+	rs.unmade = unmadeJobs{first: first.ID, n: int32(len(rs.jobs)), attempt: int32(first.Attempt), at: first.SubmittedAt.UnixNano()}
+	rs.jobs = nil
 }
 
 // queueRunLocked puts a new run (an array's task, a schedule's tick) in
