@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
+	"syscall"
 
 	"github.com/goccy/go-yaml"
 	"github.com/spf13/cobra"
@@ -42,6 +45,21 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 				defer pprof.StopCPUProfile()
 			}
 		}
+	}
+	// BERTH_HEAP_PROFILE=PREFIX writes a heap profile of this process to
+	// PREFIX.COMMAND.PID each time it gets SIGUSR1.
+	if prefix := os.Getenv("BERTH_HEAP_PROFILE"); prefix != "" && len(args) > 0 {
+		usr1 := make(chan os.Signal, 1)
+		signal.Notify(usr1, syscall.SIGUSR1)
+		go func() {
+			for range usr1 {
+				runtime.GC()
+				if f, err := os.Create(fmt.Sprintf("%s.%s.%d", prefix, args[0], os.Getpid())); err == nil {
+					_ = pprof.WriteHeapProfile(f)
+					f.Close()
+				}
+			}
+		}()
 	}
 	root := NewRoot(stdin, stdout, stderr)
 	root.SetArgs(args)

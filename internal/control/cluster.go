@@ -48,7 +48,7 @@ type Cluster struct {
 	reserved []int64
 	// applied is what the passes applied of the waiting runs' reasons
 	// (pass.go); only the pass in progress uses it.
-	applied map[int64]reasonEntry
+	applied map[int64]uint64 // reasonEntry.sum
 	// waiting keeps the waiting runs' views between passes (pass.go);
 	// only the pass in progress uses it.
 	waiting waitingIndex
@@ -56,6 +56,7 @@ type Cluster struct {
 	usage   sched.Usage
 	usageAt time.Time
 	nodes   map[string]*nodeState
+	reqs    requests // the runs' requests, interned
 	// nodeNames are the nodes' names, sorted, for the passes (rebuilt
 	// when a node comes).
 	nodeNames []string

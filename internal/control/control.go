@@ -39,7 +39,7 @@ func IsArrayRun(r *store.Run) bool {
 
 // saveMeta writes the run's state parts into its record's meta.
 func (rs *runState) saveMeta() {
-	m := runMeta{Array: rs.array, Schedule: rs.sched, Retry: rs.retry, Held: rs.held, Begin: rs.begin}
+	m := runMeta{Array: rs.array, Schedule: rs.sched, Retry: rs.retry, Held: rs.held, Begin: rs.beginAt()}
 	if m == (runMeta{}) {
 		rs.rec.Meta = nil
 		return
@@ -57,7 +57,8 @@ func (rs *runState) loadMeta() {
 	if json.Unmarshal(rs.rec.Meta, &m) != nil {
 		return
 	}
-	rs.held, rs.begin, rs.retry = m.Held, m.Begin, m.Retry
+	rs.held, rs.retry = m.Held, m.Retry
+	rs.setBegin(m.Begin)
 }
 
 // onControl applies a hold, release, requeue or update to a run.

@@ -282,9 +282,9 @@ func (s *Cluster) holdsLocked(candidates map[int64]*runState, now time.Time, b *
 			holds[id] = rs.hold
 		case rs.held:
 			holds[id] = string(lifecycle.ReasonHeldUser)
-		case !rs.begin.IsZero() && now.Before(rs.begin):
+		case rs.begin != nil && now.Before(*rs.begin):
 			holds[id] = string(lifecycle.ReasonBeginTime)
-			s.lookAgainLocked(rs.begin)
+			s.lookAgainLocked(*rs.begin)
 		case rs.retry != nil && now.Before(rs.retry.NotBefore):
 			holds[id] = string(lifecycle.ReasonBeginTime)
 			s.lookAgainLocked(rs.retry.NotBefore)

@@ -182,7 +182,7 @@ func (s *Cluster) onRules(in RulesInput) {
 		s.countActive(rs, 1)
 	}
 	for _, rs := range s.pending {
-		resolveFleets(rs, *rs.req, rs.groups, p)
+		s.resolveFleets(rs, *rs.req, rs.groups, p)
 	}
 	s.freed = true
 }

@@ -2,8 +2,11 @@ package control
 
 import (
 	"cmp"
+	"encoding/binary"
+	"hash/fnv"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/berth-hq/berth/internal/policy"
@@ -122,40 +125,73 @@ func (s *Cluster) nodeViewLocked(ns *nodeState, rules *policy.Policy) *nodeView 
 // lock.
 type pendingView struct {
 	rules *policy.Policy
+	id    int64
+	// firstJob is its first job's ID, the others following (but see
+	// rare.jobs).
+	firstJob  int64
+	priority  int
+	submitted int64 // Unix ns
+	req       *sched.Request
+	limit     time.Duration
+	nice      int64
+	acct      *account
+	array     string
+	rare      *viewRare // nil: no groups, jobs that follow one another
+	nodes     int32     // how many jobs
+	tier      int32
 	// plain: no hold can apply (no partition hold, user hold, begin time,
 	// retry, dependency or singleton), so holdsLocked need not look at it.
 	plain bool
-	nodes int // how many jobs
-	id    int64
-	// firstJob is its first job's ID, the others following; jobs lists
-	// them instead when they do not follow one another.
-	firstJob           int64
-	jobs               []int64
-	priority           int
-	submitted          time.Time
-	req                *sched.Request
-	groups             []sched.Group
-	limit              time.Duration
-	user, project, qos string
-	array              string
-	tier               int
-	nice               int64
+}
+
+// viewRare is what few views have: a heterogeneous run's groups, and the
+// job IDs of a run whose jobs do not follow one another.
+type viewRare struct {
+	groups []sched.Group
+	jobs   []int64
+}
+
+// account is whose a run is and under which QOS, shared by the views of
+// every run of the same (accounts).
+type account struct{ user, project, qos string }
+
+// accounts interns the views' accounts. Its entries are never dropped:
+// there are as many as user, project and QOS combinations in use.
+var accounts = struct {
+	sync.Mutex
+	m map[account]*account
+}{m: map[account]*account{}}
+
+func accountOf(user, project, qos string) *account {
+	a := account{user, project, qos}
+	accounts.Lock()
+	defer accounts.Unlock()
+	p, ok := accounts.m[a]
+	if !ok {
+		p = &a
+		accounts.m[a] = p
+	}
+	return p
 }
 
 // pending is the scheduler's entry of the run; ids holds room for its job
 // IDs (at least v.nodes).
 func (v *pendingView) pending(ids []int64) sched.Pending {
 	ids = ids[:v.nodes:v.nodes]
-	if v.jobs != nil {
-		copy(ids, v.jobs)
+	var groups []sched.Group
+	if r := v.rare; r != nil && r.jobs != nil {
+		copy(ids, r.jobs)
 	} else {
 		for k := range ids {
 			ids[k] = v.firstJob + int64(k)
 		}
 	}
-	return sched.Pending{RunID: v.id, Priority: v.priority, SubmittedAt: v.submitted, Nodes: v.nodes, JobIDs: ids,
-		Request: *v.req, Limit: v.limit, User: v.user, Project: v.project, QOS: v.qos, Tier: v.tier, Nice: v.nice,
-		Array: v.array, Groups: v.groups}
+	if v.rare != nil {
+		groups = v.rare.groups
+	}
+	return sched.Pending{RunID: v.id, Priority: v.priority, SubmittedAt: time.Unix(0, v.submitted).UTC(), Nodes: int(v.nodes), JobIDs: ids,
+		Request: *v.req, Limit: v.limit, User: v.acct.user, Project: v.acct.project, QOS: v.acct.qos, Tier: int(v.tier), Nice: v.nice,
+		Array: v.array, Groups: groups}
 }
 
 // viewOf is rs's view, built again when it is missing or stale.
@@ -170,24 +206,30 @@ func viewOf(rs *runState, rules *policy.Policy) *pendingView {
 
 // newView builds rs's view.
 func newView(rs *runState, rules *policy.Policy) *pendingView {
-	v := &pendingView{rules: rules, id: rs.rec.ID, priority: rs.rec.Priority, submitted: rs.rec.SubmittedAt, nodes: len(rs.jobs),
-		req: rs.req, limit: rs.limit, user: rs.user, project: rs.project, qos: rs.qos, tier: rs.tier, nice: rs.nice,
-		array: arrayKey(rs), groups: rs.groups}
+	v := &pendingView{rules: rules, id: rs.rec.ID, priority: rs.rec.Priority, submitted: rs.rec.SubmittedAt.UnixNano(), nodes: int32(len(rs.jobs)),
+		req: rs.req, limit: rs.limit, acct: accountOf(rs.user, rs.project, rs.qos), tier: rs.tier, nice: rs.nice,
+		array: arrayKey(rs)}
+	if len(rs.groups) > 0 {
+		v.rare = &viewRare{groups: rs.groups}
+	}
 	if u := rs.unmade; u.n > 0 {
-		v.nodes, v.firstJob = int(u.n), u.first
+		v.nodes, v.firstJob = u.n, u.first
 	} else if len(rs.jobs) > 0 {
 		v.firstJob = rs.jobs[0].rec.ID
 	}
 	for k, js := range rs.jobs {
 		if js.rec.ID != v.firstJob+int64(k) {
-			v.jobs = make([]int64, len(rs.jobs))
+			if v.rare == nil {
+				v.rare = &viewRare{}
+			}
+			v.rare.jobs = make([]int64, len(rs.jobs))
 			for i, o := range rs.jobs {
-				v.jobs[i] = o.rec.ID
+				v.rare.jobs[i] = o.rec.ID
 			}
 			break
 		}
 	}
-	v.plain = rs.hold == "" && !rs.held && rs.begin.IsZero() && rs.retry == nil && rs.retryPolicy == nil && len(rs.deps) == 0 && !rs.singleton
+	v.plain = rs.hold == "" && !rs.held && rs.begin == nil && rs.retry == nil && rs.retryPolicy == nil && len(rs.deps) == 0 && !rs.singleton
 	return v
 }
 
@@ -386,7 +428,7 @@ func (p *Pass) snapshot() sched.Snapshot {
 	snap.Pending = make([]sched.Pending, 0, len(p.views))
 	n := 0
 	for _, v := range p.views {
-		n += v.nodes
+		n += int(v.nodes)
 	}
 	ids := make([]int64, n) // every run's job IDs, in one allocation
 	for _, v := range p.views {
@@ -410,8 +452,21 @@ type reasonEntry struct {
 	blockedBy []int64
 }
 
-func (e reasonEntry) equal(o reasonEntry) bool {
-	return e.reason == o.reason && e.estimate.Equal(o.estimate) && slices.Equal(e.blockedBy, o.blockedBy)
+// sum is a 64-bit digest of the entry: what the passes keep of each
+// entry they applied (s.applied), so as to tell a new one from it at a
+// sixteenth of the memory. Two different entries share a digest once in
+// 2^64; then a changed reason waits for its next change.
+func (e reasonEntry) sum() uint64 {
+	h := fnv.New64a()
+	var b [8]byte
+	h.Write([]byte(e.reason))
+	binary.LittleEndian.PutUint64(b[:], uint64(e.estimate.UnixNano()))
+	h.Write(b[:])
+	for _, id := range e.blockedBy {
+		binary.LittleEndian.PutUint64(b[:], uint64(id))
+		h.Write(b[:])
+	}
+	return h.Sum64()
 }
 
 // reasonUpdate is one entry of a plan to apply to run id.
@@ -430,7 +485,7 @@ func (s *Cluster) NewReasons(plan sched.Plan) []reasonUpdate {
 	var out []reasonUpdate
 	for id, reason := range plan.Reasons {
 		e := reasonEntry{reason: reason, estimate: plan.Estimates[id], blockedBy: plan.BlockedBy[id]}
-		if was, ok := s.applied[id]; ok && reason != sched.ReasonNoNode && was.equal(e) {
+		if was, ok := s.applied[id]; ok && reason != sched.ReasonNoNode && was == e.sum() {
 			continue
 		}
 		out = append(out, reasonUpdate{id: id, reasonEntry: e})

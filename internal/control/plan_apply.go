@@ -77,7 +77,7 @@ func (s *Cluster) applyPlanLocked(p *Pass, plan sched.Plan, reasons []reasonUpda
 		s.freed, s.wakeNow = true, true
 	}
 	if s.applied == nil {
-		s.applied = map[int64]reasonEntry{}
+		s.applied = map[int64]uint64{}
 	}
 	var sameNodes *bool
 	for _, u := range reasons {
@@ -97,7 +97,7 @@ func (s *Cluster) applyPlanLocked(p *Pass, plan sched.Plan, reasons []reasonUpda
 				continue
 			}
 		}
-		s.applied[id] = u.reasonEntry
+		s.applied[id] = u.reasonEntry.sum()
 		rs.blockedBy = u.blockedBy
 		if rs.rec.Reason != reason || !rs.rec.EstimatedStart.Equal(est) {
 			rs.rec.Reason, rs.rec.EstimatedStart = reason, est
@@ -135,7 +135,7 @@ func (s *Cluster) startStaleLocked(p *Pass, st sched.Start) (*runState, string) 
 		return nil, "the run no longer waits"
 	case s.fresh[st.RunID] != nil:
 		return nil, "the run changed during the pass"
-	case rs.held || rs.hold != "" || rs.begin.After(p.now):
+	case rs.held || rs.hold != "" || rs.beginAt().After(p.now):
 		return nil, "the run is held"
 	case len(st.Placements) != max(len(rs.jobs), int(rs.unmade.n)):
 		return nil, "the run's jobs changed"
@@ -236,7 +236,7 @@ func (s *Cluster) preemptionStaleLocked(pr sched.Preemption) string {
 // startLocked places rs's jobs as st says, records it in b and adds to
 // after the assignments to send once b is committed.
 func (s *Cluster) startLocked(rs *runState, st sched.Start, now time.Time, b *store.Batch, after []Effect) []Effect {
-	rs.placedAt, rs.rec.EstimatedStart = now, time.Time{}
+	rs.placedAt, rs.rec.EstimatedStart = now.UnixNano(), time.Time{}
 	rs.view = nil // if it waits again (requeued), it is with other jobs
 	delete(s.pending, st.RunID)
 	// Placed: its agents need all of its configuration.

@@ -3,10 +3,13 @@ package control
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
+	"weak"
 
 	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/lifecycle"
@@ -33,38 +36,56 @@ type runState struct {
 	qos         string
 	nice        int64
 	retryPolicy *lifecycle.RetryPolicy
-	masterDone  bool
 	deps        []spec.Dependency
-	depAny      bool // dependency_policy: any
-	singleton   bool
-	killInvalid bool           // kill_invalid_depend
 	fleets      []string       // the fleets it names (resolveFleets)
 	req         *sched.Request // never changed in place (resolve)
 	limit       time.Duration  // max_duration; 0 none
 	// jobs are its jobs of the current attempt, once made (see unmade).
 	jobs   []*jobState
 	unmade unmadeJobs
-	// placedAt is when the scheduler placed it: its expected end counts
-	// from its start, or from here until it has started.
-	placedAt  time.Time
+	// placedAt is when the scheduler placed it (Unix ns; 0: not placed):
+	// its expected end counts from its start, or from here until it has
+	// started.
+	placedAt  int64
 	user      string  // the owner's name (fairshare, limits)
 	project   string  // its project's name
 	blockedBy []int64 // from the last pass that considered it
-	tier      int     // the highest tier of the fleets it may use
 	// hold, when set, is why the run may not be scheduled at all (a reason
 	// the scheduler need not see, e.g. PartitionTimeLimit).
 	hold string
 	// groups are a heterogeneous run's components (nil: one request, req).
 	groups []sched.Group
 	retry  *lifecycle.Retries // see faults.go; nil until it first failed
-	// held: a user's hold (JobHeldUser); begin: not before then (BeginTime).
-	held  bool
-	begin time.Time
+	// begin: not before then (BeginTime; nil: none).
+	begin *time.Time
 	// array is set on an array's own run; parent on each of its tasks;
 	// sched on a schedule's own run.
 	array  *arrayState
 	parent *runState
 	sched  *scheduleState
+	tier   int32 // the highest tier of the fleets it may use
+	// held: a user's hold (JobHeldUser).
+	held        bool
+	masterDone  bool
+	depAny      bool // dependency_policy: any
+	singleton   bool
+	killInvalid bool // kill_invalid_depend
+}
+
+// beginAt is when the run may start at the earliest (zero: now).
+func (rs *runState) beginAt() time.Time {
+	if rs.begin == nil {
+		return time.Time{}
+	}
+	return *rs.begin
+}
+
+// setBegin sets when the run may start at the earliest (zero: now).
+func (rs *runState) setBegin(t time.Time) {
+	rs.begin = nil
+	if !t.IsZero() {
+		rs.begin = &t
+	}
 }
 
 // newRunState builds an active run from its record and configuration,
@@ -136,7 +157,7 @@ func (s *Cluster) resolve(rs *runState, t *spec.Task, rules *policy.Policy) {
 	for _, g := range t.Groups {
 		groups = append(groups, sched.Group{Nodes: max(g.Nodes, 1), Request: requestOf(t, g.Resources)})
 	}
-	resolveFleets(rs, request(t), groups, rules)
+	s.resolveFleets(rs, request(t), groups, rules)
 }
 
 // resolveFleets sets the fleets req and groups may use under the policy:
@@ -146,10 +167,10 @@ func (s *Cluster) resolve(rs *runState, t *spec.Task, rules *policy.Policy) {
 //
 // The request and groups are made anew, never changed in place: the
 // scheduler's views of the run share them (pass.go).
-func resolveFleets(rs *runState, req sched.Request, groups []sched.Group, rules *policy.Policy) {
+func (s *Cluster) resolveFleets(rs *runState, req sched.Request, groups []sched.Group, rules *policy.Policy) {
 	rs.hold = ""
 	req.Fleets, req.NotFleets = rules.ResolveFleets(rs.fleets), nil
-	rs.tier = rules.Tier(req.Fleets)
+	rs.tier = int32(rules.Tier(req.Fleets))
 	if rs.limit > 0 {
 		// Fleets whose time limit the run exceeds are not for it.
 		var ok []string
@@ -179,7 +200,44 @@ func resolveFleets(rs *runState, req sched.Request, groups []sched.Group, rules 
 	if len(rs.groups) > 0 {
 		req = rs.groups[0].Request
 	}
-	rs.req = &req
+	rs.req = s.reqs.intern(&req)
+}
+
+// requestKey is a request as a map key (its lists joined).
+type requestKey struct {
+	cpus, count                  int
+	memory, minMemory, maxMemory sched.Bytes
+	vendor, names                string
+	fleets, notFleets            string
+	exclusive, containers        bool
+}
+
+// requests interns the waiting runs' requests: most runs of a long queue
+// ask for one of a few, and a request is never changed in place, so they
+// share one. Entries are weak: a request no run holds any longer goes, and
+// its entry is swept when the map has doubled since the last sweep.
+type requests struct {
+	m     map[requestKey]weak.Pointer[sched.Request]
+	swept int
+}
+
+// intern is the shared copy of r.
+func (rq *requests) intern(r *sched.Request) *sched.Request {
+	k := requestKey{cpus: r.CPUs, count: r.GPU.Count, memory: r.Memory, minMemory: r.GPU.MinMemory, maxMemory: r.GPU.MaxMemory,
+		vendor: r.GPU.Vendor, names: strings.Join(r.GPU.Names, "\x00"), fleets: strings.Join(r.Fleets, "\x00"),
+		notFleets: strings.Join(r.NotFleets, "\x00"), exclusive: r.Exclusive, containers: r.Containers}
+	if rq.m == nil {
+		rq.m = map[requestKey]weak.Pointer[sched.Request]{}
+	}
+	if p := rq.m[k].Value(); p != nil {
+		return p
+	}
+	rq.m[k] = weak.Make(r)
+	if len(rq.m) > 2*rq.swept+64 {
+		maps.DeleteFunc(rq.m, func(_ requestKey, p weak.Pointer[sched.Request]) bool { return p.Value() == nil })
+		rq.swept = len(rq.m)
+	}
+	return r
 }
 
 // keys are the limit keys the run counts under.
@@ -196,7 +254,7 @@ func (rs *runState) expectedEnd() time.Time {
 	}
 	start := rs.rec.StartedAt
 	if start.IsZero() {
-		start = rs.placedAt
+		start = time.Unix(0, rs.placedAt).UTC()
 	}
 	return start.Add(rs.limit)
 }
@@ -330,7 +388,7 @@ func (s *Cluster) Restore(l *Loaded, now time.Time) error {
 			return fmt.Errorf("server: run %d: %w", r.ID, err)
 		}
 		rs := s.newRunState(*r, &t, l.Users[r.UserID], l.Projects[r.ProjectID])
-		rs.placedAt = now
+		rs.placedAt = now.UnixNano()
 		rs.loadMeta()
 		s.runs[r.ID] = rs
 		s.countActive(rs, 1)
@@ -453,7 +511,8 @@ func (s *Cluster) onSubmit(now time.Time, in SubmitInput) (store.Run, error) {
 		name = runName(id)
 	}
 	rs.rec.ID, rs.rec.Name = id, name
-	rs.held, rs.begin = in.Opts.Hold, in.Opts.Begin
+	rs.held = in.Opts.Hold
+	rs.setBegin(in.Opts.Begin)
 	rs.saveMeta()
 	if t.Schedule != nil {
 		err := error(nil)
@@ -764,7 +823,7 @@ func (s *Cluster) requeueLocked(rs *runState, attempt int, now time.Time, b *sto
 	rs.jobs = nil
 	s.newJobsLocked(rs, attempt, now, b)
 	rs.dropTask()
-	rs.rec.StartedAt, rs.placedAt = time.Time{}, time.Time{}
+	rs.rec.StartedAt, rs.placedAt = time.Time{}, 0
 	s.pending[rs.rec.ID] = rs
 	s.fresh[rs.rec.ID] = rs
 }

@@ -59,10 +59,12 @@ func OpenSQLite(ctx context.Context, path string, o SQLiteOptions) (*SQLite, err
 	q.Add("_pragma", "synchronous("+o.Sync+")")
 	q.Add("_pragma", "busy_timeout(10000)")
 	q.Add("_pragma", "foreign_keys(1)")
-	// A larger cache keeps hot index pages in memory. Commits never
+	// A 16 MB cache keeps hot index pages in memory (SQLite's default is
+	// 2 MB; 64 MB cost 60-100 MB of RSS with 100,000 waiting runs and no
+	// measurable submission speed: the OS caches the file). Commits never
 	// checkpoint (a checkpoint in the commit path stalls every writer
 	// behind it): a connection of its own does, in the background.
-	q.Add("_pragma", "cache_size(-65536)")
+	q.Add("_pragma", "cache_size(-16384)")
 	q.Add("_pragma", "wal_autocheckpoint(0)")
 	q.Add("_txlock", "immediate")
 	dsn := "file:" + dsnPath(path) + "?" + q.Encode()
