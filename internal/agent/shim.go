@@ -30,7 +30,8 @@ import (
 //
 // Files in DIR: job.json (what to run and the assignment, written by the
 // agent before the shim starts), shim.pid,
-// output.log (frames, see logfile.go), exit.json (written last, atomically).
+// output.log (frames, see logfile.go), exit.json (written last,
+// atomically, into room reserved at the start: see reserveExit).
 const (
 	fileSpec   = "job.json"
 	fileShimID = "shim.pid"
@@ -97,6 +98,9 @@ type shimExit struct {
 	// MaxRSS is the most memory the job's group held at once (bytes; 0:
 	// unknown, as without a group).
 	MaxRSS int64 `json:"max_rss,omitempty"`
+	// OutputLost counts the bytes of the job's output that could not be
+	// written (a full disk): the output says where, when it could.
+	OutputLost int64 `json:"output_lost,omitempty"`
 }
 
 // RunShim supervises the job described in dir/job.json and returns the shim's
@@ -179,21 +183,30 @@ func superviseJob(dir string, sigs chan os.Signal, recordPid bool) (cleanup func
 			return cleanup, true, err
 		}
 	}
+	// The job's status must be written whatever the disk: its room is
+	// taken now (nil: no room, it is written the usual way).
+	exitRoom := reserveExit(filepath.Join(dir, fileExit))
+	defer exitRoom.release()
 	// output.log exists once the shim may start the job: without it, a
 	// restarted agent knows the job never ran and may start it again.
-	out, err := os.OpenFile(filepath.Join(dir, fileOutput), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	fw, err := openFrames(filepath.Join(dir, fileOutput), time.Now)
 	if err != nil {
 		return cleanup, true, fmt.Errorf("open output: %w", err)
 	}
-	defer out.Close()
-	fw := &frameWriter{f: out, now: time.Now}
+	defer fw.f.Close()
 
 	started := time.Now() // with its monotonic reading, for the time limit
 	ex := shimExit{StartedAt: started.UTC()}
 	finish := func() error {
+		// Output lost at the end, with no later write to say so, is
+		// said in the status.
+		if unsaid, err := fw.flush(); unsaid > 0 && ex.Message == "" {
+			ex.Message = fmt.Sprintf("%d bytes of output lost: %v", unsaid, err)
+		}
+		ex.OutputLost = fw.dropped()
 		ex.FinishedAt = time.Now().UTC()
 		b, _ := json.Marshal(ex)
-		return writeFileAtomic(filepath.Join(dir, fileExit), b)
+		return exitRoom.write(filepath.Join(dir, fileExit), b)
 	}
 	if sp.Assignment.Container != nil {
 		// A container job's shim is not reused (the agent sees it exit).
@@ -376,6 +389,63 @@ func bashCommand(script string) *exec.Cmd {
 		return exec.Command("bash", "-c", script) // it says why it cannot start
 	}
 	return &exec.Cmd{Path: path, Args: []string{"bash", "-c", script}}
+}
+
+// exitRoomSize is the room reserved for exit.json: a page, several times
+// what a status takes.
+const exitRoomSize = 4096
+
+// exitRoom is exit.json's temporary file, holding exitRoomSize bytes taken
+// before the job starts, so that its status can be written when the job
+// has filled the disk: rewriting bytes a file holds needs no more room.
+type exitRoom struct{ f *os.File }
+
+// reserveExit takes the room for the status that goes to path; nil when
+// there is none (then it is written the usual way, if it can be).
+func reserveExit(path string) *exitRoom {
+	f, err := os.OpenFile(path+".tmp", os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil
+	}
+	if _, err := f.Write(make([]byte, exitRoomSize)); err != nil {
+		f.Close()
+		_ = os.Remove(f.Name())
+		return nil
+	}
+	return &exitRoom{f}
+}
+
+// write puts data at path atomically, in the room when it fits.
+func (r *exitRoom) write(path string, data []byte) error {
+	if r == nil || r.f == nil || len(data) > exitRoomSize {
+		r.release()
+		return writeFileAtomic(path, data)
+	}
+	f := r.f
+	r.f = nil
+	_, err := f.WriteAt(data, 0)
+	if err == nil {
+		err = f.Truncate(int64(len(data)))
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+	}
+	return err
+}
+
+// release gives the room back if it was not used.
+func (r *exitRoom) release() {
+	if r != nil && r.f != nil {
+		r.f.Close()
+		_ = os.Remove(r.f.Name())
+		r.f = nil
+	}
 }
 
 // fileStop holds "1" (stop) or "2" (abort) once the agent asked the job to

@@ -312,8 +312,8 @@ func logEnd(fw *frameWriter) int64 {
 }
 
 // resumeLog readies the log for a shim that takes over a running container:
-// it cuts a frame the previous shim left half-written, and returns how many
-// bytes of the container's output the log already holds.
+// it returns how many bytes of the container's output the log already
+// holds.
 func resumeLog(fw *frameWriter, rec *containerRecord) (int64, error) {
 	if !rec.Started {
 		// The previous shim died between starting the container and
@@ -339,16 +339,12 @@ func resumeLog(fw *frameWriter, rec *containerRecord) (int64, error) {
 			}
 		}
 		if len(frames) == 0 {
-			off = next
 			break
 		}
 		off = next
 	}
-	if off < logEnd(fw) {
-		if err := fw.f.Truncate(off); err != nil {
-			return 0, err
-		}
-	}
+	// A frame the previous shim left half-written is gone already:
+	// openFrames cut it off.
 	return held, nil
 }
 
