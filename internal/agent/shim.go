@@ -29,12 +29,14 @@ import (
 // dies; a restarted agent finds the shim again through DIR.
 //
 // Files in DIR: job.json (what to run and the assignment, written by the
-// agent before the shim starts), shim.pid,
-// output.log (frames, see logfile.go), exit.json (written last,
+// agent before the shim starts), shim.pid, script (the commands, which
+// bash reads from there: as one argument, Linux refuses a script over
+// 128 KiB), output.log (frames, see logfile.go), exit.json (written last,
 // atomically, into room reserved at the start: see reserveExit).
 const (
 	fileSpec   = "job.json"
 	fileShimID = "shim.pid"
+	fileScript = "script"
 	fileOutput = "output.log"
 	fileExit   = "exit.json"
 )
@@ -169,6 +171,12 @@ func runShim(arg string) error {
 // (the agent writes it before it names the directory).
 func superviseJob(dir string, sigs chan os.Signal, recordPid bool) (cleanup func(), again bool, err error) {
 	cleanup = func() {}
+	// bash runs the script from the job's directory, named absolutely:
+	// the job works elsewhere.
+	scriptPath, err := filepath.Abs(filepath.Join(dir, fileScript))
+	if err != nil {
+		return cleanup, true, err
+	}
 	// The shim lives in its job's directory: a restarted agent recognises
 	// it by that (see shimAlive), whatever its command line.
 	if err := os.Chdir(dir); err != nil {
@@ -242,12 +250,19 @@ func superviseJob(dir string, sigs chan os.Signal, recordPid bool) (cleanup func
 		stdoutW.Close()
 		stderrW.Close()
 	}
-	cmd := bashCommand(sp.Script)
+	cmd := bashCommand(scriptPath)
 	cmd.Env = sp.Env
 	cmd.Dir = sp.Dir
 	cmd.Stdout, cmd.Stderr = stdoutW, stderrW
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	grp, err := startJob(cmd, sp.Cgroup)
+	err = checkWorkDir(sp.Dir)
+	if err == nil {
+		err = os.WriteFile(scriptPath, []byte(sp.Script), 0o600)
+	}
+	var grp *cgroup.Group
+	if err == nil {
+		grp, err = startJob(cmd, sp.Cgroup)
+	}
 	if err != nil {
 		closeWriters()
 		msg := fmt.Sprintf("berth: cannot start the job: %v\n", err)
@@ -382,13 +397,35 @@ func superviseJob(dir string, sigs chan os.Signal, recordPid bool) (cleanup func
 // lookBash finds bash once per shim: a reused shim starts many jobs.
 var lookBash = sync.OnceValues(func() (string, error) { return exec.LookPath("bash") })
 
-// bashCommand is `bash -c script`, bash looked up in the shim's PATH.
-func bashCommand(script string) *exec.Cmd {
+// bashCommand is `bash FILE`, bash looked up in the shim's PATH.
+func bashCommand(file string) *exec.Cmd {
 	path, err := lookBash()
 	if err != nil {
-		return exec.Command("bash", "-c", script) // it says why it cannot start
+		return exec.Command("bash", file) // it says why it cannot start
 	}
-	return &exec.Cmd{Path: path, Args: []string{"bash", "-c", script}}
+	return &exec.Cmd{Path: path, Args: []string{"bash", file}}
+}
+
+// checkWorkDir says why the job cannot work in dir, naming it: the
+// kernel's answer to a chdir that fails comes back as the failure to
+// execute bash ("fork/exec /usr/bin/bash: no such file or directory").
+func checkWorkDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("its working directory %s (working_dir) does not exist on this node", dir)
+	case err != nil:
+		return fmt.Errorf("its working directory %s (working_dir): %w", dir, errors.Unwrap(err))
+	case !fi.IsDir():
+		return fmt.Errorf("its working directory %s (working_dir) is not a directory", dir)
+	}
+	if err := unix.Access(dir, unix.X_OK); err != nil {
+		return fmt.Errorf("its working directory %s (working_dir): %w", dir, err)
+	}
+	return nil
 }
 
 // exitRoomSize is the room reserved for exit.json: a page, several times
