@@ -3,7 +3,10 @@
 package main_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,5 +49,47 @@ func TestSlurmScriptSizes(t *testing.T) {
 	}
 	if after := s.must("squeue -h -t all -o %i"); after != before {
 		t.Errorf("a refused script left a job: before %q, after %q", before, after)
+	}
+}
+
+// The server refuses through its API what the YAML path refuses, since
+// both check with spec's one validation: values that overflowed, allocated
+// no CPU, or could never start were accepted, and stored. Nothing is
+// stored for any of them.
+func TestAPIRefusesHostileConfigurations(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	srv := c.startServer("--agent-name", "api-n1", "--cpus", "2")
+	tests := map[string]struct {
+		spec string
+		want string
+	}{
+		"max_duration overflows": {`{"commands":["true"],"max_duration":604799999999395200}`, "max_duration: 999999999999w is too long: at most 100 years (36500d)"},
+		"no CPU":                 {`{"commands":["true"],"resources":{"cpu":{"count":{"min":0}}}}`, "resources.cpu.count: a node needs at least one CPU"},
+		"NUL in a command":       {`{"commands":["echo a\u0000b"]}`, "commands[0]: holds a NUL byte (at byte 6)"},
+		"variable over execve's": {`{"commands":["true"],"env":[{"name":"BIG","value":"` + strings.Repeat("v", 200000) + `"}]}`, "env[0]: BIG is 200004 bytes with its name: a variable may hold at most 131071"},
+		"script over 4MB":        {`{"commands":["` + strings.Repeat("x", 5000000) + `"]}`, "commands: the commands hold 5000000 bytes: at most 4194304"},
+		"nodes past int32":       {`{"commands":["true"],"nodes":4294967296}`, "nodes: must be at most 2147483647"},
+	}
+	for name, tc := range tests {
+		req, err := http.NewRequest("POST", srv.url+"/api/v1/runs", strings.NewReader(`{"spec":`+tc.spec+`}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+srv.token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var e struct{ Error string }
+		_ = json.Unmarshal(body, &e)
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(e.Error, tc.want) {
+			t.Errorf("%s: %s %.300s, want 400 with %q", name, resp.Status, body, tc.want)
+		}
+	}
+	if runs := c.mustRuns(); len(runs) != 0 {
+		t.Errorf("%d runs stored, want none", len(runs))
 	}
 }
