@@ -12,6 +12,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/berth-hq/berth/internal/api"
 )
 
 // Batch scripts of every size up to Slurm's max_script_size run through
@@ -92,4 +96,67 @@ func TestAPIRefusesHostileConfigurations(t *testing.T) {
 	if runs := c.mustRuns(); len(runs) != 0 {
 		t.Errorf("%d runs stored, want none", len(runs))
 	}
+}
+
+// A node whose data directory fills up is drained through the health
+// report the agent already sends (no server change): a job fills the
+// disk, the agent reports the node failed (disk full) at once, the server
+// gives it no new jobs; once room is back the next check lifts the drain.
+func TestFullDiskDrainsTheNode(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	data := filepath.Join(c.home, "data-full")
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", data, "tmpfs", 0, "size=8m,mode=0700"); err != nil {
+		t.Skipf("cannot mount a tmpfs for a full disk (needs root): %v", err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(data, unix.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", data, err)
+		}
+	})
+	srv := c.startServer("--no-local-agent")
+	srv.startAgent("full-n1", data, "--cpus", "1", "--fleet", "full", "--health-interval", "1s", "--min-free-disk", "1MB")
+	c.waitNodes(30*time.Second, "full-n1")
+
+	// The job leaves its file outside its own directory, which goes with it.
+	cfg := c.writeConfig("fill.yml", "type: task\nname: fill\nfleets: [full]\ncommands:\n  - cat /dev/zero >\"$BERTH_JOB_DIR/../../fill\"\n")
+	if r := c.berth("", "apply", "-y", "--detach", "-f", cfg); r.code != 0 {
+		t.Fatalf("apply: %s", r)
+	}
+	if run := c.waitFinished("fill", 60*time.Second); run.Status != "failed" {
+		t.Errorf("fill: %s, want failed (cat: no space left)", run.Status)
+	}
+	node := c.waitNode("full-n1", 60*time.Second, func(n api.Node) bool { return n.Health != nil && n.Health.Status == api.HealthFailure })
+	if !strings.HasPrefix(node.Health.Reason, "disk full: data directory "+data+" has ") || node.Status != "idle (failure)" {
+		t.Errorf("node: status %q, health %+v, want drained: disk full", node.Status, node.Health)
+	}
+	if err := os.Remove(filepath.Join(data, "fill")); err != nil {
+		t.Fatal(err)
+	}
+	c.waitNode("full-n1", 60*time.Second, func(n api.Node) bool { return n.Status == "idle" })
+}
+
+// waitNode polls berth fleet --json until node name satisfies ok.
+func (c *cluster) waitNode(name string, timeout time.Duration, ok func(api.Node) bool) api.Node {
+	c.t.Helper()
+	var last string
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		r := c.berth("", "fleet", "--json")
+		var nodes []api.Node
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &nodes) != nil {
+			last = r.String()
+			continue
+		}
+		last = r.stdout
+		for _, n := range nodes {
+			if n.Name == name && ok(n) {
+				return n
+			}
+		}
+	}
+	c.t.Fatalf("node %s: not as wanted after %v; last fleet:\n%s", name, timeout, last)
+	return api.Node{}
 }
