@@ -20,7 +20,7 @@ import (
 func DecodeJSON(data []byte, l Limits) (*Task, error) {
 	if n := int64(len(data)); n > l.fileBytes() {
 		return nil, Errors{{Msg: fmt.Sprintf("the configuration is %d bytes: at most %d (%s; its commands at most %s)",
-			n, l.fileBytes(), Bytes(l.fileBytes()).Approx(), Bytes(l.ScriptBytes).Approx())}}
+			n, l.fileBytes(), sizeText(l.fileBytes()), sizeText(l.ScriptBytes))}}
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()

@@ -36,8 +36,8 @@ const (
 	maxEnvBytes = 1 << 20
 	// maxOtherBytes bounds the text of every other field together (names,
 	// paths, tags, lists), each list item counting 8 bytes more, so that
-	// no list is unbounded either.
-	maxOtherBytes = 4 << 20
+	// no list is unbounded either. A configuration holds a few KB of them.
+	maxOtherBytes = 1 << 20
 	// itemBytes is what one list item or map entry counts beside its text.
 	itemBytes = 8
 	// maxFileSlack is what a file may hold beyond the limits of its
@@ -94,7 +94,7 @@ func (t *Task) checkText(l Limits, add func(path, format string, args ...any)) {
 		}
 	})
 	if script > l.ScriptBytes {
-		add("commands", "the commands hold %d bytes: at most %d (%s, as Slurm's max_script_size); keep large data in files the job reads", script, l.ScriptBytes, Bytes(l.ScriptBytes).Approx())
+		add("commands", "the commands hold %d bytes: at most %d (%s, as Slurm's max_script_size); keep large data in files the job reads", script, l.ScriptBytes, sizeText(l.ScriptBytes))
 	}
 	for i, v := range t.Env {
 		if n := len(v.Name) + 1 + len(v.Value); n > maxEnvEntry {
@@ -105,8 +105,20 @@ func (t *Task) checkText(l Limits, add func(path, format string, args ...any)) {
 		add("env", "the variables hold %d bytes: at most %d (1MB; the node's own variables must fit beside them in Linux's limit); pass large values in files", env, maxEnvBytes)
 	}
 	if other > maxOtherBytes {
-		add("", "the configuration holds %d bytes besides `commands` and `env`: at most %d (4MB)", other, maxOtherBytes)
+		add("", "the configuration holds %d bytes besides `commands` and `env`: at most %d (1MB)", other, maxOtherBytes)
 	}
+}
+
+// sizeText writes a limit in the largest unit that divides it: "4MB",
+// "64KB", "1000 bytes".
+func sizeText(n int64) string {
+	switch {
+	case n > 0 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMB", n>>20)
+	case n > 0 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dKB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // isCommand tells whether path is one of the commands (the run's or a

@@ -14,10 +14,11 @@ import (
 // refuse, with the field named. Each was accepted before, and failed at
 // start, overflowed, or cost the server far more than its size.
 var hostile = map[string]struct {
-	yaml  string // the body after "type: task\n"
-	json  string // the same as JSON; empty: the YAML only
-	field string
-	msg   string // a part of the message
+	yaml   string // the body after "type: task\n"
+	json   string // the same as JSON; empty: the YAML only
+	limits Limits // zero: DefaultLimits
+	field  string
+	msg    string // a part of the message
 }{
 	"max_duration overflows": {
 		yaml: "commands: [x]\nmax_duration: 999999999999w\n", json: `{"commands":["x"],"max_duration":604799999999395200}`,
@@ -75,17 +76,23 @@ var hostile = map[string]struct {
 		yaml: "commands: [x]\nenv:\n" + manyVars(10, 120<<10), json: `{"commands":["x"],"env":[` + manyVarsJSON(10, 120<<10) + `]}`,
 		field: "env", msg: "at most 1048576 (1MB",
 	},
-	"commands over 4MB": {
-		yaml: "commands:\n  - |\n" + strings.Repeat("    echo "+strings.Repeat("x", 94)+"\n", 43000), json: `{"commands":["` + strings.Repeat("echo "+strings.Repeat("x", 94)+`\n`, 43000) + `"]}`,
-		field: "commands", msg: "the commands hold 4300000 bytes: at most 4194304 (4MB, as Slurm's max_script_size)",
+	"commands over the limit": {
+		yaml: "commands:\n  - |\n" + strings.Repeat("    echo "+strings.Repeat("x", 94)+"\n", 700), json: `{"commands":["` + strings.Repeat("echo "+strings.Repeat("x", 94)+`\n`, 700) + `"]}`,
+		limits: Limits{ScriptBytes: 64 << 10},
+		field:  "commands", msg: "the commands hold 70000 bytes: at most 65536 (64KB, as Slurm's max_script_size)",
 	},
 	"a group's commands count too": {
-		json:  `{"groups":[{"nodes":1,"commands":["` + strings.Repeat("x", 3<<20) + `"]},{"nodes":1,"commands":["` + strings.Repeat("x", 2<<20) + `"]}]}`,
-		field: "commands", msg: "the commands hold 5242880 bytes",
+		json:   `{"groups":[{"nodes":1,"commands":["` + strings.Repeat("x", 40<<10) + `"]},{"nodes":1,"commands":["` + strings.Repeat("x", 30<<10) + `"]}]}`,
+		limits: Limits{ScriptBytes: 64 << 10},
+		field:  "commands", msg: "the commands hold 71680 bytes",
+	},
+	"text past 1MB": {
+		json:  `{"commands":["x"],"fleets":["` + strings.Repeat("f", 600<<10) + `","` + strings.Repeat("g", 600<<10) + `"]}`,
+		field: "", msg: "besides `commands` and `env`: at most 1048576 (1MB)",
 	},
 	"a list too long": {
-		json:  `{"commands":["x"],"fleets":[` + strings.TrimSuffix(strings.Repeat(`"f",`, 600000), ",") + `]}`,
-		field: "", msg: "besides `commands` and `env`: at most 4194304 (4MB)",
+		json:  `{"commands":["x"],"fleets":[` + strings.TrimSuffix(strings.Repeat(`"f",`, 120000), ",") + `]}`,
+		field: "", msg: "the configuration holds 1080012 bytes besides `commands` and `env`",
 	},
 }
 
@@ -111,21 +118,25 @@ func manyVarsJSON(n, size int) string {
 func TestHostileConfigurations(t *testing.T) {
 	for name, tc := range hostile {
 		t.Run(name, func(t *testing.T) {
+			l := tc.limits
+			if l.ScriptBytes == 0 {
+				l = DefaultLimits
+			}
 			if tc.yaml != "" {
-				_, err := Parse("bad.yml", []byte("type: task\n"+tc.yaml))
+				_, err := ParseLimits("bad.yml", []byte("type: task\n"+tc.yaml), l)
 				checkRefusal(t, "Parse", err, tc.field, tc.msg, true)
 			}
 			if tc.json == "" {
 				return
 			}
-			_, err := DecodeJSON([]byte(tc.json), DefaultLimits)
+			_, err := DecodeJSON([]byte(tc.json), l)
 			checkRefusal(t, "DecodeJSON", err, tc.field, tc.msg, false)
 			var task Task
 			if err := json.Unmarshal([]byte(tc.json), &task); err != nil {
 				t.Fatal(err)
 			}
 			task.Normalize()
-			checkRefusal(t, "Validate", task.Validate(), tc.field, tc.msg, false)
+			checkRefusal(t, "ValidateLimits", task.ValidateLimits(l), tc.field, tc.msg, false)
 		})
 	}
 }
@@ -151,19 +162,21 @@ func checkRefusal(t *testing.T, what string, err error, field, msg string, posit
 	t.Errorf("%s: want %s: …%s…, got:\n%s", what, field, msg, short)
 }
 
-// TestLimitsAreConfigurable: a server may allow larger scripts than
-// Slurm's default.
+// TestLimitsAreConfigurable: the commands' bound is Slurm's default
+// max_script_size, 4MB, unless a caller allows more.
 func TestLimitsAreConfigurable(t *testing.T) {
-	big := "type: task\ncommands:\n  - " + strings.Repeat("x", 5<<20) + "\n"
-	if _, err := Parse("big.yml", []byte(big)); err == nil {
-		t.Fatal("a 5MB command was accepted within the default limits")
-	}
-	task, err := ParseLimits("big.yml", []byte(big), Limits{ScriptBytes: 8 << 20})
-	if err != nil {
-		t.Fatalf("ParseLimits(8MB): %v", err)
-	}
+	task := &Task{Commands: []string{strings.Repeat("x", 5<<20)}}
+	err := task.Validate()
+	checkRefusal(t, "Validate", err, "commands", "the commands hold 5242880 bytes: at most 4194304 (4MB, as Slurm's max_script_size)", false)
 	if err := task.ValidateLimits(Limits{ScriptBytes: 8 << 20}); err != nil {
 		t.Errorf("ValidateLimits(8MB): %v", err)
+	}
+	big := "type: task\ncommands:\n  - " + strings.Repeat("x", 100<<10) + "\n"
+	if _, err := ParseLimits("big.yml", []byte(big), Limits{ScriptBytes: 64 << 10}); err == nil {
+		t.Error("a 100KB command was accepted within 64KB")
+	}
+	if _, err := ParseLimits("big.yml", []byte(big), Limits{ScriptBytes: 128 << 10}); err != nil {
+		t.Errorf("ParseLimits(128KB): %v", err)
 	}
 }
 
@@ -211,9 +224,9 @@ func TestDeepYAMLIsRefusedBeforeParsing(t *testing.T) {
 func TestHugeFileIsRefusedBeforeParsing(t *testing.T) {
 	data := []byte("type: task\ncommands: [x]\n# " + strings.Repeat("x", int(DefaultLimits.fileBytes())))
 	_, err := Parse("huge.yml", data)
-	checkRefusal(t, "Parse", err, "", "a configuration may be at most 13631488 (13MB; its commands at most 4MB)", false)
+	checkRefusal(t, "Parse", err, "", "a configuration may be at most 10485760 (10MB; its commands at most 4MB)", false)
 	_, err = DecodeJSON(data, DefaultLimits)
-	checkRefusal(t, "DecodeJSON", err, "", "at most 13631488", false)
+	checkRefusal(t, "DecodeJSON", err, "", "at most 10485760", false)
 
 	// Parsing costs about 5µs a token: a file of a million tiny items is
 	// refused from its tokens, at the first one over.

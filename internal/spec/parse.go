@@ -40,7 +40,7 @@ func ParseLimits(filename string, data []byte, l Limits) (*Task, error) {
 	w := &walker{file: filename, pos: map[string]ast.Node{}, bad: map[string]bool{}, anchors: map[string]ast.Node{}}
 	if n := int64(len(data)); n > l.fileBytes() {
 		return nil, Errors{{File: filename, Msg: fmt.Sprintf("the file is %d bytes: a configuration may be at most %d (%s; its commands at most %s)",
-			n, l.fileBytes(), Bytes(l.fileBytes()).Approx(), Bytes(l.ScriptBytes).Approx())}}
+			n, l.fileBytes(), sizeText(l.fileBytes()), sizeText(l.ScriptBytes))}}
 	}
 	root, ok := w.document(data)
 	if !ok {
