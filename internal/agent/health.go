@@ -22,7 +22,7 @@ import (
 // Health: every Monitoring.HealthEvery the agent checks its node, as slurmd
 // runs HealthCheckProgram, and reports the outcome to the server (POST
 // /agent/health), which drains a failed node and lifts that drain once a
-// check passes. Two checks, the worse outcome wins:
+// check passes. Three checks, the worst outcome wins:
 //
 //   - the administrator's program (--health-check), run with /bin/sh -c in
 //     a process group of its own: exit 0 passes; another status, or no exit
