@@ -1033,18 +1033,6 @@ func (a *Agent) collect() (evs []api.AgentEvent, more bool) {
 	return evs, more
 }
 
-// cutTornTail cuts the end of j's output from off on (size bytes in all):
-// a frame its shim could not finish, which no reader could ever read. The
-// file stays readable (a restarted agent reads it again), and the node's
-// disk is checked at once: a full one is the usual cause.
-func (a *Agent) cutTornTail(j *localJob, off, size int64) {
-	a.log.Warn("job output ends in a frame its shim could not finish; dropped", "job_id", j.id, "offset", off, "bytes", size-off)
-	if err := os.Truncate(filepath.Join(j.dir, fileOutput), off); err != nil {
-		a.log.Warn("cut the torn end of a job's output", "job_id", j.id, "err", err)
-	}
-	a.checkDiskSoon()
-}
-
 func (a *Agent) acked(evs []api.AgentEvent, ack *api.AgentAck) {
 	a.mu.Lock()
 	defer a.mu.Unlock()

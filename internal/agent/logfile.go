@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -265,4 +266,16 @@ func frameLength(hdr []byte) (uint32, bool) {
 	n := binary.BigEndian.Uint32(hdr[4:8])
 	ok := (hdr[0] == 1 || hdr[0] == 2) && hdr[1] == 0 && hdr[2] == 0 && hdr[3] == 0 && n <= maxFrameData
 	return n, ok
+}
+
+// cutTornTail cuts the end of j's output from off on (size bytes in all):
+// a frame its shim could not finish, which no reader could ever read. The
+// file stays readable (a restarted agent reads it again), and the node's
+// disk is checked at once: a full one is the usual cause.
+func (a *Agent) cutTornTail(j *localJob, off, size int64) {
+	a.log.Warn("job output ends in a frame its shim could not finish; dropped", "job_id", j.id, "offset", off, "bytes", size-off)
+	if err := os.Truncate(filepath.Join(j.dir, fileOutput), off); err != nil {
+		a.log.Warn("cut the torn end of a job's output", "job_id", j.id, "err", err)
+	}
+	a.checkDiskSoon()
 }
