@@ -39,6 +39,8 @@ FUZZTIME ?= 30s
 fuzz:
 	$(GO) test ./internal/spec -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/spec -run '^$$' -fuzz '^FuzzGPU$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/spec -run '^$$' -fuzz '^FuzzDecodeJSON$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/agent -run '^$$' -fuzz '^FuzzReadFrames$$' -fuzztime $(FUZZTIME)
 	for f in FuzzExpandHostlist FuzzParseDuration FuzzParseBegin FuzzParseArray FuzzParseDependency FuzzSbatch; do \
 		$(GO) test ./internal/slurm -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) || exit 1; done
 

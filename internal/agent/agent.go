@@ -87,6 +87,8 @@ type Agent struct {
 	mu   sync.Mutex
 	jobs map[int64]*localJob
 	kick chan struct{}
+	// diskKick has the health loop look at the disk now (health.go).
+	diskKick chan struct{}
 	// warm holds shims started ahead of need; refilling and stopping are
 	// guarded by mu.
 	warm      chan *warmShim
@@ -113,6 +115,7 @@ type localJob struct {
 	shimStarts  int  // shims that ended before starting the job (see finished)
 	rerun       bool // found after a restart, never started: start it on the server's word
 	orphan      bool // the server no longer knows it: stop it, report nothing
+	torn        bool // its output ends in a frame its shim could not finish, cut off
 }
 
 // New prepares an agent; Run starts it.
@@ -144,13 +147,14 @@ func New(cfg Config) (*Agent, error) {
 		cfg.Logger = slog.Default()
 	}
 	return &Agent{
-		cfg:    cfg,
-		prefix: groupPrefix(cfg.Name, cfg.DataDir),
-		c:      client.New(cfg.Server, cfg.Token),
-		log:    cfg.Logger.With("node", cfg.Name),
-		jobs:   map[int64]*localJob{},
-		kick:   make(chan struct{}, 1),
-		warm:   make(chan *warmShim, idleShims),
+		cfg:      cfg,
+		prefix:   groupPrefix(cfg.Name, cfg.DataDir),
+		c:        client.New(cfg.Server, cfg.Token),
+		log:      cfg.Logger.With("node", cfg.Name),
+		jobs:     map[int64]*localJob{},
+		kick:     make(chan struct{}, 1),
+		diskKick: make(chan struct{}, 1),
+		warm:     make(chan *warmShim, idleShims),
 	}, nil
 }
 
@@ -445,6 +449,8 @@ func (a *Agent) startLocked(asg api.Assignment) {
 	fail := func(err error) {
 		a.log.Error("cannot start job", "job_id", asg.JobID, "err", err)
 		j.exit = &shimExit{ExitCode: 127, Reason: exitStartFailed, Message: err.Error(), StartedAt: j.started, FinishedAt: a.now()}
+		// A full disk fails every job sent here: the node must say so.
+		a.checkDiskSoon()
 	}
 	workDir := asg.WorkingDir
 	mk := dir
@@ -717,6 +723,11 @@ func (a *Agent) finishedBy(j *localJob, reported bool) {
 		}
 		j.exit = &ex
 	}
+	if j.exit.OutputLost > 0 || j.exit.Reason == exitStartFailed || err != nil {
+		// Output lost, a job that could not start, a status the shim
+		// could not write: all may be a full disk.
+		a.checkDiskSoon()
+	}
 	orphan := j.orphan
 	if orphan {
 		a.removeLocked(j)
@@ -985,7 +996,7 @@ func (a *Agent) collect() (evs []api.AgentEvent, more bool) {
 			}
 			if j.out != nil {
 				frames, next, err := ReadFrames(j.out, j.acked, budget)
-				if err != nil {
+				if err != nil && !j.torn {
 					a.log.Error("read job output", "job_id", id, "err", err)
 				}
 				for _, f := range frames {
@@ -993,7 +1004,17 @@ func (a *Agent) collect() (evs []api.AgentEvent, more bool) {
 					budget -= len(f.Data)
 				}
 				if fi, err := j.out.Stat(); err == nil && next < fi.Size() {
-					complete = false
+					switch {
+					case budget <= 0 || j.exit == nil:
+						// More to send, or a frame still being written.
+						complete = false
+					case !j.torn:
+						// The shim is done: what is left is a frame it
+						// could not finish (a full disk, its death), the
+						// end of the output, not something to wait for.
+						j.torn = true
+						a.cutTornTail(j, next, fi.Size())
+					}
 				}
 			}
 		}

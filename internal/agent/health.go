@@ -22,7 +22,7 @@ import (
 // Health: every Monitoring.HealthEvery the agent checks its node, as slurmd
 // runs HealthCheckProgram, and reports the outcome to the server (POST
 // /agent/health), which drains a failed node and lifts that drain once a
-// check passes. Two checks, the worse outcome wins:
+// check passes. Three checks, the worst outcome wins:
 //
 //   - the administrator's program (--health-check), run with /bin/sh -c in
 //     a process group of its own: exit 0 passes; another status, or no exit
@@ -33,7 +33,15 @@ import (
 //     missing, or nvidia-smi failing are failures; correctable ECC errors
 //     and a hot GPU are warnings (the node stays in service).
 //
-// A node with neither check reports ok, which also lifts a failure an
+//   - the disk of its data directory (see diskFindings): less free room
+//     (or fewer free inodes) than a job needs to start and to write its
+//     output is a failure, so that the node is drained instead of failing
+//     every job sent to it. Besides the schedule, this check runs as soon
+//     as the agent meets a full disk (a job that cannot start, output
+//     lost, a frame cut short), and a change of its outcome is reported
+//     at once.
+//
+// A node with no failing check reports ok, which also lifts a failure an
 // earlier configuration left. Every outcome is reported, the first at once;
 // one the server did not take is sent again until it does or the next
 // check supersedes it.
@@ -59,23 +67,33 @@ func (a *Agent) healthLoop(ctx context.Context) {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	var report api.AgentHealth
+	var others []finding // of the last scheduled check, but the disk's
 	delivered := true
 	var next time.Time
 	backoff := 50 * time.Millisecond
 	for {
+		scheduled := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-a.diskKick:
 		}
 		if now := a.cfg.Clock.Now(); !now.Before(next) {
 			next = now.Add(every)
-			report = api.AgentHealth{Node: a.cfg.Name, Health: a.checkHealth(ctx, timeout)}
+			others = a.otherFindings(ctx, timeout)
 			if ctx.Err() != nil {
 				return
 			}
-			if report.Health.Status != api.HealthOK {
-				a.log.Warn("health check", "status", report.Health.Status, "reason", report.Health.Reason)
+			scheduled = true
+		}
+		// The disk is looked at on every wake-up; between scheduled
+		// checks only a change of status is news.
+		h := combine(append(slices.Clone(others), a.diskFindings()...), a.now())
+		if scheduled || h.Status != report.Health.Status {
+			report = api.AgentHealth{Node: a.cfg.Name, Health: h}
+			if h.Status != api.HealthOK {
+				a.log.Warn("health check", "status", h.Status, "reason", h.Reason)
 			}
 			delivered, backoff = false, 50*time.Millisecond
 		}
@@ -106,6 +124,12 @@ type finding struct {
 
 // checkHealth runs the checks and combines what they found.
 func (a *Agent) checkHealth(ctx context.Context, timeout time.Duration) api.NodeHealth {
+	return combine(append(a.otherFindings(ctx, timeout), a.diskFindings()...), a.now())
+}
+
+// otherFindings runs the checks but the disk's: the administrator's
+// program and the GPUs'.
+func (a *Agent) otherFindings(ctx context.Context, timeout time.Duration) []finding {
 	var found []finding
 	if prog := a.cfg.Monitor.HealthCheck; prog != "" {
 		if why, ok := runHealthCheck(ctx, prog, timeout, a.healthEnv()); !ok {
@@ -115,7 +139,63 @@ func (a *Agent) checkHealth(ctx context.Context, timeout time.Duration) api.Node
 	if m := a.cfg.Monitor; !m.NoGPUHealth && m.NvidiaSMI != "" && len(a.info.GPUs) > 0 {
 		found = append(found, a.gpuHealth(ctx)...)
 	}
-	return combine(found, a.now())
+	return found
+}
+
+// checkDiskSoon has the disk checked now: the agent met a full disk.
+func (a *Agent) checkDiskSoon() {
+	select {
+	case a.diskKick <- struct{}{}:
+	default:
+	}
+}
+
+// Disk room the data directory must have, unless Monitoring.MinFreeDisk
+// says otherwise: 64 MB, or 5% of a smaller filesystem; and inodes.
+const (
+	defaultMinFreeDisk = 64 << 20
+	minFreeInodes      = 64
+)
+
+// diskFindings checks the filesystem of the data directory, where every
+// job keeps its script, its output and its status.
+func (a *Agent) diskFindings() []finding {
+	dir := a.cfg.DataDir
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return []finding{{api.HealthFailure, fmt.Sprintf("data directory %s: %v", dir, err)}}
+	}
+	return diskVerdict(dir, int64(st.Bavail)*st.Bsize, int64(st.Blocks)*st.Bsize, st.Ffree, st.Files, a.cfg.Monitor.MinFreeDisk)
+}
+
+// diskVerdict judges free of total bytes, and the free inodes, of the
+// filesystem of dir against least (0: the default).
+func diskVerdict(dir string, free, total int64, freeInodes, inodes uint64, least int64) []finding {
+	if least <= 0 {
+		least = min(defaultMinFreeDisk, total/20)
+	}
+	var found []finding
+	if free < least {
+		found = append(found, finding{api.HealthFailure, fmt.Sprintf("disk full: data directory %s has %s free of %s (under %s)",
+			dir, sizeText(free), sizeText(total), sizeText(least))})
+	}
+	if inodes > 0 && freeInodes < minFreeInodes {
+		found = append(found, finding{api.HealthFailure, fmt.Sprintf("disk full: data directory %s has %d inodes free of %d", dir, freeInodes, inodes)})
+	}
+	return found
+}
+
+// sizeText is a size for people: "1.5GB", "300KB", "12 bytes".
+func sizeText(b int64) string {
+	switch {
+	case b >= 1<<30:
+		return strconv.FormatFloat(float64(b)/(1<<30), 'f', 1, 64) + "GB"
+	case b >= 1<<20:
+		return strconv.FormatFloat(float64(b)/(1<<20), 'f', 1, 64) + "MB"
+	case b >= 1<<10:
+		return strconv.FormatFloat(float64(b)/(1<<10), 'f', 1, 64) + "KB"
+	}
+	return strconv.FormatInt(b, 10) + " bytes"
 }
 
 // combine makes one outcome of the findings: the worst level, and the

@@ -40,6 +40,10 @@ type Monitoring struct {
 	HealthTimeout time.Duration
 	// NoGPUHealth turns the nvidia-smi health check off.
 	NoGPUHealth bool
+	// MinFreeDisk is the room the data directory's filesystem must have
+	// free (bytes; 0: 64 MB, or 5% of a smaller filesystem): under it,
+	// the node reports a failure (disk full) and is drained.
+	MinFreeDisk int64
 }
 
 const defaultMetricsEvery = 5 * time.Second

@@ -29,11 +29,14 @@ import (
 // dies; a restarted agent finds the shim again through DIR.
 //
 // Files in DIR: job.json (what to run and the assignment, written by the
-// agent before the shim starts), shim.pid,
-// output.log (frames, see logfile.go), exit.json (written last, atomically).
+// agent before the shim starts), shim.pid, script (the commands, which
+// bash reads from there: as one argument, Linux refuses a script over
+// 128 KiB), output.log (frames, see logfile.go), exit.json (written last,
+// atomically, into room reserved at the start: see reserveExit).
 const (
 	fileSpec   = "job.json"
 	fileShimID = "shim.pid"
+	fileScript = "script"
 	fileOutput = "output.log"
 	fileExit   = "exit.json"
 )
@@ -97,6 +100,9 @@ type shimExit struct {
 	// MaxRSS is the most memory the job's group held at once (bytes; 0:
 	// unknown, as without a group).
 	MaxRSS int64 `json:"max_rss,omitempty"`
+	// OutputLost counts the bytes of the job's output that could not be
+	// written (a full disk): the output says where, when it could.
+	OutputLost int64 `json:"output_lost,omitempty"`
 }
 
 // RunShim supervises the job described in dir/job.json and returns the shim's
@@ -165,6 +171,12 @@ func runShim(arg string) error {
 // (the agent writes it before it names the directory).
 func superviseJob(dir string, sigs chan os.Signal, recordPid bool) (cleanup func(), again bool, err error) {
 	cleanup = func() {}
+	// bash runs the script from the job's directory, named absolutely:
+	// the job works elsewhere.
+	scriptPath, err := filepath.Abs(filepath.Join(dir, fileScript))
+	if err != nil {
+		return cleanup, true, err
+	}
 	// The shim lives in its job's directory: a restarted agent recognises
 	// it by that (see shimAlive), whatever its command line.
 	if err := os.Chdir(dir); err != nil {
@@ -179,21 +191,30 @@ func superviseJob(dir string, sigs chan os.Signal, recordPid bool) (cleanup func
 			return cleanup, true, err
 		}
 	}
+	// The job's status must be written whatever the disk: its room is
+	// taken now (nil: no room, it is written the usual way).
+	exitRoom := reserveExit(filepath.Join(dir, fileExit))
+	defer exitRoom.release()
 	// output.log exists once the shim may start the job: without it, a
 	// restarted agent knows the job never ran and may start it again.
-	out, err := os.OpenFile(filepath.Join(dir, fileOutput), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	fw, err := openFrames(filepath.Join(dir, fileOutput), time.Now)
 	if err != nil {
 		return cleanup, true, fmt.Errorf("open output: %w", err)
 	}
-	defer out.Close()
-	fw := &frameWriter{f: out, now: time.Now}
+	defer fw.f.Close()
 
 	started := time.Now() // with its monotonic reading, for the time limit
 	ex := shimExit{StartedAt: started.UTC()}
 	finish := func() error {
+		// Output lost at the end, with no later write to say so, is
+		// said in the status.
+		if unsaid, err := fw.flush(); unsaid > 0 && ex.Message == "" {
+			ex.Message = fmt.Sprintf("%d bytes of output lost: %v", unsaid, err)
+		}
+		ex.OutputLost = fw.dropped()
 		ex.FinishedAt = time.Now().UTC()
 		b, _ := json.Marshal(ex)
-		return writeFileAtomic(filepath.Join(dir, fileExit), b)
+		return exitRoom.write(filepath.Join(dir, fileExit), b)
 	}
 	if sp.Assignment.Container != nil {
 		// A container job's shim is not reused (the agent sees it exit).
@@ -229,12 +250,19 @@ func superviseJob(dir string, sigs chan os.Signal, recordPid bool) (cleanup func
 		stdoutW.Close()
 		stderrW.Close()
 	}
-	cmd := bashCommand(sp.Script)
+	cmd := bashCommand(scriptPath)
 	cmd.Env = sp.Env
 	cmd.Dir = sp.Dir
 	cmd.Stdout, cmd.Stderr = stdoutW, stderrW
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	grp, err := startJob(cmd, sp.Cgroup)
+	err = checkWorkDir(sp.Dir)
+	if err == nil {
+		err = os.WriteFile(scriptPath, []byte(sp.Script), 0o600)
+	}
+	var grp *cgroup.Group
+	if err == nil {
+		grp, err = startJob(cmd, sp.Cgroup)
+	}
 	if err != nil {
 		closeWriters()
 		msg := fmt.Sprintf("berth: cannot start the job: %v\n", err)
@@ -369,13 +397,92 @@ func superviseJob(dir string, sigs chan os.Signal, recordPid bool) (cleanup func
 // lookBash finds bash once per shim: a reused shim starts many jobs.
 var lookBash = sync.OnceValues(func() (string, error) { return exec.LookPath("bash") })
 
-// bashCommand is `bash -c script`, bash looked up in the shim's PATH.
-func bashCommand(script string) *exec.Cmd {
+// bashCommand is `bash FILE`, bash looked up in the shim's PATH.
+func bashCommand(file string) *exec.Cmd {
 	path, err := lookBash()
 	if err != nil {
-		return exec.Command("bash", "-c", script) // it says why it cannot start
+		return exec.Command("bash", file) // it says why it cannot start
 	}
-	return &exec.Cmd{Path: path, Args: []string{"bash", "-c", script}}
+	return &exec.Cmd{Path: path, Args: []string{"bash", file}}
+}
+
+// checkWorkDir says why the job cannot work in dir, naming it: the
+// kernel's answer to a chdir that fails comes back as the failure to
+// execute bash ("fork/exec /usr/bin/bash: no such file or directory").
+func checkWorkDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("its working directory %s (working_dir) does not exist on this node", dir)
+	case err != nil:
+		return fmt.Errorf("its working directory %s (working_dir): %w", dir, errors.Unwrap(err))
+	case !fi.IsDir():
+		return fmt.Errorf("its working directory %s (working_dir) is not a directory", dir)
+	}
+	if err := unix.Access(dir, unix.X_OK); err != nil {
+		return fmt.Errorf("its working directory %s (working_dir): %w", dir, err)
+	}
+	return nil
+}
+
+// exitRoomSize is the room reserved for exit.json: a page, several times
+// what a status takes.
+const exitRoomSize = 4096
+
+// exitRoom is exit.json's temporary file, holding exitRoomSize bytes taken
+// before the job starts, so that its status can be written when the job
+// has filled the disk: rewriting bytes a file holds needs no more room.
+type exitRoom struct{ f *os.File }
+
+// reserveExit takes the room for the status that goes to path; nil when
+// there is none (then it is written the usual way, if it can be).
+func reserveExit(path string) *exitRoom {
+	f, err := os.OpenFile(path+".tmp", os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil
+	}
+	if _, err := f.Write(make([]byte, exitRoomSize)); err != nil {
+		f.Close()
+		_ = os.Remove(f.Name())
+		return nil
+	}
+	return &exitRoom{f}
+}
+
+// write puts data at path atomically, in the room when it fits.
+func (r *exitRoom) write(path string, data []byte) error {
+	if r == nil || r.f == nil || len(data) > exitRoomSize {
+		r.release()
+		return writeFileAtomic(path, data)
+	}
+	f := r.f
+	r.f = nil
+	_, err := f.WriteAt(data, 0)
+	if err == nil {
+		err = f.Truncate(int64(len(data)))
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+	}
+	return err
+}
+
+// release gives the room back if it was not used.
+func (r *exitRoom) release() {
+	if r != nil && r.f != nil {
+		r.f.Close()
+		_ = os.Remove(r.f.Name())
+		r.f = nil
+	}
 }
 
 // fileStop holds "1" (stop) or "2" (abort) once the agent asked the job to

@@ -312,8 +312,8 @@ func logEnd(fw *frameWriter) int64 {
 }
 
 // resumeLog readies the log for a shim that takes over a running container:
-// it cuts a frame the previous shim left half-written, and returns how many
-// bytes of the container's output the log already holds.
+// it returns how many bytes of the container's output the log already
+// holds.
 func resumeLog(fw *frameWriter, rec *containerRecord) (int64, error) {
 	if !rec.Started {
 		// The previous shim died between starting the container and
@@ -339,16 +339,12 @@ func resumeLog(fw *frameWriter, rec *containerRecord) (int64, error) {
 			}
 		}
 		if len(frames) == 0 {
-			off = next
 			break
 		}
 		off = next
 	}
-	if off < logEnd(fw) {
-		if err := fw.f.Truncate(off); err != nil {
-			return 0, err
-		}
-	}
+	// A frame the previous shim left half-written is gone already:
+	// openFrames cut it off.
 	return held, nil
 }
 
@@ -364,7 +360,8 @@ func notePorts(note func(string, ...any), ports map[int][]string) {
 }
 
 // containerSpec is the container the job asks for: its image, its commands
-// run by the image's shell as one script, its environment (the server's
+// run by the image's shell as one script (written into the job's directory
+// and mounted at containerScript), its environment (the server's
 // variables and the run's env, nothing of the host's), its allocation as
 // limits, and Berth's labels.
 func containerSpec(dir string, sp *shimSpec) (container.Spec, error) {
@@ -392,7 +389,15 @@ func containerSpec(dir string, sp *shimSpec) (container.Spec, error) {
 		s.Auth = &container.Auth{Username: ra.Username, Password: ra.Password}
 	}
 	if len(asg.Commands) > 0 {
-		s.Entrypoint, s.Cmd = []string{shellPath(ct.Shell), "-c"}, []string{script(asg.Commands)}
+		// The commands reach the shell as a file, not as one argument,
+		// which Linux caps at 128 KiB. Readable by the container's user,
+		// whoever it is: the job's directory keeps others out.
+		path := filepath.Join(abs, fileScript)
+		if err := os.WriteFile(path, []byte(script(asg.Commands)), 0o644); err != nil {
+			return container.Spec{}, fmt.Errorf("write its script: %w", err)
+		}
+		s.Entrypoint, s.Cmd = []string{shellPath(ct.Shell)}, []string{containerScript}
+		s.Mounts = append(s.Mounts, container.Mount{Source: path, Target: containerScript, ReadOnly: true})
 	}
 	for _, g := range asg.Alloc.GPUs {
 		s.GPUs = append(s.GPUs, strconv.Itoa(g))
@@ -411,6 +416,9 @@ func containerSpec(dir string, sp *shimSpec) (container.Spec, error) {
 	}
 	return s, nil
 }
+
+// containerScript is where a container job's shell finds its commands.
+const containerScript = "/berth/script"
 
 // shellPath is dstack's reading of `shell:`: a name is under /bin; empty is
 // /bin/sh, which every image has.

@@ -134,6 +134,17 @@ func TestShimContainerOutputEnvAndExit(t *testing.T) {
 	}
 }
 
+// A container job's script over Linux's limit for one argument (128 KiB)
+// runs: the shell reads it from a file mounted into the container.
+func TestShimContainerLongScript(t *testing.T) {
+	e := containertest.Engine(t)
+	dir, cmd := startContainerShim(t, e, containerJob("# "+strings.Repeat("x", 200<<10), `echo "$0 ran"`))
+	ex, out, errs := finishShim(t, dir, cmd)
+	if ex.ExitCode != 0 || ex.Reason != "" || out != containerScript+" ran\n" {
+		t.Errorf("exit %+v, stdout %q, stderr %q: want the script run from %s", ex, out, errs, containerScript)
+	}
+}
+
 func TestShimContainerStop(t *testing.T) {
 	e := containertest.Engine(t)
 	t.Run("exits within grace", func(t *testing.T) {

@@ -3,6 +3,7 @@ package agent
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -39,13 +40,45 @@ func TestShimEnvAndDir(t *testing.T) {
 	}
 }
 
+// A job that cannot start says why, naming its working directory when
+// that is the cause (it said "fork/exec /usr/bin/bash: no such file or
+// directory", as if bash were missing).
 func TestShimStartFailure(t *testing.T) {
-	ex, out := shimRun(t, shimSpec{Script: "true", Dir: "/nonexistent/berth/dir"}, nil)
-	if ex.Reason != exitStartFailed || ex.ExitCode != 127 {
-		t.Errorf("exit = %+v, want start_failed 127", ex)
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
 	}
-	if !strings.Contains(out, "cannot start the job") {
-		t.Errorf("output %q does not say why", out)
+	tests := map[string]struct {
+		dir, want string
+	}{
+		"missing":       {"/nonexistent/berth/dir", "berth: cannot start the job: its working directory /nonexistent/berth/dir (working_dir) does not exist on this node\n"},
+		"not directory": {file, "berth: cannot start the job: its working directory " + file + " (working_dir) is not a directory\n"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			ex, out := shimRun(t, shimSpec{Script: "true", Dir: tc.dir}, nil)
+			if ex.Reason != exitStartFailed || ex.ExitCode != 127 || ex.Message != tc.want {
+				t.Errorf("exit = %+v, want start_failed 127 %q", ex, tc.want)
+			}
+			if out != "[stderr]"+tc.want {
+				t.Errorf("output %q, want %q", out, tc.want)
+			}
+		})
+	}
+}
+
+// A script over Linux's limit for one argument (128 KiB) runs: bash reads
+// it from a file in the job's directory. (As `bash -c SCRIPT` it failed to
+// start with "argument list too long".)
+func TestShimLongScript(t *testing.T) {
+	script := "# " + strings.Repeat("x", 200<<10) + "\necho \"$0\" ran\nexit 4\n"
+	dir := t.TempDir()
+	ex, out := shimRun(t, shimSpec{Script: script, Env: []string{"PATH=" + os.Getenv("PATH")}, Dir: dir}, nil)
+	if ex.ExitCode != 4 || ex.Reason != "" {
+		t.Errorf("exit = %+v, want 4", ex)
+	}
+	if !strings.HasPrefix(out, "[stdout]/") || !strings.HasSuffix(out, "/"+fileScript+" ran\n") {
+		t.Errorf("output %q, want the script's own file as $0", out)
 	}
 }
 

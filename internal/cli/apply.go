@@ -44,7 +44,15 @@ exits with the run's exit code. Ctrl-C detaches without stopping the run; stop i
 			if file == "" {
 				return errors.New("apply: -f FILE is required")
 			}
-			t, err := spec.ParseFile(file)
+			limits, err := submitLimits(os.Getenv)
+			if err != nil {
+				return &ExitError{Code: 1, Err: err}
+			}
+			data, err := os.ReadFile(file)
+			if err != nil {
+				return &ExitError{Code: 1, Err: fmt.Errorf("read configuration: %w", err)}
+			}
+			t, err := spec.ParseLimits(file, data, limits)
 			if err != nil {
 				return &ExitError{Code: 1, Err: err}
 			}
@@ -64,7 +72,7 @@ exits with the run's exit code. Ctrl-C detaches without stopping the run; stop i
 				}
 				fmt.Fprintf(errw, "warning: %s: %v\n", file, err)
 			}
-			if err := t.Validate(); err != nil {
+			if err := t.ValidateLimits(limits); err != nil {
 				return &ExitError{Code: 1, Err: err}
 			}
 			ctx := cmd.Context()

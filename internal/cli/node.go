@@ -9,6 +9,7 @@ import (
 
 	"github.com/berth-hq/berth/internal/agent"
 	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/spec"
 )
 
 func newNodeCmd() *cobra.Command {
@@ -82,7 +83,29 @@ func (f *monitorFlags) add(cmd *cobra.Command, prefix string) {
 	fs.DurationVar(&f.m.HealthEvery, "health-interval", time.Minute, prefix+"how often the health checks run")
 	fs.DurationVar(&f.m.HealthTimeout, "health-timeout", 0, prefix+"how long the health-check program may run (default: the interval, at most 1m)")
 	fs.BoolVar(&f.m.NoGPUHealth, "no-gpu-health", false, prefix+"do not check GPUs with nvidia-smi (ECC errors, lost GPUs)")
+	fs.Var(sizeValue{&f.m.MinFreeDisk}, "min-free-disk", prefix+"free room the data directory's disk must keep, e.g. 1GB; under it the node reports itself failed (disk full) and is drained (default: 64MB, or 5% of a smaller disk)")
 }
+
+// sizeValue is a size flag, read as configurations read sizes ("64MB").
+type sizeValue struct{ b *int64 }
+
+func (v sizeValue) String() string {
+	if v.b == nil || *v.b == 0 {
+		return ""
+	}
+	return spec.Bytes(*v.b).String()
+}
+
+func (v sizeValue) Set(s string) error {
+	b, err := spec.ParseBytes(s)
+	if err != nil {
+		return err
+	}
+	*v.b = int64(b)
+	return nil
+}
+
+func (v sizeValue) Type() string { return "size" }
 
 // config returns cfg with the flags' monitoring.
 func (f *monitorFlags) config(cfg agent.Config) agent.Config {

@@ -30,6 +30,8 @@ type submitter struct {
 	env         []string // the submitter's environment, for --export
 	now         time.Time
 	exe         string // this program, which the nodes of a multi-node job run as step hosts
+	// limits bound the configuration (zero: spec.DefaultLimits).
+	limits spec.Limits
 }
 
 func currentSubmitter(e *slurmEnv) submitter {
@@ -400,6 +402,11 @@ func buildBatchRun(job *slurm.BatchJob, scriptPath string, s submitter, known fu
 		setTag(tagDependency, o.Dependency.Spec())
 	}
 	if o.Signal != nil {
+		if o.Signal.Reservation {
+			// Kept as a tag without a time limit, it was silently
+			// dropped: Berth has no reservations to end.
+			return nil, slurm.SubmitFailed(fmt.Sprintf("--signal=%s: R: (also when the job's reservation ends) has no meaning in Berth, which has no reservations; remove R:", o.Signal))
+		}
 		setTag(tagSignal, o.Signal.String())
 	}
 	if o.Requeue != nil {
@@ -550,7 +557,14 @@ func buildBatchRun(job *slurm.BatchJob, scriptPath string, s submitter, known fu
 		t.StopCriteria = "master-done"
 	}
 	t.Normalize()
-	if err := t.Validate(); err != nil {
+	l := s.limits
+	if l.ScriptBytes == 0 {
+		l = spec.DefaultLimits
+	}
+	if n := len(t.Commands[0]); int64(n) > l.ScriptBytes {
+		return nil, scriptTooLarge(len(job.Script), n, l)
+	}
+	if err := t.ValidateLimits(l); err != nil {
 		return nil, slurm.SubmitFailed(err.Error())
 	}
 	br := &batchRun{opt: o, req: api.SubmitRequest{Spec: t, Source: orStr(scriptPath, "sbatch"), Hold: o.Hold}}

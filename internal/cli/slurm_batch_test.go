@@ -459,3 +459,85 @@ func TestSbatchSignalBecomesTheRunsSignal(t *testing.T) {
 		}
 	}
 }
+
+// --signal=R:… (also when a reservation ends) is refused: Berth has no
+// reservations. Without a time limit it was kept as a tag and silently
+// never acted on.
+func TestSbatchRefusesReservationSignal(t *testing.T) {
+	for _, args := range [][]string{{"--signal=R:USR1@60", "job.sh"}, {"--signal=RB:USR1", "--time=10", "job.sh"}} {
+		_, err := buildFrom(t, args, "#!/bin/bash\ntrue\n", nil)
+		var ce *slurm.CommandError
+		if !errors.As(err, &ce) || ce.ExitCode != 1 || len(ce.Stderr) != 1 ||
+			!strings.HasPrefix(ce.Stderr[0], "sbatch: error: Batch job submission failed: --signal=") || !strings.Contains(ce.Stderr[0], "has no meaning in Berth, which has no reservations; remove R:") {
+			t.Errorf("%v: %v, want it refused", args, err)
+		}
+	}
+}
+
+// A script over 128 KiB is sent whole (it reaches the node as a file); one
+// over the limit, Slurm's max_script_size (4 MB), is refused with Slurm's
+// words, unless BERTH_MAX_SCRIPT_SIZE allows it.
+func TestSbatchScriptSize(t *testing.T) {
+	script := func(size int) string {
+		return "#!/bin/bash\n# " + strings.Repeat("x", size) + "\necho done\n"
+	}
+	br, err := buildFrom(t, []string{"job.sh"}, script(130_000), nil)
+	if err != nil {
+		t.Fatalf("130 KB: %v", err)
+	}
+	if c := br.req.Spec.Commands; len(c) != 1 || !strings.Contains(c[0], script(130_000)) {
+		t.Errorf("130 KB: the script is not in the commands whole")
+	}
+	_, err = buildFrom(t, []string{"job.sh"}, script(5_000_000), nil)
+	var ce *slurm.CommandError
+	if !errors.As(err, &ce) || ce.ExitCode != 1 || len(ce.Stderr) != 2 ||
+		ce.Stderr[0] != "sbatch: error: Batch job submission failed: Pathname of a file, directory or other parameter too long" ||
+		!strings.HasPrefix(ce.Stderr[1], "sbatch: error: the batch script is 5000025 bytes (") || !strings.Contains(ce.Stderr[1], "at most 4194304, Slurm's default max_script_size (BERTH_MAX_SCRIPT_SIZE raises it") {
+		t.Errorf("5 MB: %v, want Slurm's refusal", err)
+	}
+	l, err := submitLimits(func(string) string { return "8MB" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd, _ := slurm.ParseSbatchArgs([]string{"job.sh"})
+	job, err := slurm.BuildBatchJob(cmd, []byte(script(5_000_000)), slurm.SubmitContext{Cwd: "/home/alice/work", ScriptName: "job.sh"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := buildBatchRun(job, "job.sh", submitter{user: "alice", cwd: "/home/alice/work", limits: l}, nil, nil); err != nil {
+		t.Errorf("5 MB with BERTH_MAX_SCRIPT_SIZE=8MB: %v", err)
+	}
+}
+
+func TestSubmitLimits(t *testing.T) {
+	tests := map[string]struct {
+		env     string
+		want    int64
+		wantErr string
+	}{
+		"default": {"", 4 << 20, ""},
+		"bytes":   {"10000000", 10_000_000, ""},
+		"unit":    {"8MB", 8 << 20, ""},
+		"zero":    {"0", 0, "BERTH_MAX_SCRIPT_SIZE=0: want a positive size, such as 8MB"},
+		"bad":     {"lots", 0, `BERTH_MAX_SCRIPT_SIZE=lots: invalid size "lots" (expected a number with an optional MB, GB or TB unit, e.g. 512MB, 80GB, 1.5TB)`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			l, err := submitLimits(func(k string) string {
+				if k == envMaxScriptSize {
+					return tc.env
+				}
+				return ""
+			})
+			if tc.wantErr != "" {
+				if err == nil || err.Error() != tc.wantErr {
+					t.Errorf("error %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || l.ScriptBytes != tc.want {
+				t.Errorf("got %d, %v, want %d", l.ScriptBytes, err, tc.want)
+			}
+		})
+	}
+}

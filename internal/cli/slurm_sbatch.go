@@ -136,6 +136,9 @@ func runSbatch(e *slurmEnv, args []string) error {
 		return submitError(err)
 	}
 	s := currentSubmitter(e)
+	if s.limits, err = submitLimits(e.getenv); err != nil {
+		return slurmFail(1, "sbatch: error: "+err.Error())
+	}
 	known := func(id uint32) bool {
 		_, err := c.Run(e.ctx, strconv.FormatUint(uint64(id), 10))
 		return err == nil

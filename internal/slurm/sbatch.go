@@ -216,6 +216,9 @@ func BuildBatchJob(cmd *SbatchCommand, script []byte, ctx SubmitContext) (*Batch
 		if err := o.memoryRule(cliSet); err != nil {
 			return nil, err
 		}
+		if err := o.verify(); err != nil {
+			return nil, err
+		}
 		o.finish(cmd, ctx)
 		job.Components = append(job.Components, o)
 	}
@@ -261,6 +264,28 @@ func (o *BatchOptions) memoryRule(cli map[string]bool) error {
 		o.Mem, o.MemPerGPU = -1, -1
 	case cli["mem-per-gpu"]:
 		o.Mem, o.MemPerCPU = -1, -1
+	}
+	return nil
+}
+
+// verify is what sbatch's _opt_verify and the controller refuse of values
+// that parsed: a count that C's (int) cast of a long made negative (-c
+// 2147483648 is -2147483648 CPUs per task, which Berth took for none
+// given, and so 1), and -N 0, a job on no node, which slurmctld allows
+// only to make a burst buffer (Berth took it for 1 node).
+func (o *BatchOptions) verify() error {
+	var msgs []string
+	if o.NTasks < 0 {
+		msgs = append(msgs, fmt.Sprintf("sbatch: error: invalid number of tasks (-n %d)", o.NTasks))
+	}
+	if o.CPUsPerTask < 0 {
+		msgs = append(msgs, fmt.Sprintf("sbatch: error: invalid number of cpus per task (-c %d)", o.CPUsPerTask))
+	}
+	if len(msgs) > 0 {
+		return &CommandError{Stderr: msgs, ExitCode: 1}
+	}
+	if o.set["nodes"] && o.Nodes == 0 && o.MaxNodes == 0 {
+		return SubmitFailed("Node count specification invalid")
 	}
 	return nil
 }

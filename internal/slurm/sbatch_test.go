@@ -242,15 +242,26 @@ func TestSbatchHetjob(t *testing.T) {
 	}
 }
 
+// -N is read as Slurm's verify_node_count reads it: "-1" is the range ""
+// to 1, whose empty minimum is 1 (one node, as in Slurm); only a count of
+// 0 is refused (TestSbatchErrors).
+func TestNodeCountAsSlurm(t *testing.T) {
+	for in, want := range map[string][2]int{"-1": {1, 1}, "-4": {1, 4}, "2-4": {2, 4}, "3": {3, 3}, "1k": {1024, 1024}, "0-4": {0, 4}} {
+		job, err := build(t, []string{"-N", in, "--wrap", "true"}, "")
+		if err != nil {
+			t.Errorf("-N %s: %v", in, err)
+			continue
+		}
+		if o := job.Components[0]; o.Nodes != want[0] || o.MaxNodes != want[1] {
+			t.Errorf("-N %s: %d-%d nodes, want %d-%d", in, o.Nodes, o.MaxNodes, want[0], want[1])
+		}
+	}
+}
+
 // Every expectation below is what Slurm 22.05.8's sbatch printed on stderr
 // and the status it exited with.
 func TestSbatchErrors(t *testing.T) {
-	tests := map[string]struct {
-		args   []string
-		script string
-		stderr []string
-		code   int
-	}{
+	tests := map[string]sbatchError{
 		"unknown long":          {args: []string{"--foo=bar", "--wrap", "true"}, stderr: []string{"sbatch: unrecognized option '--foo=bar'", tryHelp}, code: 255},
 		"unknown short":         {args: []string{"-y", "--wrap", "true"}, stderr: []string{"sbatch: invalid option -- 'y'", tryHelp}, code: 255},
 		"flag with value":       {args: []string{"--hold=yes", "--wrap", "true"}, stderr: []string{"sbatch: option '--hold' doesn't allow an argument", tryHelp}, code: 255},
@@ -289,6 +300,35 @@ func TestSbatchErrors(t *testing.T) {
 		"directive quote":       {args: []string{"job.sh"}, script: "#!/bin/sh\n#SBATCH -J \"a b\ntrue\n", stderr: []string{"sbatch: fatal: job.sh: line 2: Unmatched `\"` in [ \"a b]"}, code: 1},
 		"directive colon":       {args: []string{"job.sh"}, script: "#!/bin/sh\n#SBATCH -N1 : -N2\ntrue\n", stderr: []string{"sbatch: fatal: job.sh: line 2: Unexpected `:` in [ : -N2]"}, code: 1},
 	}
+	checkSbatchErrors(t, tests)
+}
+
+// Counts that parsed but that sbatch's _opt_verify, or the controller,
+// refuses. Berth took them for "not given": -N 0 and -c 2147483648 (C's
+// (int) cast makes it -2147483648) gave 1 node and 1 CPU. The wording is
+// Slurm 22.05's (sbatch/opt.c, ESLURM_INVALID_NODE_COUNT's text), not a
+// capture: -N 0 needs a controller to refuse it, and the oracle test has
+// none (it compares the -c and -n cases).
+func TestSbatchRefusesCountsSlurmRefuses(t *testing.T) {
+	checkSbatchErrors(t, map[string]sbatchError{
+		"zero nodes":           {args: []string{"-N", "0", "--wrap", "true"}, stderr: []string{"sbatch: error: Batch job submission failed: Node count specification invalid"}, code: 1},
+		"zero nodes directive": {args: []string{"job.sh"}, script: "#!/bin/sh\n#SBATCH --nodes=0-0\ntrue\n", stderr: []string{"sbatch: error: Batch job submission failed: Node count specification invalid"}, code: 1},
+		"cpus wrap around":     {args: []string{"-c", "2147483648", "--wrap", "true"}, stderr: []string{"sbatch: error: invalid number of cpus per task (-c -2147483648)"}, code: 1},
+		"tasks wrap around":    {args: []string{"-n", "4294967295", "--wrap", "true"}, stderr: []string{"sbatch: error: invalid number of tasks (-n -1)"}, code: 1},
+		"both wrap around":     {args: []string{"-n", "4294967295", "-c", "3000000000", "--wrap", "true"}, stderr: []string{"sbatch: error: invalid number of tasks (-n -1)", "sbatch: error: invalid number of cpus per task (-c -1294967296)"}, code: 1},
+	})
+}
+
+// sbatchError is a command line, its script, and what sbatch says of it.
+type sbatchError struct {
+	args   []string
+	script string
+	stderr []string
+	code   int
+}
+
+func checkSbatchErrors(t *testing.T, tests map[string]sbatchError) {
+	t.Helper()
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			script := tc.script
@@ -360,7 +400,7 @@ func TestSbatchOracle(t *testing.T) {
 	cases := [][]string{
 		{"--foo"}, {"--foo=1"}, {"-y"}, {"--hold=1"}, {"--mem-per"}, {"--n"}, {"--no"},
 		{"--time=abc"}, {"--time=1-2-3"}, {"--time=1:2:3:4"}, {"--mem=1Q"}, {"--mem-per-gpu=x"},
-		{"-N", "x"}, {"-N", "5-2"}, {"-n", "-1"}, {"-c", "0"}, {"--ntasks-per-node=x"},
+		{"-N", "x"}, {"-N", "5-2"}, {"-n", "-1"}, {"-c", "0"}, {"--ntasks-per-node=x"}, {"-c", "2147483648"}, {"-n", "4294967295"},
 		{"--signal=NOPE"}, {"--signal=USR1@x"}, {"--open-mode=z"}, {"--exclusive=x"},
 		{"--kill-on-invalid-dep=x"}, {"--nice=-3000000000"}, {"--priority=5000000000"},
 		{"--begin=now+1x"}, {"--begin=12:61"}, {"--begin=2026-13-01"}, {"--begin=tomorrowx"},

@@ -3,7 +3,11 @@
 // Its one job: turn a dstack-compatible `type: task` YAML document into a
 // typed, validated Task, or explain precisely (file:line:col, field path,
 // suggestion) why it cannot. The same checks run on a Task that arrives as
-// JSON (Task.Validate), so the server and the CLI agree on what is valid.
+// JSON (Task.Validate, or DecodeJSON, which also refuses unknown fields and
+// trailing data), so the server and the CLI agree on what is valid. Every
+// value is bounded (limits.go): durations, counts and sizes, the commands'
+// and the environment's bytes (Limits), and a file's size, tokens and
+// nesting before it is parsed.
 //
 // The package does no scheduling, no I/O beyond ParseFile, and keeps the
 // schema unchanged from dstack: a file that dstack accepts as a task should

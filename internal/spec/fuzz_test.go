@@ -3,6 +3,7 @@ package spec
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -130,6 +131,55 @@ func FuzzArray(f *testing.F) {
 		}
 		if k != a.Count() {
 			t.Fatalf("ParseArray(%q): All yields %d indexes, Count is %d", s, k, a.Count())
+		}
+	})
+}
+
+// FuzzDecodeJSON: DecodeJSON (the API's configurations) never panics;
+// what it refuses is Errors matching ErrInvalid; what it accepts passes
+// Validate, and its JSON decodes again to the same Task.
+func FuzzDecodeJSON(f *testing.F) {
+	for _, data := range seedCorpus(f) {
+		if task, err := Parse("seed.yml", data); err == nil {
+			b, _ := json.Marshal(task)
+			f.Add(b)
+		}
+	}
+	for _, tc := range hostile {
+		if tc.json != "" && len(tc.json) < 4096 {
+			f.Add([]byte(tc.json))
+		}
+	}
+	for _, s := range []string{`{"commands":["x"]} {}`, `{"commands":["x"],"Commands":["y"]}`, `{"commands":["x"],"env":[{"name":"A","value":"1","x":1}]}`,
+		`{"commands":["x"],"tags":{"a":"\u0000"}}`, `{"commands":["x"],"max_duration":-1}`, `[`, `null`, `{"groups":[{"nodes":2}]}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		task, err := DecodeJSON(data, DefaultLimits)
+		if err != nil {
+			if task != nil {
+				t.Fatalf("DecodeJSON returned a task and an error")
+			}
+			var errs Errors
+			if !errors.As(err, &errs) || !errors.Is(err, ErrInvalid) {
+				t.Fatalf("DecodeJSON error is %T (%v), want Errors", err, err)
+			}
+			return
+		}
+		if err := task.Validate(); err != nil {
+			t.Fatalf("DecodeJSON accepted what Validate refuses: %v", err)
+		}
+		first, err := json.Marshal(task)
+		if err != nil {
+			t.Fatalf("marshal: %v", err)
+		}
+		again, err := DecodeJSON(first, DefaultLimits)
+		if err != nil {
+			t.Fatalf("DecodeJSON of its own output %s: %v", first, err)
+		}
+		second, _ := json.Marshal(again)
+		if !bytes.Equal(first, second) {
+			t.Fatalf("the round trip changes the task:\n%s\n%s", first, second)
 		}
 	})
 }

@@ -103,6 +103,9 @@ func TestParseCPU(t *testing.T) {
 		"bad arch":   {in: "ppc:4", wantErr: `CPU spec "ppc:4": architecture unknown value "ppc" (expected one of: x86, arm)`},
 		"typo arch":  {in: "x68:4", wantErr: `CPU spec "x68:4": architecture unknown value "x68"; did you mean "x86"? (expected one of: x86, arm)`},
 		"zero":       {in: "0", wantErr: `CPU spec "0": a node needs at least one CPU`},
+		"from zero":  {in: "0..", wantErr: `CPU spec "0..": a node needs at least one CPU: the minimum of 0.. is 0 (write 1..)`},
+		"up to":      {in: "..4", wantErr: `CPU spec "..4": a node needs at least one CPU: the minimum of ..4 is 0 (write 1..4)`},
+		"too many":   {in: "2147483648", wantErr: `CPU spec "2147483648": number "2147483648" is too large`},
 		"backwards":  {in: "8..2", wantErr: `CPU spec "8..2": range 8..2: minimum is greater than maximum`},
 		"not number": {in: "many", wantErr: `CPU spec "many": invalid number "many" in "many"`},
 	}
@@ -219,8 +222,11 @@ func TestParseDuration(t *testing.T) {
 		"repeated unit":  {in: "1h1h", wantErr: `invalid duration "1h1h" (expected e.g. 90s, 30m, 2h, 1d, 1w or 1h30m)`},
 		"unknown unit":   {in: "2y", wantErr: `invalid duration "2y" (expected e.g. 90s, 30m, 2h, 1d, 1w or 1h30m)`},
 		"go style":       {in: "1.5h", wantErr: `invalid duration "1.5h" (expected e.g. 90s, 30m, 2h, 1d, 1w or 1h30m)`},
-		"overflow":       {in: "99999999999999999w", wantErr: `duration "99999999999999999w" is too large`},
-		"overflow plain": {in: "99999999999999999999", wantErr: `duration "99999999999999999999" is too large`},
+		"overflow":       {in: "99999999999999999w", wantErr: "duration \"99999999999999999w\" is too long: at most 100 years (36500d); use `off` for no limit"},
+		"overflow plain": {in: "99999999999999999999", wantErr: "duration \"99999999999999999999\" is too long: at most 100 years (36500d); use `off` for no limit"},
+		"over 100 years": {in: "999999999999w", wantErr: "duration \"999999999999w\" is too long: at most 100 years (36500d); use `off` for no limit"},
+		"100 years":      {in: "36500d", want: 36500 * 86400},
+		"just over":      {in: "3153600001", wantErr: "duration \"3153600001\" is too long: at most 100 years (36500d); use `off` for no limit"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -10,7 +10,9 @@ import (
 
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/lexer"
 	"github.com/goccy/go-yaml/parser"
+	"github.com/goccy/go-yaml/token"
 )
 
 // ParseFile reads and parses one configuration file.
@@ -22,18 +24,31 @@ func ParseFile(path string) (*Task, error) {
 	return Parse(path, data)
 }
 
-// Parse reads one configuration. filename is used only in error messages.
-// On any problem it returns a nil Task and Errors listing every problem
-// found, in file order; the returned Task is normalized (see Normalize).
+// Parse reads one configuration within DefaultLimits. filename is used
+// only in error messages. On any problem it returns a nil Task and Errors
+// listing every problem found, in file order; the returned Task is
+// normalized (see Normalize).
 func Parse(filename string, data []byte) (*Task, error) {
+	return ParseLimits(filename, data, DefaultLimits)
+}
+
+// ParseLimits is Parse within the given limits. A file larger than they
+// allow, or nested deeper than any configuration needs, is refused before
+// it is parsed: parsing costs more than the file's size (quadratic time in
+// the depth of flow collections).
+func ParseLimits(filename string, data []byte, l Limits) (*Task, error) {
 	w := &walker{file: filename, pos: map[string]ast.Node{}, bad: map[string]bool{}, anchors: map[string]ast.Node{}}
+	if n := int64(len(data)); n > l.fileBytes() {
+		return nil, Errors{{File: filename, Msg: fmt.Sprintf("the file is %d bytes: a configuration may be at most %d (%s; its commands at most %s)",
+			n, l.fileBytes(), sizeText(l.fileBytes()), sizeText(l.ScriptBytes))}}
+	}
 	root, ok := w.document(data)
 	if !ok {
 		return nil, w.errs
 	}
 	t := w.task(root)
 	if t != nil {
-		w.placeProblems(root, t.check())
+		w.placeProblems(root, t.check(l))
 	}
 	if len(w.errs) > 0 {
 		w.errs.sortByPosition()
@@ -59,7 +74,16 @@ func (w *walker) document(data []byte) (root ast.Node, ok bool) {
 	if err != nil {
 		e := &Error{File: w.file, Line: 1, Col: 1, Msg: "invalid YAML: " + err.Error()}
 		var ye yaml.Error
-		if errors.As(err, &ye) {
+		var de *depthError
+		var se *sizeError
+		switch {
+		case errors.As(err, &de):
+			e.Msg = "invalid YAML: " + de.Error()
+			e.Line, e.Col = tokenAt(de.tk)
+		case errors.As(err, &se):
+			e.Msg = se.Error()
+			e.Line, e.Col = tokenAt(se.tk)
+		case errors.As(err, &ye):
 			e.Msg = "invalid YAML: " + ye.GetMessage()
 			if tk := ye.GetToken(); tk != nil && tk.Position != nil {
 				e.Line, e.Col = max(tk.Position.Line, 1), max(tk.Position.Column, 1)
@@ -89,14 +113,82 @@ func (w *walker) document(data []byte) (root ast.Node, ok bool) {
 }
 
 // parseYAML guards against panics in the YAML parser so that no input can
-// crash the server.
+// crash the server, and refuses a file nested deeper than maxDepth before
+// the parser sees it.
 func parseYAML(data []byte) (f *ast.File, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			f, err = nil, fmt.Errorf("the YAML parser failed: %v", r)
 		}
 	}()
-	return parser.ParseBytes(data, 0, parser.AllowDuplicateMapKey())
+	tokens := lexer.Tokenize(string(data))
+	if len(tokens) > maxTokens {
+		return nil, &sizeError{tokens[maxTokens], len(tokens)}
+	}
+	if tk := tooDeep(tokens); tk != nil {
+		return nil, &depthError{tk}
+	}
+	return parser.Parse(tokens, 0, parser.AllowDuplicateMapKey())
+}
+
+// tokenAt is where tk starts, 1-based.
+func tokenAt(tk *token.Token) (line, col int) {
+	if tk == nil || tk.Position == nil {
+		return 1, 1
+	}
+	return max(tk.Position.Line, 1), max(tk.Position.Column, 1)
+}
+
+// depthError is a file nested deeper than maxDepth, at the token that
+// went over.
+type depthError struct{ tk *token.Token }
+
+func (e *depthError) Error() string {
+	return fmt.Sprintf("collections nested more than %d levels deep; no configuration needs as many", maxDepth)
+}
+
+// sizeError is a file of more than maxTokens tokens, at the first one over.
+type sizeError struct {
+	tk *token.Token
+	n  int
+}
+
+func (e *sizeError) Error() string {
+	return fmt.Sprintf("%d tokens (keys, values, list items): a configuration may have at most %d; keep long scripts in one block (|)", e.n, maxTokens)
+}
+
+// tooDeep finds the first token nested deeper than maxDepth, counting the
+// flow collections open ([ and {) and the block collections whose
+// indentation is still open (a line's first token, and each "- " of a
+// line, opens one at its column and closes those at or right of it). It
+// reads tokens, so quotes, comments and block scalars count for nothing.
+func tooDeep(tokens token.Tokens) *token.Token {
+	var indents []int
+	flow, line := 0, 0
+	for _, tk := range tokens {
+		if tk.Position == nil {
+			continue
+		}
+		first := tk.Position.Line != line
+		line = tk.Position.Line
+		if flow == 0 && (first || tk.Type == token.SequenceEntryType) {
+			col := tk.Position.Column
+			for len(indents) > 0 && indents[len(indents)-1] >= col {
+				indents = indents[:len(indents)-1]
+			}
+			indents = append(indents, col)
+		}
+		switch tk.Type {
+		case token.SequenceStartType, token.MappingStartType:
+			flow++
+		case token.SequenceEndType, token.MappingEndType:
+			flow = max(flow-1, 0)
+		}
+		if len(indents)+flow > maxDepth {
+			return tk
+		}
+	}
+	return nil
 }
 
 type anchorCollector map[string]ast.Node

@@ -3,6 +3,7 @@ package spec
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 )
@@ -215,12 +216,25 @@ func (c *CPUSpec) check() []problem {
 	if c.Arch != "" && !slices.Contains(CPUArchs, c.Arch) {
 		ps = append(ps, problem{"arch", checkEnum(c.Arch, CPUArchs)})
 	}
-	if m := c.Count.check(); m != "" {
+	switch m := c.Count.check(); {
+	case m != "":
 		ps = append(ps, problem{"count", m})
-	} else if c.Count.Max != nil && *c.Count.Max == 0 {
+	case c.Count.Max != nil && *c.Count.Max == 0:
 		ps = append(ps, problem{"count", "a node needs at least one CPU"})
+	case c.Count.Min < 1:
+		// The minimum is what is allocated: 0 would let any number of
+		// such runs share a node's CPUs.
+		ps = append(ps, problem{"count", fmt.Sprintf("a node needs at least one CPU: the minimum of %s is 0 (write 1..%s)", c.Count, maxText(c.Count))})
 	}
 	return ps
+}
+
+// maxText is a range's upper bound as written, empty when open.
+func maxText(r IntRange) string {
+	if r.Max == nil {
+		return ""
+	}
+	return strconv.Itoa(*r.Max)
 }
 
 // check validates resources however they were built; paths are relative to
@@ -250,6 +264,8 @@ func (r Resources) check() []problem {
 	}
 	if r.SHMSize != nil && *r.SHMSize < 0 {
 		ps = append(ps, problem{"shm_size", "size is negative"})
+	} else if r.SHMSize != nil && *r.SHMSize >= maxBytesValue {
+		ps = append(ps, problem{"shm_size", "size is too large"})
 	}
 	return ps
 }

@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -24,6 +25,21 @@ type Duration int64
 // configuration says `off` (or `false`): no limit. MaxDuration instead uses
 // nil for `off`, because for it "unset" and "off" mean the same.
 const DurationOff Duration = -1
+
+// MaxDurationValue is the longest duration a configuration may give: 100
+// years (36500d). The server and the agent count in nanoseconds (time.Duration,
+// about 292 years) from now: anything longer wraps around, and a run
+// with `max_duration: 999999999999w` was killed the moment it started.
+// For no limit, `max_duration: off`.
+const MaxDurationValue Duration = 36500 * 86400
+
+// maxCount bounds every count and range of counts (CPUs, GPUs, nodes,
+// ports...): the YAML path reads integers up to 2^31-1, and so may JSON.
+const maxCount = 1<<31 - 1
+
+// maxBytesValue bounds every size: what ParseBytes reads (4EB), so that
+// adding a few never overflows.
+const maxBytesValue Bytes = math.MaxInt64 / 2
 
 // IntRange is an inclusive range of non-negative integers; Max nil is an open
 // upper bound. A single value N is {Min: N, Max: &N}.
@@ -66,7 +82,7 @@ func ParseBytes(s string) (Bytes, error) {
 		return 0, invalid("invalid size %q (expected a number with an optional MB, GB or TB unit, e.g. 512MB, 80GB, 1.5TB)", s)
 	}
 	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || f*float64(unit) >= math.MaxInt64/2 {
+	if err != nil || f*float64(unit) >= float64(maxBytesValue) {
 		return 0, invalid("size %q is too large", s)
 	}
 	return Bytes(math.Round(f * float64(unit))), nil
@@ -141,8 +157,8 @@ func ParseDuration(s string) (Duration, error) {
 	}
 	if isDigits(v) {
 		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return 0, invalid("duration %q is too large", s)
+		if err != nil || Duration(n) > MaxDurationValue {
+			return 0, tooLong(s)
 		}
 		return Duration(n), nil
 	}
@@ -159,7 +175,7 @@ func ParseDuration(s string) (Duration, error) {
 		}
 		n, err := strconv.ParseInt(v[:i], 10, 64)
 		if err != nil {
-			return 0, invalid("duration %q is too large", s)
+			return 0, tooLong(s)
 		}
 		u := -1
 		for j := next; j < len(durationUnits); j++ {
@@ -171,14 +187,33 @@ func ParseDuration(s string) (Duration, error) {
 		if u < 0 {
 			return 0, bad
 		}
-		if n > int64(math.MaxInt64/durationUnits[u].secs) || total > Duration(math.MaxInt64)-Duration(n)*durationUnits[u].secs {
-			return 0, invalid("duration %q is too large", s)
+		if n > int64(MaxDurationValue/durationUnits[u].secs) || total > MaxDurationValue-Duration(n)*durationUnits[u].secs {
+			return 0, tooLong(s)
 		}
 		total += Duration(n) * durationUnits[u].secs
 		next = u + 1
 		v = v[i+1:]
 	}
 	return total, nil
+}
+
+// tooLong refuses a duration over MaxDurationValue.
+func tooLong(s string) *Error {
+	return invalid("duration %q is too long: at most 100 years (36500d); use `off` for no limit", s)
+}
+
+// checkDuration is "" for a duration a configuration may hold: off (when
+// off is allowed), or 0..MaxDurationValue.
+func checkDuration(d Duration, offAllowed bool) string {
+	switch {
+	case d == DurationOff && offAllowed:
+		return ""
+	case d < 0:
+		return "must not be negative"
+	case d > MaxDurationValue:
+		return fmt.Sprintf("%s is too long: at most 100 years (36500d); use `off` for no limit", d)
+	}
+	return ""
 }
 
 // String writes the duration as ParseDuration reads it: whole minutes as a
@@ -269,6 +304,9 @@ func (r IntRange) check() string {
 	if r.Min < 0 || (r.Max != nil && *r.Max < 0) {
 		return "range " + r.String() + " is negative"
 	}
+	if r.Min > maxCount || (r.Max != nil && *r.Max > maxCount) {
+		return fmt.Sprintf("range %s is too large: counts go up to %d", r, maxCount)
+	}
 	if r.Max != nil && *r.Max < r.Min {
 		return "range " + r.String() + ": minimum is greater than maximum"
 	}
@@ -316,6 +354,9 @@ func ParseByteRange(s string) (ByteRange, error) {
 func (r ByteRange) check() string {
 	if r.Min < 0 || (r.Max != nil && *r.Max < 0) {
 		return "range " + r.String() + " is negative"
+	}
+	if r.Min >= maxBytesValue || (r.Max != nil && *r.Max >= maxBytesValue) {
+		return "range " + r.String() + " is too large"
 	}
 	if r.Max != nil && *r.Max < r.Min {
 		return "range " + r.String() + ": minimum is greater than maximum"

@@ -9,20 +9,11 @@ import (
 )
 
 // Validate re-checks a Task that was built in code or decoded from JSON, with
-// the same rules Parse applies. Problems name the field path but carry no
-// line numbers. Zero values of defaulted fields (Type, Nodes, the CPU
-// request) are accepted; Normalize fills them.
-func (t *Task) Validate() error {
-	ps := t.check()
-	if len(ps) == 0 {
-		return nil
-	}
-	errs := make(Errors, len(ps))
-	for i, p := range ps {
-		errs[i] = &Error{Field: p.path, Msg: p.msg}
-	}
-	return errs
-}
+// the same rules Parse applies, and within DefaultLimits (ValidateLimits
+// for others). Problems name the field path but carry no line numbers.
+// Zero values of defaulted fields (Type, Nodes, the CPU request) are
+// accepted; Normalize fills them.
+func (t *Task) Validate() error { return t.ValidateLimits(DefaultLimits) }
 
 // runName is dstack's rule for run names. The patterns of this package are
 // compiled on first use, not at start: their counted repetitions make large
@@ -41,7 +32,7 @@ func lazyRegexp(pattern string) func() *regexp.Regexp {
 // check is every semantic rule of the schema, in schema order, with full
 // field paths. Parse runs it after decoding and places each problem at the
 // YAML node of its path.
-func (t *Task) check() []problem {
+func (t *Task) check(l Limits) []problem {
 	var ps []problem
 	add := func(path, format string, args ...any) {
 		ps = append(ps, problem{path, fmt.Sprintf(format, args...)})
@@ -51,6 +42,11 @@ func (t *Task) check() []problem {
 			if m := checkEnum(v, allowed); m != "" {
 				add(path, "%s", m)
 			}
+		}
+	}
+	duration := func(path string, d Duration, offAllowed bool) {
+		if m := checkDuration(d, offAllowed); m != "" {
+			add(path, "%s", m)
 		}
 	}
 	nonEmpty := func(path string, list []string) {
@@ -73,6 +69,8 @@ func (t *Task) check() []problem {
 	}
 	if t.Nodes < 0 {
 		add("nodes", "must be at least 1, got %d", t.Nodes)
+	} else if t.Nodes > maxCount {
+		add("nodes", "must be at most %d, got %d", maxCount, t.Nodes)
 	}
 	enum("startup_order", t.StartupOrder, StartupOrders)
 	enum("stop_criteria", t.StopCriteria, StopCriteria)
@@ -220,13 +218,17 @@ func (t *Task) check() []problem {
 		}
 		if r.Duration != nil && *r.Duration <= 0 {
 			add("retry.duration", "must be positive")
+		} else if r.Duration != nil {
+			duration("retry.duration", *r.Duration, false)
 		}
 	}
 	if t.MaxDuration != nil && *t.MaxDuration <= 0 {
 		add("max_duration", "must be positive (use `off` for no limit)")
+	} else if t.MaxDuration != nil {
+		duration("max_duration", *t.MaxDuration, false)
 	}
-	if t.StopDuration != nil && *t.StopDuration < 0 && *t.StopDuration != DurationOff {
-		add("stop_duration", "must not be negative")
+	if t.StopDuration != nil {
+		duration("stop_duration", *t.StopDuration, true)
 	}
 	t.checkSignal(add)
 	if u := t.UtilizationPolicy; u != nil {
@@ -235,6 +237,8 @@ func (t *Task) check() []problem {
 		}
 		if u.TimeWindow < 5*60 {
 			add("utilization_policy.time_window", "must be at least 5m, got %s", u.TimeWindow)
+		} else {
+			duration("utilization_policy.time_window", u.TimeWindow, false)
 		}
 	}
 	enum("spot_policy", t.SpotPolicy, SpotPolicies)
@@ -246,8 +250,8 @@ func (t *Task) check() []problem {
 		add("max_price", "must be a positive price in dollars per hour")
 	}
 	enum("creation_policy", t.CreationPolicy, CreationPolicies)
-	if t.IdleDuration != nil && *t.IdleDuration < 0 && *t.IdleDuration != DurationOff {
-		add("idle_duration", "must not be negative")
+	if t.IdleDuration != nil {
+		duration("idle_duration", *t.IdleDuration, true)
 	}
 	nonEmpty("fleets", t.Fleets)
 	for k := range t.Tags {
@@ -255,6 +259,7 @@ func (t *Task) check() []problem {
 			add("tags", "empty tag name")
 		}
 	}
+	t.checkText(l, add)
 	return ps
 }
 

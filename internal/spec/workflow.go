@@ -100,6 +100,8 @@ func (t *Task) checkWorkflow(add func(path, format string, args ...any)) {
 		}
 		if g.Nodes < 0 {
 			add(p+".nodes", "must be at least 1, got %d", g.Nodes)
+		} else if g.Nodes > maxCount {
+			add(p+".nodes", "must be at most %d, got %d", maxCount, g.Nodes)
 		}
 		for _, q := range g.Resources.check() {
 			add(p+".resources."+q.path, "%s", q.msg)
