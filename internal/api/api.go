@@ -381,6 +381,8 @@ type ServerStatus struct {
 	// difference), in bytes.
 	HeapLive int64 `json:"heap_live"`
 	HeapGoal int64 `json:"heap_goal"`
+	// MaxScriptBytes bounds a run's commands (Slurm's max_script_size).
+	MaxScriptBytes int64 `json:"max_script_bytes,omitempty"`
 }
 
 // RunPriority is a pending run's multifactor priority, factor by factor,

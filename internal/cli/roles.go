@@ -34,6 +34,7 @@ func newServerCmd() *cobra.Command {
 		listen, db, sync, agentName, agentFleet, policy, weights, policyFile string
 		halfLife, nodeTimeout                                                time.Duration
 		maxArray                                                             int
+		maxScript                                                            int64
 		depth                                                                int
 		noAgent                                                              bool
 		grace                                                                time.Duration
@@ -82,7 +83,7 @@ func newServerCmd() *cobra.Command {
 				policyFile = filepath.Join(home, "policy.yml")
 			}
 			srv, err := server.New(ctx, server.Config{Store: st, Logger: log, StopGrace: grace, Policy: pol, Weights: wts, HalfLife: halfLife, Depth: depth, Rules: rules,
-				PolicyFile: policyFile, NodeTimeout: nodeTimeout, MaxArraySize: maxArray})
+				PolicyFile: policyFile, NodeTimeout: nodeTimeout, MaxArraySize: maxArray, MaxScriptBytes: maxScript})
 			if err != nil {
 				return err
 			}
@@ -152,6 +153,7 @@ func newServerCmd() *cobra.Command {
 	f.DurationVar(&grace, "stop-grace", 10*time.Second, "time between SIGTERM and SIGKILL when a run is stopped")
 	f.DurationVar(&nodeTimeout, "node-timeout", time.Minute, "how long a node's agent may stay disconnected before its jobs fail as unreachable (an agent back sooner keeps them)")
 	f.IntVar(&maxArray, "max-array-size", 1_000_001, "array indices must be below this (Slurm's MaxArraySize)")
+	f.Var(sizeValue{&maxScript}, "max-script-size", "the most a run's commands may hold, e.g. 8MB (default 4MB, Slurm's max_script_size)")
 	f.StringVar(&policy, "policy", "berth", "scheduling of runs that cannot start now: berth (EASY backfill, shortest runs first), easy (backfill around the first waiting run's reservation), conservative (a reservation for every waiting run) or fcfs")
 	f.StringVar(&weights, "priority-weights", "", "multifactor priority weights, e.g. age=1000,fairshare=10000,size=1000,qos=10000,partition=1000,priority=10000,expansion=10000,max-age=168h,favor-small=true (unnamed ones keep their defaults)")
 	f.DurationVar(&halfLife, "fairshare-half-life", 7*24*time.Hour, "time after which past usage counts half for fairshare")

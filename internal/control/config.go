@@ -12,8 +12,9 @@ import (
 // Errors an input is refused with; the server maps them to status codes.
 // Their words are the API's (clients match the first).
 var (
-	ErrInvalid  = errors.New("server: invalid request")
-	ErrNotFound = errors.New("server: not found")
+	ErrInvalid   = errors.New("server: invalid request")
+	ErrNotFound  = errors.New("server: not found")
+	ErrForbidden = errors.New("server: forbidden")
 )
 
 // Config is what the cluster's rules depend on.

@@ -142,6 +142,16 @@ func (s *Cluster) updateLocked(rs *runState, req api.ControlRequest, admin bool,
 	if req.Priority != nil && (*req.Priority < 0 || *req.Priority > 100) {
 		return nil, fmt.Errorf("%w: priority %d: want 0..100", ErrInvalid, *req.Priority)
 	}
+	if req.Nice != nil {
+		// Slurm's range; a negative nice raises the run above others,
+		// which only an administrator may do (as in Slurm).
+		if n := *req.Nice; n < -spec.MaxNice || n > spec.MaxNice {
+			return nil, fmt.Errorf("%w: nice %d: want %d..%d", ErrInvalid, n, -spec.MaxNice, spec.MaxNice)
+		}
+		if *req.Nice < 0 && !admin {
+			return nil, fmt.Errorf("%w: nice %d: only an administrator may set a negative nice (Slurm: Access/permission denied)", ErrForbidden, *req.Nice)
+		}
+	}
 	for k := range req.Tags {
 		if k == "" {
 			return nil, fmt.Errorf("%w: tags: empty tag name", ErrInvalid)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,14 +36,27 @@ func (s *Server) readSpec(r *http.Request) (*spec.Task, error) {
 // readSubmit reads a submission: its configuration, checked as readSpec
 // says, and its options.
 func (s *Server) readSubmit(r *http.Request) (*api.SubmitRequest, error) {
-	var req api.SubmitRequest
-	if err := decode(r, &req); err != nil {
+	// The configuration is decoded on its own, by the YAML path's rules:
+	// unknown fields, values out of bounds and commands over the script
+	// limit are refused with their field, line and column.
+	var body struct {
+		api.SubmitRequest
+		Spec json.RawMessage `json:"spec"`
+	}
+	if err := decodeLimit(r, &body, 2*s.cfg.MaxScriptBytes+maxBody); err != nil {
 		return nil, err
 	}
-	if req.Spec == nil {
+	req := body.SubmitRequest
+	if len(body.Spec) == 0 || string(body.Spec) == "null" {
 		return nil, fmt.Errorf("%w: spec: required", ErrInvalid)
 	}
-	if err := s.accept(req.Spec); err != nil {
+	what := cmp.Or(req.Source, "spec")
+	t, err := spec.DecodeJSON(body.Spec, spec.Limits{ScriptBytes: s.cfg.MaxScriptBytes})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrInvalid, what, err)
+	}
+	req.Spec = t
+	if err := s.accept(t); err != nil {
 		return nil, err
 	}
 	return &req, nil
@@ -52,7 +66,7 @@ func (s *Server) readSubmit(r *http.Request) (*api.SubmitRequest, error) {
 // only the server knows (its QOS, which it resolves), normalising t.
 func (s *Server) accept(t *spec.Task) error {
 	t.Normalize()
-	if err := t.Validate(); err != nil {
+	if err := t.ValidateLimits(spec.Limits{ScriptBytes: s.cfg.MaxScriptBytes}); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	for i, v := range t.Volumes {
@@ -75,6 +89,11 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, u *store.U
 		return
 	}
 	t := req.Spec
+	if t.Nice < 0 && !u.Admin {
+		// A negative nice raises the run above others' (Slurm's wording).
+		writeError(w, fmt.Errorf("%w: nice %d: only an administrator may set a negative nice (Slurm: Access/permission denied)", ErrForbidden, t.Nice))
+		return
+	}
 	seen, err := s.resolveDeps(r.Context(), t)
 	if err != nil {
 		writeError(w, err)
@@ -409,7 +428,7 @@ func (s *Server) handleNodes(w http.ResponseWriter, r *http.Request, _ *store.Us
 
 func (s *Server) handleStatus(w http.ResponseWriter, _ *http.Request, _ *store.User) {
 	s.mu.Lock()
-	var st api.ServerStatus
+	st := api.ServerStatus{MaxScriptBytes: s.cfg.MaxScriptBytes}
 	st.ActiveRuns, st.PendingRuns, _, st.Nodes = s.Counts()
 	s.unlock()
 	st.Commits, st.Batches, st.Passes = s.metrics.commits.Load(), s.metrics.batches.Load(), s.metrics.cycles.Load()

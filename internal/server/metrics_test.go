@@ -232,8 +232,8 @@ func TestManualDrainAndResume(t *testing.T) {
 	}
 	bob := h.userClient(t, "bob")
 	var apiErr *client.APIError
-	if _, err := bob.Drain(ctx, "n1", "mine"); !errors.As(err, &apiErr) || apiErr.Status != 401 {
-		t.Errorf("drain by a user who is not an admin: %v, want 401", err)
+	if _, err := bob.Drain(ctx, "n1", "mine"); !errors.As(err, &apiErr) || apiErr.Status != 403 {
+		t.Errorf("drain by a user who is not an admin: %v, want 403 (the docs say: forbidden)", err)
 	}
 
 	long := submit(t, h, "type: task\ncommands: [\"sleep 2\", \"echo survived\"]\n")

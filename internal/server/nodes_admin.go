@@ -54,7 +54,7 @@ func (s *Server) handleResume(w http.ResponseWriter, r *http.Request, u *store.U
 // answers the node as it now is.
 func (s *Server) setDrain(w http.ResponseWriter, name string, u *store.User, req *api.DrainRequest) {
 	if !u.Admin {
-		writeError(w, fmt.Errorf("%w: draining and resuming nodes takes an admin's token", ErrUnauthorized))
+		writeError(w, fmt.Errorf("%w: draining and resuming nodes takes an admin's token", ErrForbidden))
 		return
 	}
 	out, err := s.do(control.DrainInput{Node: name, Drain: req, By: u.Name})

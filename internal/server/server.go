@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/berth-hq/berth/internal/control"
 	"github.com/berth-hq/berth/internal/policy"
 	"github.com/berth-hq/berth/internal/sched"
+	"github.com/berth-hq/berth/internal/spec"
 	"github.com/berth-hq/berth/internal/store"
 )
 
@@ -34,7 +36,7 @@ var (
 	ErrNotFound     = control.ErrNotFound
 	ErrInvalid      = control.ErrInvalid
 	ErrUnauthorized = errors.New("server: unauthorized")
-	ErrForbidden    = errors.New("server: forbidden")
+	ErrForbidden    = control.ErrForbidden
 	ErrConflict     = errors.New("server: conflict")
 )
 
@@ -73,6 +75,9 @@ type Config struct {
 	// ListPage is how many runs a listing reads and sends at a time
 	// (default 1,000): listings stream, a page in memory at once.
 	ListPage int
+	// MaxScriptBytes bounds a run's commands, as Slurm's max_script_size
+	// (default spec.DefaultScriptBytes, 4 MB).
+	MaxScriptBytes int64
 }
 
 // Server is the control plane. New loads its state; Run runs its loops;
@@ -103,8 +108,9 @@ type Server struct {
 	hub     *hub
 
 	projectID int64
-	names     sync.Map // "u<id>" / "p<id>" -> name
-	tokens    sync.Map // token hash -> *store.User
+	names     sync.Map     // "u<id>" / "p<id>" -> name
+	tokens    sync.Map     // token hash -> cachedUser
+	tokenTTL  atomic.Int64 // nanoseconds; tests shorten it
 	metrics   struct{ commits, batches, cycles atomic.Int64 }
 	jm        metricsStore // jobs' samples (metrics.go)
 	// steps relays srun's steps to the step hosts (steps.go); its own lock.
@@ -146,6 +152,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.ListPage <= 0 {
 		cfg.ListPage = 1000
 	}
+	if cfg.MaxScriptBytes <= 0 {
+		cfg.MaxScriptBytes = spec.DefaultScriptBytes
+	}
 	if cfg.MaxArraySize == 0 {
 		cfg.MaxArraySize = 1_000_001
 	}
@@ -157,6 +166,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		hub:     newHub(),
 		conns:   map[string]nodeConn{},
 	}
+	s.tokenTTL.Store(int64(tokenCache))
 	s.Cluster = control.New(control.Config{Logger: cfg.Logger, StopGrace: cfg.StopGrace, Policy: cfg.Policy, Weights: cfg.Weights,
 		HalfLife: cfg.HalfLife, Depth: cfg.Depth, Rules: cfg.Rules, NodeTimeout: cfg.NodeTimeout, MaxArraySize: cfg.MaxArraySize})
 	var err error
@@ -269,15 +279,28 @@ type userKey struct{}
 
 func (s *Server) user(ctx context.Context, token string) (*store.User, error) {
 	h := HashToken(token)
-	if u, ok := s.tokens.Load(h); ok {
-		return u.(*store.User), nil
+	now := time.Now()
+	if c, ok := s.tokens.Load(h); ok && now.Before(c.(cachedUser).until) {
+		return c.(cachedUser).u, nil
 	}
 	u, err := s.store.UserByToken(ctx, h)
 	if err != nil {
+		s.tokens.Delete(h)
 		return nil, err
 	}
-	s.tokens.Store(h, u)
+	s.tokens.Store(h, cachedUser{u: u, until: now.Add(time.Duration(s.tokenTTL.Load()))})
 	return u, nil
+}
+
+// tokenCache is how long a token's user is remembered (Server.tokenTTL):
+// a token deleted from the store stops working within this time, not at
+// the next restart.
+const tokenCache = 10 * time.Second
+
+// cachedUser is a token's user and until when it may be used unread.
+type cachedUser struct {
+	u     *store.User
+	until time.Time
 }
 
 func (s *Server) auth(h func(http.ResponseWriter, *http.Request, *store.User)) http.HandlerFunc {
@@ -325,9 +348,23 @@ func writeError(w http.ResponseWriter, err error) {
 }
 
 func decode(r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 64<<20))
+	return decodeLimit(r, v, maxBody)
+}
+
+// maxBody bounds a request body but a submission's (readSubmit).
+const maxBody = 16 << 20
+
+// decodeLimit reads one JSON value of at most limit bytes into v: unknown
+// fields and anything after the value are refused, as the YAML path
+// refuses them.
+func decodeLimit(r *http.Request, v any, limit int64) error {
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, limit))
+	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("%w: request body: %v", ErrInvalid, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("%w: request body: unexpected data after the JSON value", ErrInvalid)
 	}
 	return nil
 }

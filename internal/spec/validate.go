@@ -182,7 +182,7 @@ func (t *Task) check(l Limits) []problem {
 		}
 	}
 
-	if t.Nice < -2147483645 || t.Nice > 2147483645 {
+	if t.Nice < -MaxNice || t.Nice > MaxNice {
 		add("nice", "must be between -2147483645 and 2147483645 (Slurm's range), got %d", t.Nice)
 	}
 	if t.QOS != "" && !qosName().MatchString(t.QOS) {
@@ -271,3 +271,6 @@ func unsupportedType(typ string) string {
 	}
 	return fmt.Sprintf("unknown configuration type %q%s; this version of Berth runs only \"task\"", typ, didYouMean(typ, []string{"task"}))
 }
+
+// MaxNice bounds a run's nice either way, as Slurm's NICE_OFFSET - 3 does.
+const MaxNice = 2147483645

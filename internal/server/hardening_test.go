@@ -1,0 +1,129 @@
+package server
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/client"
+	"github.com/berth-hq/berth/internal/store"
+)
+
+// post sends body to path with token and answers the status and error.
+func post(t *testing.T, h *harness, token, path, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest("POST", h.http.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var e api.Error
+	_ = json.Unmarshal(b, &e)
+	return resp.StatusCode, e.Error
+}
+
+// TestAPIBodiesStrict: a body with a field the API does not know, or data
+// after its JSON value, is refused and nothing is stored; a configuration
+// is read by the YAML path's rules, naming the field; the server's own
+// script limit applies.
+func TestAPIBodiesStrict(t *testing.T) {
+	h := newHarnessCfg(t, t.TempDir(), "127.0.0.1:0", func(c *Config) { c.MaxScriptBytes = 1000 })
+	tests := map[string]struct {
+		body, want string
+	}{
+		"unknown submit field":      {`{"spec":{"commands":["true"]},"hodl":true}`, `unknown field "hodl"`},
+		"data after the body":       {`{"spec":{"commands":["true"]}} {"spec":{}}`, "unexpected data after the JSON value"},
+		"unknown field in spec":     {`{"spec":{"commands":["true"],"resorces":{}}}`, "resorces: unknown field"},
+		"spec of the wrong type":    {`{"spec":{"commands":"true"}}`, "commands"},
+		"no spec":                   {`{"hold":true}`, "spec: required"},
+		"over the server's limit":   {`{"spec":{"commands":["` + strings.Repeat("x", 2000) + `"]}}`, "at most 1000"},
+		"named source in the error": {`{"spec":{"commands":["true"],"bad":1},"source":"train.berth.yml"}`, "train.berth.yml"},
+	}
+	for name, tc := range tests {
+		code, msg := post(t, h, testToken, "/api/v1/runs", tc.body)
+		if code != http.StatusBadRequest || !strings.Contains(msg, tc.want) {
+			t.Errorf("%s: %d %q, want 400 with %q", name, code, msg, tc.want)
+		}
+	}
+	if code, msg := post(t, h, testToken, "/api/v1/runs/1/control", `{"action":"hold","extra":1}`); code != http.StatusBadRequest || !strings.Contains(msg, "extra") {
+		t.Errorf("control with an unknown field: %d %q, want 400", code, msg)
+	}
+	runs, err := h.st.ListRuns(context.Background(), store.RunFilter{All: true})
+	if err != nil || len(runs) != 0 {
+		t.Errorf("refused bodies stored %d runs (%v)", len(runs), err)
+	}
+	if code, msg := post(t, h, testToken, "/api/v1/runs", `{"spec":{"commands":["true"]}}`); code != http.StatusCreated && code != http.StatusOK {
+		t.Errorf("a plain submission: %d %q", code, msg)
+	}
+	st, err := h.c.Status(context.Background())
+	if err != nil || st.MaxScriptBytes != 1000 {
+		t.Errorf("status max_script_bytes %d (%v), want 1000", st.MaxScriptBytes, err)
+	}
+}
+
+// TestNegativeNiceIsAnAdmins: only an administrator may give a run a
+// negative nice, at submission or by an update, and nice is bounded.
+func TestNegativeNiceIsAnAdmins(t *testing.T) {
+	h := newHarness(t, t.TempDir())
+	ctx := context.Background()
+	bob := h.userClient(t, "bob")
+	var apiErr *client.APIError
+	if _, err := bob.Submit(ctx, api.SubmitRequest{Spec: task(t, "type: task\ncommands: [\"true\"]\nnice: -5\n"), Hold: true}); !errors.As(err, &apiErr) || apiErr.Status != http.StatusForbidden {
+		t.Errorf("bob's nice -5: %v, want 403", err)
+	}
+	r, err := bob.Submit(ctx, api.SubmitRequest{Spec: task(t, "type: task\ncommands: [\"true\"]\nnice: 5\n"), Hold: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	neg, huge := int64(-1), int64(-1<<62)
+	if _, err := bob.Control(ctx, r.Name, api.ControlRequest{Action: "update", Nice: &neg}); !errors.As(err, &apiErr) || apiErr.Status != http.StatusForbidden {
+		t.Errorf("bob's update to nice -1: %v, want 403", err)
+	}
+	if _, err := h.c.Control(ctx, r.Name, api.ControlRequest{Action: "update", Nice: &huge}); !errors.As(err, &apiErr) || apiErr.Status != http.StatusBadRequest {
+		t.Errorf("an update to nice -2^62: %v, want 400", err)
+	}
+	if _, err := h.c.Control(ctx, r.Name, api.ControlRequest{Action: "update", Nice: &neg}); err != nil {
+		t.Errorf("the admin's update to nice -1: %v", err)
+	}
+	if _, err := h.c.Submit(ctx, api.SubmitRequest{Spec: task(t, "type: task\ncommands: [\"true\"]\nnice: -5\n"), Hold: true}); err != nil {
+		t.Errorf("the admin's nice -5: %v", err)
+	}
+}
+
+// TestDeletedTokenStopsWorking: a token deleted from the store is refused
+// once its cache entry expires, without a restart.
+func TestDeletedTokenStopsWorking(t *testing.T) {
+	dir := t.TempDir()
+	h := newHarness(t, dir)
+	h.srv.tokenTTL.Store(0)
+	ctx := context.Background()
+	bob := h.userClient(t, "bob")
+	if _, err := bob.Nodes(ctx); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", filepath.Join(dir, "berth.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`DELETE FROM tokens WHERE hash = ?`, HashToken("bob-token")); err != nil {
+		t.Fatal(err)
+	}
+	var apiErr *client.APIError
+	if _, err := bob.Nodes(ctx); !errors.As(err, &apiErr) || apiErr.Status != http.StatusUnauthorized {
+		t.Errorf("a deleted token: %v, want 401", err)
+	}
+}
