@@ -77,6 +77,9 @@ type Cluster struct {
 	doneArrays map[int64]*arrayState
 	nextRun    int64
 	nextJob    int64
+	// runsUpto and jobsUpto are how far IDs are reserved in the store
+	// (emit): no ID above them is in a batch before its reservation.
+	runsUpto, jobsUpto int64
 
 	// out is what the changes made since the server last took it must
 	// make durable, in order, and do once they are (emit).
@@ -91,8 +94,24 @@ type Cluster struct {
 // emit records that b must be made durable, and the effects performed
 // once it is, after everything emitted before.
 func (s *Cluster) emit(b *store.Batch, after ...Effect) {
+	// IDs past the reserved marks are in b, or will be in a later batch:
+	// reserve the next block with b, which the store then syncs to disk
+	// before anyone hears of them. A lost transaction may lose runs
+	// nobody was told of, never give an acknowledged ID to another run.
+	if s.nextRun > s.runsUpto {
+		s.runsUpto = s.nextRun + idBlock
+		b.Reserve.Runs = s.runsUpto
+	}
+	if s.nextJob > s.jobsUpto {
+		s.jobsUpto = s.nextJob + idBlock
+		b.Reserve.Jobs = s.jobsUpto
+	}
 	s.out = append(s.out, Commit{Batch: b, Effects: after})
 }
+
+// idBlock is how many run (job) IDs one reservation covers: one synced
+// transaction per idBlock submissions.
+const idBlock = 1000
 
 // RunEnd is a run that ended, and when.
 type RunEnd struct {

@@ -373,6 +373,7 @@ type Loaded struct {
 func (s *Cluster) Restore(l *Loaded, now time.Time) error {
 	a := l.Active
 	s.nextRun, s.nextJob = a.MaxRunID, a.MaxJobID
+	s.runsUpto, s.jobsUpto = s.nextRun, s.nextJob // the first new ID reserves
 	for _, n := range a.Nodes {
 		var info api.NodeInfo
 		if err := json.Unmarshal(n.Info, &info); err != nil {

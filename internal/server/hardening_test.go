@@ -127,3 +127,49 @@ func TestDeletedTokenStopsWorking(t *testing.T) {
 		t.Errorf("a deleted token: %v, want 401", err)
 	}
 }
+
+// TestIDsNeverReissued: when the transactions after a submission are lost
+// (a torn WAL tail after a power loss, made here by deleting the rows),
+// the next submission after a restart gets a new ID, never the lost run's,
+// which its client may hold.
+func TestIDsNeverReissued(t *testing.T) {
+	dir := t.TempDir()
+	h := newHarness(t, dir)
+	ctx := context.Background()
+	var last *api.Run
+	for range 3 {
+		r, err := h.c.Submit(ctx, api.SubmitRequest{Spec: task(t, "type: task\ncommands: [\"true\"]\n"), Hold: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = r
+	}
+	addr := h.http.Listener.Addr().String()
+	h.close()
+	db, err := sql.Open("sqlite", filepath.Join(dir, "berth.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`DELETE FROM events WHERE run_id = ?`, `DELETE FROM jobs WHERE run_id = ?`, `DELETE FROM runs WHERE id = ?`} {
+		if _, err := db.Exec(q, last.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	h = newHarnessAt(t, dir, addr)
+	r, err := h.c.Submit(ctx, api.SubmitRequest{Spec: task(t, "type: task\ncommands: [\"true\"]\n"), Hold: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.ID <= last.ID {
+		t.Errorf("after the lost run %d, a new run got ID %d", last.ID, r.ID)
+	}
+	jobs, err := h.st.ListJobs(ctx, r.ID)
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("jobs %v (%v)", jobs, err)
+	}
+	lost := last.Jobs
+	if len(lost) > 0 && jobs[0].ID <= lost[0].ID {
+		t.Errorf("the new run's job got ID %d, not above the lost job %d", jobs[0].ID, lost[0].ID)
+	}
+}

@@ -25,8 +25,9 @@ var sqliteMigrations embed.FS
 // connection (SQLite has one writer anyway); reads use a pool that WAL lets
 // run beside the writer.
 type SQLite struct {
-	w *sql.DB
-	r *sql.DB
+	w    *sql.DB
+	r    *sql.DB
+	sync string // the writer's synchronous setting: normal or full
 	// stmts are the write statements, prepared once on the writer connection.
 	stmts map[string]*sql.Stmt
 	// ckpt runs WAL checkpoints off the commit path (see checkpointer).
@@ -74,7 +75,7 @@ func OpenSQLite(ctx context.Context, path string, o SQLiteOptions) (*SQLite, err
 	}
 	w.SetMaxOpenConns(1)
 	w.SetConnMaxLifetime(0)
-	s := &SQLite{w: w}
+	s := &SQLite{w: w, sync: o.Sync}
 	if err := s.migrate(ctx); err != nil {
 		w.Close()
 		return nil, err
@@ -163,6 +164,12 @@ func (s *SQLite) Close() error {
 	if s.r != nil {
 		errs = append(errs, s.r.Close())
 	}
+	// Closed cleanly, every ID handed out is in the tables: the marks come
+	// down to them, so that IDs go on without a gap after a restart (after
+	// a crash they skip what was reserved).
+	_, err := s.w.Exec(`UPDATE reserved_ids SET upto = MIN(upto, CASE name
+  WHEN 'runs' THEN (SELECT COALESCE(MAX(id), 0) FROM runs) ELSE (SELECT COALESCE(MAX(id), 0) FROM jobs) END)`)
+	errs = append(errs, err)
 	return errors.Join(append(errs, s.w.Close())...)
 }
 
@@ -190,6 +197,14 @@ func isActive(status string) int {
 
 // Apply commits b in one transaction.
 func (s *SQLite) Apply(ctx context.Context, b *Batch) error {
+	if b.Reserve != (Reserve{}) && s.sync != "full" {
+		// A reservation is synced to disk: IDs above the old mark may be
+		// acknowledged from now on, and must never be given again.
+		if _, err := s.w.ExecContext(ctx, "PRAGMA synchronous=FULL"); err != nil {
+			return fmt.Errorf("store: sync: %w", err)
+		}
+		defer s.w.ExecContext(context.WithoutCancel(ctx), "PRAGMA synchronous="+s.sync)
+	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("store: begin: %w", err)
@@ -234,6 +249,18 @@ func (s *SQLite) applyBatch(ctx context.Context, tx *sql.Tx, b *Batch) error {
 			return nil, nil
 		}
 		return tx.StmtContext(ctx, s.stmts[q]), nil
+	}
+	for _, r := range []struct {
+		name string
+		upto int64
+	}{{"runs", b.Reserve.Runs}, {"jobs", b.Reserve.Jobs}} {
+		if r.upto == 0 {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO reserved_ids (name, upto) VALUES (?, ?)
+  ON CONFLICT (name) DO UPDATE SET upto = MAX(upto, excluded.upto)`, r.name, r.upto); err != nil {
+			return fmt.Errorf("store: reserve %s: %w", r.name, err)
+		}
 	}
 	st, err := prep(upsertRun, len(b.Runs))
 	if err != nil {
@@ -410,6 +437,13 @@ func (s *SQLite) LoadActive(ctx context.Context) (*Active, error) {
 	if err := s.w.QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0) FROM jobs`).Scan(&a.MaxJobID); err != nil {
 		return nil, fmt.Errorf("store: max job id: %w", err)
 	}
+	// IDs reserved may have been handed out in transactions since lost.
+	var runs, jobs int64
+	if err := s.w.QueryRowContext(ctx, `SELECT COALESCE(MAX(CASE name WHEN 'runs' THEN upto END), 0),
+  COALESCE(MAX(CASE name WHEN 'jobs' THEN upto END), 0) FROM reserved_ids`).Scan(&runs, &jobs); err != nil {
+		return nil, fmt.Errorf("store: reserved ids: %w", err)
+	}
+	a.MaxRunID, a.MaxJobID = max(a.MaxRunID, runs), max(a.MaxJobID, jobs)
 	return a, nil
 }
 

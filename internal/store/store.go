@@ -164,7 +164,14 @@ type Batch struct {
 	Events []*Event
 	Logs   []*LogChunk
 	Steps  []*Step
+	// Reserve raises the marks below which run and job IDs may be used
+	// (0: unchanged); a batch that does is made durable on disk before
+	// Apply returns, whatever the store's sync setting.
+	Reserve Reserve
 }
+
+// Reserve is how far run and job IDs are reserved.
+type Reserve struct{ Runs, Jobs int64 }
 
 // Add appends o's changes to b, keeping their order.
 func (b *Batch) Add(o *Batch) {
@@ -174,11 +181,12 @@ func (b *Batch) Add(o *Batch) {
 	b.Events = append(b.Events, o.Events...)
 	b.Logs = append(b.Logs, o.Logs...)
 	b.Steps = append(b.Steps, o.Steps...)
+	b.Reserve.Runs, b.Reserve.Jobs = max(b.Reserve.Runs, o.Reserve.Runs), max(b.Reserve.Jobs, o.Reserve.Jobs)
 }
 
 // Empty reports whether b changes nothing.
 func (b *Batch) Empty() bool {
-	return len(b.Runs)+len(b.Jobs)+len(b.Nodes)+len(b.Events)+len(b.Logs)+len(b.Steps) == 0
+	return len(b.Runs)+len(b.Jobs)+len(b.Nodes)+len(b.Events)+len(b.Logs)+len(b.Steps) == 0 && b.Reserve == Reserve{}
 }
 
 // Active is the state the leader rebuilds at start.
