@@ -6,6 +6,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -69,6 +71,11 @@ func New(baseURL, token string) *Client {
 }
 
 func (c *Client) do(ctx context.Context, hc *http.Client, method, path string, in, out any) error {
+	return c.doKey(ctx, hc, method, path, "", in, out)
+}
+
+// doKey is do with an Idempotency-Key header ("": none).
+func (c *Client) doKey(ctx context.Context, hc *http.Client, method, path, key string, in, out any) error {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -82,6 +89,9 @@ func (c *Client) do(ctx context.Context, hc *http.Client, method, path string, i
 		return fmt.Errorf("client: %w", err)
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
@@ -113,10 +123,34 @@ func readError(resp *http.Response) error {
 }
 
 // Submit creates a run; it returns once the run is durable.
+//
+// It sends an Idempotency-Key and, when the connection fails before an
+// answer arrives (the server may have made the run), sends the same
+// request again, up to five times: the server answers the run the key
+// made, never a second one.
 func (c *Client) Submit(ctx context.Context, req api.SubmitRequest) (*api.Run, error) {
+	var k [16]byte
+	_, _ = rand.Read(k[:])
+	key := hex.EncodeToString(k[:])
 	var r api.Run
-	return &r, c.do(ctx, c.http, http.MethodPost, "/runs", req, &r)
+	var err error
+	for try := range submitTries {
+		err = c.doKey(ctx, c.http, http.MethodPost, "/runs", key, req, &r)
+		var apiErr *APIError
+		if err == nil || errors.As(err, &apiErr) || ctx.Err() != nil || try == submitTries-1 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return &r, err
+		case <-time.After(time.Duration(100<<try) * time.Millisecond):
+		}
+	}
+	return &r, err
 }
+
+// submitTries bounds Submit's attempts over failing connections.
+const submitTries = 5
 
 // Plan shows where a configuration would run, without submitting it.
 func (c *Client) Plan(ctx context.Context, req api.SubmitRequest) (*api.Plan, error) {

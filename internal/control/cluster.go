@@ -77,6 +77,9 @@ type Cluster struct {
 	doneArrays map[int64]*arrayState
 	nextRun    int64
 	nextJob    int64
+	// keys are the recent submissions' idempotency keys (state.go).
+	keys      map[userKey]keyedRun
+	keysSwept time.Time
 	// runsUpto and jobsUpto are how far IDs are reserved in the store
 	// (emit): no ID above them is in a batch before its reservation.
 	runsUpto, jobsUpto int64

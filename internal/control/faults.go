@@ -81,6 +81,7 @@ func (s *Cluster) nodesLostLocked(now time.Time, b *store.Batch) (next time.Time
 // jobs of nodes away too long; it answers when it is next due (zero:
 // never).
 func (s *Cluster) onTick(now time.Time) time.Time {
+	s.forgetKeysLocked(now)
 	b := &store.Batch{}
 	next := time.Time{}
 	if len(s.schedules) > 0 {

@@ -39,6 +39,9 @@ type (
 		Body              []byte            // task, encoded as stored
 		Ended             map[int64]Outcome // outcomes of the ended runs its dependencies name
 		Opts              SubmitOpts
+		// KeyRun is the run the store says a submission with this one's
+		// idempotency key (Opts.Key) made (0: none found).
+		KeyRun int64
 	}
 	// StopInput: a user stops a run (abort: at once).
 	StopInput struct {
@@ -127,7 +130,7 @@ func (PassInput) isInput()       {}
 func (PlanInput) isInput()       {}
 
 // Step applies one input at now and answers it: a submitted run's record
-// (store.Run), a report's acknowledgement (*api.AgentAck), a connected
+// (store.Run) or, for a key seen before, the run it made (Resubmitted), a report's acknowledgement (*api.AgentAck), a connected
 // node's epoch (uint64), a drained node (api.Node), the count of signalled
 // jobs (int), when the cluster is next due (time.Time, TickInput), the
 // pass to compute (*Pass), or nothing. An input refused with an error

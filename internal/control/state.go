@@ -495,11 +495,26 @@ func runName(id int64) string {
 type SubmitOpts struct {
 	Hold  bool
 	Begin time.Time
+	// Key is the client's Idempotency-Key: a second submission with it
+	// answers the first's run ("": none).
+	Key string
 }
 
 // onSubmit creates a run of the valid configuration in.Task.
-func (s *Cluster) onSubmit(now time.Time, in SubmitInput) (store.Run, error) {
+func (s *Cluster) onSubmit(now time.Time, in SubmitInput) (any, error) {
 	t := in.Task
+	key := userKey{in.UserID, in.Opts.Key}
+	if in.Opts.Key != "" {
+		if in.KeyRun != 0 {
+			return Resubmitted{ID: in.KeyRun}, nil
+		}
+		if k, ok := s.keys[key]; ok {
+			// Answered once the first submission is durable: an empty
+			// batch is queued behind it.
+			s.emit(&store.Batch{})
+			return Resubmitted{ID: k.run}, nil
+		}
+	}
 	rs := s.newRunState(store.Run{ProjectID: in.ProjectID, UserID: in.UserID, Status: string(api.StatusSubmitted), Priority: t.Priority,
 		Spec: in.Body, SubmittedAt: now}, t, in.User, in.Project)
 	if err := s.submitLimitLocked(rs); err != nil {
@@ -556,8 +571,49 @@ func (s *Cluster) onSubmit(now time.Time, in SubmitInput) (store.Run, error) {
 	}
 	run := rs.rec
 	b.Runs = append(b.Runs, &run)
+	if in.Opts.Key != "" {
+		if s.keys == nil {
+			s.keys = map[userKey]keyedRun{}
+		}
+		s.keys[key] = keyedRun{run: id, at: now}
+		b.Keys = append(b.Keys, &store.IdempotencyKey{UserID: in.UserID, Key: in.Opts.Key, RunID: id, Created: now})
+	}
 	s.emit(b, wakeEffect)
 	return run, nil
+}
+
+// Resubmitted answers a submission whose idempotency key made run ID
+// before: nothing new is made.
+type Resubmitted struct{ ID int64 }
+
+// userKey is a user's idempotency key; keyedRun the run it made, when.
+type (
+	userKey struct {
+		user int64
+		key  string
+	}
+	keyedRun struct {
+		run int64
+		at  time.Time
+	}
+)
+
+// keyMemory is how long the cluster remembers a key itself; after that
+// the store answers for it (the server looks it up before a submission).
+// Two submissions with one key at once are told apart here, not there.
+const keyMemory = 10 * time.Minute
+
+// forgetKeysLocked drops the keys older than keyMemory.
+func (s *Cluster) forgetKeysLocked(now time.Time) {
+	if now.Sub(s.keysSwept) < time.Minute {
+		return
+	}
+	s.keysSwept = now
+	for k, r := range s.keys {
+		if now.Sub(r.at) > keyMemory {
+			delete(s.keys, k)
+		}
+	}
 }
 
 func jobCopy(j *jobState) *store.Job {

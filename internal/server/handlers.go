@@ -99,7 +99,12 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, u *store.U
 		writeError(w, err)
 		return
 	}
-	run, err := s.submit(u, t, seen, control.SubmitOpts{Hold: req.Hold, Begin: req.Begin})
+	key := r.Header.Get("Idempotency-Key")
+	if len(key) > 255 || strings.ContainsFunc(key, func(c rune) bool { return c < ' ' || c > '~' }) {
+		writeError(w, fmt.Errorf("%w: Idempotency-Key: at most 255 printable ASCII characters", ErrInvalid))
+		return
+	}
+	run, err := s.submit(u, t, seen, control.SubmitOpts{Hold: req.Hold, Begin: req.Begin, Key: key})
 	if err != nil {
 		writeError(w, err)
 		return

@@ -1,14 +1,17 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/berth-hq/berth/internal/api"
@@ -171,5 +174,103 @@ func TestIDsNeverReissued(t *testing.T) {
 	lost := last.Jobs
 	if len(lost) > 0 && jobs[0].ID <= lost[0].ID {
 		t.Errorf("the new run's job got ID %d, not above the lost job %d", jobs[0].ID, lost[0].ID)
+	}
+}
+
+// submitKeyed posts a submission with an Idempotency-Key as token's user.
+func submitKeyed(t *testing.T, h *harness, token, key string) int64 {
+	t.Helper()
+	req, err := http.NewRequest("POST", h.http.URL+"/api/v1/runs", strings.NewReader(`{"spec":{"commands":["true"]},"hold":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var r api.Run
+	if err := json.Unmarshal(b, &r); err != nil || resp.StatusCode != http.StatusCreated {
+		t.Errorf("submission with key %q: %s %s", key, resp.Status, b)
+	}
+	return r.ID
+}
+
+// TestIdempotencyKey: submissions with one key make one run, however many
+// arrive and however they interleave, before and after a restart; another
+// user's key is another key.
+func TestIdempotencyKey(t *testing.T) {
+	dir := t.TempDir()
+	h := newHarness(t, dir)
+	ctx := context.Background()
+	ids := make(chan int64, 8)
+	for range 8 {
+		go func() { ids <- submitKeyed(t, h, testToken, "k1") }()
+	}
+	first := <-ids
+	for range 7 {
+		if id := <-ids; id != first {
+			t.Errorf("key k1 made runs %d and %d", first, id)
+		}
+	}
+	h.userClient(t, "bob")
+	if bobs := submitKeyed(t, h, "bob-token", "k1"); bobs == first {
+		t.Errorf("bob's k1 answered the admin's run %d", first)
+	}
+	other := submitKeyed(t, h, testToken, "k2")
+	addr := h.http.Listener.Addr().String()
+	h.close()
+	h = newHarnessAt(t, dir, addr)
+	if again := submitKeyed(t, h, testToken, "k1"); again != first {
+		t.Errorf("after a restart k1 answered %d, want %d", again, first)
+	}
+	if again := submitKeyed(t, h, testToken, "k2"); again != other {
+		t.Errorf("after a restart k2 answered %d, want %d", again, other)
+	}
+	runs, err := h.st.ListRuns(ctx, store.RunFilter{All: true})
+	if err != nil || len(runs) != 3 {
+		t.Errorf("%d runs stored (%v), want 3: k1, bob's k1, k2", len(runs), err)
+	}
+}
+
+// TestSubmitRetriesLostAnswers: when the connection fails after the
+// server made the run, the client sends the submission again with its key
+// and gets the same run; one run is stored.
+func TestSubmitRetriesLostAnswers(t *testing.T) {
+	h := newHarness(t, t.TempDir())
+	ctx := context.Background()
+	var answered atomic.Int32
+	// A proxy that forwards each request and, the first time, drops the
+	// connection instead of passing the answer on.
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		req, _ := http.NewRequest(r.Method, h.http.URL+r.URL.Path, bytes.NewReader(body))
+		req.Header = r.Header.Clone()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer resp.Body.Close()
+		if answered.Add(1) == 1 {
+			conn, _, _ := w.(http.Hijacker).Hijack()
+			conn.Close()
+			return
+		}
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, resp.Body)
+	}))
+	defer proxy.Close()
+	c := client.New(proxy.URL, testToken)
+	r, err := c.Submit(ctx, api.SubmitRequest{Spec: task(t, "type: task\ncommands: [\"true\"]\n"), Hold: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, err := h.st.ListRuns(ctx, store.RunFilter{All: true})
+	if err != nil || len(runs) != 1 || runs[0].ID != r.ID || answered.Load() != 2 {
+		t.Errorf("%d runs stored (%v), answer %d after %d tries; want one, the answer's, after 2", len(runs), err, r.ID, answered.Load())
 	}
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -91,11 +92,29 @@ func (s *Server) submit(user *store.User, t *spec.Task, ended map[int64]control.
 	if err != nil {
 		return nil, fmt.Errorf("server: encode spec: %w", err)
 	}
-	project := s.name(context.Background(), 'p', s.projectID) // may read the store: not under the lock
+	ctx := context.Background()
+	project := s.name(ctx, 'p', s.projectID) // may read the store: not under the lock
+	var keyRun int64
+	if opts.Key != "" {
+		switch id, err := s.store.RunByKey(ctx, user.ID, opts.Key); {
+		case err == nil:
+			keyRun = id
+		case !errors.Is(err, store.ErrNotFound):
+			return nil, err
+		}
+	}
 	r, err := s.do(control.SubmitInput{UserID: user.ID, User: user.Name, ProjectID: s.projectID, Project: project,
-		Task: t, Body: body, Ended: ended, Opts: opts})
+		Task: t, Body: body, Ended: ended, Opts: opts, KeyRun: keyRun})
 	if err != nil {
 		return nil, err
+	}
+	if again, ok := r.(control.Resubmitted); ok {
+		// The key's run, as it is now (not as when it was submitted).
+		run, err := s.store.GetRun(ctx, again.ID)
+		if err != nil {
+			return nil, err
+		}
+		return s.apiRun(run, nil, user.Name, nil), nil
 	}
 	run := r.(store.Run)
 	return s.apiRun(&run, nil, user.Name, t), nil

@@ -250,6 +250,12 @@ func (s *SQLite) applyBatch(ctx context.Context, tx *sql.Tx, b *Batch) error {
 		}
 		return tx.StmtContext(ctx, s.stmts[q]), nil
 	}
+	for _, k := range b.Keys {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO idempotency_keys (user_id, key, run_id, created_at) VALUES (?,?,?,?)
+  ON CONFLICT DO NOTHING`, k.UserID, k.Key, k.RunID, nanos(k.Created)); err != nil {
+			return fmt.Errorf("store: idempotency key: %w", err)
+		}
+	}
 	for _, r := range []struct {
 		name string
 		upto int64
@@ -445,6 +451,19 @@ func (s *SQLite) LoadActive(ctx context.Context) (*Active, error) {
 	}
 	a.MaxRunID, a.MaxJobID = max(a.MaxRunID, runs), max(a.MaxJobID, jobs)
 	return a, nil
+}
+
+// RunByKey is the run a user's submission with this key made.
+func (s *SQLite) RunByKey(ctx context.Context, userID int64, key string) (int64, error) {
+	var id int64
+	err := s.r.QueryRowContext(ctx, `SELECT run_id FROM idempotency_keys WHERE user_id = ? AND key = ?`, userID, key).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, ErrNotFound
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: idempotency key: %w", err)
+	}
+	return id, nil
 }
 
 // GetRun returns one run by ID.

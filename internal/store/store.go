@@ -18,6 +18,9 @@ type Store interface {
 	LoadActive(ctx context.Context) (*Active, error)
 
 	GetRun(ctx context.Context, id int64) (*Run, error)
+	// RunByKey is the run a user's submission with this idempotency key
+	// made (ErrNotFound: none).
+	RunByKey(ctx context.Context, userID int64, key string) (int64, error)
 	// FindRun returns the newest run of the project with that name.
 	FindRun(ctx context.Context, projectID int64, name string) (*Run, error)
 	ListRuns(ctx context.Context, f RunFilter) ([]*Run, error)
@@ -164,10 +167,20 @@ type Batch struct {
 	Events []*Event
 	Logs   []*LogChunk
 	Steps  []*Step
+	// Keys are submissions' idempotency keys and the runs they made.
+	Keys []*IdempotencyKey
 	// Reserve raises the marks below which run and job IDs may be used
 	// (0: unchanged); a batch that does is made durable on disk before
 	// Apply returns, whatever the store's sync setting.
 	Reserve Reserve
+}
+
+// IdempotencyKey is the key a user's submission came with, and its run.
+type IdempotencyKey struct {
+	UserID  int64
+	Key     string
+	RunID   int64
+	Created time.Time
 }
 
 // Reserve is how far run and job IDs are reserved.
@@ -181,12 +194,13 @@ func (b *Batch) Add(o *Batch) {
 	b.Events = append(b.Events, o.Events...)
 	b.Logs = append(b.Logs, o.Logs...)
 	b.Steps = append(b.Steps, o.Steps...)
+	b.Keys = append(b.Keys, o.Keys...)
 	b.Reserve.Runs, b.Reserve.Jobs = max(b.Reserve.Runs, o.Reserve.Runs), max(b.Reserve.Jobs, o.Reserve.Jobs)
 }
 
 // Empty reports whether b changes nothing.
 func (b *Batch) Empty() bool {
-	return len(b.Runs)+len(b.Jobs)+len(b.Nodes)+len(b.Events)+len(b.Logs)+len(b.Steps) == 0 && b.Reserve == Reserve{}
+	return len(b.Runs)+len(b.Jobs)+len(b.Nodes)+len(b.Events)+len(b.Logs)+len(b.Steps)+len(b.Keys) == 0 && b.Reserve == Reserve{}
 }
 
 // Active is the state the leader rebuilds at start.
