@@ -35,6 +35,7 @@ func newServerCmd() *cobra.Command {
 		halfLife, nodeTimeout                                                time.Duration
 		maxArray                                                             int
 		maxScript                                                            int64
+		maxNodes                                                             int
 		depth                                                                int
 		noAgent                                                              bool
 		grace                                                                time.Duration
@@ -83,7 +84,7 @@ func newServerCmd() *cobra.Command {
 				policyFile = filepath.Join(home, "policy.yml")
 			}
 			srv, err := server.New(ctx, server.Config{Store: st, Logger: log, StopGrace: grace, Policy: pol, Weights: wts, HalfLife: halfLife, Depth: depth, Rules: rules,
-				PolicyFile: policyFile, NodeTimeout: nodeTimeout, MaxArraySize: maxArray, MaxScriptBytes: maxScript})
+				PolicyFile: policyFile, NodeTimeout: nodeTimeout, MaxArraySize: maxArray, MaxScriptBytes: maxScript, MaxNodesPerRun: maxNodes})
 			if err != nil {
 				return err
 			}
@@ -153,6 +154,7 @@ func newServerCmd() *cobra.Command {
 	f.DurationVar(&grace, "stop-grace", 10*time.Second, "time between SIGTERM and SIGKILL when a run is stopped")
 	f.DurationVar(&nodeTimeout, "node-timeout", time.Minute, "how long a node's agent may stay disconnected before its jobs fail as unreachable (an agent back sooner keeps them)")
 	f.IntVar(&maxArray, "max-array-size", 1_000_001, "array indices must be below this (Slurm's MaxArraySize)")
+	f.IntVar(&maxNodes, "max-nodes-per-run", 10_000, "the most nodes one run may ask for, its groups' together (Slurm: a partition's MaxNodes)")
 	f.Var(sizeValue{&maxScript}, "max-script-size", "the most a run's commands may hold, e.g. 8MB (default 4MB, Slurm's max_script_size)")
 	f.StringVar(&policy, "policy", "berth", "scheduling of runs that cannot start now: berth (EASY backfill, shortest runs first), easy (backfill around the first waiting run's reservation), conservative (a reservation for every waiting run) or fcfs")
 	f.StringVar(&weights, "priority-weights", "", "multifactor priority weights, e.g. age=1000,fairshare=10000,size=1000,qos=10000,partition=1000,priority=10000,expansion=10000,max-age=168h,favor-small=true (unnamed ones keep their defaults)")

@@ -923,7 +923,11 @@ func (s *Cluster) parentRunningLocked(rs *runState, b *store.Batch) {
 
 // jobCount is how many jobs a run has: one per node, over every group of a
 // heterogeneous run.
-func jobCount(t *spec.Task) int {
+func jobCount(t *spec.Task) int { return JobCount(t) }
+
+// JobCount is how many jobs (nodes) a run of t has: one per node, over
+// every group of a heterogeneous run.
+func JobCount(t *spec.Task) int {
 	if len(t.Groups) == 0 {
 		return max(t.Nodes, 1)
 	}

@@ -69,6 +69,11 @@ func (s *Server) accept(t *spec.Task) error {
 	if err := t.ValidateLimits(spec.Limits{ScriptBytes: s.cfg.MaxScriptBytes}); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
+	if n := control.JobCount(t); n > s.cfg.MaxNodesPerRun {
+		// Checked before anything is made: a run's jobs are rows.
+		return fmt.Errorf("%w: nodes: %d nodes asked for, the most a run may have is %d (berth server --max-nodes-per-run; Slurm: Node count specification invalid)",
+			ErrInvalid, n, s.cfg.MaxNodesPerRun)
+	}
 	for i, v := range t.Volumes {
 		if v.Name != "" {
 			return fmt.Errorf("%w: volumes[%d]: network volume %q: Berth mounts instance paths only (write `- /host/dir:%s`)", ErrInvalid, i, v.Name, v.Path)

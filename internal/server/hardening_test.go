@@ -54,6 +54,8 @@ func TestAPIBodiesStrict(t *testing.T) {
 		"no spec":                   {`{"hold":true}`, "spec: required"},
 		"over the server's limit":   {`{"spec":{"commands":["` + strings.Repeat("x", 2000) + `"]}}`, "at most 1000"},
 		"named source in the error": {`{"spec":{"commands":["true"],"bad":1},"source":"train.berth.yml"}`, "train.berth.yml"},
+		"more nodes than allowed":   {`{"spec":{"commands":["true"],"nodes":3000000}}`, "3000000 nodes asked for, the most a run may have is 10000"},
+		"groups over the bound":     {`{"spec":{"commands":["true"],"groups":[{"nodes":6000},{"nodes":6000}]}}`, "12000 nodes asked for"},
 	}
 	for name, tc := range tests {
 		code, msg := post(t, h, testToken, "/api/v1/runs", tc.body)

@@ -78,6 +78,9 @@ type Config struct {
 	// MaxScriptBytes bounds a run's commands, as Slurm's max_script_size
 	// (default spec.DefaultScriptBytes, 4 MB).
 	MaxScriptBytes int64
+	// MaxNodesPerRun bounds the nodes (jobs) one run may ask for, every
+	// group of a heterogeneous run together (default 10,000).
+	MaxNodesPerRun int
 }
 
 // Server is the control plane. New loads its state; Run runs its loops;
@@ -151,6 +154,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if cfg.ListPage <= 0 {
 		cfg.ListPage = 1000
+	}
+	if cfg.MaxNodesPerRun <= 0 {
+		cfg.MaxNodesPerRun = 10_000
 	}
 	if cfg.MaxScriptBytes <= 0 {
 		cfg.MaxScriptBytes = spec.DefaultScriptBytes
