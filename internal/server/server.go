@@ -73,6 +73,8 @@ type Config struct {
 	// ListPage is how many runs a listing reads and sends at a time
 	// (default 1,000): listings stream, a page in memory at once.
 	ListPage int
+	// Metrics are what GET /metrics serves (NewMetrics; nil: no /metrics).
+	Metrics *Metrics
 }
 
 // Server is the control plane. New loads its state; Run runs its loops;
@@ -262,7 +264,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("ok\n"))
 	})
-	return mux
+	mux.Handle("GET /metrics", s.metricsHandler())
+	return s.cfg.Metrics.instrument(mux)
 }
 
 type userKey struct{}
