@@ -25,7 +25,7 @@ import (
 // agents, virtual time): the series a scrape reads are what the test made.
 
 // promEnv is a transcript environment whose server has metrics.
-func promEnv(t *testing.T, opts MetricsOptions) *transcriptEnv {
+func promEnv(t testing.TB, opts MetricsOptions) *transcriptEnv {
 	t.Helper()
 	e := newTranscriptEnv(t)
 	e.stopServer()
