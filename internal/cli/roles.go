@@ -159,7 +159,7 @@ func newServerCmd() *cobra.Command {
 	f.StringVar(&policyFile, "policy-file", "", "scheduling rules: QOS, limits, fairshare shares, fleets as partitions, switch topology (default $BERTH_HOME/policy.yml when it exists; see docs/configuration.md)")
 	f.IntVar(&depth, "sched-depth", 0, "pending runs a scheduling pass considers, highest priority first (0: all; Slurm's bf_max_job_test)")
 	f.BoolVar(&metrics.PerRun, "metrics-per-run", false, "GET /metrics: also each running job's samples, labelled with its run (a series per job; off, they are summed per node)")
-	f.StringVar(&metrics.Token, "metrics-token", "", "GET /metrics: a bearer token that may scrape besides admins' (default BERTH_METRICS_TOKEN); without one, only clients on this host may")
+	f.StringVar(&metrics.Token, "metrics-token", "", "GET /metrics: a bearer token that may scrape besides admins' tokens (default $BERTH_METRICS_TOKEN); clients on this host need none")
 	f.BoolVar(&metrics.Public, "metrics-public", false, "GET /metrics: any client may scrape, with no token")
 	agentRes.add(cmd, "local agent's ")
 	agentMon.add(cmd, "local agent's ")

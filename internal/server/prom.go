@@ -105,7 +105,7 @@ func NewMetrics(opts MetricsOptions) *Metrics {
 	m.ended = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "berth_runs_ended_total",
 		Help: "Runs that ended since the server started, by final status (done, failed, terminated, aborted); an array counts as its tasks."}, []string{"status"})
 	m.httpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "berth_http_requests_total",
-		Help: "HTTP requests answered, by route (the API's pattern, e.g. \"GET /v1/runs/{ref}\"; unmatched: none) and status code."}, []string{"route", "code"})
+		Help: "HTTP requests answered, by route (the API's pattern, e.g. \"GET /api/v1/runs/{ref}\"; unmatched: none) and status code."}, []string{"route", "code"})
 	m.httpSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "berth_http_request_duration_seconds",
 		Help:    "HTTP requests by route: the time to answer (streams: their whole life).",
 		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}}, []string{"route"})

@@ -1,7 +1,10 @@
 package server
 
 import (
+	"maps"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,6 +28,10 @@ const sampleStale = time.Minute
 type clusterCollector struct {
 	s      *Server
 	perRun bool
+	// projects are those that had active runs since the server started:
+	// their berth_runs series stay, at 0, once their runs are gone.
+	mu       sync.Mutex
+	projects map[string]bool
 
 	runs, pending, oldest, ages                      *prometheus.Desc
 	nodes, cpus, cpusAlloc, mem, memAlloc            *prometheus.Desc
@@ -37,7 +44,7 @@ type clusterCollector struct {
 
 func newClusterCollector(s *Server, perRun bool) *clusterCollector {
 	d := prometheus.NewDesc
-	c := &clusterCollector{s: s, perRun: perRun}
+	c := &clusterCollector{s: s, perRun: perRun, projects: map[string]bool{}}
 	c.runs = d("berth_runs", "Active runs by status (submitted, provisioning, pulling, running, terminating, scheduled) and project; an array counts as the tasks it has made.",
 		[]string{"status", "project"}, nil)
 	c.pending = d("berth_pending_runs", "Waiting runs by pending reason (Slurm's code: Priority, Resources, Dependency, JobHeldUser, …; None until a pass saw them) and the fleets they may use (comma-separated; empty: any).",
@@ -86,7 +93,7 @@ func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // activeStatuses are the statuses berth_runs always has a series of (0
-// when no run is in it), for each project with active runs.
+// when no run is in it), for each project that had active runs.
 var activeStatuses = func() (out []lifecycle.Status) {
 	for _, st := range lifecycle.Statuses {
 		if !st.Finished() {
@@ -132,11 +139,13 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 func (c *clusterCollector) collectRuns(f control.Figures, now time.Time, gauge func(*prometheus.Desc, float64, ...string), ch chan<- prometheus.Metric) {
-	projects := map[string]bool{}
+	c.mu.Lock()
 	for g := range f.Runs {
-		projects[g.Project] = true
+		c.projects[g.Project] = true
 	}
-	for p := range projects {
+	projects := slices.Collect(maps.Keys(c.projects))
+	c.mu.Unlock()
+	for _, p := range projects {
 		for _, st := range activeStatuses {
 			gauge(c.runs, float64(f.Runs[control.RunGroup{Status: st, Project: p}]), string(st), p)
 		}

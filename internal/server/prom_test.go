@@ -367,3 +367,25 @@ func TestPromJobSamples(t *testing.T) {
 }
 
 func itoa(id int64) string { return strconv.FormatInt(id, 10) }
+
+// Once a project's runs are gone, its series stay at 0 (a query for them
+// finds 0, not nothing), and the ends are counted.
+func TestPromRunsGone(t *testing.T) {
+	e := promEnv(t, MetricsOptions{})
+	h := e.srv.Handler()
+	run(t, e, "submit lone cpus=1")
+	if v := value(scrape(t, h), "berth_runs", "status", "submitted", "project", "main"); v != 1 {
+		t.Fatalf("berth_runs{status=submitted} = %v", v)
+	}
+	run(t, e, "stop lone abort")
+	fams := scrape(t, h)
+	if v := value(fams, "berth_runs", "status", "submitted", "project", "main"); v != 0 {
+		t.Errorf("berth_runs{status=submitted} = %v after the run's end, want 0", v)
+	}
+	if v := value(fams, "berth_runs_ended_total", "status", "aborted"); v != 1 {
+		t.Errorf("berth_runs_ended_total{status=aborted} = %v", v)
+	}
+	if m := series(fams, "berth_pending_age_seconds"); m == nil || m.Histogram.GetSampleCount() != 0 {
+		t.Errorf("queue ages of an empty queue: %v", m)
+	}
+}
