@@ -118,7 +118,7 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	s.unlock()
 
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+		ch <- constMetric(d, prometheus.GaugeValue, v, labels...)
 	}
 	c.collectRuns(f, now, gauge, ch)
 	c.collectNodes(f, gauge)
@@ -136,6 +136,16 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	c.collectSamples(f, samples, jobs, gauge, ch)
+}
+
+// constMetric is a series, or the error that makes it one the scrape
+// reports (a label value that is not UTF-8) instead of a panic.
+func constMetric(d *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) prometheus.Metric {
+	m, err := prometheus.NewConstMetric(d, t, v, labels...)
+	if err != nil {
+		return prometheus.NewInvalidMetric(d, err)
+	}
+	return m
 }
 
 func (c *clusterCollector) collectRuns(f control.Figures, now time.Time, gauge func(*prometheus.Desc, float64, ...string), ch chan<- prometheus.Metric) {
@@ -165,7 +175,11 @@ func (c *clusterCollector) collectRuns(f control.Figures, now time.Time, gauge f
 		buckets[b] = n
 	}
 	n += f.Ages[len(waitBuckets)]
-	ch <- prometheus.MustNewConstHistogram(c.ages, n, f.AgeSum, buckets)
+	h, err := prometheus.NewConstHistogram(c.ages, n, f.AgeSum, buckets)
+	if err != nil {
+		h = prometheus.NewInvalidMetric(c.ages, err)
+	}
+	ch <- h
 }
 
 func (c *clusterCollector) collectNodes(f control.Figures, gauge func(*prometheus.Desc, float64, ...string)) {
@@ -266,7 +280,7 @@ func (c *clusterCollector) collectSamples(f control.Figures, samples []sample, j
 		if x.CPUPercent != nil {
 			gauge(c.jobCPU, *x.CPUPercent/100, labels...)
 		}
-		ch <- prometheus.MustNewConstMetric(c.jobCPUSeconds, prometheus.CounterValue, x.CPUSeconds, labels...)
+		ch <- constMetric(c.jobCPUSeconds, prometheus.CounterValue, x.CPUSeconds, labels...)
 		if x.MemoryUsed > 0 || x.MemoryLimit > 0 {
 			gauge(c.jobMem, float64(x.MemoryUsed), labels...)
 			gauge(c.jobPeak, float64(x.MemoryPeak), labels...)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -387,5 +388,65 @@ func TestPromRunsGone(t *testing.T) {
 	}
 	if m := series(fams, "berth_pending_age_seconds"); m == nil || m.Histogram.GetSampleCount() != 0 {
 		t.Errorf("queue ages of an empty queue: %v", m)
+	}
+}
+
+// The counting wrapper flushes and hijacks as the writer it wraps does
+// (the agents' streams and logs flush, attach hijacks), and counts them.
+func TestPromInstrumentStreams(t *testing.T) {
+	m := NewMetrics(MetricsOptions{})
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /flush", func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := w.(http.Flusher); !ok {
+			t.Error("the wrapped writer is no Flusher")
+		}
+		w.Write([]byte("a"))
+		w.(http.Flusher).Flush()
+	})
+	mux.HandleFunc("GET /hijack", func(w http.ResponseWriter, r *http.Request) {
+		conn, rw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Errorf("hijack: %v", err)
+			return
+		}
+		defer conn.Close()
+		rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: test\r\n\r\n")
+		rw.Flush()
+	})
+	hs := httptest.NewServer(m.instrument(mux))
+	defer hs.Close()
+	for _, path := range []string{"/flush", "/hijack", "/none"} {
+		resp, err := http.Get(hs.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	fams, err := m.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range fams {
+		if f.GetName() != "berth_http_requests_total" {
+			continue
+		}
+		for _, s := range f.Metric {
+			var route, code string
+			for _, l := range s.Label {
+				switch l.GetName() {
+				case "route":
+					route = l.GetValue()
+				case "code":
+					code = l.GetValue()
+				}
+			}
+			got[route+" "+code] = s.Counter.GetValue()
+		}
+	}
+	want := map[string]float64{"GET /flush 200": 1, "GET /hijack 101": 1, "unmatched 404": 1}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("requests counted (-want +got):\n%s", diff)
 	}
 }
