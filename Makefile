@@ -5,7 +5,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -s -w -X github.com/berth-hq/berth/internal/cli.Version=$(VERSION)
 LISTEN    ?= 127.0.0.1:3000
 
-.PHONY: build run test test-deps test-deps-docker vet fuzz bench clean
+.PHONY: build run test test-deps test-deps-docker test-deps-prometheus vet fuzz bench clean
 
 # The binary is pure Go (no cgo); the race detector of the tests needs cgo.
 build:
@@ -20,8 +20,9 @@ test: test-deps vet
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 12m ./...
 
 # What the tests use beyond Go: bash and coreutils for jobs, gcc for -race,
-# and a Docker engine with a local image for the container tests.
-test-deps: test-deps-docker
+# a Docker engine with a local image for the container tests, and
+# Prometheus for the test in which it scrapes the server.
+test-deps: test-deps-docker test-deps-prometheus
 	@missing=""; for c in bash gcc seq sleep; do command -v $$c >/dev/null || missing="$$missing $$c"; done; \
 	if [ -n "$$missing" ]; then echo "installing:$$missing"; apt-get update -qq && apt-get install -y -qq bash gcc coreutils; fi
 
@@ -29,6 +30,10 @@ test-deps: test-deps-docker
 # running, and local/busybox:ci imported (no registry needed); idempotent.
 test-deps-docker:
 	@bash scripts/test-docker.sh
+
+# Debian's prometheus package (the test starts its own on a free port); idempotent.
+test-deps-prometheus:
+	@bash scripts/test-prometheus.sh
 
 vet:
 	@test -z "$$(gofmt -l cmd internal)" || (echo "gofmt needed:"; gofmt -l cmd internal; exit 1)

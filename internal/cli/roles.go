@@ -38,6 +38,7 @@ func newServerCmd() *cobra.Command {
 		maxNodes                                                             int
 		depth                                                                int
 		noAgent                                                              bool
+		metrics                                                              server.MetricsOptions
 		grace                                                                time.Duration
 		agentRes                                                             resourceFlags
 		agentMon                                                             monitorFlags
@@ -84,7 +85,8 @@ func newServerCmd() *cobra.Command {
 				policyFile = filepath.Join(home, "policy.yml")
 			}
 			srv, err := server.New(ctx, server.Config{Store: st, Logger: log, StopGrace: grace, Policy: pol, Weights: wts, HalfLife: halfLife, Depth: depth, Rules: rules,
-				PolicyFile: policyFile, NodeTimeout: nodeTimeout, MaxArraySize: maxArray, MaxScriptBytes: maxScript, MaxNodesPerRun: maxNodes})
+				PolicyFile: policyFile, NodeTimeout: nodeTimeout, MaxArraySize: maxArray, MaxScriptBytes: maxScript, MaxNodesPerRun: maxNodes,
+				Metrics: server.NewMetrics(metricsOptions(metrics))})
 			if err != nil {
 				return err
 			}
@@ -161,9 +163,22 @@ func newServerCmd() *cobra.Command {
 	f.DurationVar(&halfLife, "fairshare-half-life", 7*24*time.Hour, "time after which past usage counts half for fairshare")
 	f.StringVar(&policyFile, "policy-file", "", "scheduling rules: QOS, limits, fairshare shares, fleets as partitions, switch topology (default $BERTH_HOME/policy.yml when it exists; see docs/configuration.md)")
 	f.IntVar(&depth, "sched-depth", 0, "pending runs a scheduling pass considers, highest priority first (0: all; Slurm's bf_max_job_test)")
+	f.BoolVar(&metrics.PerRun, "metrics-per-run", false, "GET /metrics: also each running job's samples, labelled with its run (a series per job; off, they are summed per node)")
+	f.StringVar(&metrics.Token, "metrics-token", "", "GET /metrics: a bearer token that may scrape besides admins' tokens (default $BERTH_METRICS_TOKEN); clients on this host need none")
+	f.BoolVar(&metrics.Public, "metrics-public", false, "GET /metrics: any client may scrape, with no token")
 	agentRes.add(cmd, "local agent's ")
 	agentMon.add(cmd, "local agent's ")
 	return cmd
+}
+
+// metricsOptions completes the --metrics-* flags: the token from the
+// environment when not given (a flag shows in ps), the version.
+func metricsOptions(o server.MetricsOptions) server.MetricsOptions {
+	if o.Token == "" {
+		o.Token = os.Getenv("BERTH_METRICS_TOKEN")
+	}
+	o.Version = Version
+	return o
 }
 
 // loadRules reads the policy file: the one named, or $BERTH_HOME/policy.yml

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/berth-hq/berth/internal/control"
 	"github.com/berth-hq/berth/internal/store"
@@ -115,6 +116,7 @@ func (s *Server) committer(ctx context.Context) error {
 			merged.Add(r.b)
 		}
 		var err error
+		start := time.Now() // the transaction's duration (prom.go)
 		if !merged.Empty() {
 			// Not the callers' contexts: what is queued is committed even if
 			// they have gone.
@@ -136,6 +138,7 @@ func (s *Server) committer(ctx context.Context) error {
 		}
 		s.metrics.commits.Add(1)
 		s.metrics.batches.Add(int64(len(group)))
+		s.cfg.Metrics.committed(merged, len(group), time.Since(start))
 		for _, r := range group {
 			for _, e := range r.after {
 				s.perform(e)

@@ -81,6 +81,8 @@ type Config struct {
 	// MaxNodesPerRun bounds the nodes (jobs) one run may ask for, every
 	// group of a heterogeneous run together (default 10,000).
 	MaxNodesPerRun int
+	// Metrics are what GET /metrics serves (NewMetrics; nil: no /metrics).
+	Metrics *Metrics
 }
 
 // Server is the control plane. New loads its state; Run runs its loops;
@@ -278,7 +280,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("ok\n"))
 	})
-	return mux
+	mux.Handle("GET /metrics", s.metricsHandler())
+	return s.cfg.Metrics.instrument(mux)
 }
 
 type userKey struct{}

@@ -191,10 +191,12 @@ func (s *Server) schedLoop(ctx context.Context) {
 // The state lock is held to copy the pass and to apply its plan, not while
 // the scheduler computes it (pass.go, plan_apply.go).
 func (s *Server) scheduleOnce() {
+	start := time.Now() // the pass's duration (prom.go)
 	r, _, err := s.queue(func() control.Input { return control.PassInput{} })
 	p, _ := r.(*control.Pass)
 	if err != nil || p == nil {
 		return
 	}
 	s.applyPlan(p, p.Schedule())
+	s.cfg.Metrics.passed(p, time.Since(start))
 }

@@ -1,0 +1,178 @@
+package control
+
+import (
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/lifecycle"
+	"github.com/berth-hq/berth/internal/sched"
+)
+
+// Queries for the server's metrics endpoint (GET /metrics). Like those of
+// queries.go they change nothing, and their caller serialises them with
+// the inputs; unlike most of them they copy numbers and short labels only,
+// counted in one walk of the state, so that a scrape holds the owner's lock
+// for as little as a walk of the waiting runs and encodes nothing under it.
+
+// Figures are the cluster's counts at one moment.
+type Figures struct {
+	// Runs counts the active runs by status and project. An array counts
+	// as the tasks it has made (its own record is not counted).
+	Runs map[RunGroup]int
+	// Waiting counts the waiting runs by pending reason and fleets.
+	Waiting map[WaitGroup]int
+	// Oldest is when the longest-waiting run was submitted (zero: none
+	// waits).
+	Oldest time.Time
+	// Ages counts the waiting runs by age at now: Ages[i] those of at most
+	// the caller's bounds[i] seconds and more than bounds[i-1] (not
+	// cumulative); the last entry, those older than every bound. AgeSum is
+	// the sum of their ages in seconds.
+	Ages   []uint64
+	AgeSum float64
+	// Nodes are the nodes, by name.
+	Nodes []NodeFigures
+	// Usage is each account's past CPU-seconds decayed to now (fairshare).
+	Usage map[sched.Account]float64
+}
+
+// RunGroup is a status and a project.
+type RunGroup struct {
+	Status  lifecycle.Status
+	Project string
+}
+
+// WaitGroup is a pending reason (Slurm's code; "None" before a pass has
+// seen the run) and the fleets a run may use, comma-separated ("": any).
+type WaitGroup struct {
+	Reason string
+	Fleets string
+}
+
+// NodeFigures are a node's resources and state.
+type NodeFigures struct {
+	Name, Fleet string
+	// State is berth fleet's status without its reason: idle, busy,
+	// draining, drained, offline or unreachable; Health the last health
+	// report's (ok, warning, failure).
+	State, Health     string
+	CPUs, UsedCPUs    int
+	Memory, UsedBytes int64
+	GPUs              []GPUFigures
+}
+
+// GPUFigures are one of a node's GPUs.
+type GPUFigures struct {
+	Index int
+	Model string
+	Used  bool
+}
+
+// JobFigures are a placed job and what its run is called, for the per-job
+// metrics of its agent's samples.
+type JobFigures struct {
+	ID, RunID          int64
+	Num                int
+	Node               string
+	CPUs               int
+	Run, Project, User string
+	Status             lifecycle.Status
+}
+
+// Figures counts the cluster at now; ageBounds (seconds, ascending) are
+// the buckets of the waiting runs' ages.
+func (s *Cluster) Figures(now time.Time, ageBounds []float64) Figures {
+	f := Figures{Runs: map[RunGroup]int{}, Waiting: map[WaitGroup]int{}, Ages: make([]uint64, len(ageBounds)+1)}
+	// A long queue's runs are mostly waiting ones, and each run's memory is
+	// a cache miss: the waiting runs are read once, in the second walk.
+	for id, rs := range s.runs {
+		if _, waiting := s.pending[id]; waiting || rs.array != nil {
+			continue
+		}
+		f.Runs[RunGroup{lifecycle.Status(rs.rec.Status), rs.project}]++
+	}
+	// Most waiting runs of a long queue share a request (interned): its
+	// fleets are joined once.
+	fleets := map[*sched.Request]string{}
+	for _, rs := range s.pending {
+		f.Runs[RunGroup{lifecycle.Status(rs.rec.Status), rs.project}]++
+		fl, ok := fleets[rs.req]
+		if !ok {
+			fl = strings.Join(rs.req.Fleets, ",")
+			fleets[rs.req] = fl
+		}
+		reason := rs.rec.Reason
+		if reason == "" {
+			reason = "None"
+		}
+		f.Waiting[WaitGroup{reason, fl}]++
+		sub := rs.rec.SubmittedAt
+		if f.Oldest.IsZero() || sub.Before(f.Oldest) {
+			f.Oldest = sub
+		}
+		age := max(now.Sub(sub).Seconds(), 0)
+		f.AgeSum += age
+		f.Ages[sort.SearchFloat64s(ageBounds, age)]++
+	}
+	f.Nodes = make([]NodeFigures, 0, len(s.nodes))
+	for _, ns := range s.nodes {
+		c := ns.condition()
+		state, _ := nodeStatus(ns.online, ns.unreachable, len(ns.jobs), c)
+		state, _, _ = strings.Cut(state, " (")
+		health := api.HealthOK
+		if c.Health != nil {
+			health = c.Health.Status
+		}
+		n := NodeFigures{Name: ns.info.Name, Fleet: ns.info.Fleet, State: state, Health: health, CPUs: ns.info.CPUs, UsedCPUs: ns.usedCPU,
+			Memory: ns.info.Memory, UsedBytes: ns.usedMem}
+		for _, g := range ns.info.GPUs {
+			_, used := ns.usedGPU[g.Index]
+			n.GPUs = append(n.GPUs, GPUFigures{Index: g.Index, Model: g.Name, Used: used})
+		}
+		f.Nodes = append(f.Nodes, n)
+	}
+	sort.Slice(f.Nodes, func(i, k int) bool { return f.Nodes[i].Name < f.Nodes[k].Name })
+	// Decayed as a pass would see them, without ageing the sums kept.
+	f.Usage = make(map[sched.Account]float64, len(s.usage))
+	d := 1.0
+	if now.After(s.usageAt) {
+		d = s.decay(now.Sub(s.usageAt))
+	}
+	for a, v := range s.usage {
+		f.Usage[a] = v * d
+	}
+	return f
+}
+
+// PlacedJobs are the given jobs that are placed on a node, by ID (others,
+// and jobs no longer active, are left out).
+func (s *Cluster) PlacedJobs(ids []int64) []JobFigures {
+	out := make([]JobFigures, 0, len(ids))
+	for _, id := range ids {
+		js, ok := s.jobs[id]
+		if !ok || js.rec.Node == "" || !lifecycle.Status(js.rec.Status).Placed() {
+			continue
+		}
+		rs := js.run
+		out = append(out, JobFigures{ID: id, RunID: js.rec.RunID, Num: js.rec.Num, Node: js.rec.Node, CPUs: js.alloc.CPUs,
+			Run: rs.rec.Name, Project: rs.project, User: rs.user, Status: lifecycle.Status(js.rec.Status)})
+	}
+	sort.Slice(out, func(i, k int) bool { return out[i].ID < out[k].ID })
+	return out
+}
+
+// Examined is how many waiting runs the pass considers: its candidates,
+// at most the configured depth.
+func (p *Pass) Examined() int {
+	n := len(p.views) - len(p.gone)
+	if d := p.snap.Depth; d > 0 && n > d {
+		n = d
+	}
+	return n
+}
+
+// Full reports whether every waiting run was a candidate of the pass (a
+// full pass), not only those submitted or changed since the last one.
+func (p *Pass) Full() bool { return p.full }
