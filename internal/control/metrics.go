@@ -36,6 +36,8 @@ type Figures struct {
 	Nodes []NodeFigures
 	// Usage is each account's past CPU-seconds decayed to now (fairshare).
 	Usage map[sched.Account]float64
+	// fleets are the requests' fleets joined, for AddWaiting.
+	fleets map[*sched.Request]string
 }
 
 // RunGroup is a status and a project.
@@ -81,40 +83,28 @@ type JobFigures struct {
 	Status             lifecycle.Status
 }
 
-// Figures counts the cluster at now; ageBounds (seconds, ascending) are
-// the buckets of the waiting runs' ages.
+// Figures counts the cluster at now but its waiting runs, which
+// AddWaiting adds a part at a time: a long queue is read in parts, so
+// that the owner need not hold its lock for the whole (100,000 waiting
+// runs took 68-116 ms, one cache miss each); ageBounds (seconds,
+// ascending) are the buckets of the waiting runs' ages.
 func (s *Cluster) Figures(now time.Time, ageBounds []float64) Figures {
 	f := Figures{Runs: map[RunGroup]int{}, Waiting: map[WaitGroup]int{}, Ages: make([]uint64, len(ageBounds)+1)}
 	// A long queue's runs are mostly waiting ones, and each run's memory is
 	// a cache miss: the waiting runs are read once, in the second walk.
-	for id, rs := range s.runs {
-		if _, waiting := s.pending[id]; waiting || rs.array != nil {
+	// The runs that do not wait: placed ones (through their jobs, far
+	// fewer than the runs of a long queue) and schedules.
+	seen := map[*runState]bool{}
+	for _, js := range s.jobs {
+		rs := js.run
+		if _, waiting := s.pending[rs.rec.ID]; waiting || seen[rs] {
 			continue
 		}
+		seen[rs] = true
 		f.Runs[RunGroup{lifecycle.Status(rs.rec.Status), rs.project}]++
 	}
-	// Most waiting runs of a long queue share a request (interned): its
-	// fleets are joined once.
-	fleets := map[*sched.Request]string{}
-	for _, rs := range s.pending {
+	for _, rs := range s.schedules {
 		f.Runs[RunGroup{lifecycle.Status(rs.rec.Status), rs.project}]++
-		fl, ok := fleets[rs.req]
-		if !ok {
-			fl = strings.Join(rs.req.Fleets, ",")
-			fleets[rs.req] = fl
-		}
-		reason := rs.rec.Reason
-		if reason == "" {
-			reason = "None"
-		}
-		f.Waiting[WaitGroup{reason, fl}]++
-		sub := rs.rec.SubmittedAt
-		if f.Oldest.IsZero() || sub.Before(f.Oldest) {
-			f.Oldest = sub
-		}
-		age := max(now.Sub(sub).Seconds(), 0)
-		f.AgeSum += age
-		f.Ages[sort.SearchFloat64s(ageBounds, age)]++
 	}
 	f.Nodes = make([]NodeFigures, 0, len(s.nodes))
 	for _, ns := range s.nodes {
@@ -176,3 +166,46 @@ func (p *Pass) Examined() int {
 // Full reports whether every waiting run was a candidate of the pass (a
 // full pass), not only those submitted or changed since the last one.
 func (p *Pass) Full() bool { return p.full }
+
+// WaitingIDs are the waiting runs' IDs, for AddWaiting.
+func (s *Cluster) WaitingIDs() []int64 {
+	ids := make([]int64, 0, len(s.pending))
+	for id := range s.pending {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// AddWaiting adds to f the runs of ids that still wait: their status and
+// project, reason and fleets, and age at now.
+func (s *Cluster) AddWaiting(f *Figures, ids []int64, now time.Time, ageBounds []float64) {
+	if f.fleets == nil {
+		f.fleets = map[*sched.Request]string{}
+	}
+	for _, id := range ids {
+		rs, ok := s.pending[id]
+		if !ok {
+			continue
+		}
+		f.Runs[RunGroup{lifecycle.Status(rs.rec.Status), rs.project}]++
+		// Most waiting runs of a long queue share a request (interned):
+		// its fleets are joined once.
+		fl, ok := f.fleets[rs.req]
+		if !ok {
+			fl = strings.Join(rs.req.Fleets, ",")
+			f.fleets[rs.req] = fl
+		}
+		reason := rs.rec.Reason
+		if reason == "" {
+			reason = "None"
+		}
+		f.Waiting[WaitGroup{reason, fl}]++
+		sub := rs.rec.SubmittedAt
+		if f.Oldest.IsZero() || sub.Before(f.Oldest) {
+			f.Oldest = sub
+		}
+		age := max(now.Sub(sub).Seconds(), 0)
+		f.AgeSum += age
+		f.Ages[sort.SearchFloat64s(ageBounds, age)]++
+	}
+}

@@ -103,7 +103,11 @@ var activeStatuses = func() (out []lifecycle.Status) {
 	return out
 }()
 
-// Collect reads the state under the lock once, then makes the series.
+// waitingPart is how many waiting runs the collector reads per turn
+// under the lock.
+const waitingPart = 2000
+
+// Collect reads the state under the lock, then makes the series.
 func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.s
 	now := s.clock.Now()
@@ -115,7 +119,18 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	s.mu.Lock()
 	f := s.Figures(now, waitBuckets)
 	jobs := s.PlacedJobs(ids)
+	waiting := s.WaitingIDs()
 	s.unlock()
+	// The waiting runs a part at a time, each part under the lock for
+	// about a millisecond: a long queue's scrape does not hold up
+	// submissions (a run that starts or ends meanwhile is left out).
+	for len(waiting) > 0 {
+		part := waiting[:min(len(waiting), waitingPart)]
+		waiting = waiting[len(part):]
+		s.mu.Lock()
+		s.AddWaiting(&f, part, now, waitBuckets)
+		s.unlock()
+	}
 
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- constMetric(d, prometheus.GaugeValue, v, labels...)
