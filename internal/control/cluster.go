@@ -78,8 +78,8 @@ type Cluster struct {
 	nextRun    int64
 	nextJob    int64
 	// keys are the recent submissions' idempotency keys (state.go).
-	keys      map[userKey]keyedRun
-	keysSwept time.Time
+	keys     map[userKey]keyedRun
+	keyOrder []userKey // the keys, oldest first
 	// runsUpto and jobsUpto are how far IDs are reserved in the store
 	// (emit): no ID above them is in a batch before its reservation.
 	runsUpto, jobsUpto int64

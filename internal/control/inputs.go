@@ -39,9 +39,6 @@ type (
 		Body              []byte            // task, encoded as stored
 		Ended             map[int64]Outcome // outcomes of the ended runs its dependencies name
 		Opts              SubmitOpts
-		// KeyRun is the run the store says a submission with this one's
-		// idempotency key (Opts.Key) made (0: none found).
-		KeyRun int64
 	}
 	// StopInput: a user stops a run (abort: at once).
 	StopInput struct {

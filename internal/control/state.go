@@ -367,6 +367,8 @@ type Loaded struct {
 	Ended map[int64]*store.Run
 	// usage is the jobs that ended within ten half-lives (fairshare).
 	Usage []*store.JobUsage
+	// Keys are the idempotency keys of the last KeyMemory, oldest first.
+	Keys []*store.IdempotencyKey
 }
 
 // Restore builds the Cluster from what the store holds, at now.
@@ -476,6 +478,9 @@ func (s *Cluster) Restore(l *Loaded, now time.Time) error {
 	}
 	s.freed = true
 	s.restoreUsage(l, now)
+	for _, k := range l.Keys {
+		s.rememberKey(userKey{k.UserID, k.Key}, k.RunID, k.Created)
+	}
 	return nil
 }
 
@@ -505,9 +510,6 @@ func (s *Cluster) onSubmit(now time.Time, in SubmitInput) (any, error) {
 	t := in.Task
 	key := userKey{in.UserID, in.Opts.Key}
 	if in.Opts.Key != "" {
-		if in.KeyRun != 0 {
-			return Resubmitted{ID: in.KeyRun}, nil
-		}
 		if k, ok := s.keys[key]; ok {
 			// Answered once the first submission is durable: an empty
 			// batch is queued behind it.
@@ -572,10 +574,7 @@ func (s *Cluster) onSubmit(now time.Time, in SubmitInput) (any, error) {
 	run := rs.rec
 	b.Runs = append(b.Runs, &run)
 	if in.Opts.Key != "" {
-		if s.keys == nil {
-			s.keys = map[userKey]keyedRun{}
-		}
-		s.keys[key] = keyedRun{run: id, at: now}
+		s.rememberKey(key, id, now)
 		b.Keys = append(b.Keys, &store.IdempotencyKey{UserID: in.UserID, Key: in.Opts.Key, RunID: id, Created: now})
 	}
 	s.emit(b, wakeEffect)
@@ -598,21 +597,41 @@ type (
 	}
 )
 
-// keyMemory is how long the cluster remembers a key itself; after that
-// the store answers for it (the server looks it up before a submission).
-// Two submissions with one key at once are told apart here, not there.
-const keyMemory = 10 * time.Minute
+// KeyMemory is how long an idempotency key is remembered, and
+// keysMemoryCap how many at most (the oldest go first): a client retries
+// within seconds, and a restart reads the keys of the last KeyMemory back
+// (Loaded.Keys), so no submission reads the store.
+const (
+	KeyMemory     = 10 * time.Minute
+	keysMemoryCap = 200_000
+)
 
-// forgetKeysLocked drops the keys older than keyMemory.
-func (s *Cluster) forgetKeysLocked(now time.Time) {
-	if now.Sub(s.keysSwept) < time.Minute {
+// rememberKey records that a submission with key made run at.
+func (s *Cluster) rememberKey(key userKey, run int64, at time.Time) {
+	if s.keys == nil {
+		s.keys = map[userKey]keyedRun{}
+	}
+	if _, ok := s.keys[key]; ok {
 		return
 	}
-	s.keysSwept = now
-	for k, r := range s.keys {
-		if now.Sub(r.at) > keyMemory {
-			delete(s.keys, k)
-		}
+	s.keys[key] = keyedRun{run: run, at: at}
+	s.keyOrder = append(s.keyOrder, key)
+	for len(s.keyOrder) > keysMemoryCap {
+		s.forgetOldestKey()
+	}
+}
+
+// forgetOldestKey forgets the key remembered first.
+func (s *Cluster) forgetOldestKey() {
+	delete(s.keys, s.keyOrder[0])
+	s.keyOrder[0] = userKey{}
+	s.keyOrder = s.keyOrder[1:]
+}
+
+// forgetKeysLocked forgets the keys older than KeyMemory.
+func (s *Cluster) forgetKeysLocked(now time.Time) {
+	for len(s.keyOrder) > 0 && now.Sub(s.keys[s.keyOrder[0]].at) > KeyMemory {
+		s.forgetOldestKey()
 	}
 }
 

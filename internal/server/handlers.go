@@ -56,19 +56,15 @@ func (s *Server) readSubmit(r *http.Request) (*api.SubmitRequest, error) {
 		return nil, fmt.Errorf("%w: %s: %v", ErrInvalid, what, err)
 	}
 	req.Spec = t
-	if err := s.accept(t); err != nil {
+	if err := s.admit(t); err != nil {
 		return nil, err
 	}
 	return &req, nil
 }
 
-// accept checks a submitted configuration as the YAML path does, and what
-// only the server knows (its QOS, which it resolves), normalising t.
-func (s *Server) accept(t *spec.Task) error {
-	t.Normalize()
-	if err := t.ValidateLimits(spec.Limits{ScriptBytes: s.cfg.MaxScriptBytes}); err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalid, err)
-	}
+// admit checks what only the server knows of a configuration already
+// normalised and validated (spec.DecodeJSON does both).
+func (s *Server) admit(t *spec.Task) error {
 	if n := control.JobCount(t); n > s.cfg.MaxNodesPerRun {
 		// Checked before anything is made: a run's jobs are rows.
 		return fmt.Errorf("%w: nodes: %d nodes asked for, the most a run may have is %d (berth server --max-nodes-per-run; Slurm: Node count specification invalid)",

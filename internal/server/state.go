@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -81,6 +80,9 @@ func (s *Server) read(ctx context.Context) (*control.Loaded, error) {
 	if l.Usage, err = s.store.UsageSince(ctx, s.clock.Now().Add(-10*s.cfg.HalfLife)); err != nil {
 		return nil, err
 	}
+	if l.Keys, err = s.store.KeysSince(ctx, s.clock.Now().Add(-control.KeyMemory)); err != nil {
+		return nil, err
+	}
 	for _, r := range l.Usage {
 		l.Users[r.UserID], l.Projects[r.ProjectID] = s.name(ctx, 'u', r.UserID), s.name(ctx, 'p', r.ProjectID)
 	}
@@ -94,17 +96,8 @@ func (s *Server) submit(user *store.User, t *spec.Task, ended map[int64]control.
 	}
 	ctx := context.Background()
 	project := s.name(ctx, 'p', s.projectID) // may read the store: not under the lock
-	var keyRun int64
-	if opts.Key != "" {
-		switch id, err := s.store.RunByKey(ctx, user.ID, opts.Key); {
-		case err == nil:
-			keyRun = id
-		case !errors.Is(err, store.ErrNotFound):
-			return nil, err
-		}
-	}
 	r, err := s.do(control.SubmitInput{UserID: user.ID, User: user.Name, ProjectID: s.projectID, Project: project,
-		Task: t, Body: body, Ended: ended, Opts: opts, KeyRun: keyRun})
+		Task: t, Body: body, Ended: ended, Opts: opts})
 	if err != nil {
 		return nil, err
 	}

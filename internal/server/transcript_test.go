@@ -426,7 +426,7 @@ func (e *transcriptEnv) submit(t testing.TB, name string, flags []string, args m
 		t.Fatalf("submit %s: %v\n%s", name, err, y)
 	}
 	// As the API does: the server's checks, the dependencies resolved.
-	if err := e.srv.accept(task); err != nil {
+	if err := e.srv.admit(task); err != nil {
 		return err
 	}
 	seen, err := e.srv.resolveDeps(context.Background(), task)

@@ -81,7 +81,7 @@ func OpenSQLite(ctx context.Context, path string, o SQLiteOptions) (*SQLite, err
 		return nil, err
 	}
 	s.stmts = map[string]*sql.Stmt{}
-	for _, text := range []string{upsertRun, upsertJob, upsertNode, insertEvent, insertLog, upsertStep} {
+	for _, text := range []string{upsertRun, upsertJob, upsertNode, insertEvent, insertLog, upsertStep, insertKey} {
 		st, err := w.PrepareContext(ctx, text)
 		if err != nil {
 			w.Close()
@@ -235,6 +235,7 @@ ON CONFLICT (id) DO UPDATE SET status=excluded.status, reason=excluded.reason, e
 	upsertNode = `INSERT INTO nodes (name, info, registered_at, last_seen, drain) VALUES (?,?,?,?,?)
 ON CONFLICT (name) DO UPDATE SET info=excluded.info, registered_at=excluded.registered_at, last_seen=excluded.last_seen,
   drain=excluded.drain`
+	insertKey   = `INSERT INTO idempotency_keys (user_id, key, run_id, created_at) VALUES (?,?,?,?) ON CONFLICT DO NOTHING`
 	insertEvent = `INSERT INTO events (run_id, job_id, time, type, message) VALUES (?,?,?,?,?)`
 	insertLog   = `INSERT INTO log_chunks (job_id, off, stream, time, data) VALUES (?,?,?,?,?) ON CONFLICT DO NOTHING`
 	upsertStep  = `INSERT INTO steps (run_id, step_id, name, argv, ranks, ntasks, nodelist, pty, status, exit_code, exits,
@@ -251,8 +252,7 @@ func (s *SQLite) applyBatch(ctx context.Context, tx *sql.Tx, b *Batch) error {
 		return tx.StmtContext(ctx, s.stmts[q]), nil
 	}
 	for _, k := range b.Keys {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO idempotency_keys (user_id, key, run_id, created_at) VALUES (?,?,?,?)
-  ON CONFLICT DO NOTHING`, k.UserID, k.Key, k.RunID, nanos(k.Created)); err != nil {
+		if _, err := tx.StmtContext(ctx, s.stmts[insertKey]).ExecContext(ctx, k.UserID, k.Key, k.RunID, nanos(k.Created)); err != nil {
 			return fmt.Errorf("store: idempotency key: %w", err)
 		}
 	}
@@ -453,17 +453,17 @@ func (s *SQLite) LoadActive(ctx context.Context) (*Active, error) {
 	return a, nil
 }
 
-// RunByKey is the run a user's submission with this key made.
-func (s *SQLite) RunByKey(ctx context.Context, userID int64, key string) (int64, error) {
-	var id int64
-	err := s.r.QueryRowContext(ctx, `SELECT run_id FROM idempotency_keys WHERE user_id = ? AND key = ?`, userID, key).Scan(&id)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, ErrNotFound
-	}
-	if err != nil {
-		return 0, fmt.Errorf("store: idempotency key: %w", err)
-	}
-	return id, nil
+// KeysSince lists the idempotency keys made at or after since.
+func (s *SQLite) KeysSince(ctx context.Context, since time.Time) ([]*IdempotencyKey, error) {
+	return query(ctx, s.w, func(r scanner) (*IdempotencyKey, error) {
+		var k IdempotencyKey
+		var at int64
+		if err := r.Scan(&k.UserID, &k.Key, &k.RunID, &at); err != nil {
+			return nil, err
+		}
+		k.Created = time.Unix(0, at).UTC()
+		return &k, nil
+	}, `SELECT user_id, key, run_id, created_at FROM idempotency_keys WHERE created_at >= ? ORDER BY created_at`, nanos(since))
 }
 
 // GetRun returns one run by ID.

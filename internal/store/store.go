@@ -18,9 +18,8 @@ type Store interface {
 	LoadActive(ctx context.Context) (*Active, error)
 
 	GetRun(ctx context.Context, id int64) (*Run, error)
-	// RunByKey is the run a user's submission with this idempotency key
-	// made (ErrNotFound: none).
-	RunByKey(ctx context.Context, userID int64, key string) (int64, error)
+	// KeysSince lists the idempotency keys made at or after since.
+	KeysSince(ctx context.Context, since time.Time) ([]*IdempotencyKey, error)
 	// FindRun returns the newest run of the project with that name.
 	FindRun(ctx context.Context, projectID int64, name string) (*Run, error)
 	ListRuns(ctx context.Context, f RunFilter) ([]*Run, error)
