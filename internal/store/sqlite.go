@@ -235,7 +235,7 @@ ON CONFLICT (id) DO UPDATE SET status=excluded.status, reason=excluded.reason, e
 	upsertNode = `INSERT INTO nodes (name, info, registered_at, last_seen, drain) VALUES (?,?,?,?,?)
 ON CONFLICT (name) DO UPDATE SET info=excluded.info, registered_at=excluded.registered_at, last_seen=excluded.last_seen,
   drain=excluded.drain`
-	insertKey   = `INSERT INTO idempotency_keys (user_id, key, run_id, created_at) VALUES (?,?,?,?) ON CONFLICT DO NOTHING`
+	insertKey   = `INSERT INTO idempotency_keys (user_id, key, run_id, created_at) VALUES (?,?,?,?)`
 	insertEvent = `INSERT INTO events (run_id, job_id, time, type, message) VALUES (?,?,?,?,?)`
 	insertLog   = `INSERT INTO log_chunks (job_id, off, stream, time, data) VALUES (?,?,?,?,?) ON CONFLICT DO NOTHING`
 	upsertStep  = `INSERT INTO steps (run_id, step_id, name, argv, ranks, ntasks, nodelist, pty, status, exit_code, exits,

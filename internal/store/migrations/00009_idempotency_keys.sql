@@ -1,13 +1,15 @@
 -- +goose Up
--- A submission's Idempotency-Key, per user, and the run it made: a retry
--- with the same key answers that run instead of making another.
+-- A submission's Idempotency-Key, per user, and the run it made. The
+-- server remembers the recent ones and reads them back at a start (by
+-- time: keys are random, and an index of them would be written all over
+-- at each submission); it tells a second submission apart itself.
 CREATE TABLE idempotency_keys (
+    created_at INTEGER NOT NULL,
     user_id    INTEGER NOT NULL,
     key        TEXT    NOT NULL,
-    run_id     INTEGER NOT NULL,
-    created_at INTEGER NOT NULL,
-    PRIMARY KEY (user_id, key)
+    run_id     INTEGER NOT NULL
 );
+CREATE INDEX idempotency_keys_created ON idempotency_keys (created_at);
 
 -- +goose Down
 DROP TABLE idempotency_keys;
