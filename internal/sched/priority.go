@@ -1,7 +1,9 @@
 package sched
 
 import (
+	"cmp"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -59,8 +61,8 @@ type Factors struct {
 	Partition float64 `json:"partition"`
 	Priority  float64 `json:"priority"`
 	Expansion float64 `json:"expansion"`
-	// Wait is the hours waited, under the Berth policy only, which adds
-	// BerthAging points for each (see Berth).
+	// Wait is the hours waited, under a policy that ages runs only (Berth,
+	// which adds BerthAging points for each).
 	Wait float64 `json:"wait,omitempty"`
 	Nice int64   `json:"nice"`
 	// Total is the weighted sum minus Nice: the order runs are considered in.
@@ -93,10 +95,11 @@ type prioritizer struct {
 	totalCPUs       int
 	maxQOS, maxTier int
 	fs              *fairshare
+	order           order // the policy's aging
 }
 
 func newPrioritizer(s *Snapshot, now time.Time) *prioritizer {
-	pr := &prioritizer{s: s, w: s.Weights, now: now}
+	pr := &prioritizer{s: s, w: s.Weights, now: now, order: s.Policy.strategy().order}
 	if pr.w == nil {
 		pr.w = &DefaultWeights
 	}
@@ -140,11 +143,8 @@ func (pr *prioritizer) factors(p *Pending) Factors {
 		f.Expansion = float64(wait) / float64(wait+p.Limit)
 	}
 	f.Nice = p.Nice
-	var aging float64
-	if pr.s.Policy == Berth && now.After(p.SubmittedAt) {
-		f.Wait = now.Sub(p.SubmittedAt).Hours()
-		aging = BerthAging * f.Wait
-	}
+	aging, hours := pr.order.agingPoints(p.SubmittedAt, now)
+	f.Wait = hours
 	f.Total = int64(math.Round(float64(w.Age)*f.Age+float64(w.Fairshare)*f.Fairshare+float64(w.Size)*f.Size+
 		float64(w.QOS)*f.QOS+float64(w.Partition)*f.Partition+float64(w.Priority)*f.Priority+float64(w.Expansion)*f.Expansion+aging)) - p.Nice
 	return f
@@ -157,4 +157,37 @@ func qosPriority(s *Snapshot, p *Pending) int {
 		return q.Priority
 	}
 	return p.QOSPriority
+}
+
+// priorityOrder is the order runs are considered in: by multifactor
+// priority when the snapshot has weights, else by their own priority; then
+// older first, then lower ID.
+func priorityOrder(s Snapshot, now time.Time) []int {
+	pending := s.Pending
+	key := make([]int64, len(pending))
+	if s.Weights != nil && len(pending) > 1 { // one run needs no ranking, and the factors cost a walk over all usage
+		pr := newPrioritizer(&s, now)
+		for i := range pending {
+			key[i] = pr.factors(&pending[i]).Total
+		}
+	} else {
+		for i, p := range pending {
+			key[i] = int64(p.Priority)
+		}
+	}
+	order := make([]int, len(pending))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(ia, ib int) int {
+		if key[ia] != key[ib] {
+			return cmp.Compare(key[ib], key[ia])
+		}
+		pa, pb := &pending[ia], &pending[ib]
+		if c := pa.SubmittedAt.Compare(pb.SubmittedAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(pa.RunID, pb.RunID)
+	})
+	return order
 }

@@ -1,0 +1,375 @@
+package sched
+
+import (
+	"slices"
+	"time"
+)
+
+// Schedule decides one pass. Runs are taken in priority order (higher
+// first, then older, then lower ID) and each goes down the pass's stages
+// (newStages) until one settles it: it starts now if it fits, for its time
+// limit, in the nodes' profiles — what running runs hold until their
+// expected end, and what higher runs have reserved; one that does not fit
+// waits, and takes a reservation at the earliest time it fits when the
+// policy's strategy says so (EASY: the first that waits; Conservative:
+// every one; Berth: the first 16), which later runs then cannot use; under
+// FCFS nothing starts after the first that waits.
+func Schedule(s Snapshot, now time.Time) Plan {
+	p := newPass(&s, now)
+	for k, i := range priorityOrder(s, now) {
+		p.k = k
+		p.consider(&s.Pending[i])
+	}
+	return p.plan
+}
+
+// pass is one scheduling pass's working state: the profiles it takes
+// from, what it has decided so far, and the stages a run goes through.
+type pass struct {
+	s        *Snapshot
+	now      time.Time
+	strategy strategy
+	stages   []stage
+	plan     Plan
+
+	profiles []*profile
+	// open are the nodes with a CPU free now: within a pass they only lose
+	// resources, so a node that fills up leaves the list for good — lazily:
+	// placeAt's first test skips full nodes, and the list is compacted once
+	// half of it is full (full counts them; one scan per fill would cost a
+	// pass dearly).
+	open       []*profile
+	full       int
+	holders    map[string][]int64 // node -> runs holding or reserving on it
+	nodeByName map[string]*Node
+	acct       *accounts  // nil: no limits
+	pre        *preemptor // nil: no QOS may preempt
+	failed     misses
+
+	k       int     // the run's place in the order
+	waiting bool    // a run waits already
+	first   []int64 // the first run that waits: what later ones wait behind
+	// Of the run being considered: it preempts (it waits for its victims,
+	// not for a reservation), and it is the first to wait.
+	preempting, firstWaiting bool
+}
+
+// stage is one question a pass asks of a pending run. It returns true when
+// it settles the run: later stages are not asked.
+type stage struct {
+	name string
+	ask  func(*pass, *Pending) bool
+}
+
+// newStages wires a pass's stages, in the order each run is asked them.
+// Why each sits where it does:
+//
+//   - depth, hold, never fits, limits: settle a run without looking at the
+//     profiles, cheapest first; a run they settle neither starts nor
+//     reserves, and (but for depth) holds no one up. The limit sits last
+//     of them as it is the only one whose answer changes within the pass
+//     (each start counts against it).
+//   - behind blocked (only when the policy forbids passing, FCFS): after
+//     eligibility, since a held or limited run does not block others;
+//     before start now, since a run behind a waiting one must not try.
+//   - start now: the profile already holds what running runs keep and what
+//     higher runs reserved, so a start never delays a reservation.
+//   - preempt (only when some QOS may preempt): only for a run that cannot
+//     start without stopping others.
+//   - wait: every run that gets here waits; the reason and the blocker
+//     depend on whether it is the first.
+//   - reserve: last, since it is the only stage that searches the
+//     profiles' future (earliest), the costliest question; the strategy
+//     says who asks it.
+func newStages(p *pass) []stage {
+	var stages []stage
+	if p.s.Depth > 0 {
+		stages = append(stages, stage{"depth", (*pass).beyondDepth})
+	}
+	stages = append(stages,
+		stage{"hold", (*pass).held},
+		stage{"never fits", (*pass).neverFits},
+		stage{"limits", (*pass).limited})
+	if !p.strategy.passBlocked {
+		stages = append(stages, stage{"behind blocked", (*pass).behindBlocked})
+	}
+	stages = append(stages, stage{"start now", (*pass).startNow})
+	if p.pre != nil {
+		stages = append(stages, stage{"preempt", (*pass).preempt})
+	}
+	return append(stages, stage{"wait", (*pass).wait}, stage{"reserve", (*pass).reserve})
+}
+
+// newPass builds the profiles of the online nodes from what running runs
+// hold and give back, and the pass's stages.
+func newPass(s *Snapshot, now time.Time) *pass {
+	// Most pending runs get a reason and a blocker: sized once, the maps do
+	// not grow pass after pass.
+	p := &pass{s: s, now: now, strategy: s.Policy.strategy(),
+		plan:    Plan{Reasons: make(map[int64]string, len(s.Pending)), Estimates: map[int64]time.Time{}, BlockedBy: make(map[int64][]int64, len(s.Pending))},
+		holders: map[string][]int64{}}
+	p.profiles = make([]*profile, 0, len(s.Nodes))
+	byName := map[string]*profile{}
+	for i := range s.Nodes {
+		if !s.Nodes[i].Online {
+			continue
+		}
+		pr := newProfile(&s.Nodes[i], now)
+		p.profiles = append(p.profiles, pr)
+		byName[pr.node.Name] = pr
+	}
+	for _, r := range s.Running {
+		for _, pl := range r.Placements {
+			p.holders[pl.Node] = append(p.holders[pl.Node], r.RunID)
+		}
+		if r.End.IsZero() {
+			continue // holds its resources for as long as planning can see
+		}
+		at := r.End
+		if !at.After(now) {
+			at = now.Add(time.Nanosecond) // overdue: expected to end any moment
+		}
+		for _, pl := range r.Placements {
+			if pr, ok := byName[pl.Node]; ok {
+				pr.ends = append(pr.ends, release{at, pl.CPUs, pl.Memory, pl.GPUs})
+			}
+		}
+	}
+	for _, pr := range p.profiles {
+		pr.releaseAll()
+	}
+	p.open = slices.DeleteFunc(slices.Clone(p.profiles), func(pr *profile) bool { return pr.segs[0].cpus <= 0 })
+	p.nodeByName = make(map[string]*Node, len(s.Nodes))
+	for i := range s.Nodes {
+		p.nodeByName[s.Nodes[i].Name] = &s.Nodes[i]
+	}
+	p.acct = newAccounts(s, p.nodeByName)
+	p.pre = newPreemptor(s, now, p.profiles)
+	p.stages = newStages(p)
+	return p
+}
+
+// consider takes one run down the stages until one settles it.
+func (p *pass) consider(pd *Pending) {
+	p.preempting, p.firstWaiting = false, false
+	for i := range p.stages {
+		if p.stages[i].ask(p, pd) {
+			return
+		}
+	}
+}
+
+// beyondDepth: past Depth runs in the order, a run waits with reason
+// Priority, behind the first that waits.
+func (p *pass) beyondDepth(pd *Pending) bool {
+	if p.k < p.s.Depth {
+		return false
+	}
+	p.plan.Reasons[pd.RunID] = ReasonPriority
+	p.plan.BlockedBy[pd.RunID] = p.first
+	return true
+}
+
+// held: a run with a hold waits with it and holds no one up.
+func (p *pass) held(pd *Pending) bool {
+	if pd.Hold == "" {
+		return false
+	}
+	p.plan.Reasons[pd.RunID] = pd.Hold
+	return true
+}
+
+// neverFits: no node could ever hold the run.
+func (p *pass) neverFits(pd *Pending) bool {
+	if len(pd.Groups) > 0 && fitsGroups(p.s.Nodes, pd.Groups) || len(pd.Groups) == 0 && Fits(p.s.Nodes, pd.Request, pd.Nodes, false) {
+		return false
+	}
+	p.plan.Reasons[pd.RunID] = ReasonNoNode
+	return true
+}
+
+// limited: held by a limit, a run neither starts nor reserves, and runs
+// behind it are not held up by it (Slurm does the same).
+func (p *pass) limited(pd *Pending) bool {
+	why := p.acct.blocked(pd)
+	if why == "" {
+		return false
+	}
+	p.plan.Reasons[pd.RunID] = why
+	return true
+}
+
+// behindBlocked: a run waits behind the first that waits (FCFS).
+func (p *pass) behindBlocked(pd *Pending) bool {
+	if !p.waiting {
+		return false
+	}
+	p.plan.Reasons[pd.RunID] = ReasonPriority
+	p.plan.BlockedBy[pd.RunID] = p.first
+	return true
+}
+
+// startNow starts the run if it fits now for its whole time limit in the
+// open nodes' profiles. A request at least as large as one that already
+// failed this pass is not tried.
+func (p *pass) startNow(pd *Pending) bool {
+	if len(pd.Groups) == 0 && p.failed.covers(pd) {
+		return false // as large as a run that could not start: it cannot either
+	}
+	picks, ok := placeAt(p.open, p.now, pd, p.s.Topology)
+	if !ok {
+		if len(pd.Groups) == 0 {
+			p.failed.add(pd)
+		}
+		return false
+	}
+	st := Start{RunID: pd.RunID}
+	for k, pk := range picks {
+		pk.p.take(p.now, end(p.now, pd.Limit), pk.req.CPUs, pk.req.Memory, pk.gpus)
+		st.Placements = append(st.Placements, Placement{JobID: jobID(pd, k), Node: pk.p.node.Name,
+			CPUs: pk.req.CPUs, Memory: pk.req.Memory, GPUs: pk.gpus})
+	}
+	p.plan.Starts = append(p.plan.Starts, st)
+	for _, pk := range picks {
+		p.holders[pk.p.node.Name] = append(p.holders[pk.p.node.Name], pd.RunID)
+	}
+	if p.acct != nil {
+		p.acct.charge(keysOf(pd.User, pd.Project, pd.QOS, pd.Array), startTRES(st, p.nodeByName), 1)
+	}
+	for _, pk := range picks {
+		if pk.p.segs[0].cpus <= 0 {
+			p.full++
+		}
+	}
+	if p.full > len(p.open)/2 {
+		p.open = slices.DeleteFunc(p.open, func(pr *profile) bool { return pr.segs[0].cpus <= 0 })
+		p.full = 0
+	}
+	return true
+}
+
+// preempt finds victims whose stopping makes room for the run now; it then
+// waits for them (the next pass after they have gone starts it) and takes
+// no reservation.
+func (p *pass) preempt(pd *Pending) bool {
+	vs, ok := p.pre.victims(pd)
+	if !ok {
+		return false
+	}
+	var by []int64
+	for _, v := range vs {
+		by = append(by, v.RunID)
+		if v.Ending {
+			continue
+		}
+		mode := p.s.QOS[pd.QOS].Mode
+		if q, ok := p.s.QOS[v.QOS]; ok {
+			mode = q.Mode
+		}
+		p.plan.Preemptions = append(p.plan.Preemptions, Preemption{Victim: v.RunID, By: pd.RunID, Mode: mode})
+	}
+	slices.Sort(by)
+	p.plan.BlockedBy[pd.RunID] = by
+	p.preempting = true
+	return false
+}
+
+// wait gives a run that does not start its reason: Resources for the first
+// that waits, Priority behind it.
+func (p *pass) wait(pd *Pending) bool {
+	p.firstWaiting = !p.waiting
+	if p.firstWaiting {
+		p.plan.Reasons[pd.RunID] = ReasonResources
+		p.first = []int64{pd.RunID}
+	} else {
+		p.plan.Reasons[pd.RunID] = ReasonPriority
+		if !p.preempting {
+			p.plan.BlockedBy[pd.RunID] = p.first
+		}
+	}
+	p.waiting = true
+	return false
+}
+
+// reserve gives a waiting run, when the strategy says so, a reservation:
+// the earliest time every job of it fits for its limit, taken in the
+// profiles so that no later run can use it. Its blockers are the runs that
+// hold or reserve the nodes it reserves.
+func (p *pass) reserve(pd *Pending) bool {
+	if p.preempting || !p.strategy.reserve(p.firstWaiting, len(p.plan.Reserved)) {
+		return true
+	}
+	at, picks, ok := earliest(p.profiles, p.now, pd, p.s.Topology)
+	if !ok {
+		return true // behind runs that never end: no estimate
+	}
+	p.plan.Estimates[pd.RunID] = at
+	p.plan.Reserved = append(p.plan.Reserved, pd.RunID)
+	var by []int64
+	for _, pk := range picks {
+		pk.p.take(at, end(at, pd.Limit), pk.req.CPUs, pk.req.Memory, pk.gpus)
+		by = append(by, p.holders[pk.p.node.Name]...)
+		p.holders[pk.p.node.Name] = append(p.holders[pk.p.node.Name], pd.RunID)
+	}
+	slices.Sort(by)
+	p.plan.BlockedBy[pd.RunID] = slices.Compact(by)
+	return true
+}
+
+// misses remembers requests that could not start now. Within a pass the
+// profiles only lose resources (starts and reservations take, nothing gives
+// back), so a request at least as large as one that failed fails too, and
+// need not be tried against every node: in a long queue on a full cluster
+// most are. It keeps a few minimal failures.
+type misses []*Pending
+
+const maxMisses = 32
+
+func (m *misses) covers(p *Pending) bool {
+	for _, f := range *m {
+		if dominates(p, f) {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *misses) add(p *Pending) {
+	kept := (*m)[:0]
+	for _, f := range *m {
+		if !dominates(f, p) { // f is larger than p: p says more
+			kept = append(kept, f)
+		}
+	}
+	*m = append(kept, p)
+	if len(*m) > maxMisses {
+		*m = (*m)[1:]
+	}
+}
+
+// dominates reports whether a asks for at least what b asks for, in every
+// respect, so that a cannot start where b could not.
+func dominates(a, b *Pending) bool {
+	if a.Nodes < b.Nodes || a.Request.CPUs < b.Request.CPUs || a.Request.Memory < b.Request.Memory {
+		return false
+	}
+	if b.Limit > 0 && a.Limit > 0 && a.Limit < b.Limit || b.Limit == 0 && a.Limit != 0 {
+		return false // a shorter interval may fit where a longer did not
+	}
+	if b.Request.Containers && !a.Request.Containers {
+		return false // b needed an engine, a runs anywhere
+	}
+	if b.Request.Exclusive && !a.Request.Exclusive {
+		return false // b needed whole nodes, a may share one
+	}
+	if len(b.Request.Fleets) > 0 && !slices.Equal(a.Request.Fleets, b.Request.Fleets) ||
+		len(b.Request.NotFleets) > 0 && !slices.Equal(a.Request.NotFleets, b.Request.NotFleets) {
+		return false // other nodes
+	}
+	ga, gb := a.Request.GPU, b.Request.GPU
+	if gb.Count == 0 {
+		return true
+	}
+	return ga.Count >= gb.Count && ga.Vendor == gb.Vendor && slices.Equal(ga.Names, gb.Names) &&
+		ga.MinMemory >= gb.MinMemory && (gb.MaxMemory == 0 || ga.MaxMemory != 0 && ga.MaxMemory <= gb.MaxMemory)
+}
