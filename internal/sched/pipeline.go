@@ -15,12 +15,21 @@ import (
 // every one; Berth: the first 16), which later runs then cannot use; under
 // FCFS nothing starts after the first that waits.
 func Schedule(s Snapshot, now time.Time) Plan {
-	p := newPass(&s, now)
-	for k, i := range priorityOrder(s, now) {
+	return schedule(&s, now, nil, false).plan
+}
+
+// schedule is one pass. A Cycle gives the base of the runs' priority
+// factors, computed over its whole queue (the snapshot may hold only part
+// of it), and reads what the pass records of its reservations; Schedule
+// gives none, and the factors come from the snapshot.
+func schedule(s *Snapshot, now time.Time, base *orderBase, record bool) *pass {
+	p := newPass(s, now)
+	p.record = record
+	for k, i := range orderOf(s, now, base) {
 		p.k = k
 		p.consider(&s.Pending[i])
 	}
-	return p.plan
+	return p
 }
 
 // pass is one scheduling pass's working state: the profiles it takes
@@ -52,6 +61,10 @@ type pass struct {
 	// Of the run being considered: it preempts (it waits for its victims,
 	// not for a reservation), and it is the first to wait.
 	preempting, firstWaiting bool
+
+	// record: the pass keeps, for a Cycle, the nodes of each reservation.
+	record     bool
+	reservedOn map[int64][]string
 }
 
 // stage is one question a pass asks of a pending run. It returns true when
@@ -313,6 +326,16 @@ func (p *pass) reserve(pd *Pending) bool {
 	}
 	slices.Sort(by)
 	p.plan.BlockedBy[pd.RunID] = slices.Compact(by)
+	if p.record {
+		if p.reservedOn == nil {
+			p.reservedOn = map[int64][]string{}
+		}
+		names := make([]string, len(picks))
+		for i, pk := range picks {
+			names[i] = pk.p.node.Name
+		}
+		p.reservedOn[pd.RunID] = names
+	}
 	return true
 }
 

@@ -76,7 +76,7 @@ type Factors struct {
 // and UE its effective usage, its own share of all usage pulled toward its
 // project's: UE = U + (Uproject - U) * s/siblings.
 func Priorities(s Snapshot, now time.Time) map[int64]Factors {
-	pr := newPrioritizer(&s, now)
+	pr := newPrioritizer(&s, now, nil)
 	out := make(map[int64]Factors, len(s.Pending))
 	for i := range s.Pending {
 		out[s.Pending[i].RunID] = pr.factors(&s.Pending[i])
@@ -98,13 +98,18 @@ type prioritizer struct {
 	order           order // the policy's aging
 }
 
-func newPrioritizer(s *Snapshot, now time.Time) *prioritizer {
+func newPrioritizer(s *Snapshot, now time.Time, base *orderBase) *prioritizer {
 	pr := &prioritizer{s: s, w: s.Weights, now: now, order: s.Policy.strategy().order}
 	if pr.w == nil {
 		pr.w = &DefaultWeights
 	}
 	for i := range s.Nodes {
 		pr.totalCPUs += s.Nodes[i].CPUs
+	}
+	if base != nil {
+		pr.maxQOS, pr.maxTier = base.maxQOS, base.maxTier
+		pr.fs = &fairshare{memo: base.fair}
+		return pr
 	}
 	for _, q := range s.QOS {
 		pr.maxQOS = max(pr.maxQOS, q.Priority)
@@ -115,6 +120,14 @@ func newPrioritizer(s *Snapshot, now time.Time) *prioritizer {
 	}
 	pr.fs = newFairshare(s)
 	return pr
+}
+
+// orderBase is what every run's priority factors share, as a Cycle gives
+// it for its whole queue: the largest QOS priority and tier, and the
+// fairshare factor of every account with a waiting run.
+type orderBase struct {
+	maxQOS, maxTier int
+	fair            map[Account]float64
 }
 
 // factors is one run's priority, factor by factor.
@@ -152,21 +165,19 @@ func (pr *prioritizer) factors(p *Pending) Factors {
 
 // qosPriority is a run's QOS priority: from the snapshot's QOS table when
 // it defines the QOS, else what the run carries.
-func qosPriority(s *Snapshot, p *Pending) int {
-	if q, ok := s.QOS[p.QOS]; ok {
-		return q.Priority
-	}
-	return p.QOSPriority
-}
+func qosPriority(s *Snapshot, p *Pending) int { return qosPriorityIn(s.QOS, p) }
 
 // priorityOrder is the order runs are considered in: by multifactor
 // priority when the snapshot has weights, else by their own priority; then
 // older first, then lower ID.
-func priorityOrder(s Snapshot, now time.Time) []int {
+func priorityOrder(s Snapshot, now time.Time) []int { return orderOf(&s, now, nil) }
+
+// orderOf is priorityOrder, with the priority factors' base a Cycle gives.
+func orderOf(s *Snapshot, now time.Time, base *orderBase) []int {
 	pending := s.Pending
 	key := make([]int64, len(pending))
 	if s.Weights != nil && len(pending) > 1 { // one run needs no ranking, and the factors cost a walk over all usage
-		pr := newPrioritizer(&s, now)
+		pr := newPrioritizer(s, now, base)
 		for i := range pending {
 			key[i] = pr.factors(&pending[i]).Total
 		}
