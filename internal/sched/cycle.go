@@ -56,6 +56,10 @@ type Cycle struct {
 	last lastPass
 	// scratch is Pass's round, reused pass after pass.
 	scratch Round
+	// base is the last priority factors' base computed; cfgGen counts the
+	// changes of the policy and of the QOS priorities and tiers waiting.
+	base   *orderBase
+	cfgGen uint64
 }
 
 // CycleConfig is the policy a Cycle schedules by.
@@ -95,10 +99,16 @@ type lastPass struct {
 	base *orderBase
 }
 
-// reservation is where and from when a run holds one.
+// reservation is where and from when a run holds one: on node, or on
+// nodes when it spans several.
 type reservation struct {
 	at    time.Time
+	node  string
 	nodes []string
+}
+
+func (r reservation) same(o reservation) bool {
+	return r.at.Equal(o.at) && r.node == o.node && slices.Equal(r.nodes, o.nodes)
 }
 
 // NewCycle makes an empty cycle.
@@ -125,6 +135,7 @@ func (c *Cycle) Configure(cfg CycleConfig) {
 		c.count(p, 1)
 	}
 	c.setLimits()
+	c.cfgGen++
 	c.needFull("the policy changed")
 }
 
@@ -161,9 +172,15 @@ func (c *Cycle) count(p *Pending, sign int) {
 	q := qosPriorityIn(c.cfg.QOS, p)
 	if c.qosCount[q] += sign; c.qosCount[q] <= 0 {
 		delete(c.qosCount, q)
+		c.cfgGen++ // the scales may change
+	} else if c.qosCount[q] == 1 && sign > 0 {
+		c.cfgGen++
 	}
 	if c.tierCount[p.Tier] += sign; c.tierCount[p.Tier] <= 0 {
 		delete(c.tierCount, p.Tier)
+		c.cfgGen++
+	} else if c.tierCount[p.Tier] == 1 && sign > 0 {
+		c.cfgGen++
 	}
 	c.usage.queue(Account{p.Project, p.User}, sign)
 	if sign > 0 && len(c.cfg.QOS[p.QOS].Preempt) > 0 {
@@ -433,6 +450,8 @@ type Round struct {
 	keep    map[int64]reservation // reservations an incremental pass must leave as they were
 	first   int64                 // the last pass's first waiting run, if it still waits: it must still wait
 	pass    *pass
+	// reuse is a pass whose memory Compute reuses (Pass's round).
+	reuse *pass
 }
 
 // Prepare copies what a pass at now needs. The pass is incremental when
@@ -454,9 +473,11 @@ func (c *Cycle) Prepare(now time.Time) *Round {
 
 func (c *Cycle) prepare(now time.Time, r *Round) {
 	*r = Round{running: r.running[:0], cands: r.cands[:0], all: r.all[:0], snap: Snapshot{Nodes: r.snap.Nodes[:0],
-		Running: r.snap.Running[:0], Pending: r.snap.Pending[:0]}}
+		Running: r.snap.Running[:0], Pending: r.snap.Pending[:0]}, reuse: r.reuse}
 	r.now, r.gen = now, c.gen
-	timed := c.cfg.Weights != nil // the order moves with time
+	// The order moves with time under multifactor priority (age,
+	// expansion factor, aging).
+	timed := c.cfg.Weights != nil
 	switch {
 	case c.full != 0:
 		r.why = c.fullWhy
@@ -518,8 +539,13 @@ func (c *Cycle) prepare(now time.Time, r *Round) {
 
 // orderBase is the priority factors' base over the whole queue: the
 // scales of the QOS and tier factors, every waiting account's fairshare.
+// It is computed again only when the usage tree, the queue's accounts or
+// the policy changed.
 func (c *Cycle) orderBase() *orderBase {
-	b := &orderBase{fair: make(map[Account]float64, len(c.usage.queued))}
+	if b := c.base; b != nil && b.version == c.usage.version && b.gen == c.cfgGen {
+		return b
+	}
+	b := &orderBase{fair: make(map[Account]float64, len(c.usage.queued)), version: c.usage.version, gen: c.cfgGen}
 	for _, q := range c.cfg.QOS {
 		b.maxQOS = max(b.maxQOS, q.Priority)
 	}
@@ -531,14 +557,18 @@ func (c *Cycle) orderBase() *orderBase {
 	}
 	fs := c.usage.fairshare()
 	for a := range c.usage.queued {
-		b.fair[a] = fs.factor(a)
+		b.fair[a] = fs.compute(a)
 	}
+	c.base = b
 	return b
 }
 
 // ranksAs tells whether every run of an account in was gets the same
 // factors under b as under was.
 func (b *orderBase) ranksAs(was *orderBase) bool {
+	if b == was {
+		return true
+	}
 	if was == nil || b.maxQOS != was.maxQOS || b.maxTier != was.maxTier {
 		return false
 	}
@@ -559,7 +589,7 @@ func (r *Round) Full() (bool, string) { return r.full, r.why }
 func (r *Round) Compute() Plan {
 	if !r.full {
 		r.fill(r.cands)
-		p := schedule(&r.snap, r.now, r.base, true)
+		p := schedule(r.reuse, &r.snap, r.now, r.base, true)
 		if r.same(p) {
 			r.pass = p
 			return p.plan
@@ -567,7 +597,7 @@ func (r *Round) Compute() Plan {
 		r.full, r.why = true, "a reservation moved"
 	}
 	r.fill(r.all)
-	r.pass = schedule(&r.snap, r.now, r.base, true)
+	r.pass = schedule(r.reuse, &r.snap, r.now, r.base, true)
 	return r.pass.plan
 }
 
@@ -594,13 +624,18 @@ func (r *Round) same(p *pass) bool {
 			return false
 		}
 	}
-	for id, res := range r.keep {
-		at, ok := p.plan.Estimates[id]
-		if !ok || !at.Equal(res.at) || !slices.Equal(p.reservedOn[id], res.nodes) {
+	kept := 0
+	for k, id := range p.plan.Reserved {
+		res, ok := r.keep[id]
+		if !ok {
+			continue
+		}
+		if !p.reservedOn[k].same(res) {
 			return false
 		}
+		kept++
 	}
-	return true
+	return kept == len(r.keep)
 }
 
 // Commit records a computed round's outcome: its reservations, first
@@ -624,9 +659,12 @@ func (c *Cycle) Commit(r *Round) {
 	if r.full {
 		c.last.fullAt = r.now
 	}
-	c.last.reserved = make(map[int64]reservation, len(p.plan.Reserved))
-	for _, id := range p.plan.Reserved {
-		c.last.reserved[id] = reservation{at: p.plan.Estimates[id], nodes: p.reservedOn[id]}
+	if c.last.reserved == nil {
+		c.last.reserved = make(map[int64]reservation, len(p.plan.Reserved))
+	}
+	clear(c.last.reserved)
+	for k, id := range p.plan.Reserved {
+		c.last.reserved[id] = p.reservedOn[k]
 	}
 	c.last.order = slices.Clone(p.plan.Reserved)
 	c.last.base = r.base
@@ -637,10 +675,15 @@ func (c *Cycle) Commit(r *Round) {
 }
 
 // Pass is Prepare, Compute and Commit at once, for a caller that does
-// nothing in between (the simulator): one pass at now.
+// nothing in between (the simulator): one pass at now. It reuses the
+// memory of the passes before it, its plan's included: the plan holds
+// until the next Pass.
 func (c *Cycle) Pass(now time.Time) Plan {
 	r := &c.scratch
 	c.prepare(now, r)
+	if r.reuse == nil {
+		r.reuse = &pass{mem: passMemory{reusePlan: true}}
+	}
 	plan := r.Compute()
 	c.Commit(r)
 	r.pass = nil

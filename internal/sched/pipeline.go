@@ -15,17 +15,21 @@ import (
 // every one; Berth: the first 16), which later runs then cannot use; under
 // FCFS nothing starts after the first that waits.
 func Schedule(s Snapshot, now time.Time) Plan {
-	return schedule(&s, now, nil, false).plan
+	return schedule(nil, &s, now, nil, false).plan
 }
 
 // schedule is one pass. A Cycle gives the base of the runs' priority
 // factors, computed over its whole queue (the snapshot may hold only part
 // of it), and reads what the pass records of its reservations; Schedule
-// gives none, and the factors come from the snapshot.
-func schedule(s *Snapshot, now time.Time, base *orderBase, record bool) *pass {
-	p := newPass(s, now)
+// gives none, and the factors come from the snapshot. p, when not nil, is
+// an earlier pass whose memory this one reuses.
+func schedule(p *pass, s *Snapshot, now time.Time, base *orderBase, record bool) *pass {
+	if p == nil {
+		p = &pass{}
+	}
+	p.reset(s, now)
 	p.record = record
-	for k, i := range orderOf(s, now, base) {
+	for k, i := range orderOf(s, now, base, &p.mem) {
 		p.k = k
 		p.consider(&s.Pending[i])
 	}
@@ -62,9 +66,12 @@ type pass struct {
 	// not for a reservation), and it is the first to wait.
 	preempting, firstWaiting bool
 
-	// record: the pass keeps, for a Cycle, the nodes of each reservation.
+	// record: the pass keeps, for a Cycle, where each reservation is
+	// (reservedOn[k] is Reserved[k]'s).
 	record     bool
-	reservedOn map[int64][]string
+	reservedOn []reservation
+
+	mem passMemory
 }
 
 // stage is one question a pass asks of a pending run. It returns true when
@@ -94,8 +101,7 @@ type stage struct {
 //   - reserve: last, since it is the only stage that searches the
 //     profiles' future (earliest), the costliest question; the strategy
 //     says who asks it.
-func newStages(p *pass) []stage {
-	var stages []stage
+func newStages(p *pass, stages []stage) []stage {
 	if p.s.Depth > 0 {
 		stages = append(stages, stage{"depth", (*pass).beyondDepth})
 	}
@@ -116,21 +122,56 @@ func newStages(p *pass) []stage {
 // newPass builds the profiles of the online nodes from what running runs
 // hold and give back, and the pass's stages.
 func newPass(s *Snapshot, now time.Time) *pass {
-	// Most pending runs get a reason and a blocker: sized once, the maps do
-	// not grow pass after pass.
-	p := &pass{s: s, now: now, strategy: s.Policy.strategy(),
-		plan:    Plan{Reasons: make(map[int64]string, len(s.Pending)), Estimates: map[int64]time.Time{}, BlockedBy: make(map[int64][]int64, len(s.Pending))},
-		holders: map[string][]int64{}}
-	p.profiles = make([]*profile, 0, len(s.Nodes))
-	byName := map[string]*profile{}
+	p := &pass{}
+	p.reset(s, now)
+	return p
+}
+
+// reset readies p for a pass over s at now. It keeps the memory an earlier
+// pass allocated (its profiles, lists and maps): a Cycle's passes, one
+// after another, reuse one pass, and a simulator makes hundreds of
+// thousands of them.
+func (p *pass) reset(s *Snapshot, now time.Time) {
+	mem, plan := p.mem, p.plan
+	*p = pass{s: s, now: now, strategy: s.Policy.strategy(), mem: mem, reservedOn: p.reservedOn[:0]}
+	if mem.reusePlan {
+		p.mem.arena = p.mem.arena[:0]
+	} else {
+		p.mem.arena = nil // the last plan's blockers are in it
+	}
+	if mem.reusePlan && plan.Reasons != nil {
+		// The last pass's plan has been read: its maps serve again.
+		clear(plan.Reasons)
+		clear(plan.Estimates)
+		clear(plan.BlockedBy)
+		p.plan = Plan{Reasons: plan.Reasons, Estimates: plan.Estimates, BlockedBy: plan.BlockedBy, Starts: plan.Starts[:0]}
+	} else {
+		// Most pending runs get a reason and a blocker: sized once, the
+		// maps do not grow pass after pass.
+		p.plan = Plan{Reasons: make(map[int64]string, len(s.Pending)), Estimates: make(map[int64]time.Time, min(len(s.Pending), 16)),
+			BlockedBy: make(map[int64][]int64, len(s.Pending))}
+	}
+	m := &p.mem
+	if m.byName == nil {
+		m.byName, m.holders, m.nodeByName = map[string]*profile{}, map[string][]int64{}, map[string]*Node{}
+	}
+	clear(m.byName)
+	clear(m.nodeByName)
+	for k, v := range m.holders {
+		m.holders[k] = v[:0]
+	}
+	p.holders = m.holders
+	p.profiles = m.profiles[:0]
 	for i := range s.Nodes {
 		if !s.Nodes[i].Online {
 			continue
 		}
-		pr := newProfile(&s.Nodes[i], now)
+		pr := m.profile(len(p.profiles))
+		pr.reset(&s.Nodes[i], now)
 		p.profiles = append(p.profiles, pr)
-		byName[pr.node.Name] = pr
+		m.byName[pr.node.Name] = pr
 	}
+	m.profiles = p.profiles
 	for _, r := range s.Running {
 		for _, pl := range r.Placements {
 			p.holders[pl.Node] = append(p.holders[pl.Node], r.RunID)
@@ -143,23 +184,82 @@ func newPass(s *Snapshot, now time.Time) *pass {
 			at = now.Add(time.Nanosecond) // overdue: expected to end any moment
 		}
 		for _, pl := range r.Placements {
-			if pr, ok := byName[pl.Node]; ok {
+			if pr, ok := m.byName[pl.Node]; ok {
 				pr.ends = append(pr.ends, release{at, pl.CPUs, pl.Memory, pl.GPUs})
 			}
 		}
 	}
+	// Each node's holders sorted and each once: a reservation's blockers
+	// are those of its nodes, sorted.
+	for k, v := range p.holders {
+		if len(v) > 1 {
+			slices.Sort(v)
+			p.holders[k] = slices.Compact(v)
+		}
+	}
+	p.open = m.open[:0]
 	for _, pr := range p.profiles {
 		pr.releaseAll()
+		if pr.segs[0].cpus > 0 {
+			p.open = append(p.open, pr)
+		}
 	}
-	p.open = slices.DeleteFunc(slices.Clone(p.profiles), func(pr *profile) bool { return pr.segs[0].cpus <= 0 })
-	p.nodeByName = make(map[string]*Node, len(s.Nodes))
+	m.open = p.open
+	p.nodeByName = m.nodeByName
 	for i := range s.Nodes {
 		p.nodeByName[s.Nodes[i].Name] = &s.Nodes[i]
 	}
 	p.acct = newAccounts(s, p.nodeByName)
 	p.pre = newPreemptor(s, now, p.profiles)
-	p.stages = newStages(p)
-	return p
+	p.stages = newStages(p, m.stages[:0])
+	m.stages = p.stages
+}
+
+// passMemory is what a pass keeps for the next one to reuse.
+type passMemory struct {
+	// reusePlan: the next pass may reuse this one's plan (Cycle.Pass, whose
+	// caller reads a plan before it asks for the next).
+	reusePlan bool
+	pool          []*profile
+	profiles      []*profile
+	open          []*profile
+	byName        map[string]*profile
+	holders       map[string][]int64
+	nodeByName    map[string]*Node
+	stages        []stage
+	key           []int64
+	order         []int
+	// arena holds the plan's blocker lists, one allocation for many.
+	arena []int64
+}
+
+// ids copies src into the pass's arena.
+func (p *pass) ids(src []int64) []int64 {
+	m := &p.mem
+	if cap(m.arena)-len(m.arena) < len(src) {
+		m.arena = make([]int64, 0, max(256, 2*len(src)))
+	}
+	start := len(m.arena)
+	m.arena = append(m.arena, src...)
+	return m.arena[start:len(m.arena):len(m.arena)]
+}
+
+// profile is the i-th profile of the pool, made when missing.
+func (m *passMemory) profile(i int) *profile {
+	if i == len(m.pool) {
+		m.pool = append(m.pool, &profile{})
+	}
+	return m.pool[i]
+}
+
+// hold records that run id holds or reserves resources on node, keeping
+// the node's holders sorted and each once.
+func (p *pass) hold(node string, id int64) {
+	hs := p.holders[node]
+	i, found := slices.BinarySearch(hs, id)
+	if !found {
+		p.holders[node] = slices.Insert(hs, i, id)
+	}
 }
 
 // consider takes one run down the stages until one settles it.
@@ -244,7 +344,7 @@ func (p *pass) startNow(pd *Pending) bool {
 	}
 	p.plan.Starts = append(p.plan.Starts, st)
 	for _, pk := range picks {
-		p.holders[pk.p.node.Name] = append(p.holders[pk.p.node.Name], pd.RunID)
+		p.hold(pk.p.node.Name, pd.RunID)
 	}
 	if p.acct != nil {
 		p.acct.charge(keysOf(pd.User, pd.Project, pd.QOS, pd.Array), startTRES(st, p.nodeByName), 1)
@@ -319,22 +419,29 @@ func (p *pass) reserve(pd *Pending) bool {
 	p.plan.Estimates[pd.RunID] = at
 	p.plan.Reserved = append(p.plan.Reserved, pd.RunID)
 	var by []int64
+	if len(picks) == 1 {
+		by = p.ids(p.holders[picks[0].p.node.Name]) // sorted, each once
+	} else {
+		for _, pk := range picks {
+			by = append(by, p.holders[pk.p.node.Name]...)
+		}
+		slices.Sort(by)
+		by = slices.Compact(by)
+	}
+	p.plan.BlockedBy[pd.RunID] = by
 	for _, pk := range picks {
 		pk.p.take(at, end(at, pd.Limit), pk.req.CPUs, pk.req.Memory, pk.gpus)
-		by = append(by, p.holders[pk.p.node.Name]...)
-		p.holders[pk.p.node.Name] = append(p.holders[pk.p.node.Name], pd.RunID)
+		p.hold(pk.p.node.Name, pd.RunID)
 	}
-	slices.Sort(by)
-	p.plan.BlockedBy[pd.RunID] = slices.Compact(by)
 	if p.record {
-		if p.reservedOn == nil {
-			p.reservedOn = map[int64][]string{}
+		res := reservation{at: at, node: picks[0].p.node.Name}
+		if len(picks) > 1 {
+			res.nodes = make([]string, len(picks))
+			for i, pk := range picks {
+				res.nodes[i] = pk.p.node.Name
+			}
 		}
-		names := make([]string, len(picks))
-		for i, pk := range picks {
-			names[i] = pk.p.node.Name
-		}
-		p.reservedOn[pd.RunID] = names
+		p.reservedOn = append(p.reservedOn, res)
 	}
 	return true
 }

@@ -128,6 +128,9 @@ func newPrioritizer(s *Snapshot, now time.Time, base *orderBase) *prioritizer {
 type orderBase struct {
 	maxQOS, maxTier int
 	fair            map[Account]float64
+	// version and gen are the Cycle's usage tree's and policy's when it
+	// was computed.
+	version, gen uint64
 }
 
 // factors is one run's priority, factor by factor.
@@ -170,12 +173,14 @@ func qosPriority(s *Snapshot, p *Pending) int { return qosPriorityIn(s.QOS, p) }
 // priorityOrder is the order runs are considered in: by multifactor
 // priority when the snapshot has weights, else by their own priority; then
 // older first, then lower ID.
-func priorityOrder(s Snapshot, now time.Time) []int { return orderOf(&s, now, nil) }
+func priorityOrder(s Snapshot, now time.Time) []int { return orderOf(&s, now, nil, &passMemory{}) }
 
-// orderOf is priorityOrder, with the priority factors' base a Cycle gives.
-func orderOf(s *Snapshot, now time.Time, base *orderBase) []int {
+// orderOf is priorityOrder, with the priority factors' base a Cycle gives,
+// in the memory of an earlier pass.
+func orderOf(s *Snapshot, now time.Time, base *orderBase, mem *passMemory) []int {
 	pending := s.Pending
-	key := make([]int64, len(pending))
+	key := slices.Grow(mem.key[:0], len(pending))[:len(pending)]
+	mem.key = key
 	if s.Weights != nil && len(pending) > 1 { // one run needs no ranking, and the factors cost a walk over all usage
 		pr := newPrioritizer(s, now, base)
 		for i := range pending {
@@ -186,7 +191,8 @@ func orderOf(s *Snapshot, now time.Time, base *orderBase) []int {
 			key[i] = int64(p.Priority)
 		}
 	}
-	order := make([]int, len(pending))
+	order := slices.Grow(mem.order[:0], len(pending))[:len(pending)]
+	mem.order = order
 	for i := range order {
 		order[i] = i
 	}

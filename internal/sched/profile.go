@@ -34,9 +34,21 @@ type segment struct {
 }
 
 func newProfile(n *Node, now time.Time) *profile {
-	free := slices.Clone(n.FreeGPUs)
-	slices.Sort(free)
-	return &profile{node: n, segs: []segment{{at: now, cpus: n.FreeCPUs, mem: n.FreeMemory, gpus: free}}}
+	p := &profile{}
+	p.reset(n, now)
+	return p
+}
+
+// reset makes p n's profile at now, reusing p's lists.
+func (p *profile) reset(n *Node, now time.Time) {
+	var free []int
+	if len(n.FreeGPUs) > 0 {
+		free = slices.Clone(n.FreeGPUs)
+		slices.Sort(free)
+	}
+	p.node = n
+	p.segs = append(p.segs[:0], segment{at: now, cpus: n.FreeCPUs, mem: n.FreeMemory, gpus: free})
+	p.ends = p.ends[:0]
 }
 
 // split makes t the start of a segment (t after segs[0].at) and returns its index.
@@ -83,7 +95,7 @@ func (p *profile) releaseAll() {
 		cur.at = r.at
 		p.segs = append(p.segs, cur)
 	}
-	p.ends = nil
+	p.ends = p.ends[:0]
 }
 
 // take holds resources over [from, to); a zero to means for ever.

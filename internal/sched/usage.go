@@ -31,6 +31,8 @@ type usageTree struct {
 	// queued counts each account's waiting runs: an account without usage
 	// counts among its project's siblings while it has one.
 	queued map[Account]int
+	// version counts the changes to what factors are computed from.
+	version uint64
 }
 
 // maxGrowth is how many half-lives the scale may reach before base moves:
@@ -45,6 +47,7 @@ func newUsageTree(halfLife time.Duration, shares *Shares) *usageTree {
 
 // setShares replaces the share tree and builds the sums again.
 func (t *usageTree) setShares(shares *Shares) {
+	t.version++
 	if shares == nil {
 		shares = &Shares{}
 	}
@@ -88,6 +91,7 @@ func (t *usageTree) rebuild() {
 func (t *usageTree) project(name string) *fsProject {
 	p := t.projects[name]
 	if p == nil {
+		t.version++
 		p = &fsProject{name: name, share: int64(shareOf(t.shares.Projects, name))}
 		t.projects[name] = p
 		i, _ := slices.BinarySearch(t.names, name)
@@ -101,6 +105,7 @@ func (t *usageTree) project(name string) *fsProject {
 // siblings. A project left without accounts and not in the share tree
 // leaves the tree, as it would be absent from a rebuild.
 func (t *usageTree) present(a Account, sign int64) {
+	t.version++
 	p := t.project(a.Project)
 	p.siblings += sign * int64(shareOf(t.shares.Users[a.Project], a.User))
 	p.accounts += sign
@@ -126,8 +131,12 @@ func (t *usageTree) isPresent(a Account) bool {
 // queue counts a waiting run of a in (1) or out (-1).
 func (t *usageTree) queue(a Account, sign int) {
 	was := t.isPresent(a)
+	had := t.queued[a] > 0
 	if t.queued[a] += sign; t.queued[a] <= 0 {
 		delete(t.queued, a)
+	}
+	if has := t.queued[a] > 0; has != had {
+		t.version++ // the accounts whose factors a pass needs
 	}
 	switch now := t.isPresent(a); {
 	case now && !was:
@@ -156,6 +165,7 @@ func (t *usageTree) add(a Account, v float64, at time.Time) {
 		}
 		scale = math.Exp2(float64(at.Sub(t.base)) / float64(t.halfLife))
 	}
+	t.version++
 	was := t.isPresent(a)
 	old, had := t.u[a]
 	t.u[a] += v * scale
