@@ -219,16 +219,16 @@ func (p *pass) reset(s *Snapshot, now time.Time) {
 type passMemory struct {
 	// reusePlan: the next pass may reuse this one's plan (Cycle.Pass, whose
 	// caller reads a plan before it asks for the next).
-	reusePlan bool
-	pool          []*profile
-	profiles      []*profile
-	open          []*profile
-	byName        map[string]*profile
-	holders       map[string][]int64
-	nodeByName    map[string]*Node
-	stages        []stage
-	key           []int64
-	order         []int
+	reusePlan  bool
+	pool       []*profile
+	profiles   []*profile
+	open       []*profile
+	byName     map[string]*profile
+	holders    map[string][]int64
+	nodeByName map[string]*Node
+	stages     []stage
+	key        []int64
+	order      []int
 	// arena holds the plan's blocker lists, one allocation for many.
 	arena []int64
 }
