@@ -139,8 +139,9 @@ func (p *pass) reset(s *Snapshot, now time.Time) {
 	} else {
 		p.mem.arena = nil // the last plan's blockers are in it
 	}
-	if mem.reusePlan && plan.Reasons != nil {
-		// The last pass's plan has been read: its maps serve again.
+	if mem.reusePlan && plan.Reasons != nil && len(plan.Reasons) <= 2*len(s.Pending)+64 {
+		// The last pass's plan has been read: its maps serve again (unless
+		// a long queue grew them: clearing costs what they hold room for).
 		clear(plan.Reasons)
 		clear(plan.Estimates)
 		clear(plan.BlockedBy)
@@ -172,22 +173,36 @@ func (p *pass) reset(s *Snapshot, now time.Time) {
 		m.byName[pr.node.Name] = pr
 	}
 	m.profiles = p.profiles
-	for _, r := range s.Running {
-		for _, pl := range r.Placements {
-			p.holders[pl.Node] = append(p.holders[pl.Node], r.RunID)
-		}
-		if r.End.IsZero() {
-			continue // holds its resources for as long as planning can see
-		}
-		at := r.End
-		if !at.After(now) {
+	// Runs' placements come node after node (a pool's, all on one): the
+	// last node's entries serve again without a lookup.
+	var (
+		curName string
+		curSet  bool
+		curProf *profile
+		curHS   []int64
+	)
+	for ri := range s.Running {
+		r := &s.Running[ri]
+		at := r.End // zero: it holds its resources for as long as planning can see
+		if !at.IsZero() && !at.After(now) {
 			at = now.Add(time.Nanosecond) // overdue: expected to end any moment
 		}
-		for _, pl := range r.Placements {
-			if pr, ok := m.byName[pl.Node]; ok {
-				pr.ends = append(pr.ends, release{at, pl.CPUs, pl.Memory, pl.GPUs})
+		for pi := range r.Placements {
+			pl := &r.Placements[pi]
+			if !curSet || pl.Node != curName {
+				if curSet {
+					p.holders[curName] = curHS
+				}
+				curName, curSet, curProf, curHS = pl.Node, true, m.byName[pl.Node], p.holders[pl.Node]
+			}
+			curHS = append(curHS, r.RunID)
+			if !at.IsZero() && curProf != nil {
+				curProf.ends = append(curProf.ends, release{at, pl.CPUs, pl.Memory, pl.GPUs})
 			}
 		}
+	}
+	if curSet {
+		p.holders[curName] = curHS
 	}
 	// Each node's holders sorted and each once: a reservation's blockers
 	// are those of its nodes, sorted.
@@ -231,6 +246,7 @@ type passMemory struct {
 	order      []int
 	// arena holds the plan's blocker lists, one allocation for many.
 	arena []int64
+	picks []pick
 }
 
 // ids copies src into the pass's arena.
@@ -329,7 +345,10 @@ func (p *pass) startNow(pd *Pending) bool {
 	if len(pd.Groups) == 0 && p.failed.covers(pd) {
 		return false // as large as a run that could not start: it cannot either
 	}
-	picks, ok := placeAt(p.open, p.now, pd, p.s.Topology)
+	picks, ok := placeInto(p.mem.picks, p.open, p.now, pd, p.s.Topology)
+	if picks != nil {
+		p.mem.picks = picks
+	}
 	if !ok {
 		if len(pd.Groups) == 0 {
 			p.failed.add(pd)
@@ -412,7 +431,10 @@ func (p *pass) reserve(pd *Pending) bool {
 	if p.preempting || !p.strategy.reserve(p.firstWaiting, len(p.plan.Reserved)) {
 		return true
 	}
-	at, picks, ok := earliest(p.profiles, p.now, pd, p.s.Topology)
+	at, picks, ok := earliestInto(p.mem.picks, p.profiles, p.now, pd, p.s.Topology)
+	if picks != nil {
+		p.mem.picks = picks
+	}
 	if !ok {
 		return true // behind runs that never end: no estimate
 	}

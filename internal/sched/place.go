@@ -15,12 +15,17 @@ type pick struct {
 // placeAt finds distinct nodes for every job of pd over [at, at+limit): the
 // first that fit, or on a switch tree those under the fewest switches.
 func placeAt(profiles []*profile, at time.Time, pd *Pending, topo *Topology) ([]pick, bool) {
+	return placeInto(nil, profiles, at, pd, topo)
+}
+
+// placeInto is placeAt, its picks appended to buf[:0].
+func placeInto(buf []pick, profiles []*profile, at time.Time, pd *Pending, topo *Topology) ([]pick, bool) {
 	if len(pd.Groups) > 0 {
 		return placeGroups(profiles, at, pd)
 	}
 	want := max(pd.Nodes, 1)
 	to := end(at, pd.Limit)
-	var picks []pick
+	picks := buf[:0]
 	now := len(profiles) > 0 && at.Equal(profiles[0].segs[0].at)
 	collect := topo != nil && want > 1
 	exclusive := pd.Request.Exclusive
@@ -97,9 +102,18 @@ func fitsGroups(nodes []Node, groups []Group) bool {
 // earliest is the first time at which every job of pd fits: a profile only
 // changes at its segments' starts, so those are the only candidates.
 func earliest(profiles []*profile, now time.Time, pd *Pending, topo *Topology) (time.Time, []pick, bool) {
+	return earliestInto(nil, profiles, now, pd, topo)
+}
+
+// earliestInto is earliest, its picks appended to buf[:0] where it can.
+func earliestInto(buf []pick, profiles []*profile, now time.Time, pd *Pending, topo *Topology) (time.Time, []pick, bool) {
 	if len(profiles) == 1 && len(pd.Groups) == 0 && pd.Nodes <= 1 && pd.Request.GPU.Count == 0 &&
 		!pd.Request.Exclusive && profiles[0].node.Blocks <= 1 {
-		return earliestOnOne(profiles[0], now, pd)
+		at, ok := earliestOnOne(profiles[0], now, pd)
+		if !ok {
+			return time.Time{}, nil, false
+		}
+		return at, append(buf[:0], pick{p: profiles[0], req: pd.Request}), true
 	}
 	if len(pd.Groups) == 0 && pd.Nodes <= 1 {
 		return earliestOneJob(profiles, now, pd)
@@ -132,10 +146,10 @@ func earliest(profiles []*profile, now time.Time, pd *Pending, topo *Topology) (
 // conservative backfill every waiting run asks, and each reservation
 // lengthens the profile: asked start by start, a long queue costs the
 // square of its length at every pass.
-func earliestOnOne(p *profile, now time.Time, pd *Pending) (time.Time, []pick, bool) {
-	r := pd.Request
+func earliestOnOne(p *profile, now time.Time, pd *Pending) (time.Time, bool) {
+	r := &pd.Request
 	if !r.inFleet(p.node) {
-		return time.Time{}, nil, false
+		return time.Time{}, false
 	}
 	for i := 0; i < len(p.segs); {
 		from := p.segs[i].at
@@ -156,11 +170,11 @@ func earliestOnOne(p *profile, now time.Time, pd *Pending) (time.Time, []pick, b
 			}
 		}
 		if bad < 0 {
-			return from, []pick{{p: p, req: r}}, true
+			return from, true
 		}
 		i = bad + 1
 	}
-	return time.Time{}, nil, false
+	return time.Time{}, false
 }
 
 // earliestOneJob is earliest for a run of one job: if the job fits on a
