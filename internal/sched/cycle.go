@@ -32,8 +32,11 @@ type Cycle struct {
 	nodes  []Node // sorted by name; Free fields kept from the running runs
 	nodeAt map[string]int
 
-	running   []*Running
-	runningAt map[int64]int
+	// running are the running runs by expected end (those without one
+	// last), then ID: a pass's profiles are built from their ends in that
+	// order, which needs no sort. runningEnd finds a run in it.
+	running    []*Running
+	runningEnd map[int64]time.Time
 
 	pending   []*Pending
 	pendingAt map[int64]int
@@ -89,11 +92,14 @@ type lastPass struct {
 	done   bool
 	at     time.Time // its now
 	fullAt time.Time // the last full pass's now
-	// reserved are the runs holding a reservation, where and from when;
-	// first is the first run that waited. An incremental pass considers
-	// them again, with every run whose QOS may preempt (preemptors).
-	reserved map[int64]reservation
-	order    []int64 // reserved, in order
+	// order are the runs holding a reservation, in priority order, res
+	// where and from when (res[k] is order[k]'s); first is the first run
+	// that waited. An incremental pass considers them again, with every run
+	// whose QOS may preempt (preemptors). reserved indexes order, made when
+	// asked for (reservedAt).
+	order    []int64
+	res      []reservation
+	reserved map[int64]int
 	first    int64
 	// base is the priority factors' base the pass ranked runs by.
 	base *orderBase
@@ -113,7 +119,7 @@ func (r reservation) same(o reservation) bool {
 
 // NewCycle makes an empty cycle.
 func NewCycle(cfg CycleConfig) *Cycle {
-	c := &Cycle{nodeAt: map[string]int{}, runningAt: map[int64]int{}, pendingAt: map[int64]int{},
+	c := &Cycle{nodeAt: map[string]int{}, runningEnd: map[int64]time.Time{}, pendingAt: map[int64]int{},
 		qosCount: map[int]int{}, tierCount: map[int]int{}, preemptors: map[int64]bool{}, fresh: map[int64]uint64{}}
 	c.usage = newUsageTree(cfg.HalfLife, cfg.Shares)
 	c.Configure(cfg)
@@ -162,8 +168,25 @@ func (c *Cycle) needFull(why string) {
 // kept tells whether the last pass left run id holding something that an
 // incremental pass must see again.
 func (c *Cycle) kept(id int64) bool {
-	_, reserved := c.last.reserved[id]
+	_, reserved := c.reservedAt(id)
 	return reserved || c.last.first == id
+}
+
+// reservedAt is where in the last pass's reservations run id is.
+func (c *Cycle) reservedAt(id int64) (int, bool) {
+	l := &c.last
+	if len(l.order) <= 32 {
+		i := slices.Index(l.order, id) // a few: no index needed
+		return i, i >= 0
+	}
+	if l.reserved == nil {
+		l.reserved = make(map[int64]int, len(l.order))
+		for k, r := range l.order {
+			l.reserved[r] = k
+		}
+	}
+	k, ok := l.reserved[id]
+	return k, ok
 }
 
 // count adds a waiting run to (1) or takes it from (-1) the priority
@@ -262,48 +285,85 @@ func (c *Cycle) Run(r Running) {
 	if c.unqueue(r.RunID) != nil && c.kept(r.RunID) {
 		c.needFull("a run holding a reservation started outside a plan")
 	}
-	if i, ok := c.runningAt[r.RunID]; ok {
-		c.charge(c.running[i], -1)
-		c.running[i] = &r
+	if old := c.unrun(r.RunID); old != nil {
 		c.needFull("a running run changed")
-	} else {
-		c.runningAt[r.RunID] = len(c.running)
-		c.running = append(c.running, &r)
 	}
+	i, _ := slices.BinarySearchFunc(c.running, &r, byEnd)
+	c.running = slices.Insert(c.running, i, &r)
+	c.runningEnd[r.RunID] = r.End
 	c.charge(&r, 1)
+}
+
+// byEnd orders running runs by expected end, those without one last, then
+// by ID.
+func byEnd(a, b *Running) int {
+	switch az, bz := a.End.IsZero(), b.End.IsZero(); {
+	case az && !bz:
+		return 1
+	case bz && !az:
+		return -1
+	case !az:
+		if c := a.End.Compare(b.End); c != 0 {
+			return c
+		}
+	}
+	return cmpInt64(a.RunID, b.RunID)
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// runningIndex is where running run id is in c.running.
+func (c *Cycle) runningIndex(id int64) (int, bool) {
+	e, ok := c.runningEnd[id]
+	if !ok {
+		return 0, false
+	}
+	return slices.BinarySearchFunc(c.running, &Running{RunID: id, End: e}, byEnd)
+}
+
+// unrun takes running run id out, giving back what it holds.
+func (c *Cycle) unrun(id int64) *Running {
+	i, ok := c.runningIndex(id)
+	if !ok {
+		return nil
+	}
+	r := c.running[i]
+	c.charge(r, -1)
+	c.running = slices.Delete(c.running, i, i+1)
+	delete(c.runningEnd, id)
+	return r
 }
 
 // Stopping records that a running run is being stopped and will be gone
 // by by (its stop signal's grace period): the run counts as ending
 // (preemption takes it for free) and is expected to end by then.
 func (c *Cycle) Stopping(id int64, by time.Time) {
-	i, ok := c.runningAt[id]
-	if !ok {
+	old := c.unrun(id)
+	if old == nil {
 		return
 	}
-	r := *c.running[i]
+	r := *old
 	r.Ending = true
 	if r.End.IsZero() || by.Before(r.End) {
 		r.End = by
 	}
-	c.running[i] = &r
+	c.Run(r)
 	c.needFull("a running run is being stopped")
 }
 
 // End records that a running run gave its resources back.
 func (c *Cycle) End(id int64) {
-	i, ok := c.runningAt[id]
-	if !ok {
-		return
+	if c.unrun(id) != nil {
+		c.needFull("resources were freed")
 	}
-	c.charge(c.running[i], -1)
-	last := len(c.running) - 1
-	c.running[i] = c.running[last]
-	c.runningAt[c.running[i].RunID] = i
-	c.running[last] = nil
-	c.running = c.running[:last]
-	delete(c.runningAt, id)
-	c.needFull("resources were freed")
 }
 
 // charge takes (1) or gives back (-1) what r holds on the nodes.
@@ -508,7 +568,7 @@ func (c *Cycle) prepare(now time.Time, r *Round) {
 	r.running = append(r.running, c.running...)
 	r.all = append(r.all, c.pending...)
 	if !r.full {
-		in := make(map[int64]bool, len(c.fresh)+len(c.last.reserved)+1)
+		in := make(map[int64]bool, len(c.fresh)+len(c.last.order)+1)
 		add := func(id int64) {
 			if i, ok := c.pendingAt[id]; ok && !in[id] {
 				in[id] = true
@@ -518,10 +578,10 @@ func (c *Cycle) prepare(now time.Time, r *Round) {
 		for id := range c.fresh {
 			add(id)
 		}
-		r.keep = make(map[int64]reservation, len(c.last.reserved))
-		for id, res := range c.last.reserved {
+		r.keep = make(map[int64]reservation, len(c.last.order))
+		for k, id := range c.last.order {
 			if _, ok := c.pendingAt[id]; ok {
-				r.keep[id] = res
+				r.keep[id] = c.last.res[k]
 			}
 			add(id)
 		}
@@ -659,14 +719,9 @@ func (c *Cycle) Commit(r *Round) {
 	if r.full {
 		c.last.fullAt = r.now
 	}
-	if c.last.reserved == nil {
-		c.last.reserved = make(map[int64]reservation, len(p.plan.Reserved))
-	}
-	clear(c.last.reserved)
-	for k, id := range p.plan.Reserved {
-		c.last.reserved[id] = p.reservedOn[k]
-	}
-	c.last.order = slices.Clone(p.plan.Reserved)
+	c.last.order = append(c.last.order[:0], p.plan.Reserved...)
+	c.last.res = append(c.last.res[:0], p.reservedOn...)
+	c.last.reserved = nil
 	c.last.base = r.base
 	c.last.first = 0
 	if len(p.first) > 0 {

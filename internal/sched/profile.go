@@ -82,8 +82,12 @@ func (p *profile) releaseAll() {
 	if len(p.ends) == 0 {
 		return
 	}
-	// Ends at one time add up to one segment whatever their order.
-	slices.SortFunc(p.ends, func(a, b release) int { return a.at.Compare(b.at) })
+	// Ends at one time add up to one segment whatever their order. A
+	// Cycle gives its running runs in the order they end: no sort then.
+	byAt := func(a, b release) int { return a.at.Compare(b.at) }
+	if !slices.IsSortedFunc(p.ends, byAt) {
+		slices.SortFunc(p.ends, byAt)
+	}
 	cur := p.segs[0]
 	for i, r := range p.ends {
 		cur.cpus += r.cpus
