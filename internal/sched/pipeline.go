@@ -53,8 +53,7 @@ type pass struct {
 	// pass dearly).
 	open       []*profile
 	full       int
-	holders    map[string][]int64 // node -> runs holding or reserving on it
-	nodeByName map[string]*Node
+	nodeByName map[string]*Node // only with limits, which count placements by node
 	acct       *accounts  // nil: no limits
 	pre        *preemptor // nil: no QOS may preempt
 	failed     misses
@@ -154,14 +153,9 @@ func (p *pass) reset(s *Snapshot, now time.Time) {
 	}
 	m := &p.mem
 	if m.byName == nil {
-		m.byName, m.holders, m.nodeByName = map[string]*profile{}, map[string][]int64{}, map[string]*Node{}
+		m.byName = map[string]*profile{}
 	}
 	clear(m.byName)
-	clear(m.nodeByName)
-	for k, v := range m.holders {
-		m.holders[k] = v[:0]
-	}
-	p.holders = m.holders
 	p.profiles = m.profiles[:0]
 	for i := range s.Nodes {
 		if !s.Nodes[i].Online {
@@ -179,7 +173,6 @@ func (p *pass) reset(s *Snapshot, now time.Time) {
 		curName string
 		curSet  bool
 		curProf *profile
-		curHS   []int64
 	)
 	for ri := range s.Running {
 		r := &s.Running[ri]
@@ -190,26 +183,23 @@ func (p *pass) reset(s *Snapshot, now time.Time) {
 		for pi := range r.Placements {
 			pl := &r.Placements[pi]
 			if !curSet || pl.Node != curName {
-				if curSet {
-					p.holders[curName] = curHS
-				}
-				curName, curSet, curProf, curHS = pl.Node, true, m.byName[pl.Node], p.holders[pl.Node]
+				curName, curSet, curProf = pl.Node, true, m.byName[pl.Node]
 			}
-			curHS = append(curHS, r.RunID)
-			if !at.IsZero() && curProf != nil {
+			if curProf == nil {
+				continue // an offline node: not in the pass
+			}
+			curProf.holders = append(curProf.holders, r.RunID)
+			if !at.IsZero() {
 				curProf.ends = append(curProf.ends, release{at, pl.CPUs, pl.Memory, pl.GPUs})
 			}
 		}
 	}
-	if curSet {
-		p.holders[curName] = curHS
-	}
 	// Each node's holders sorted and each once: a reservation's blockers
 	// are those of its nodes, sorted.
-	for k, v := range p.holders {
-		if len(v) > 1 {
-			slices.Sort(v)
-			p.holders[k] = slices.Compact(v)
+	for _, pr := range p.profiles {
+		if len(pr.holders) > 1 {
+			slices.Sort(pr.holders)
+			pr.holders = slices.Compact(pr.holders)
 		}
 	}
 	p.open = m.open[:0]
@@ -220,9 +210,15 @@ func (p *pass) reset(s *Snapshot, now time.Time) {
 		}
 	}
 	m.open = p.open
-	p.nodeByName = m.nodeByName
-	for i := range s.Nodes {
-		p.nodeByName[s.Nodes[i].Name] = &s.Nodes[i]
+	if len(s.Limits) > 0 {
+		if m.nodeByName == nil {
+			m.nodeByName = map[string]*Node{}
+		}
+		clear(m.nodeByName)
+		p.nodeByName = m.nodeByName
+		for i := range s.Nodes {
+			p.nodeByName[s.Nodes[i].Name] = &s.Nodes[i]
+		}
 	}
 	p.acct = newAccounts(s, p.nodeByName)
 	p.pre = newPreemptor(s, now, p.profiles)
@@ -239,7 +235,6 @@ type passMemory struct {
 	profiles   []*profile
 	open       []*profile
 	byName     map[string]*profile
-	holders    map[string][]int64
 	nodeByName map[string]*Node
 	stages     []stage
 	key        []int64
@@ -268,13 +263,12 @@ func (m *passMemory) profile(i int) *profile {
 	return m.pool[i]
 }
 
-// hold records that run id holds or reserves resources on node, keeping
-// the node's holders sorted and each once.
-func (p *pass) hold(node string, id int64) {
-	hs := p.holders[node]
-	i, found := slices.BinarySearch(hs, id)
+// hold records that run id holds or reserves resources on pr's node,
+// keeping its holders sorted and each once.
+func (pr *profile) hold(id int64) {
+	i, found := slices.BinarySearch(pr.holders, id)
 	if !found {
-		p.holders[node] = slices.Insert(hs, i, id)
+		pr.holders = slices.Insert(pr.holders, i, id)
 	}
 }
 
@@ -363,7 +357,7 @@ func (p *pass) startNow(pd *Pending) bool {
 	}
 	p.plan.Starts = append(p.plan.Starts, st)
 	for _, pk := range picks {
-		p.hold(pk.p.node.Name, pd.RunID)
+		pk.p.hold(pd.RunID)
 	}
 	if p.acct != nil {
 		p.acct.charge(keysOf(pd.User, pd.Project, pd.QOS, pd.Array), startTRES(st, p.nodeByName), 1)
@@ -442,10 +436,10 @@ func (p *pass) reserve(pd *Pending) bool {
 	p.plan.Reserved = append(p.plan.Reserved, pd.RunID)
 	var by []int64
 	if len(picks) == 1 {
-		by = p.ids(p.holders[picks[0].p.node.Name]) // sorted, each once
+		by = p.ids(picks[0].p.holders) // sorted, each once
 	} else {
 		for _, pk := range picks {
-			by = append(by, p.holders[pk.p.node.Name]...)
+			by = append(by, pk.p.holders...)
 		}
 		slices.Sort(by)
 		by = slices.Compact(by)
@@ -453,7 +447,7 @@ func (p *pass) reserve(pd *Pending) bool {
 	p.plan.BlockedBy[pd.RunID] = by
 	for _, pk := range picks {
 		pk.p.take(at, end(at, pd.Limit), pk.req.CPUs, pk.req.Memory, pk.gpus)
-		p.hold(pk.p.node.Name, pd.RunID)
+		pk.p.hold(pd.RunID)
 	}
 	if p.record {
 		res := reservation{at: at, node: picks[0].p.node.Name}

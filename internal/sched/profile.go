@@ -16,6 +16,9 @@ type profile struct {
 	node *Node
 	segs []segment // segs[0].at is the pass's now
 	ends []release // what running runs give back, before releaseAll
+	// holders are the runs holding or reserving resources on the node in
+	// this pass, sorted, each once: a reservation's blockers.
+	holders []int64
 }
 
 // release is resources given back at a time.
@@ -49,6 +52,7 @@ func (p *profile) reset(n *Node, now time.Time) {
 	p.node = n
 	p.segs = append(p.segs[:0], segment{at: now, cpus: n.FreeCPUs, mem: n.FreeMemory, gpus: free})
 	p.ends = p.ends[:0]
+	p.holders = p.holders[:0]
 }
 
 // split makes t the start of a segment (t after segs[0].at) and returns its index.
