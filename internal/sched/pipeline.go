@@ -446,7 +446,11 @@ func (p *pass) reserve(pd *Pending) bool {
 	}
 	p.plan.BlockedBy[pd.RunID] = by
 	for _, pk := range picks {
-		pk.p.take(at, end(at, pd.Limit), pk.req.CPUs, pk.req.Memory, pk.gpus)
+		if pk.span {
+			pk.p.takeSpan(pk.si, pk.sj, end(at, pd.Limit), pk.req.CPUs, pk.req.Memory, pk.gpus)
+		} else {
+			pk.p.take(at, end(at, pd.Limit), pk.req.CPUs, pk.req.Memory, pk.gpus)
+		}
 		pk.p.hold(pd.RunID)
 	}
 	if p.record {

@@ -10,6 +10,11 @@ type pick struct {
 	p    *profile
 	req  Request // what the job takes there (whole blocks, whole node)
 	gpus []int
+	// span, when set, are the segments the interval covers, as the search
+	// that found it walked them: from segs[i] up to segs[j] (the first at
+	// or after its end), so taking it needs no search.
+	span   bool
+	si, sj int
 }
 
 // placeAt finds distinct nodes for every job of pd over [at, at+limit): the
@@ -109,11 +114,11 @@ func earliest(profiles []*profile, now time.Time, pd *Pending, topo *Topology) (
 func earliestInto(buf []pick, profiles []*profile, now time.Time, pd *Pending, topo *Topology) (time.Time, []pick, bool) {
 	if len(profiles) == 1 && len(pd.Groups) == 0 && pd.Nodes <= 1 && pd.Request.GPU.Count == 0 &&
 		!pd.Request.Exclusive && profiles[0].node.Blocks <= 1 {
-		at, ok := earliestOnOne(profiles[0], now, pd)
+		at, i, j, ok := earliestOnOne(profiles[0], now, pd)
 		if !ok {
 			return time.Time{}, nil, false
 		}
-		return at, append(buf[:0], pick{p: profiles[0], req: pd.Request}), true
+		return at, append(buf[:0], pick{p: profiles[0], req: pd.Request, span: true, si: i, sj: j}), true
 	}
 	if len(pd.Groups) == 0 && pd.Nodes <= 1 {
 		return earliestOneJob(profiles, now, pd)
@@ -146,10 +151,11 @@ func earliestInto(buf []pick, profiles []*profile, now time.Time, pd *Pending, t
 // conservative backfill every waiting run asks, and each reservation
 // lengthens the profile: asked start by start, a long queue costs the
 // square of its length at every pass.
-func earliestOnOne(p *profile, now time.Time, pd *Pending) (time.Time, bool) {
+// It also returns the segments the interval covers (see pick.span).
+func earliestOnOne(p *profile, now time.Time, pd *Pending) (time.Time, int, int, bool) {
 	r := &pd.Request
 	if !r.inFleet(p.node) {
-		return time.Time{}, false
+		return time.Time{}, 0, 0, false
 	}
 	for i := 0; i < len(p.segs); {
 		from := p.segs[i].at
@@ -158,8 +164,8 @@ func earliestOnOne(p *profile, now time.Time, pd *Pending) (time.Time, bool) {
 			continue
 		}
 		to := end(from, pd.Limit)
-		bad := -1
-		for j := i; j < len(p.segs); j++ {
+		bad, j := -1, i
+		for ; j < len(p.segs); j++ {
 			s := &p.segs[j]
 			if !to.IsZero() && !s.at.Before(to) {
 				break
@@ -170,11 +176,11 @@ func earliestOnOne(p *profile, now time.Time, pd *Pending) (time.Time, bool) {
 			}
 		}
 		if bad < 0 {
-			return from, true
+			return from, i, j, true
 		}
 		i = bad + 1
 	}
-	return time.Time{}, false
+	return time.Time{}, 0, 0, false
 }
 
 // earliestOneJob is earliest for a run of one job: if the job fits on a

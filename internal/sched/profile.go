@@ -121,6 +121,25 @@ func (p *profile) take(from, to time.Time, cpus int, mem Bytes, gpus []int) {
 	}
 }
 
+// takeSpan is take over [segs[i].at, to), the segments up to j (the first
+// starting at or after to, or all) as a walk found them: no search.
+func (p *profile) takeSpan(i, j int, to time.Time, cpus int, mem Bytes, gpus []int) {
+	end := len(p.segs)
+	if !to.IsZero() {
+		if j == len(p.segs) || !p.segs[j].at.Equal(to) {
+			prev := p.segs[j-1]
+			p.segs = slices.Insert(p.segs, j, segment{at: to, cpus: prev.cpus, mem: prev.mem, gpus: slices.Clone(prev.gpus)})
+		}
+		end = j
+	}
+	for ; i < end; i++ {
+		s := &p.segs[i]
+		s.cpus -= cpus
+		s.mem -= mem
+		s.gpus = without(s.gpus, gpus)
+	}
+}
+
 // fits tells whether r fits over [from, to) (zero to: for ever) and which
 // GPUs it would take: those free in every segment of the interval.
 func (p *profile) fits(from, to time.Time, r Request) ([]int, bool) {
