@@ -605,7 +605,7 @@ func (c *Cycle) orderBase() *orderBase {
 	if b := c.base; b != nil && b.version == c.usage.version && b.gen == c.cfgGen {
 		return b
 	}
-	b := &orderBase{fair: make(map[Account]float64, len(c.usage.queued)), version: c.usage.version, gen: c.cfgGen}
+	b := &orderBase{fair: make(map[Account]float64, len(c.usage.waiting)), version: c.usage.version, gen: c.cfgGen}
 	for _, q := range c.cfg.QOS {
 		b.maxQOS = max(b.maxQOS, q.Priority)
 	}
@@ -616,8 +616,8 @@ func (c *Cycle) orderBase() *orderBase {
 		b.maxTier = max(b.maxTier, t)
 	}
 	fs := c.usage.fairshare()
-	for a := range c.usage.queued {
-		b.fair[a] = fs.compute(a)
+	for _, w := range c.usage.waiting {
+		b.fair[w.a] = fs.computeWith(w.a, w.usage)
 	}
 	c.base = b
 	return b

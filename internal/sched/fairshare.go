@@ -127,7 +127,10 @@ func (f *fairshare) factor(a Account) float64 {
 	return v
 }
 
-func (f *fairshare) compute(a Account) float64 {
+func (f *fairshare) compute(a Account) float64 { return f.computeWith(a, f.usage[a]) }
+
+// computeWith is a's factor, its usage given.
+func (f *fairshare) computeWith(a Account, usage float64) float64 {
 	if f.total <= 0 {
 		return 1
 	}
@@ -138,7 +141,7 @@ func (f *fairshare) compute(a Account) float64 {
 	}
 	frac := s / float64(p.siblings)
 	norm := float64(p.share) / f.all * frac
-	u := f.usage[a] / f.total
+	u := usage / f.total
 	up := p.usage.value() / f.total
 	ue := u + (up-u)*frac
 	return math.Pow(2, -ue/norm)

@@ -101,13 +101,13 @@ func (p Policy) strategy() strategy {
 	return strategies[EASY]
 }
 
-// agingPoints is what aging adds to a run submitted at submitted, at now,
-// and the hours it has waited (0, 0 without aging or before its submission).
-func (o order) agingPoints(submitted, now time.Time) (points, hours float64) {
-	if o.aging <= 0 || !now.After(submitted) {
+// agingPoints is what aging adds to a run that has waited wait, and the
+// hours it has waited (0, 0 without aging or before its submission).
+func (o order) agingPoints(wait time.Duration) (points, hours float64) {
+	if o.aging <= 0 || wait <= 0 {
 		return 0, 0
 	}
-	hours = now.Sub(submitted).Hours()
+	hours = wait.Hours()
 	return o.aging * hours, hours
 }
 

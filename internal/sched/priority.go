@@ -137,8 +137,9 @@ type orderBase struct {
 func (pr *prioritizer) factors(p *Pending) Factors {
 	w, now := pr.w, pr.now
 	var f Factors
+	wait := now.Sub(p.SubmittedAt)
 	if w.MaxAge > 0 {
-		f.Age = min(float64(now.Sub(p.SubmittedAt))/float64(w.MaxAge), 1)
+		f.Age = min(float64(wait)/float64(w.MaxAge), 1)
 		f.Age = max(f.Age, 0)
 	}
 	f.Fairshare = pr.fs.factor(Account{p.Project, p.User})
@@ -155,11 +156,11 @@ func (pr *prioritizer) factors(p *Pending) Factors {
 		f.Partition = float64(p.Tier) / float64(pr.maxTier)
 	}
 	f.Priority = float64(p.Priority) / 100
-	if wait := now.Sub(p.SubmittedAt); p.Limit > 0 && wait > 0 {
+	if p.Limit > 0 && wait > 0 {
 		f.Expansion = float64(wait) / float64(wait+p.Limit)
 	}
 	f.Nice = p.Nice
-	aging, hours := pr.order.agingPoints(p.SubmittedAt, now)
+	aging, hours := pr.order.agingPoints(wait)
 	f.Wait = hours
 	f.Total = int64(math.Round(float64(w.Age)*f.Age+float64(w.Fairshare)*f.Fairshare+float64(w.Size)*f.Size+
 		float64(w.QOS)*f.QOS+float64(w.Partition)*f.Partition+float64(w.Priority)*f.Priority+float64(w.Expansion)*f.Expansion+aging)) - p.Nice

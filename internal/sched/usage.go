@@ -28,9 +28,11 @@ type usageTree struct {
 	projects map[string]*fsProject // every project that holds shares or a present account
 	names    []string              // projects' names, sorted
 	all      int64                 // the projects' raw shares, summed
-	// queued counts each account's waiting runs: an account without usage
-	// counts among its project's siblings while it has one.
-	queued map[Account]int
+	// waiting are the accounts with waiting runs, counted (an account
+	// without usage counts among its project's siblings while it has one),
+	// each with its usage: a pass needs their factors, and only theirs.
+	waiting []*waitingAccount
+	waitAt  map[Account]*waitingAccount
 	// version counts the changes to what factors are computed from.
 	version uint64
 }
@@ -40,7 +42,7 @@ type usageTree struct {
 const maxGrowth = 512
 
 func newUsageTree(halfLife time.Duration, shares *Shares) *usageTree {
-	t := &usageTree{halfLife: halfLife, u: Usage{}, queued: map[Account]int{}}
+	t := &usageTree{halfLife: halfLife, u: Usage{}, waitAt: map[Account]*waitingAccount{}}
 	t.setShares(shares)
 	return t
 }
@@ -72,10 +74,8 @@ func (t *usageTree) rebuild() {
 	for a := range t.u {
 		count(a)
 	}
-	for a, n := range t.queued {
-		if n > 0 {
-			count(a)
-		}
+	for _, w := range t.waiting {
+		count(w.a)
 	}
 	for p, us := range t.shares.Users {
 		for u := range us {
@@ -121,28 +121,51 @@ func (t *usageTree) present(a Account, sign int64) {
 
 // isPresent tells whether a counts among its project's siblings.
 func (t *usageTree) isPresent(a Account) bool {
-	if _, ok := t.u[a]; ok || t.queued[a] > 0 {
+	if _, ok := t.u[a]; ok || t.waitAt[a] != nil {
 		return true
 	}
 	_, listed := t.shares.Users[a.Project][a.User]
 	return listed
 }
 
+// waitingAccount is an account with waiting runs: how many, and its
+// (scaled) usage.
+type waitingAccount struct {
+	a     Account
+	n     int
+	usage float64
+	at    int // its index in waiting
+}
+
 // queue counts a waiting run of a in (1) or out (-1).
 func (t *usageTree) queue(a Account, sign int) {
+	w := t.waitAt[a]
+	if w != nil {
+		if w.n += sign; w.n > 0 {
+			return // the same accounts wait: nothing else changes
+		}
+		last := len(t.waiting) - 1
+		t.waiting[w.at] = t.waiting[last]
+		t.waiting[w.at].at = w.at
+		t.waiting[last] = nil
+		t.waiting = t.waiting[:last]
+		delete(t.waitAt, a)
+		t.version++
+		if !t.isPresent(a) {
+			t.present(a, -1)
+		}
+		return
+	}
+	if sign <= 0 {
+		return
+	}
 	was := t.isPresent(a)
-	had := t.queued[a] > 0
-	if t.queued[a] += sign; t.queued[a] <= 0 {
-		delete(t.queued, a)
-	}
-	if has := t.queued[a] > 0; has != had {
-		t.version++ // the accounts whose factors a pass needs
-	}
-	switch now := t.isPresent(a); {
-	case now && !was:
+	w = &waitingAccount{a: a, n: sign, usage: t.u[a], at: len(t.waiting)}
+	t.waiting = append(t.waiting, w)
+	t.waitAt[a] = w
+	t.version++
+	if !was {
 		t.present(a, 1)
-	case was && !now:
-		t.present(a, -1)
 	}
 }
 
@@ -159,6 +182,9 @@ func (t *usageTree) add(a Account, v float64, at time.Time) {
 		if k := int(at.Sub(t.base) / t.halfLife); k >= maxGrowth {
 			for a, w := range t.u {
 				t.u[a] = math.Ldexp(w, -k)
+			}
+			for _, w := range t.waiting {
+				w.usage = t.u[w.a]
 			}
 			t.base = t.base.Add(time.Duration(k) * t.halfLife)
 			t.rebuild()
@@ -177,6 +203,9 @@ func (t *usageTree) add(a Account, v float64, at time.Time) {
 		p.usage.sub(old)
 	}
 	p.usage.add(t.u[a])
+	if w := t.waitAt[a]; w != nil {
+		w.usage = t.u[a]
+	}
 }
 
 // usage is the true decayed usage at now.
