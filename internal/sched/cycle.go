@@ -40,6 +40,9 @@ type Cycle struct {
 
 	pending   []*Pending
 	pendingAt map[int64]int
+	// pendAcct[i] is pending[i]'s account in the usage tree: its fairshare
+	// factor, without a lookup.
+	pendAcct []*waitingAccount
 	// Of the waiting runs: how many have each QOS priority and each tier
 	// (the priority factors' scales), and those whose QOS may preempt.
 	qosCount, tierCount map[int]int
@@ -137,8 +140,9 @@ func (c *Cycle) Configure(cfg CycleConfig) {
 		c.usage.setShares(cfg.Shares)
 	}
 	c.usage.halfLife = cfg.HalfLife
-	for _, p := range c.pending {
+	for i, p := range c.pending {
 		c.count(p, 1)
+		c.pendAcct[i] = c.usage.waitAt[Account{p.Project, p.User}]
 	}
 	c.setLimits()
 	c.cfgGen++
@@ -225,11 +229,14 @@ func (c *Cycle) Queue(p Pending) {
 		}
 		c.count(c.pending[i], -1)
 		c.pending[i] = &p
+		c.count(&p, 1)
+		c.pendAcct[i] = c.usage.waitAt[Account{p.Project, p.User}]
 	} else {
 		c.pendingAt[p.RunID] = len(c.pending)
 		c.pending = append(c.pending, &p)
+		c.count(&p, 1)
+		c.pendAcct = append(c.pendAcct, c.usage.waitAt[Account{p.Project, p.User}])
 	}
-	c.count(&p, 1)
 	c.fresh[p.RunID] = c.gen
 }
 
@@ -249,10 +256,10 @@ func (c *Cycle) unqueue(id int64) *Pending {
 	p := c.pending[i]
 	c.count(p, -1)
 	last := len(c.pending) - 1
-	c.pending[i] = c.pending[last]
+	c.pending[i], c.pendAcct[i] = c.pending[last], c.pendAcct[last]
 	c.pendingAt[c.pending[i].RunID] = i
-	c.pending[last] = nil
-	c.pending = c.pending[:last]
+	c.pending[last], c.pendAcct[last] = nil, nil
+	c.pending, c.pendAcct = c.pending[:last], c.pendAcct[:last]
 	delete(c.pendingAt, id)
 	delete(c.fresh, id)
 	return p
@@ -506,7 +513,10 @@ type Round struct {
 	running []*Running // what Compute copies into snap
 	cands   []*Pending // an incremental pass's runs to consider
 	all     []*Pending // every waiting run: a full pass's, or the fallback's
-	base    *orderBase
+	// candFair and allFair are their fairshare factors (under Weights).
+	candFair, allFair []float64
+	base              *orderBase
+	rank              ranking
 	keep    map[int64]reservation // reservations an incremental pass must leave as they were
 	first   int64                 // the last pass's first waiting run, if it still waits: it must still wait
 	pass    *pass
@@ -532,8 +542,8 @@ func (c *Cycle) Prepare(now time.Time) *Round {
 }
 
 func (c *Cycle) prepare(now time.Time, r *Round) {
-	*r = Round{running: r.running[:0], cands: r.cands[:0], all: r.all[:0], snap: Snapshot{Nodes: r.snap.Nodes[:0],
-		Running: r.snap.Running[:0], Pending: r.snap.Pending[:0]}, reuse: r.reuse}
+	*r = Round{running: r.running[:0], cands: r.cands[:0], all: r.all[:0], candFair: r.candFair[:0], allFair: r.allFair[:0],
+		snap: Snapshot{Nodes: r.snap.Nodes[:0], Running: r.snap.Running[:0], Pending: r.snap.Pending[:0]}, reuse: r.reuse}
 	r.now, r.gen = now, c.gen
 	// The order moves with time under multifactor priority (age,
 	// expansion factor, aging).
@@ -567,12 +577,21 @@ func (c *Cycle) prepare(now time.Time, r *Round) {
 	r.snap = snap
 	r.running = append(r.running, c.running...)
 	r.all = append(r.all, c.pending...)
+	weights := c.cfg.Weights != nil
+	if weights {
+		for _, w := range c.pendAcct {
+			r.allFair = append(r.allFair, w.factor)
+		}
+	}
 	if !r.full {
 		in := make(map[int64]bool, len(c.fresh)+len(c.last.order)+1)
 		add := func(id int64) {
 			if i, ok := c.pendingAt[id]; ok && !in[id] {
 				in[id] = true
 				r.cands = append(r.cands, c.pending[i])
+				if weights {
+					r.candFair = append(r.candFair, c.pendAcct[i].factor)
+				}
 			}
 		}
 		for id := range c.fresh {
@@ -605,7 +624,7 @@ func (c *Cycle) orderBase() *orderBase {
 	if b := c.base; b != nil && b.version == c.usage.version && b.gen == c.cfgGen {
 		return b
 	}
-	b := &orderBase{fair: make(map[Account]float64, len(c.usage.waiting)), version: c.usage.version, gen: c.cfgGen}
+	b := &orderBase{fair: make([]accountFactor, 0, len(c.usage.waiting)), version: c.usage.version, gen: c.cfgGen}
 	for _, q := range c.cfg.QOS {
 		b.maxQOS = max(b.maxQOS, q.Priority)
 	}
@@ -617,14 +636,16 @@ func (c *Cycle) orderBase() *orderBase {
 	}
 	fs := c.usage.fairshare()
 	for _, w := range c.usage.waiting {
-		b.fair[w.a] = fs.computeWith(w.a, w.usage)
+		w.factor = fs.computeWith(w.a, w.usage)
+		b.fair = append(b.fair, accountFactor{w, w.factor})
 	}
 	c.base = b
 	return b
 }
 
 // ranksAs tells whether every run of an account in was gets the same
-// factors under b as under was.
+// factors under b as under was. b must be the base computed last (its
+// factors are the accounts' own).
 func (b *orderBase) ranksAs(was *orderBase) bool {
 	if b == was {
 		return true
@@ -632,12 +653,18 @@ func (b *orderBase) ranksAs(was *orderBase) bool {
 	if was == nil || b.maxQOS != was.maxQOS || b.maxTier != was.maxTier {
 		return false
 	}
-	for a, v := range was.fair {
-		if w, ok := b.fair[a]; ok && w != v {
-			return false
+	for _, e := range was.fair {
+		if e.w.n > 0 && e.w.factor != e.factor {
+			return false // an account that still waits (gone ones: n is 0)
 		}
 	}
 	return true
+}
+
+// accountFactor is an account's fairshare factor in one base.
+type accountFactor struct {
+	w      *waitingAccount
+	factor float64
 }
 
 // Full tells whether the round is a full pass, and why ("" when it is
@@ -648,22 +675,34 @@ func (r *Round) Full() (bool, string) { return r.full, r.why }
 // runs as Prepare chose them. It reads nothing of the Cycle.
 func (r *Round) Compute() Plan {
 	if !r.full {
-		r.fill(r.cands)
-		p := schedule(r.reuse, &r.snap, r.now, r.base, true)
+		r.fill(r.cands, r.candFair)
+		p := schedule(r.reuse, &r.snap, r.now, r.ranking(), true)
 		if r.same(p) {
 			r.pass = p
 			return p.plan
 		}
 		r.full, r.why = true, "a reservation moved"
 	}
-	r.fill(r.all)
-	r.pass = schedule(r.reuse, &r.snap, r.now, r.base, true)
+	r.fill(r.all, r.allFair)
+	r.pass = schedule(r.reuse, &r.snap, r.now, r.ranking(), true)
 	return r.pass.plan
 }
 
-// fill copies the round's running runs and the given waiting runs into
-// its snapshot.
-func (r *Round) fill(pending []*Pending) {
+// ranking is what the round gives the pass of its runs' priority factors:
+// nil without Weights.
+func (r *Round) ranking() *ranking {
+	if r.base == nil {
+		return nil
+	}
+	return &r.rank
+}
+
+// fill copies the round's running runs and the given waiting runs, with
+// their fairshare factors, into its snapshot.
+func (r *Round) fill(pending []*Pending, fair []float64) {
+	if r.base != nil {
+		r.rank = ranking{maxQOS: r.base.maxQOS, maxTier: r.base.maxTier, fairAt: fair}
+	}
 	r.snap.Running = r.snap.Running[:0]
 	for _, x := range r.running {
 		r.snap.Running = append(r.snap.Running, *x)

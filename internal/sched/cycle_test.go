@@ -225,9 +225,9 @@ func TestCycleFairshareIsRebuilt(t *testing.T) {
 			snap := w.c.Snapshot(w.now)
 			base := w.c.orderBase()
 			fs := newFairshare(&snap)
-			for a, got := range base.fair {
-				if want := fs.factor(a); got != want {
-					t.Fatalf("seed %d: %v: factor %v, rebuilt %v", seed, a, got, want)
+			for _, e := range base.fair {
+				if want := fs.factor(e.w.a); e.factor != want {
+					t.Fatalf("seed %d: %v: factor %v, rebuilt %v", seed, e.w.a, e.factor, want)
 				}
 			}
 		}

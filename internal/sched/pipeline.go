@@ -23,7 +23,7 @@ func Schedule(s Snapshot, now time.Time) Plan {
 // of it), and reads what the pass records of its reservations; Schedule
 // gives none, and the factors come from the snapshot. p, when not nil, is
 // an earlier pass whose memory this one reuses.
-func schedule(p *pass, s *Snapshot, now time.Time, base *orderBase, record bool) *pass {
+func schedule(p *pass, s *Snapshot, now time.Time, base *ranking, record bool) *pass {
 	if p == nil {
 		p = &pass{}
 	}
@@ -54,8 +54,8 @@ type pass struct {
 	open       []*profile
 	full       int
 	nodeByName map[string]*Node // only with limits, which count placements by node
-	acct       *accounts  // nil: no limits
-	pre        *preemptor // nil: no QOS may preempt
+	acct       *accounts        // nil: no limits
+	pre        *preemptor       // nil: no QOS may preempt
 	failed     misses
 
 	k       int     // the run's place in the order
@@ -138,9 +138,10 @@ func (p *pass) reset(s *Snapshot, now time.Time) {
 	} else {
 		p.mem.arena = nil // the last plan's blockers are in it
 	}
-	if mem.reusePlan && plan.Reasons != nil && len(plan.Reasons) <= 2*len(s.Pending)+64 {
+	p.mem.planSize = max(p.mem.planSize, len(plan.Reasons))
+	if mem.reusePlan && plan.Reasons != nil && p.mem.planSize <= 2*len(s.Pending)+16 {
 		// The last pass's plan has been read: its maps serve again (unless
-		// a long queue grew them: clearing costs what they hold room for).
+		// a longer queue grew them: clearing costs what they hold room for).
 		clear(plan.Reasons)
 		clear(plan.Estimates)
 		clear(plan.BlockedBy)
@@ -150,6 +151,7 @@ func (p *pass) reset(s *Snapshot, now time.Time) {
 		// maps do not grow pass after pass.
 		p.plan = Plan{Reasons: make(map[int64]string, len(s.Pending)), Estimates: make(map[int64]time.Time, min(len(s.Pending), 16)),
 			BlockedBy: make(map[int64][]int64, len(s.Pending))}
+		p.mem.planSize = 0
 	}
 	m := &p.mem
 	if m.byName == nil {
@@ -229,8 +231,10 @@ func (p *pass) reset(s *Snapshot, now time.Time) {
 // passMemory is what a pass keeps for the next one to reuse.
 type passMemory struct {
 	// reusePlan: the next pass may reuse this one's plan (Cycle.Pass, whose
-	// caller reads a plan before it asks for the next).
+	// caller reads a plan before it asks for the next); planSize is the
+	// most entries its maps have held.
 	reusePlan  bool
+	planSize   int
 	pool       []*profile
 	profiles   []*profile
 	open       []*profile

@@ -95,10 +95,11 @@ type prioritizer struct {
 	totalCPUs       int
 	maxQOS, maxTier int
 	fs              *fairshare
-	order           order // the policy's aging
+	fairAt          []float64 // each pending run's fairshare, from a Cycle (fs is nil then)
+	order           order     // the policy's aging
 }
 
-func newPrioritizer(s *Snapshot, now time.Time, base *orderBase) *prioritizer {
+func newPrioritizer(s *Snapshot, now time.Time, base *ranking) *prioritizer {
 	pr := &prioritizer{s: s, w: s.Weights, now: now, order: s.Policy.strategy().order}
 	if pr.w == nil {
 		pr.w = &DefaultWeights
@@ -107,8 +108,7 @@ func newPrioritizer(s *Snapshot, now time.Time, base *orderBase) *prioritizer {
 		pr.totalCPUs += s.Nodes[i].CPUs
 	}
 	if base != nil {
-		pr.maxQOS, pr.maxTier = base.maxQOS, base.maxTier
-		pr.fs = &fairshare{memo: base.fair}
+		pr.maxQOS, pr.maxTier, pr.fairAt = base.maxQOS, base.maxTier, base.fairAt
 		return pr
 	}
 	for _, q := range s.QOS {
@@ -127,14 +127,26 @@ func newPrioritizer(s *Snapshot, now time.Time, base *orderBase) *prioritizer {
 // fairshare factor of every account with a waiting run.
 type orderBase struct {
 	maxQOS, maxTier int
-	fair            map[Account]float64
+	fair            []accountFactor
 	// version and gen are the Cycle's usage tree's and policy's when it
 	// was computed.
 	version, gen uint64
 }
 
+// ranking is what a Cycle gives a pass of its runs' priority factors,
+// computed over its whole queue (the snapshot may hold only part of it):
+// the largest QOS priority and tier, and each pending run's fairshare
+// factor (fairAt[i] is Pending[i]'s).
+type ranking struct {
+	maxQOS, maxTier int
+	fairAt          []float64
+}
+
 // factors is one run's priority, factor by factor.
-func (pr *prioritizer) factors(p *Pending) Factors {
+func (pr *prioritizer) factors(p *Pending) Factors { return pr.factorsAt(p, -1) }
+
+// factorsAt is factors of Pending[i] (i < 0: unknown).
+func (pr *prioritizer) factorsAt(p *Pending, i int) Factors {
 	w, now := pr.w, pr.now
 	var f Factors
 	wait := now.Sub(p.SubmittedAt)
@@ -142,7 +154,11 @@ func (pr *prioritizer) factors(p *Pending) Factors {
 		f.Age = min(float64(wait)/float64(w.MaxAge), 1)
 		f.Age = max(f.Age, 0)
 	}
-	f.Fairshare = pr.fs.factor(Account{p.Project, p.User})
+	if pr.fairAt != nil && i >= 0 {
+		f.Fairshare = pr.fairAt[i]
+	} else {
+		f.Fairshare = pr.fs.factor(Account{p.Project, p.User})
+	}
 	if pr.totalCPUs > 0 {
 		f.Size = min(float64(p.Request.CPUs*max(p.Nodes, 1))/float64(pr.totalCPUs), 1)
 		if w.FavorSmall {
@@ -178,14 +194,14 @@ func priorityOrder(s Snapshot, now time.Time) []int { return orderOf(&s, now, ni
 
 // orderOf is priorityOrder, with the priority factors' base a Cycle gives,
 // in the memory of an earlier pass.
-func orderOf(s *Snapshot, now time.Time, base *orderBase, mem *passMemory) []int {
+func orderOf(s *Snapshot, now time.Time, base *ranking, mem *passMemory) []int {
 	pending := s.Pending
 	key := slices.Grow(mem.key[:0], len(pending))[:len(pending)]
 	mem.key = key
 	if s.Weights != nil && len(pending) > 1 { // one run needs no ranking, and the factors cost a walk over all usage
 		pr := newPrioritizer(s, now, base)
 		for i := range pending {
-			key[i] = pr.factors(&pending[i]).Total
+			key[i] = pr.factorsAt(&pending[i], i).Total
 		}
 	} else {
 		for i, p := range pending {

@@ -131,10 +131,11 @@ func (t *usageTree) isPresent(a Account) bool {
 // waitingAccount is an account with waiting runs: how many, and its
 // (scaled) usage.
 type waitingAccount struct {
-	a     Account
-	n     int
-	usage float64
-	at    int // its index in waiting
+	a      Account
+	n      int
+	usage  float64
+	at     int     // its index in waiting
+	factor float64 // its fairshare factor, as the Cycle computed it last
 }
 
 // queue counts a waiting run of a in (1) or out (-1).
@@ -144,6 +145,7 @@ func (t *usageTree) queue(a Account, sign int) {
 		if w.n += sign; w.n > 0 {
 			return // the same accounts wait: nothing else changes
 		}
+		w.n = 0 // gone: a base that named it no longer does
 		last := len(t.waiting) - 1
 		t.waiting[w.at] = t.waiting[last]
 		t.waiting[w.at].at = w.at
