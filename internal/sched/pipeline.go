@@ -18,11 +18,12 @@ func Schedule(s Snapshot, now time.Time) Plan {
 	return schedule(nil, &s, now, nil, false).plan
 }
 
-// schedule is one pass. A Cycle gives the base of the runs' priority
-// factors, computed over its whole queue (the snapshot may hold only part
-// of it), and reads what the pass records of its reservations; Schedule
-// gives none, and the factors come from the snapshot. p, when not nil, is
-// an earlier pass whose memory this one reuses.
+// schedule is one pass: the order, then each run down the stages. A Cycle
+// gives its ranking (the priority factors' scales and each run's
+// fairshare, over its whole queue: the snapshot may hold only part of it)
+// and reads what the pass records of its reservations; Schedule gives
+// none, and the factors come from the snapshot. p, when not nil, is an
+// earlier pass whose memory this one reuses.
 func schedule(p *pass, s *Snapshot, now time.Time, base *ranking, record bool) *pass {
 	if p == nil {
 		p = &pass{}
@@ -118,18 +119,11 @@ func newStages(p *pass, stages []stage) []stage {
 	return append(stages, stage{"wait", (*pass).wait}, stage{"reserve", (*pass).reserve})
 }
 
-// newPass builds the profiles of the online nodes from what running runs
-// hold and give back, and the pass's stages.
-func newPass(s *Snapshot, now time.Time) *pass {
-	p := &pass{}
-	p.reset(s, now)
-	return p
-}
-
-// reset readies p for a pass over s at now. It keeps the memory an earlier
-// pass allocated (its profiles, lists and maps): a Cycle's passes, one
-// after another, reuse one pass, and a simulator makes hundreds of
-// thousands of them.
+// reset readies p for a pass over s at now: the profiles of the online
+// nodes, built from what running runs hold and give back, and the stages.
+// It keeps the memory an earlier pass allocated (its profiles, lists and
+// maps): a Cycle's passes, one after another, reuse one pass, and a
+// simulator makes hundreds of thousands of them.
 func (p *pass) reset(s *Snapshot, now time.Time) {
 	mem, plan := p.mem, p.plan
 	*p = pass{s: s, now: now, strategy: s.Policy.strategy(), mem: mem, reservedOn: p.reservedOn[:0]}
