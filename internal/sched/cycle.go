@@ -517,9 +517,9 @@ type Round struct {
 	candFair, allFair []float64
 	base              *orderBase
 	rank              ranking
-	keep    map[int64]reservation // reservations an incremental pass must leave as they were
-	first   int64                 // the last pass's first waiting run, if it still waits: it must still wait
-	pass    *pass
+	keep              map[int64]reservation // reservations an incremental pass must leave as they were
+	first             int64                 // the last pass's first waiting run, if it still waits: it must still wait
+	pass              *pass
 	// reuse is a pass whose memory Compute reuses (Pass's round).
 	reuse *pass
 }
