@@ -25,8 +25,8 @@ import (
 func newSimCmd() *cobra.Command {
 	var (
 		trace, policy, db, scenarioFile, workload string
-		procs, maxJobs, repeat          int
-		asJSON, history                 bool
+		procs, maxJobs, repeat                    int
+		asJSON, history                           bool
 	)
 	cmd := &cobra.Command{
 		Use:   "sim --trace FILE.swf[.gz] | --history | --workload FILE.json | --scenario FILE",
