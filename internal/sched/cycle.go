@@ -88,6 +88,10 @@ type CycleConfig struct {
 	// reservation since is not tried) until the next full pass; the server
 	// may want that over a full pass after every submission.
 	Drift time.Duration
+	// StartsOnly: plans hold the starts, the preemptions and the runs
+	// that reserve (Reserved), no reasons, estimates or blockers — for a
+	// caller that reads nothing else (the simulator), a pass costs less.
+	StartsOnly bool
 }
 
 // lastPass is what the last committed pass left.
@@ -522,6 +526,7 @@ type Round struct {
 	pass              *pass
 	// reuse is a pass whose memory Compute reuses (Pass's round).
 	reuse *pass
+	plain bool // CycleConfig.StartsOnly
 }
 
 // Prepare copies what a pass at now needs. The pass is incremental when
@@ -544,7 +549,7 @@ func (c *Cycle) Prepare(now time.Time) *Round {
 func (c *Cycle) prepare(now time.Time, r *Round) {
 	*r = Round{running: r.running[:0], cands: r.cands[:0], all: r.all[:0], candFair: r.candFair[:0], allFair: r.allFair[:0],
 		snap: Snapshot{Nodes: r.snap.Nodes[:0], Running: r.snap.Running[:0], Pending: r.snap.Pending[:0]}, reuse: r.reuse}
-	r.now, r.gen = now, c.gen
+	r.now, r.gen, r.plain = now, c.gen, c.cfg.StartsOnly
 	// The order moves with time under multifactor priority (age,
 	// expansion factor, aging).
 	timed := c.cfg.Weights != nil
@@ -676,7 +681,7 @@ func (r *Round) Full() (bool, string) { return r.full, r.why }
 func (r *Round) Compute() Plan {
 	if !r.full {
 		r.fill(r.cands, r.candFair)
-		p := schedule(r.reuse, &r.snap, r.now, r.ranking(), true)
+		p := schedule(r.reuse, &r.snap, r.now, r.ranking(), r.options())
 		if r.same(p) {
 			r.pass = p
 			return p.plan
@@ -684,8 +689,13 @@ func (r *Round) Compute() Plan {
 		r.full, r.why = true, "a reservation moved"
 	}
 	r.fill(r.all, r.allFair)
-	r.pass = schedule(r.reuse, &r.snap, r.now, r.ranking(), true)
+	r.pass = schedule(r.reuse, &r.snap, r.now, r.ranking(), r.options())
 	return r.pass.plan
+}
+
+// options are what the round asks of its pass.
+func (r *Round) options() passOptions {
+	return passOptions{record: true, plain: r.plain, track: r.first}
 }
 
 // ranking is what the round gives the pass of its runs' priority factors:
@@ -718,10 +728,8 @@ func (r *Round) fill(pending []*Pending, fair []float64) {
 // may have put it behind a limit): then no run it did not consider could
 // do otherwise than it did in the last pass (README.md).
 func (r *Round) same(p *pass) bool {
-	if r.first != 0 {
-		if why := p.plan.Reasons[r.first]; why != ReasonResources && why != ReasonPriority {
-			return false
-		}
+	if r.first != 0 && !p.trackWaited {
+		return false
 	}
 	kept := 0
 	for k, id := range p.plan.Reserved {

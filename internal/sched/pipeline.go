@@ -15,7 +15,14 @@ import (
 // every one; Berth: the first 16), which later runs then cannot use; under
 // FCFS nothing starts after the first that waits.
 func Schedule(s Snapshot, now time.Time) Plan {
-	return schedule(nil, &s, now, nil, false).plan
+	return schedule(nil, &s, now, nil, passOptions{}).plan
+}
+
+// passOptions are what a Cycle asks of a pass beyond Schedule's: record
+// where reservations are, a plain plan, whether run track waited.
+type passOptions struct {
+	record, plain bool
+	track         int64
 }
 
 // schedule is one pass: the order, then each run down the stages. A Cycle
@@ -24,12 +31,13 @@ func Schedule(s Snapshot, now time.Time) Plan {
 // and reads what the pass records of its reservations; Schedule gives
 // none, and the factors come from the snapshot. p, when not nil, is an
 // earlier pass whose memory this one reuses.
-func schedule(p *pass, s *Snapshot, now time.Time, base *ranking, record bool) *pass {
+func schedule(p *pass, s *Snapshot, now time.Time, base *ranking, opt passOptions) *pass {
 	if p == nil {
 		p = &pass{}
 	}
+	p.plain = opt.plain
 	p.reset(s, now)
-	p.record = record
+	p.record, p.track = opt.record, opt.track
 	for k, i := range orderOf(s, now, base, &p.mem) {
 		p.k = k
 		p.consider(&s.Pending[i])
@@ -70,6 +78,13 @@ type pass struct {
 	// (reservedOn[k] is Reserved[k]'s).
 	record     bool
 	reservedOn []reservation
+	// plain: the plan holds starts, preemptions and reservations, no
+	// reasons, estimates or blockers (CycleConfig.StartsOnly). trackWaited
+	// tells whether run track reached the wait stage, which a Cycle asks
+	// of the last pass's first waiting run.
+	plain       bool
+	track       int64
+	trackWaited bool
 
 	mem passMemory
 }
@@ -125,15 +140,20 @@ func newStages(p *pass, stages []stage) []stage {
 // maps): a Cycle's passes, one after another, reuse one pass, and a
 // simulator makes hundreds of thousands of them.
 func (p *pass) reset(s *Snapshot, now time.Time) {
-	mem, plan := p.mem, p.plan
-	*p = pass{s: s, now: now, strategy: s.Policy.strategy(), mem: mem, reservedOn: p.reservedOn[:0]}
+	mem, plan, plain := p.mem, p.plan, p.plain
+	*p = pass{s: s, now: now, strategy: s.Policy.strategy(), mem: mem, reservedOn: p.reservedOn[:0], plain: plain}
 	if mem.reusePlan {
 		p.mem.arena = p.mem.arena[:0]
 	} else {
 		p.mem.arena = nil // the last plan's blockers are in it
 	}
 	p.mem.planSize = max(p.mem.planSize, len(plan.Reasons))
-	if mem.reusePlan && plan.Reasons != nil && p.mem.planSize <= 2*len(s.Pending)+16 {
+	if plain {
+		p.plan = Plan{Starts: plan.Starts[:0]}
+		if !mem.reusePlan {
+			p.plan.Starts = nil
+		}
+	} else if mem.reusePlan && plan.Reasons != nil && p.mem.planSize <= 2*len(s.Pending)+16 {
 		// The last pass's plan has been read: its maps serve again (unless
 		// a longer queue grew them: clearing costs what they hold room for).
 		clear(plan.Reasons)
@@ -184,7 +204,9 @@ func (p *pass) reset(s *Snapshot, now time.Time) {
 			if curProf == nil {
 				continue // an offline node: not in the pass
 			}
-			curProf.holders = append(curProf.holders, r.RunID)
+			if !plain {
+				curProf.holders = append(curProf.holders, r.RunID)
+			}
 			if !at.IsZero() {
 				curProf.ends = append(curProf.ends, release{at, pl.CPUs, pl.Memory, pl.GPUs})
 			}
@@ -286,8 +308,8 @@ func (p *pass) beyondDepth(pd *Pending) bool {
 	if p.k < p.s.Depth {
 		return false
 	}
-	p.plan.Reasons[pd.RunID] = ReasonPriority
-	p.plan.BlockedBy[pd.RunID] = p.first
+	p.reason(pd.RunID, ReasonPriority)
+	p.blocked(pd.RunID, p.first)
 	return true
 }
 
@@ -296,7 +318,7 @@ func (p *pass) held(pd *Pending) bool {
 	if pd.Hold == "" {
 		return false
 	}
-	p.plan.Reasons[pd.RunID] = pd.Hold
+	p.reason(pd.RunID, pd.Hold)
 	return true
 }
 
@@ -305,7 +327,7 @@ func (p *pass) neverFits(pd *Pending) bool {
 	if len(pd.Groups) > 0 && fitsGroups(p.s.Nodes, pd.Groups) || len(pd.Groups) == 0 && Fits(p.s.Nodes, pd.Request, pd.Nodes, false) {
 		return false
 	}
-	p.plan.Reasons[pd.RunID] = ReasonNoNode
+	p.reason(pd.RunID, ReasonNoNode)
 	return true
 }
 
@@ -316,7 +338,7 @@ func (p *pass) limited(pd *Pending) bool {
 	if why == "" {
 		return false
 	}
-	p.plan.Reasons[pd.RunID] = why
+	p.reason(pd.RunID, why)
 	return true
 }
 
@@ -325,8 +347,11 @@ func (p *pass) behindBlocked(pd *Pending) bool {
 	if !p.waiting {
 		return false
 	}
-	p.plan.Reasons[pd.RunID] = ReasonPriority
-	p.plan.BlockedBy[pd.RunID] = p.first
+	if pd.RunID == p.track {
+		p.trackWaited = true
+	}
+	p.reason(pd.RunID, ReasonPriority)
+	p.blocked(pd.RunID, p.first)
 	return true
 }
 
@@ -354,8 +379,10 @@ func (p *pass) startNow(pd *Pending) bool {
 			CPUs: pk.req.CPUs, Memory: pk.req.Memory, GPUs: pk.gpus})
 	}
 	p.plan.Starts = append(p.plan.Starts, st)
-	for _, pk := range picks {
-		pk.p.hold(pd.RunID)
+	if !p.plain {
+		for _, pk := range picks {
+			pk.p.hold(pd.RunID)
+		}
 	}
 	if p.acct != nil {
 		p.acct.charge(keysOf(pd.User, pd.Project, pd.QOS, pd.Array), startTRES(st, p.nodeByName), 1)
@@ -393,22 +420,39 @@ func (p *pass) preempt(pd *Pending) bool {
 		p.plan.Preemptions = append(p.plan.Preemptions, Preemption{Victim: v.RunID, By: pd.RunID, Mode: mode})
 	}
 	slices.Sort(by)
-	p.plan.BlockedBy[pd.RunID] = by
+	p.blocked(pd.RunID, by)
 	p.preempting = true
 	return false
+}
+
+// reason and blocked record why a run waits and behind whom, unless the
+// pass is plain (a Cycle's, for a caller that reads only starts).
+func (p *pass) reason(id int64, why string) {
+	if !p.plain {
+		p.plan.Reasons[id] = why
+	}
+}
+
+func (p *pass) blocked(id int64, by []int64) {
+	if !p.plain {
+		p.plan.BlockedBy[id] = by
+	}
 }
 
 // wait gives a run that does not start its reason: Resources for the first
 // that waits, Priority behind it.
 func (p *pass) wait(pd *Pending) bool {
 	p.firstWaiting = !p.waiting
+	if pd.RunID == p.track {
+		p.trackWaited = true
+	}
 	if p.firstWaiting {
-		p.plan.Reasons[pd.RunID] = ReasonResources
+		p.reason(pd.RunID, ReasonResources)
 		p.first = []int64{pd.RunID}
 	} else {
-		p.plan.Reasons[pd.RunID] = ReasonPriority
+		p.reason(pd.RunID, ReasonPriority)
 		if !p.preempting {
-			p.plan.BlockedBy[pd.RunID] = p.first
+			p.blocked(pd.RunID, p.first)
 		}
 	}
 	p.waiting = true
@@ -430,26 +474,30 @@ func (p *pass) reserve(pd *Pending) bool {
 	if !ok {
 		return true // behind runs that never end: no estimate
 	}
-	p.plan.Estimates[pd.RunID] = at
 	p.plan.Reserved = append(p.plan.Reserved, pd.RunID)
-	var by []int64
-	if len(picks) == 1 {
-		by = p.ids(picks[0].p.holders) // sorted, each once
-	} else {
-		for _, pk := range picks {
-			by = append(by, pk.p.holders...)
+	if !p.plain {
+		p.plan.Estimates[pd.RunID] = at
+		var by []int64
+		if len(picks) == 1 {
+			by = p.ids(picks[0].p.holders) // sorted, each once
+		} else {
+			for _, pk := range picks {
+				by = append(by, pk.p.holders...)
+			}
+			slices.Sort(by)
+			by = slices.Compact(by)
 		}
-		slices.Sort(by)
-		by = slices.Compact(by)
+		p.plan.BlockedBy[pd.RunID] = by
 	}
-	p.plan.BlockedBy[pd.RunID] = by
 	for _, pk := range picks {
 		if pk.span {
 			pk.p.takeSpan(pk.si, pk.sj, end(at, pd.Limit), pk.req.CPUs, pk.req.Memory, pk.gpus)
 		} else {
 			pk.p.take(at, end(at, pd.Limit), pk.req.CPUs, pk.req.Memory, pk.gpus)
 		}
-		pk.p.hold(pd.RunID)
+		if !p.plain {
+			pk.p.hold(pd.RunID)
+		}
 	}
 	if p.record {
 		res := reservation{at: at, node: picks[0].p.node.Name}

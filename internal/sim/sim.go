@@ -140,7 +140,8 @@ func Run(jobs []Job, cfg Config) (Result, error) {
 	// The machine, the queue, the running jobs and the users' usage are
 	// the scheduler's Cycle, as the server's are: the loop only feeds it
 	// what happens and applies its plans.
-	c := sched.NewCycle(sched.CycleConfig{Policy: cfg.Policy, Weights: cfg.Weights, HalfLife: usageHalfLife})
+	// It plans starts only: nothing here reads a reason.
+	c := sched.NewCycle(sched.CycleConfig{Policy: cfg.Policy, Weights: cfg.Weights, HalfLife: usageHalfLife, StartsOnly: true})
 	c.SetNode(sched.Node{Name: PoolNode, Online: true, CPUs: cfg.Procs})
 	var (
 		free    = cfg.Procs // kept here too: the simulator does not trust the plans

@@ -179,7 +179,7 @@ type instance struct {
 // victim would start again ahead of it.
 func ReplayWorkload(w *Workload, policy sched.Policy) (WorkloadResult, error) {
 	wt := sched.DefaultWeights
-	cfg := sched.CycleConfig{Policy: policy, Weights: &wt, HalfLife: usageHalfLife}
+	cfg := sched.CycleConfig{Policy: policy, Weights: &wt, HalfLife: usageHalfLife, StartsOnly: true}
 	if len(w.QOS) > 0 {
 		cfg.QOS = map[string]sched.QOS{}
 		for name, q := range w.QOS {
