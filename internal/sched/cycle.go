@@ -1,9 +1,12 @@
 package sched
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -271,7 +274,7 @@ func (c *Cycle) unqueue(id int64) *Pending {
 
 // ErrNotWaiting is returned by Start for a run the Cycle does not hold
 // waiting.
-var ErrNotWaiting = fmt.Errorf("sched: cycle: the run does not wait")
+var ErrNotWaiting = errors.New("sched: cycle: the run does not wait")
 
 // Start records that a waiting run started, as st places it, at now: it
 // holds its placements until now plus its time limit (for ever without
@@ -318,17 +321,7 @@ func byEnd(a, b *Running) int {
 			return c
 		}
 	}
-	return cmpInt64(a.RunID, b.RunID)
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+	return cmp.Compare(a.RunID, b.RunID)
 }
 
 // runningIndex is where running run id is in c.running.
@@ -409,7 +402,7 @@ func (c *Cycle) SetNode(n Node) {
 	if i, ok := c.nodeAt[n.Name]; ok {
 		c.nodes[i] = n
 	} else {
-		i, _ := slices.BinarySearchFunc(c.nodes, n.Name, func(m Node, name string) int { return cmpString(m.Name, name) })
+		i, _ := slices.BinarySearchFunc(c.nodes, n.Name, func(m Node, name string) int { return strings.Compare(m.Name, name) })
 		c.nodes = slices.Insert(c.nodes, i, n)
 		for k := i; k < len(c.nodes); k++ {
 			c.nodeAt[c.nodes[k].Name] = k
@@ -798,14 +791,4 @@ func qosPriorityIn(qos map[string]QOS, p *Pending) int {
 		return q.Priority
 	}
 	return p.QOSPriority
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

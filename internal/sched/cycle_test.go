@@ -295,3 +295,36 @@ func TestCycleRoundSeesItsOwnChanges(t *testing.T) {
 		t.Errorf("started %v, want [2 3]", started)
 	}
 }
+
+// With Drift, a pass at another time than the last full one is still
+// incremental while the drift lasts (the server's rule today), and full
+// after; without it, a pass under multifactor priority at another time is
+// full.
+func TestCycleDrift(t *testing.T) {
+	for drift, want := range map[time.Duration][]bool{0: {true, true, true}, time.Minute: {true, false, true}} {
+		w := DefaultWeights
+		c := NewCycle(CycleConfig{Policy: Berth, Weights: &w, Drift: drift})
+		c.SetNode(aNode("n", 4, 0))
+		c.Queue(aRun(1, 4).limit(600))
+		c.Queue(aRun(2, 4).limit(600))
+		var got []bool
+		for i, sec := range []int{0, 10, 70} {
+			if i > 0 {
+				c.Queue(aRun(int64(10+i), 1).limit(60))
+			}
+			r := c.Prepare(at(sec))
+			plan := r.Compute()
+			c.Commit(r)
+			for _, st := range plan.Starts {
+				if err := c.Start(st, at(sec)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			full, _ := r.Full()
+			got = append(got, full)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("drift %v: full passes (-want +got):\n%s", drift, diff)
+		}
+	}
+}
