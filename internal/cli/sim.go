@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -23,12 +24,12 @@ import (
 
 func newSimCmd() *cobra.Command {
 	var (
-		trace, policy, db, scenarioFile string
-		procs, maxJobs, repeat          int
-		asJSON, history                 bool
+		trace, policy, db, scenarioFile, workload string
+		procs, maxJobs, repeat                    int
+		asJSON, history                           bool
 	)
 	cmd := &cobra.Command{
-		Use:   "sim --trace FILE.swf[.gz] | --history | --scenario FILE",
+		Use:   "sim --trace FILE.swf[.gz] | --history | --workload FILE.json | --scenario FILE",
 		Short: "Replay a workload trace through the scheduler and compare policies",
 		Long: `Replay a Standard Workload Format trace (Parallel Workloads Archive, gzipped or plain) through
 Berth's scheduler on a virtual clock, on one pool of P processors (the trace's MaxProcs header,
@@ -46,6 +47,12 @@ max_duration (its estimate; the run time when it has none), on a pool of the reg
 CPUs (--procs overrides), so a policy can be tried on the site's own history before it is
 deployed.
 
+--workload FILE.json replays a workload richer than a trace, through the scheduling cycle the server
+uses: nodes, runs of several nodes, arrays with a throttle, dependencies (after), failures and
+retries, QOS that preempt (the victim requeued or cancelled). It prints per policy the runs done,
+failed and cancelled, the preemptions and attempts, the waits to a first start, the makespan and
+the utilization. docs/simulator.md has the format.
+
 --scenario FILE prints the plan one scheduling pass makes of a situation written as text (nodes,
 running and pending runs, QOS, limits, switches: the format of internal/sched/scenario, the
 scheduler's own golden tests), so a decision seen in production can be replayed and discussed.`,
@@ -53,6 +60,9 @@ scheduler's own golden tests), so a decision seen in production can be replayed 
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if scenarioFile != "" {
 				return runScenario(cmd, scenarioFile, policy)
+			}
+			if workload != "" {
+				return runWorkload(cmd, workload, policy, asJSON)
 			}
 			if (trace == "") == !history {
 				return errors.New("sim: --trace FILE is required (an SWF trace, e.g. from the Parallel Workloads Archive), or --history")
@@ -131,6 +141,7 @@ scheduler's own golden tests), so a decision seen in production can be replayed 
 	f := cmd.Flags()
 	f.StringVar(&trace, "trace", "", "SWF trace to replay (.swf or .swf.gz)")
 	f.StringVar(&scenarioFile, "scenario", "", "print the plan of one scheduling pass over a scenario file instead")
+	f.StringVar(&workload, "workload", "", "replay a JSON workload (arrays, dependencies, retries, preemption) instead of a trace")
 	f.BoolVar(&history, "history", false, "replay Berth's own finished runs from the server's database instead of a trace")
 	f.StringVar(&db, "db", "", "with --history: the SQLite file (default $BERTH_HOME/server/berth.db)")
 	f.StringVar(&policy, "policy", "", "only this policy: "+strings.Join(sim.Policies, ", ")+" (default: all)")
@@ -216,6 +227,48 @@ func historyJobs(ctx context.Context, path string) ([]sim.Job, int, error) {
 		}
 	}
 	return jobs, procs, nil
+}
+
+// runWorkload replays a JSON workload under one policy or all.
+func runWorkload(cmd *cobra.Command, path, policy string, asJSON bool) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("sim: %w", err)
+	}
+	w, err := sim.ParseWorkload(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	names := sim.Policies
+	if policy != "" {
+		if _, err := sim.PolicyByName(policy); err != nil {
+			return fmt.Errorf("--policy: %w", err)
+		}
+		names = []string{policy}
+	}
+	var reports []sim.WorkloadReport
+	for _, name := range names {
+		pol, _ := sim.PolicyByName(name)
+		res, err := sim.ReplayWorkload(w, pol)
+		if err != nil {
+			return fmt.Errorf("sim %s with %s: %w", path, name, err)
+		}
+		reports = append(reports, res.Report(name))
+	}
+	out := cmd.OutOrStdout()
+	if asJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(reports)
+	}
+	fmt.Fprintf(out, "%s: %d runs and tasks\n", filepath.Base(path), reports[0].Runs)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "policy\tdone\tfailed\tcancelled\tpreempted\tattempts\tavg wait (s)\tp99 wait (s)\tmax wait (s)\tmakespan (s)\tutilization\t")
+	for _, r := range reports {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.0f\t%.4f\t\n", r.Policy, r.Done, r.Failed, r.Cancelled, r.Preempted,
+			r.Attempts, r.AvgWait, r.P99Wait, r.MaxWait, r.Makespan, r.Utilization)
+	}
+	return tw.Flush()
 }
 
 // runScenario prints the plan of one pass over a scenario file.

@@ -11,6 +11,12 @@
 // GPUs (count, vendor, model names, per-GPU memory), all jobs of a
 // multi-node run together or none, heterogeneous runs group by group, on a
 // switch tree when there is one, within per-user, project, QOS and array
-// limits, and preempts lower QOS where allowed. README.md has the pipeline
-// and the vocabulary.
+// limits, and preempts lower QOS where allowed.
+//
+// A Cycle keeps what lies between passes — the nodes, the queue, the
+// running runs, fairshare usage and its decay, array throttles, the last
+// pass's reservations — fed with changes, and decides each pass with
+// Schedule, full or incremental (only what changed since), an incremental
+// pass deciding what a full one would. README.md has the pipeline, the
+// vocabulary and how to drive a Cycle.
 package sched

@@ -29,6 +29,7 @@ type fsProject struct {
 	usage    exactSum
 	siblings int64 // its accounts' raw shares, summed
 	share    int64 // its own raw share
+	accounts int64 // its accounts (usageTree's count; 0 in newFairshare's)
 }
 
 func newFairshare(s *Snapshot) *fairshare {
@@ -126,7 +127,10 @@ func (f *fairshare) factor(a Account) float64 {
 	return v
 }
 
-func (f *fairshare) compute(a Account) float64 {
+func (f *fairshare) compute(a Account) float64 { return f.computeWith(a, f.usage[a]) }
+
+// computeWith is a's factor, its usage given.
+func (f *fairshare) computeWith(a Account, usage float64) float64 {
 	if f.total <= 0 {
 		return 1
 	}
@@ -137,7 +141,7 @@ func (f *fairshare) compute(a Account) float64 {
 	}
 	frac := s / float64(p.siblings)
 	norm := float64(p.share) / f.all * frac
-	u := f.usage[a] / f.total
+	u := usage / f.total
 	up := p.usage.value() / f.total
 	ue := u + (up-u)*frac
 	return math.Pow(2, -ue/norm)
@@ -148,21 +152,31 @@ func (f *fairshare) compute(a Account) float64 {
 // "small superaccumulator"): limb i counts the sum's bits 32i to 32i+31 in
 // units of 2^-1074, float64's smallest step, and each value adds its 53-bit
 // mantissa, cut in three 32-bit pieces, to three limbs. Integers add
-// exactly in any order, and a limb takes 2^32 values before it could
-// overflow. Anything but a positive number counts as 0, +Inf makes the sum
-// +Inf.
+// exactly in any order, and a limb takes 2^31 values between two readings
+// of the sum before it could overflow. Anything but a positive number
+// counts as 0, +Inf makes the sum +Inf. A value added may be taken out
+// again (sub), exactly: a Cycle keeps its projects' usage sums that way,
+// equal to the bit to what adding the usages anew would give.
 type exactSum struct {
-	limbs [67]uint64 // 2098 bits of float64 range, in 32-bit limbs, and a carry
-	inf   bool
-	done  bool    // value has propagated the carries
-	v     float64 // the sum, once done
+	limbs [67]int64 // 2098 bits of float64 range, in 32-bit limbs, and a carry
+	infs  int       // +Inf values in the sum
+	done  bool      // value has propagated the carries
+	v     float64   // the sum, once done
 }
 
-func (e *exactSum) add(v float64) {
+func (e *exactSum) add(v float64) { e.addSigned(v, 1) }
+
+// sub takes out a value added before.
+func (e *exactSum) sub(v float64) { e.addSigned(v, -1) }
+
+func (e *exactSum) addSigned(v float64, sign int64) {
 	bits := math.Float64bits(v)
 	exp := bits >> 52 // with the sign bit: negative numbers are above 0x7ff
 	if exp >= 0x7ff || bits == 0 {
-		e.inf = e.inf || bits == 0x7ff<<52 // +Inf; NaN, negatives and zeros add nothing
+		if bits == 0x7ff<<52 { // +Inf; NaN, negatives and zeros add nothing
+			e.infs += int(sign)
+			e.done = false
+		}
 		return
 	}
 	m := bits & (1<<52 - 1)
@@ -175,9 +189,9 @@ func (e *exactSum) add(v float64) {
 	at := exp - 1
 	i, off := at/32, at%32
 	lo, hi := m<<off, m>>(64-off) // m * 2^off, up to 85 bits; hi is 0 when off is 0
-	e.limbs[i] += lo & (1<<32 - 1)
-	e.limbs[i+1] += lo >> 32
-	e.limbs[i+2] += hi
+	e.limbs[i] += sign * int64(lo&(1<<32-1))
+	e.limbs[i+1] += sign * int64(lo>>32)
+	e.limbs[i+2] += sign * int64(hi)
 	e.done = false
 }
 
@@ -187,13 +201,13 @@ func (e *exactSum) value() float64 {
 		return e.v
 	}
 	e.done = true
-	if e.inf {
+	if e.infs > 0 {
 		e.v = math.Inf(1)
 		return e.v
 	}
 	top := -1
 	for i := range len(e.limbs) - 1 {
-		e.limbs[i+1] += e.limbs[i] >> 32
+		e.limbs[i+1] += e.limbs[i] >> 32 // a floor: a limb may be below 0 after a sub
 		e.limbs[i] &= 1<<32 - 1
 		if e.limbs[i] != 0 {
 			top = i

@@ -1,7 +1,9 @@
 package sched
 
 import (
+	"cmp"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -59,8 +61,8 @@ type Factors struct {
 	Partition float64 `json:"partition"`
 	Priority  float64 `json:"priority"`
 	Expansion float64 `json:"expansion"`
-	// Wait is the hours waited, under the Berth policy only, which adds
-	// BerthAging points for each (see Berth).
+	// Wait is the hours waited, under a policy that ages runs only (Berth,
+	// which adds BerthAging points for each).
 	Wait float64 `json:"wait,omitempty"`
 	Nice int64   `json:"nice"`
 	// Total is the weighted sum minus Nice: the order runs are considered in.
@@ -74,7 +76,7 @@ type Factors struct {
 // and UE its effective usage, its own share of all usage pulled toward its
 // project's: UE = U + (Uproject - U) * s/siblings.
 func Priorities(s Snapshot, now time.Time) map[int64]Factors {
-	pr := newPrioritizer(&s, now)
+	pr := newPrioritizer(&s, now, nil)
 	out := make(map[int64]Factors, len(s.Pending))
 	for i := range s.Pending {
 		out[s.Pending[i].RunID] = pr.factors(&s.Pending[i])
@@ -93,15 +95,21 @@ type prioritizer struct {
 	totalCPUs       int
 	maxQOS, maxTier int
 	fs              *fairshare
+	fairAt          []float64 // each pending run's fairshare, from a Cycle (fs is nil then)
+	order           order     // the policy's aging
 }
 
-func newPrioritizer(s *Snapshot, now time.Time) *prioritizer {
-	pr := &prioritizer{s: s, w: s.Weights, now: now}
+func newPrioritizer(s *Snapshot, now time.Time, base *ranking) *prioritizer {
+	pr := &prioritizer{s: s, w: s.Weights, now: now, order: s.Policy.strategy().order}
 	if pr.w == nil {
 		pr.w = &DefaultWeights
 	}
 	for i := range s.Nodes {
 		pr.totalCPUs += s.Nodes[i].CPUs
+	}
+	if base != nil {
+		pr.maxQOS, pr.maxTier, pr.fairAt = base.maxQOS, base.maxTier, base.fairAt
+		return pr
 	}
 	for _, q := range s.QOS {
 		pr.maxQOS = max(pr.maxQOS, q.Priority)
@@ -114,15 +122,43 @@ func newPrioritizer(s *Snapshot, now time.Time) *prioritizer {
 	return pr
 }
 
+// orderBase is what every run's priority factors share, as a Cycle gives
+// it for its whole queue: the largest QOS priority and tier, and the
+// fairshare factor of every account with a waiting run.
+type orderBase struct {
+	maxQOS, maxTier int
+	fair            []accountFactor
+	// version and gen are the Cycle's usage tree's and policy's when it
+	// was computed.
+	version, gen uint64
+}
+
+// ranking is what a Cycle gives a pass of its runs' priority factors,
+// computed over its whole queue (the snapshot may hold only part of it):
+// the largest QOS priority and tier, and each pending run's fairshare
+// factor (fairAt[i] is Pending[i]'s).
+type ranking struct {
+	maxQOS, maxTier int
+	fairAt          []float64
+}
+
 // factors is one run's priority, factor by factor.
-func (pr *prioritizer) factors(p *Pending) Factors {
+func (pr *prioritizer) factors(p *Pending) Factors { return pr.factorsAt(p, -1) }
+
+// factorsAt is factors of Pending[i] (i < 0: unknown).
+func (pr *prioritizer) factorsAt(p *Pending, i int) Factors {
 	w, now := pr.w, pr.now
 	var f Factors
+	wait := now.Sub(p.SubmittedAt)
 	if w.MaxAge > 0 {
-		f.Age = min(float64(now.Sub(p.SubmittedAt))/float64(w.MaxAge), 1)
+		f.Age = min(float64(wait)/float64(w.MaxAge), 1)
 		f.Age = max(f.Age, 0)
 	}
-	f.Fairshare = pr.fs.factor(Account{p.Project, p.User})
+	if pr.fairAt != nil && i >= 0 {
+		f.Fairshare = pr.fairAt[i]
+	} else {
+		f.Fairshare = pr.fs.factor(Account{p.Project, p.User})
+	}
 	if pr.totalCPUs > 0 {
 		f.Size = min(float64(p.Request.CPUs*max(p.Nodes, 1))/float64(pr.totalCPUs), 1)
 		if w.FavorSmall {
@@ -136,15 +172,12 @@ func (pr *prioritizer) factors(p *Pending) Factors {
 		f.Partition = float64(p.Tier) / float64(pr.maxTier)
 	}
 	f.Priority = float64(p.Priority) / 100
-	if wait := now.Sub(p.SubmittedAt); p.Limit > 0 && wait > 0 {
+	if p.Limit > 0 && wait > 0 {
 		f.Expansion = float64(wait) / float64(wait+p.Limit)
 	}
 	f.Nice = p.Nice
-	var aging float64
-	if pr.s.Policy == Berth && now.After(p.SubmittedAt) {
-		f.Wait = now.Sub(p.SubmittedAt).Hours()
-		aging = BerthAging * f.Wait
-	}
+	aging, hours := pr.order.agingPoints(wait)
+	f.Wait = hours
 	f.Total = int64(math.Round(float64(w.Age)*f.Age+float64(w.Fairshare)*f.Fairshare+float64(w.Size)*f.Size+
 		float64(w.QOS)*f.QOS+float64(w.Partition)*f.Partition+float64(w.Priority)*f.Priority+float64(w.Expansion)*f.Expansion+aging)) - p.Nice
 	return f
@@ -152,9 +185,43 @@ func (pr *prioritizer) factors(p *Pending) Factors {
 
 // qosPriority is a run's QOS priority: from the snapshot's QOS table when
 // it defines the QOS, else what the run carries.
-func qosPriority(s *Snapshot, p *Pending) int {
-	if q, ok := s.QOS[p.QOS]; ok {
-		return q.Priority
+func qosPriority(s *Snapshot, p *Pending) int { return qosPriorityIn(s.QOS, p) }
+
+// priorityOrder is the order runs are considered in: by multifactor
+// priority when the snapshot has weights, else by their own priority; then
+// older first, then lower ID.
+func priorityOrder(s Snapshot, now time.Time) []int { return orderOf(&s, now, nil, &passMemory{}) }
+
+// orderOf is priorityOrder, with the priority factors' base a Cycle gives,
+// in the memory of an earlier pass.
+func orderOf(s *Snapshot, now time.Time, base *ranking, mem *passMemory) []int {
+	pending := s.Pending
+	key := slices.Grow(mem.key[:0], len(pending))[:len(pending)]
+	mem.key = key
+	if s.Weights != nil && len(pending) > 1 { // one run needs no ranking, and the factors cost a walk over all usage
+		pr := newPrioritizer(s, now, base)
+		for i := range pending {
+			key[i] = pr.factorsAt(&pending[i], i).Total
+		}
+	} else {
+		for i, p := range pending {
+			key[i] = int64(p.Priority)
+		}
 	}
-	return p.QOSPriority
+	order := slices.Grow(mem.order[:0], len(pending))[:len(pending)]
+	mem.order = order
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(ia, ib int) int {
+		if key[ia] != key[ib] {
+			return cmp.Compare(key[ib], key[ia])
+		}
+		pa, pb := &pending[ia], &pending[ib]
+		if c := pa.SubmittedAt.Compare(pb.SubmittedAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(pa.RunID, pb.RunID)
+	})
+	return order
 }

@@ -16,6 +16,9 @@ type profile struct {
 	node *Node
 	segs []segment // segs[0].at is the pass's now
 	ends []release // what running runs give back, before releaseAll
+	// holders are the runs holding or reserving resources on the node in
+	// this pass, sorted, each once: a reservation's blockers.
+	holders []int64
 }
 
 // release is resources given back at a time.
@@ -34,9 +37,22 @@ type segment struct {
 }
 
 func newProfile(n *Node, now time.Time) *profile {
-	free := slices.Clone(n.FreeGPUs)
-	slices.Sort(free)
-	return &profile{node: n, segs: []segment{{at: now, cpus: n.FreeCPUs, mem: n.FreeMemory, gpus: free}}}
+	p := &profile{}
+	p.reset(n, now)
+	return p
+}
+
+// reset makes p n's profile at now, reusing p's lists.
+func (p *profile) reset(n *Node, now time.Time) {
+	var free []int
+	if len(n.FreeGPUs) > 0 {
+		free = slices.Clone(n.FreeGPUs)
+		slices.Sort(free)
+	}
+	p.node = n
+	p.segs = append(p.segs[:0], segment{at: now, cpus: n.FreeCPUs, mem: n.FreeMemory, gpus: free})
+	p.ends = p.ends[:0]
+	p.holders = p.holders[:0]
 }
 
 // split makes t the start of a segment (t after segs[0].at) and returns its index.
@@ -70,8 +86,12 @@ func (p *profile) releaseAll() {
 	if len(p.ends) == 0 {
 		return
 	}
-	// Ends at one time add up to one segment whatever their order.
-	slices.SortFunc(p.ends, func(a, b release) int { return a.at.Compare(b.at) })
+	// Ends at one time add up to one segment whatever their order. A
+	// Cycle gives its running runs in the order they end: no sort then.
+	byAt := func(a, b release) int { return a.at.Compare(b.at) }
+	if !slices.IsSortedFunc(p.ends, byAt) {
+		slices.SortFunc(p.ends, byAt)
+	}
 	cur := p.segs[0]
 	for i, r := range p.ends {
 		cur.cpus += r.cpus
@@ -83,7 +103,7 @@ func (p *profile) releaseAll() {
 		cur.at = r.at
 		p.segs = append(p.segs, cur)
 	}
-	p.ends = nil
+	p.ends = p.ends[:0]
 }
 
 // take holds resources over [from, to); a zero to means for ever.
@@ -92,6 +112,25 @@ func (p *profile) take(from, to time.Time, cpus int, mem Bytes, gpus []int) {
 	end := len(p.segs)
 	if !to.IsZero() {
 		end = p.split(to)
+	}
+	for ; i < end; i++ {
+		s := &p.segs[i]
+		s.cpus -= cpus
+		s.mem -= mem
+		s.gpus = without(s.gpus, gpus)
+	}
+}
+
+// takeSpan is take over [segs[i].at, to), the segments up to j (the first
+// starting at or after to, or all) as a walk found them: no search.
+func (p *profile) takeSpan(i, j int, to time.Time, cpus int, mem Bytes, gpus []int) {
+	end := len(p.segs)
+	if !to.IsZero() {
+		if j == len(p.segs) || !p.segs[j].at.Equal(to) {
+			prev := p.segs[j-1]
+			p.segs = slices.Insert(p.segs, j, segment{at: to, cpus: prev.cpus, mem: prev.mem, gpus: slices.Clone(prev.gpus)})
+		}
+		end = j
 	}
 	for ; i < end; i++ {
 		s := &p.segs[i]

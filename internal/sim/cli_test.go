@@ -149,3 +149,42 @@ func mustPolicy(t *testing.T, name string) sched.Policy {
 	}
 	return pol
 }
+
+// `berth sim --workload` prints, per policy, the package's report of the
+// workload's replay.
+func TestSimCommandWorkload(t *testing.T) {
+	const path = "testdata/workload.json"
+	code, out, errw := berth(t, "sim", "--workload", path, "--policy", "berth", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errw)
+	}
+	var got []sim.WorkloadReport
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := sim.ParseWorkload(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := sim.ReplayWorkload(w, sched.Berth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []sim.WorkloadReport{res.Report("berth")}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("report (-want +got):\n%s", diff)
+	}
+	// The sample exercises what a trace cannot: a preemption, a failure
+	// for good, a cancelled dependency, retries.
+	if r := got[0]; r.Preempted == 0 || r.Failed == 0 || r.Cancelled == 0 || r.Attempts <= r.Runs {
+		t.Errorf("the sample workload no longer exercises preemption, failures and retries: %+v", r)
+	}
+	code, out, _ = berth(t, "sim", "--workload", path)
+	if code != 0 || !strings.Contains(out, "preempted") || strings.Count(out, "\n") != 6 {
+		t.Errorf("table: exit %d\n%s", code, out)
+	}
+}

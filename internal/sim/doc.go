@@ -1,8 +1,9 @@
 // Package sim replays a workload through the scheduler on a virtual clock.
 //
 // Its one job: turn a list of jobs (submit time, run time, processors,
-// estimate) into the start time of each, by driving the very same
-// sched.Schedule that the server calls, on a discrete-event clock, and
+// estimate) into the start time of each, by driving a sched.Cycle — the
+// scheduling state between passes, whose passes are the very same
+// sched.Schedule that the server calls — on a discrete-event clock, and
 // measure the outcome with the conventions of the parallel job scheduling
 // literature (wait, bounded slowdown, utilization, makespan), so the figures
 // compare with other simulators.

@@ -4,7 +4,6 @@ import (
 	"container/heap"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -39,7 +38,8 @@ type Scheduler func(sched.Snapshot, time.Time) sched.Plan
 type Config struct {
 	Procs  int // processors of the one pool, P
 	Policy sched.Policy
-	// Schedule decides each pass; nil: sched.Schedule.
+	// Schedule decides each pass over the Cycle's snapshot; nil: the
+	// Cycle's own pass (sched.Schedule's decisions).
 	Schedule Scheduler
 	// Weights order the queue by multifactor priority (nil: submit order).
 	Weights *sched.Weights
@@ -84,22 +84,22 @@ var (
 // must be replayable on it (see Keep), with unique IDs and Run <= Estimate;
 // they need not be sorted.
 //
-// The loop, per distinct event time t (the next submit or the next actual
-// end, whichever is sooner):
-//  1. every job ending at t gives its processors back;
-//  2. every job submitted at t joins the pending list;
-//  3. one Schedule call sees the pool, the running jobs (expected to end at
-//     start + estimate) and every pending job, and its starts are applied at
-//     t, each ending for real at t + run.
+// The machine, the queue, the running jobs and the users' fairshare usage
+// live in a sched.Cycle, the server's own scheduling cycle. The loop, per
+// distinct event time t (the next submit or the next actual end,
+// whichever is sooner):
+//  1. every job ending at t gives its processors back (Cycle.End) and, when
+//     the queue is ordered by multifactor priority, adds its
+//     processor-seconds to its user's usage (Cycle.AddUsage);
+//  2. every job submitted at t joins the queue (Cycle.Queue);
+//  3. one pass (Cycle.Pass, or cfg.Schedule over the Cycle's snapshot)
+//     sees the pool, the running jobs (expected to end at start +
+//     estimate) and every waiting job, and its starts are applied at t
+//     (Cycle.Start), each ending for real at t + run.
 //
 // Step 3 is skipped when nothing waits or no processor is free, since no
-// plan could start anything then. The pending and running lists are kept
-// incrementally, in arrival and start order; sched does the sorting.
+// plan could start anything then.
 func Run(jobs []Job, cfg Config) (Result, error) {
-	schedule := cfg.Schedule
-	if schedule == nil {
-		schedule = sched.Schedule
-	}
 	if cfg.Procs <= 0 {
 		return Result{}, fmt.Errorf("%w: the machine has %d processors", ErrJob, cfg.Procs)
 	}
@@ -137,19 +137,17 @@ func Run(jobs []Job, cfg Config) (Result, error) {
 	}
 
 	res := Result{Procs: cfg.Procs, Outcomes: out}
+	// The machine, the queue, the running jobs and the users' usage are
+	// the scheduler's Cycle, as the server's are: the loop only feeds it
+	// what happens and applies its plans.
+	// It plans starts only: nothing here reads a reason.
+	c := sched.NewCycle(sched.CycleConfig{Policy: cfg.Policy, Weights: cfg.Weights, HalfLife: usageHalfLife, StartsOnly: true})
+	c.SetNode(sched.Node{Name: PoolNode, Online: true, CPUs: cfg.Procs})
 	var (
-		free    = cfg.Procs
-		next    = 0 // next arrival, index into out
+		free    = cfg.Procs // kept here too: the simulator does not trust the plans
+		next    = 0         // next arrival, index into out
 		ends    endHeap
-		pending []sched.Pending // in arrival order
-		running []sched.Running // in start order
 		started = make([]bool, len(out))
-		ended   = make([]bool, len(out))
-		nodes   = make([]sched.Node, 1)
-		// usage is each user's processor-seconds, decayed with the
-		// server's default half-life, when the queue is ordered by
-		// multifactor priority (fairshare).
-		usage usageClock
 	)
 	for next < len(out) || len(ends) > 0 {
 		// The next event time: the sooner of the next arrival and the
@@ -163,27 +161,24 @@ func Run(jobs []Job, cfg Config) (Result, error) {
 		default:
 			now = min(out[next].Job.Submit, ends[0].at)
 		}
+		at := epoch.Add(now)
 		res.Events++
 
-		// 1. Completions.
-		completed := false
+		// 1. Completions, each adding its processor-seconds to its user's
+		// fairshare usage when the queue is ordered by it.
 		for len(ends) > 0 && ends[0].at == now {
 			e := heap.Pop(&ends).(end)
-			free += out[e.idx].Job.Procs
+			j := &out[e.idx].Job
+			free += j.Procs
+			c.End(j.ID)
 			if cfg.Weights != nil {
-				j := &out[e.idx].Job
-				usage.add(sched.Account{User: j.User}, float64(j.Procs)*j.Run.Seconds(), now)
+				c.AddUsage(sched.Account{User: j.User}, float64(j.Procs)*j.Run.Seconds(), at)
 			}
-			ended[e.idx] = true
-			completed = true
-		}
-		if completed {
-			running = deleteFunc(running, func(r *sched.Running) bool { return ended[index[r.RunID]] })
 		}
 		// 2. Arrivals.
 		for next < len(out) && out[next].Job.Submit == now {
 			j := &out[next].Job
-			pending = append(pending, sched.Pending{
+			c.Queue(sched.Pending{
 				RunID:       j.ID,
 				SubmittedAt: epoch.Add(j.Submit),
 				Nodes:       1,
@@ -195,20 +190,16 @@ func Run(jobs []Job, cfg Config) (Result, error) {
 			next++
 		}
 		// 3. One pass of the policy.
-		if len(pending) == 0 || free == 0 {
+		if c.Waiting() == 0 || free == 0 {
 			continue
 		}
-		nodes[0] = sched.Node{Name: PoolNode, Online: true, CPUs: cfg.Procs, FreeCPUs: free}
-		at := epoch.Add(now)
-		snap := sched.Snapshot{Nodes: nodes, Running: running, Pending: pending, Policy: cfg.Policy, Weights: cfg.Weights}
-		if cfg.Weights != nil {
-			snap.Usage = usage.u
+		var plan sched.Plan
+		if cfg.Schedule != nil {
+			plan = cfg.Schedule(c.Snapshot(at), at)
+		} else {
+			plan = c.Pass(at)
 		}
-		plan := schedule(snap, at)
 		res.Passes++
-		if len(plan.Starts) == 0 {
-			continue
-		}
 		for _, st := range plan.Starts {
 			i, ok := index[st.RunID]
 			if !ok || started[i] || out[i].Job.Submit > now {
@@ -225,16 +216,21 @@ func Run(jobs []Job, cfg Config) (Result, error) {
 			started[i] = true
 			out[i].Start = now
 			heap.Push(&ends, end{at: now + j.Run, idx: i})
-			running = append(running, sched.Running{
-				RunID:      j.ID,
-				Placements: []sched.Placement{{JobID: j.ID, Node: PoolNode, CPUs: j.Procs}},
-				End:        at.Add(j.Estimate),
-			})
+			// Planned to hold its processors for its estimate.
+			if err := c.Start(st, at); err != nil {
+				return res, fmt.Errorf("%w: %v", ErrScheduler, err)
+			}
 		}
-		pending = deleteFunc(pending, func(p *sched.Pending) bool { return started[index[p.RunID]] })
 	}
-	if len(pending) > 0 {
-		return res, fmt.Errorf("%w: %d jobs never started (first: %d) on an idle machine", ErrScheduler, len(pending), pending[0].RunID)
+	if n := c.Waiting(); n > 0 {
+		first := int64(0)
+		for _, o := range out {
+			if o.Start < 0 {
+				first = o.Job.ID
+				break
+			}
+		}
+		return res, fmt.Errorf("%w: %d jobs never started (first: %d) on an idle machine", ErrScheduler, n, first)
 	}
 	return res, nil
 }
@@ -264,20 +260,6 @@ func sortOutcomes(out []Outcome) {
 	slices.SortStableFunc(out, func(a, b Outcome) int { return byArrival(a.Job, b.Job) })
 }
 
-// deleteFunc removes the elements del reports, keeping the order, in one
-// pass; it zeroes the tail so that dropped slices can be collected.
-func deleteFunc[T any](s []T, del func(*T) bool) []T {
-	k := 0
-	for i := range s {
-		if !del(&s[i]) {
-			s[k] = s[i]
-			k++
-		}
-	}
-	clear(s[k:])
-	return s[:k]
-}
-
 // end is a started job's actual completion.
 type end struct {
 	at  time.Duration
@@ -300,32 +282,3 @@ func (h *endHeap) Pop() any {
 
 // usageHalfLife is the server's default fairshare half-life.
 const usageHalfLife = 7 * 24 * time.Hour
-
-// usageClock is the users' decayed usage, kept the cheap way: fairshare
-// depends only on each account's share of the total, which decay leaves
-// alone (it scales every usage alike), so rather than age every account at
-// every pass, each new use is added grown by 2^((t-base)/half-life), and the
-// map handed to sched holds usage scaled by that common factor. When the
-// factor grows large, base moves on by a whole number of half-lives, which
-// scales every usage by an exact power of two.
-type usageClock struct {
-	u    sched.Usage
-	base time.Duration
-}
-
-// maxGrowth is how many half-lives the factor may reach before base moves:
-// far from float64's range (2^1023), with room for the usages themselves.
-const maxGrowth = 512
-
-func (c *usageClock) add(a sched.Account, v float64, now time.Duration) {
-	if c.u == nil {
-		c.u, c.base = sched.Usage{}, now
-	}
-	if k := int((now - c.base) / usageHalfLife); k >= maxGrowth {
-		for a, w := range c.u {
-			c.u[a] = math.Ldexp(w, -k)
-		}
-		c.base += time.Duration(k) * usageHalfLife
-	}
-	c.u[a] += v * math.Exp2(float64(now-c.base)/float64(usageHalfLife))
-}

@@ -297,26 +297,3 @@ func TestPolicyByName(t *testing.T) {
 		t.Errorf("PolicyByName(sjf): err = %v, want ErrPolicy", err)
 	}
 }
-
-// The usage handed to sched is scaled, not aged: what fairshare reads of it,
-// each account's share of the total, is the decayed usage's, also once the
-// scale has moved on by whole half-lives.
-func TestUsageClock(t *testing.T) {
-	var c usageClock
-	a, b, d := sched.Account{User: "a"}, sched.Account{User: "b"}, sched.Account{User: "d"}
-	c.add(a, 100, 0)
-	c.add(b, 100, usageHalfLife) // a has halved by then
-	if got := c.u[a] / c.u[b]; got != 0.5 {
-		t.Errorf("a/b = %v, want 0.5", got)
-	}
-	c.add(d, 100, (maxGrowth+3)*usageHalfLife) // past the bound: the base moves
-	if got := c.u[a] / c.u[b]; got != 0.5 {
-		t.Errorf("after the move a/b = %v, want 0.5", got)
-	}
-	if got := c.u[b] / c.u[d]; got != math.Ldexp(1, -maxGrowth-2) {
-		t.Errorf("b/d = %v, want 2^%d", got, -maxGrowth-2)
-	}
-	if c.base == 0 || math.IsInf(c.u[d], 0) {
-		t.Errorf("base %v, d %v: want a moved base and a finite usage", c.base, c.u[d])
-	}
-}
