@@ -112,7 +112,7 @@ exits with the run's exit code. Ctrl-C detaches without stopping the run; stop i
 				return nil
 			}
 			fmt.Fprintf(errw, "Submitted run %s (ID %d); streaming its output (Ctrl-C detaches, the run goes on)\n", run.Name, run.ID)
-			return attach(ctx, c, run, jobCount(t), out, errw)
+			return attach(ctx, c, run, t.JobCount(), out, errw)
 		},
 	}
 	f := cmd.Flags()
@@ -205,18 +205,6 @@ func runExit(errw io.Writer, r *api.Run) error {
 		msg += fmt.Sprintf(", exit code %d", *r.ExitCode)
 	}
 	return &ExitError{Code: code, Err: errors.New(msg)}
-}
-
-// jobCount is how many jobs a run of t has: its nodes, or its groups'.
-func jobCount(t *spec.Task) int {
-	if len(t.Groups) == 0 {
-		return max(t.Nodes, 1)
-	}
-	n := 0
-	for _, g := range t.Groups {
-		n += max(g.Nodes, 1)
-	}
-	return n
 }
 
 // prefixer writes job output. When a run has several jobs, each line gets

@@ -940,23 +940,6 @@ func (s *Cluster) parentRunningLocked(rs *runState, b *store.Batch) {
 	b.Runs = append(b.Runs, runCopy(p))
 }
 
-// jobCount is how many jobs a run has: one per node, over every group of a
-// heterogeneous run.
-func jobCount(t *spec.Task) int { return JobCount(t) }
-
-// JobCount is how many jobs (nodes) a run of t has: one per node, over
-// every group of a heterogeneous run.
-func JobCount(t *spec.Task) int {
-	if len(t.Groups) == 0 {
-		return max(t.Nodes, 1)
-	}
-	n := 0
-	for _, g := range t.Groups {
-		n += max(g.Nodes, 1)
-	}
-	return n
-}
-
 // groupOf is the group job number k of t belongs to (0 without groups).
 func groupOf(t *spec.Task, k int) int {
 	for i, g := range t.Groups {
@@ -973,7 +956,7 @@ func groupOf(t *spec.Task, k int) int {
 // placed or a decision needs them (jobsLocked), so that a long queue costs
 // little memory.
 func (s *Cluster) newJobsLocked(rs *runState, attempt int, now time.Time, b *store.Batch) {
-	n := jobCount(rs.task())
+	n := rs.task().JobCount()
 	rs.jobs = nil
 	rs.unmade = unmadeJobs{first: s.nextJob + 1, n: int32(n), attempt: int32(attempt), at: now.UnixNano()}
 	for k := range n {

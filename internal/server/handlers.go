@@ -65,7 +65,7 @@ func (s *Server) readSubmit(r *http.Request) (*api.SubmitRequest, error) {
 // admit checks what only the server knows of a configuration already
 // normalised and validated (spec.DecodeJSON does both).
 func (s *Server) admit(t *spec.Task) error {
-	if n := control.JobCount(t); n > s.cfg.MaxNodesPerRun {
+	if n := t.JobCount(); n > s.cfg.MaxNodesPerRun {
 		// Checked before anything is made: a run's jobs are rows.
 		return fmt.Errorf("%w: nodes: %d nodes asked for, the most a run may have is %d (berth server --max-nodes-per-run; Slurm: Node count specification invalid)",
 			ErrInvalid, n, s.cfg.MaxNodesPerRun)

@@ -27,22 +27,7 @@ func BenchmarkPendingMemory(b *testing.B) {
 		var before runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		task := task(b, "type: task\ncommands: [\"sleep 3600\"]\nresources: {cpu: 4}\n")
-		var wg sync.WaitGroup
-		for k := range 8 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := k; i < runs; i += 8 {
-					t := *task
-					if _, err := e.srv.submit(e.admin, &t, nil, control.SubmitOpts{}); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			}()
-		}
-		wg.Wait()
+		e.fillQueue(b, runs, 8)
 		e.srv.scheduleOnce()
 		e.settle()
 		e.st.take() // the transcripts' record of the batches is not the server's
@@ -59,4 +44,25 @@ func BenchmarkPendingMemory(b *testing.B) {
 		}
 		fmt.Fprintf(os.Stderr, "pending: %d runs in memory\n", func() int { e.srv.mu.Lock(); defer e.srv.unlock(); _, w, _, _ := e.srv.Counts(); return w }())
 	}
+}
+
+// fillQueue submits runs runs of "sleep 3600" that each need the whole
+// 4-CPU node, from clients goroutines: one runs, the others wait.
+func (e *transcriptEnv) fillQueue(b *testing.B, runs, clients int) {
+	task := task(b, "type: task\ncommands: [\"sleep 3600\"]\nresources: {cpu: 4}\n")
+	var wg sync.WaitGroup
+	for k := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := k; i < runs; i += clients {
+				t := *task
+				if _, err := e.srv.submit(e.admin, &t, nil, control.SubmitOpts{}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }

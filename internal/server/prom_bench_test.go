@@ -2,10 +2,7 @@ package server
 
 import (
 	"net/http/httptest"
-	"sync"
 	"testing"
-
-	"github.com/berth-hq/berth/internal/control"
 )
 
 // BenchmarkPromScrape is a scrape of GET /metrics with 100,000 waiting
@@ -18,22 +15,7 @@ func BenchmarkPromScrape(b *testing.B) {
 	const runs = 100_000
 	e := promEnv(b, MetricsOptions{})
 	e.do(b, "node n1 cpus=4")
-	task := task(b, "type: task\ncommands: [\"sleep 3600\"]\nresources: {cpu: 4}\n")
-	var wg sync.WaitGroup
-	for k := range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := k; i < runs; i += 2 {
-				t := *task
-				if _, err := e.srv.submit(e.admin, &t, nil, control.SubmitOpts{}); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	e.fillQueue(b, runs, 2)
 	e.srv.scheduleOnce()
 	e.settle()
 	h := e.srv.Handler()

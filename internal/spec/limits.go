@@ -187,3 +187,16 @@ func walkText(v reflect.Value, path string, visit func(path, s string, items int
 		}
 	}
 }
+
+// JobCount is how many jobs (nodes) a run of t has: one per node, over
+// every group of a heterogeneous run.
+func (t *Task) JobCount() int {
+	if len(t.Groups) == 0 {
+		return max(t.Nodes, 1)
+	}
+	n := 0
+	for _, g := range t.Groups {
+		n += max(g.Nodes, 1)
+	}
+	return n
+}
