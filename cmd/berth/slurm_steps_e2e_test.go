@@ -145,9 +145,19 @@ func testSstat(t *testing.T, s *slurmSite) {
 	if out = s.must("sstat -a -n -P -j " + id + " -o JobID"); out != id+".batch\n"+id+".0\n" {
 		t.Errorf("sstat -a: %q", out)
 	}
-	out = s.must("sstat -n -P -j " + id + ".batch -o JobID,MaxRSS,MaxRSSNode")
-	if m := regexp.MustCompile(`^` + id + `\.batch\|(\S+)\|st-n1\n$`).FindStringSubmatch(out); m == nil || maxRSSKB(t, m[1]) < 40000 {
-		t.Errorf("sstat of the batch step holding 40 MB: %q", out)
+	// The batch step's 40 MB shows once a sample comes after it is all
+	// taken (under load the first samples may catch it growing).
+	batchRSS := regexp.MustCompile(`^` + id + `\.batch\|(\S+)\|st-n1\n$`)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		out = s.must("sstat -n -P -j " + id + ".batch -o JobID,MaxRSS,MaxRSSNode")
+		m := batchRSS.FindStringSubmatch(out)
+		if m != nil && maxRSSKB(t, m[1]) >= 40000 {
+			break
+		}
+		if m == nil || time.Now().After(deadline) {
+			t.Errorf("sstat of the batch step holding 40 MB: %q", out)
+			break
+		}
 	}
 	// squeue -s lists the running steps, numbered first, then the batch step.
 	out = s.must("squeue -s -j " + id)
