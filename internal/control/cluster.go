@@ -57,6 +57,7 @@ type Cluster struct {
 	usageAt time.Time
 	nodes   map[string]*nodeState
 	reqs    requests // the runs' requests, interned
+	accts   accounts // the views' accounts, interned
 	// nodeNames are the nodes' names, sorted, for the passes (rebuilt
 	// when a node comes).
 	nodeNames []string
@@ -147,8 +148,8 @@ func (s *Cluster) Take() Ready {
 	return r
 }
 
-// Pending reports whether Take has something to return.
-func (s *Cluster) Pending() bool {
+// Emitted reports whether Take has something to return.
+func (s *Cluster) Emitted() bool {
 	return len(s.out) > 0 || len(s.finished) > 0 || s.wakeNow
 }
 

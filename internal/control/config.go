@@ -67,7 +67,7 @@ func New(cfg Config) *Cluster {
 	c := &Cluster{cfg: cfg, log: cfg.Logger,
 		runs: map[int64]*runState{}, jobs: map[int64]*jobState{}, pending: map[int64]*runState{}, fresh: map[int64]*runState{}, reasons: map[int64]*runState{}, usage: sched.Usage{},
 		active: map[sched.LimitKey]int{}, waiters: map[int64][]int64{}, ended: map[int64]Outcome{}, arrays: map[int64]*runState{}, schedules: map[int64]*runState{}, doneArrays: map[int64]*arrayState{},
-		nodes: map[string]*nodeState{},
+		nodes: map[string]*nodeState{}, accts: accounts{},
 	}
 	c.rules.Store(cfg.Rules)
 	return c

@@ -6,7 +6,6 @@ import (
 	"hash/fnv"
 	"maps"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/berth-hq/berth/internal/policy"
@@ -155,21 +154,18 @@ type viewRare struct {
 // every run of the same (accounts).
 type account struct{ user, project, qos string }
 
-// accounts interns the views' accounts. Its entries are never dropped:
-// there are as many as user, project and QOS combinations in use.
-var accounts = struct {
-	sync.Mutex
-	m map[account]*account
-}{m: map[account]*account{}}
+// accounts interns the views' accounts (Cluster.accts). Its entries are
+// never dropped: there are as many as user, project and QOS combinations
+// in use.
+type accounts map[account]*account
 
-func accountOf(user, project, qos string) *account {
+// of is the shared account of user, project and qos.
+func (as accounts) of(user, project, qos string) *account {
 	a := account{user, project, qos}
-	accounts.Lock()
-	defer accounts.Unlock()
-	p, ok := accounts.m[a]
+	p, ok := as[a]
 	if !ok {
 		p = &a
-		accounts.m[a] = p
+		as[a] = p
 	}
 	return p
 }
@@ -195,19 +191,19 @@ func (v *pendingView) pending(ids []int64) sched.Pending {
 }
 
 // viewOf is rs's view, built again when it is missing or stale.
-func viewOf(rs *runState, rules *policy.Policy) *pendingView {
+func (s *Cluster) viewOf(rs *runState, rules *policy.Policy) *pendingView {
 	if v := rs.view; v != nil && v.rules == rules {
 		return v
 	}
-	v := newView(rs, rules)
+	v := s.newView(rs, rules)
 	rs.view = v
 	return v
 }
 
 // newView builds rs's view.
-func newView(rs *runState, rules *policy.Policy) *pendingView {
+func (s *Cluster) newView(rs *runState, rules *policy.Policy) *pendingView {
 	v := &pendingView{rules: rules, id: rs.rec.ID, priority: rs.rec.Priority, submitted: rs.rec.SubmittedAt.UnixNano(), nodes: int32(len(rs.jobs)),
-		req: rs.req, limit: rs.limit, acct: accountOf(rs.user, rs.project, rs.qos), tier: rs.tier, nice: rs.nice,
+		req: rs.req, limit: rs.limit, acct: s.accts.of(rs.user, rs.project, rs.qos), tier: rs.tier, nice: rs.nice,
 		array: arrayKey(rs)}
 	if len(rs.groups) > 0 {
 		v.rare = &viewRare{groups: rs.groups}
@@ -289,7 +285,7 @@ func (s *Cluster) preparePassLocked(now time.Time) *Pass {
 		p.index = &s.waiting
 		p.views, p.maybeHeld = slices.Clone(s.waiting.views), s.waiting.maybeHeld
 	} else {
-		p.views, p.maybeHeld = viewsLocked(candidates, p.rules)
+		p.views, p.maybeHeld = s.viewsLocked(candidates, p.rules)
 	}
 	ids := slices.Collect(maps.Keys(p.maybeHeld))
 	p.holds = s.holdsLocked(p.maybeHeld, now, b)
@@ -312,11 +308,11 @@ func (s *Cluster) preparePassLocked(now time.Time) *Pass {
 
 // viewsLocked collects the views of the given waiting runs, and those a
 // hold may apply to.
-func viewsLocked(pending map[int64]*runState, rules *policy.Policy) ([]*pendingView, map[int64]*runState) {
+func (s *Cluster) viewsLocked(pending map[int64]*runState, rules *policy.Policy) ([]*pendingView, map[int64]*runState) {
 	views := make([]*pendingView, 0, len(pending))
 	maybeHeld := map[int64]*runState{}
 	for id, rs := range pending {
-		v := viewOf(rs, rules)
+		v := s.viewOf(rs, rules)
 		if !v.plain {
 			maybeHeld[id] = rs
 		}
@@ -528,7 +524,7 @@ type waitingIndex struct {
 
 // rebuildLocked builds the index from every waiting run.
 func (w *waitingIndex) rebuildLocked(s *Cluster, rules *policy.Policy) {
-	w.views, w.maybeHeld = viewsLocked(s.pending, rules)
+	w.views, w.maybeHeld = s.viewsLocked(s.pending, rules)
 	w.rules, w.at, w.ok = rules, nil, true
 }
 
@@ -554,7 +550,7 @@ func (w *waitingIndex) updateLocked(s *Cluster, fresh map[int64]*runState, rules
 			w.removeLocked(id)
 			continue
 		}
-		v := viewOf(rs, rules)
+		v := s.viewOf(rs, rules)
 		if i, ok := w.at[id]; ok {
 			w.views[i] = v
 		} else {

@@ -542,7 +542,7 @@ func TestWaitingIndexFollowsQueue(t *testing.T) {
 				fullPasses++
 				want = map[int64]sched.Pending{}
 				for id, rs := range s.pending {
-					v := newView(rs, p.rules)
+					v := s.newView(rs, p.rules)
 					want[id] = v.pending(make([]int64, v.nodes))
 				}
 			}

@@ -840,7 +840,7 @@ func (s *Cluster) flushReasonsLocked(b *store.Batch, now time.Time) {
 func (s *Cluster) snapshotLocked(pending map[int64]*runState, holds map[int64]string, now time.Time) sched.Snapshot {
 	s.dropChangedViewsLocked()
 	p := s.copyClusterLocked(now)
-	p.views, _ = viewsLocked(pending, p.rules)
+	p.views, _ = s.viewsLocked(pending, p.rules)
 	p.holds = holds
 	return p.snapshot()
 }

@@ -62,7 +62,7 @@ func (s *Server) flushLocked() <-chan error {
 // unlock releases mu, first queueing what the cluster emitted under it
 // (flushLocked): nothing emitted waits for a later change to be queued.
 func (s *Server) unlock() {
-	if s.Pending() {
+	if s.Emitted() {
 		s.flushLocked()
 	}
 	s.mu.Unlock()

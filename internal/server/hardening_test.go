@@ -19,23 +19,35 @@ import (
 	"github.com/berth-hq/berth/internal/store"
 )
 
-// post sends body to path with token and answers the status and error.
-func post(t *testing.T, h *harness, token, path, body string) (int, string) {
+// send posts body to path with token, with the headers given as name,
+// value pairs, and answers the status and the body.
+func send(t *testing.T, h *harness, token, path, body string, header ...string) (int, []byte) {
 	t.Helper()
 	req, err := http.NewRequest("POST", h.http.URL+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
+	for k := 0; k+1 < len(header); k += 2 {
+		req.Header.Set(header[k], header[k+1])
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		t.Error(err)
+		return 0, nil
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// post sends body to path with token and answers the status and error.
+func post(t *testing.T, h *harness, token, path, body string) (int, string) {
+	t.Helper()
+	code, b := send(t, h, token, path, body)
 	var e api.Error
 	_ = json.Unmarshal(b, &e)
-	return resp.StatusCode, e.Error
+	return code, e.Error
 }
 
 // TestAPIBodiesStrict: a body with a field the API does not know, or data
@@ -182,21 +194,10 @@ func TestIDsNeverReissued(t *testing.T) {
 // submitKeyed posts a submission with an Idempotency-Key as token's user.
 func submitKeyed(t *testing.T, h *harness, token, key string) int64 {
 	t.Helper()
-	req, err := http.NewRequest("POST", h.http.URL+"/api/v1/runs", strings.NewReader(`{"spec":{"commands":["true"]},"hold":true}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Idempotency-Key", key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	code, b := send(t, h, token, "/api/v1/runs", `{"spec":{"commands":["true"]},"hold":true}`, "Idempotency-Key", key)
 	var r api.Run
-	if err := json.Unmarshal(b, &r); err != nil || resp.StatusCode != http.StatusCreated {
-		t.Errorf("submission with key %q: %s %s", key, resp.Status, b)
+	if err := json.Unmarshal(b, &r); err != nil || code != http.StatusCreated {
+		t.Errorf("submission with key %q: %d %s", key, code, b)
 	}
 	return r.ID
 }
