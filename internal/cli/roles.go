@@ -32,7 +32,7 @@ import (
 func newServerCmd() *cobra.Command {
 	var (
 		listen, db, sync, agentName, agentFleet, policy, weights, policyFile string
-		halfLife, nodeTimeout                                                time.Duration
+		halfLife, nodeTimeout, unkillable                                    time.Duration
 		maxArray                                                             int
 		maxScript                                                            int64
 		maxNodes                                                             int
@@ -85,7 +85,7 @@ func newServerCmd() *cobra.Command {
 				policyFile = filepath.Join(home, "policy.yml")
 			}
 			srv, err := server.New(ctx, server.Config{Store: st, Logger: log, StopGrace: grace, Policy: pol, Weights: wts, HalfLife: halfLife, Depth: depth, Rules: rules,
-				PolicyFile: policyFile, NodeTimeout: nodeTimeout, MaxArraySize: maxArray, MaxScriptBytes: maxScript, MaxNodesPerRun: maxNodes,
+				PolicyFile: policyFile, NodeTimeout: nodeTimeout, UnkillableTimeout: unkillable, MaxArraySize: maxArray, MaxScriptBytes: maxScript, MaxNodesPerRun: maxNodes,
 				Metrics: server.NewMetrics(metricsOptions(metrics))})
 			if err != nil {
 				return err
@@ -155,6 +155,7 @@ func newServerCmd() *cobra.Command {
 	f.StringVar(&agentFleet, "agent-fleet", "", "fleet (Slurm: partition) of the local agent's node")
 	f.DurationVar(&grace, "stop-grace", 10*time.Second, "time between SIGTERM and SIGKILL when a run is stopped")
 	f.DurationVar(&nodeTimeout, "node-timeout", time.Minute, "how long a node's agent may stay disconnected before its jobs fail as unreachable (an agent back sooner keeps them)")
+	f.DurationVar(&unkillable, "unkillable-timeout", time.Minute, "how long past its grace period a job asked to stop may go on without its agent reporting its end; then the server ends it and drains its node with reason \"Kill task failed\" (Slurm's UnkillableStepTimeout)")
 	f.IntVar(&maxArray, "max-array-size", 1_000_001, "array indices must be below this (Slurm's MaxArraySize)")
 	f.IntVar(&maxNodes, "max-nodes-per-run", 10_000, "the most nodes one run may ask for, its groups' together (Slurm: a partition's MaxNodes)")
 	f.Var(sizeValue{&maxScript}, "max-script-size", "the most a run's commands may hold, e.g. 8MB (default 4MB, Slurm's max_script_size)")

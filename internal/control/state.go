@@ -268,6 +268,11 @@ type jobState struct {
 	// master is done); held: its assignment waits for startup_order.
 	stopping bool
 	held     bool
+	// stopSent is when the job was last asked to stop while its node was
+	// connected (zero: not asked), abort whether with SIGKILL at once:
+	// its end is due by then plus its grace and UnkillableTimeout.
+	stopSent time.Time
+	abort    bool
 }
 
 // nodeState is a node in memory: what it has, what its jobs hold, its stream.
@@ -417,6 +422,11 @@ func (s *Cluster) Restore(l *Loaded, now time.Time) error {
 			// A job stopping while its run is not: the server stopped it
 			// because of a sibling (all-or-nothing, master-done).
 			js.stopping = api.Status(js.rec.Status) == api.StatusTerminating && lifecycle.StopCause(rs.rec.StopReq) == lifecycle.StopNone
+			if api.Status(js.rec.Status) == api.StatusTerminating {
+				// Asked to stop before the restart: its end is due counting
+				// from now (the resync asks again).
+				js.stopSent, js.abort = now, lifecycle.StopCause(rs.rec.StopReq) == lifecycle.StopAbort
+			}
 		}
 		if rs.task().StartupOrder != "" && len(rs.jobs) > 1 {
 			// startup_order's held assignments are not stored: hold again
@@ -686,13 +696,14 @@ func (s *Cluster) stopLocked(rs *runState, cause lifecycle.StopCause, now time.T
 // terminateJobLocked marks a placed job terminating, in b, and adds to after
 // the message asking its agent to stop it (none while its node is away: the
 // resync on reconnection carries the stop).
-func (s *Cluster) terminateJobLocked(js *jobState, abort bool, b *store.Batch, after []Effect) []Effect {
+func (s *Cluster) terminateJobLocked(js *jobState, abort bool, now time.Time, b *store.Batch, after []Effect) []Effect {
 	js.rec.Status = string(api.StatusTerminating)
 	b.Jobs = append(b.Jobs, jobCopy(js))
 	ns, ok := s.nodes[js.rec.Node]
 	if !ok || !ns.online {
 		return after
 	}
+	js.stopSent, js.abort = now, abort
 	id := js.rec.ID
 	return append(after, sendEffect(ns, api.AgentMessage{Type: "stop", Stop: &api.StopJob{JobID: id, Abort: abort}}))
 }

@@ -69,6 +69,10 @@ type Config struct {
 	// NodeTimeout is how long a node's agent may stay disconnected before
 	// its jobs are failed as unreachable (default 60 s).
 	NodeTimeout time.Duration
+	// UnkillableTimeout is how long past its grace period a stopped job
+	// may go on unreported before the server ends it and drains its node
+	// (0: a minute; see control.Config).
+	UnkillableTimeout time.Duration
 	// MaxArraySize bounds array indices, as Slurm's MaxArraySize: indices
 	// 0..MaxArraySize-1 (default 1,000,001).
 	MaxArraySize int
@@ -176,7 +180,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.tokenTTL.Store(int64(tokenCache))
 	s.Cluster = control.New(control.Config{Logger: cfg.Logger, StopGrace: cfg.StopGrace, Policy: cfg.Policy, Weights: cfg.Weights,
-		HalfLife: cfg.HalfLife, Depth: cfg.Depth, Rules: cfg.Rules, NodeTimeout: cfg.NodeTimeout, MaxArraySize: cfg.MaxArraySize})
+		HalfLife: cfg.HalfLife, Depth: cfg.Depth, Rules: cfg.Rules, NodeTimeout: cfg.NodeTimeout,
+		UnkillableTimeout: cfg.UnkillableTimeout, MaxArraySize: cfg.MaxArraySize})
 	var err error
 	if s.projectID, err = s.store.EnsureProject(ctx, "main"); err != nil {
 		return nil, err

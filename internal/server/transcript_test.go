@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -396,7 +397,7 @@ func (e *transcriptEnv) submit(t testing.TB, name string, flags []string, args m
 		y += "  gpu: " + g + "\n"
 	}
 	for key, field := range map[string]string{"nodes": "nodes", "limit": "max_duration", "startup": "startup_order",
-		"stop-criteria": "stop_criteria", "priority": "priority", "qos": "qos", "array": "array"} {
+		"stop-criteria": "stop_criteria", "stop-duration": "stop_duration", "priority": "priority", "qos": "qos", "array": "array"} {
 		if v := args[key]; v != "" {
 			y += field + ": " + v + "\n"
 		}
@@ -493,7 +494,11 @@ func (e *transcriptEnv) describe(batches []*store.Batch) string {
 	runs := map[int64]*store.Run{}
 	jobs := map[int64]*store.Job{}
 	var events []*store.Event
+	nodes := map[string]*store.Node{}
 	for _, b := range batches {
+		for _, n := range b.Nodes {
+			nodes[n.Name] = n
+		}
 		for _, r := range b.Runs {
 			runs[r.ID] = r
 			if _, named := e.names[r.ID]; !named && r.ArrayID != 0 {
@@ -535,6 +540,13 @@ func (e *transcriptEnv) describe(batches []*store.Batch) string {
 			fmt.Fprintf(&out, " on %s", j.Node)
 		}
 		out.WriteString("\n")
+	}
+	for _, name := range slices.Sorted(maps.Keys(nodes)) {
+		// Only drains: a node's other changes (when it was last seen) are
+		// the clock's.
+		if d := nodes[name].Drain; len(d) > 0 {
+			fmt.Fprintf(&out, "commit node %s: drain %s\n", name, d)
+		}
 	}
 	for _, ev := range events {
 		fmt.Fprintf(&out, "event %s %s: %s\n", e.names[ev.RunID], ev.Type, ev.Message)
