@@ -223,7 +223,7 @@ func timeLimit(t *spec.Task) time.Duration {
 	if t == nil || t.MaxDuration == nil || *t.MaxDuration <= 0 {
 		return slurm.Unlimited
 	}
-	return time.Duration(*t.MaxDuration) * time.Second
+	return t.MaxDuration.Std()
 }
 
 // perNode is what one node of the run asks for (the first group's, for a

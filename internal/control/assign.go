@@ -116,7 +116,7 @@ func (s *Cluster) assignment(js *jobState, hosts, ips []string) api.Assignment {
 		Alloc: js.alloc, LogSize: js.rec.LogSize, Stop: rs.rec.StopReq,
 	}
 	if t.MaxDuration != nil {
-		a.MaxDuration = int64(*t.MaxDuration)
+		a.MaxDuration = int64(t.MaxDuration.Bounded())
 	}
 	if js.stopping && a.Stop == 0 {
 		a.Stop = int(lifecycle.StopUser) // a sibling failed or the master is done: a resync still stops it

@@ -102,7 +102,7 @@ func (rs *runState) configure(t *spec.Task) {
 	rs.qos, rs.nice = t.QOS, t.Nice
 	rs.limit = 0
 	if t.MaxDuration != nil {
-		rs.limit = time.Duration(*t.MaxDuration) * time.Second
+		rs.limit = t.MaxDuration.Std()
 	}
 	rs.retryPolicy = nil
 	if p := t.Retry; p != nil {
