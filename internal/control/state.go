@@ -455,6 +455,11 @@ func (s *Cluster) Restore(l *Loaded, now time.Time) error {
 		}
 		if api.Status(rs.rec.Status) == api.StatusSubmitted {
 			s.pending[rs.rec.ID] = rs
+			if len(rs.jobs) == 0 {
+				// Never placed: its jobs get IDs again (nothing durable
+				// named the ones it had).
+				s.newJobsLocked(rs, 0, rs.rec.SubmittedAt, nil)
+			}
 			s.unmakeJobsLocked(rs)
 		}
 	}
@@ -963,17 +968,22 @@ func groupOf(t *spec.Task, k int) int {
 }
 
 // newJobsLocked gives rs a fresh job per node, of the given attempt,
-// waiting: their rows are written now, their memory made when the run is
-// placed or a decision needs them (jobsLocked), so that a long queue costs
-// little memory.
+// waiting. Their memory is made when the run is placed or a decision needs
+// them (jobsLocked), so that a long queue costs little memory; their rows
+// are written then too, except a later attempt's, written now (b): a
+// submission on 10,000 nodes writes no job row, and a run that waits with
+// none after a restart (Restore) is one never placed, attempt 0.
 func (s *Cluster) newJobsLocked(rs *runState, attempt int, now time.Time, b *store.Batch) {
 	n := rs.task().JobCount()
 	rs.jobs = nil
 	rs.unmade = unmadeJobs{first: s.nextJob + 1, n: int32(n), attempt: int32(attempt), at: now.UnixNano()}
+	s.nextJob += int64(n)
+	if attempt == 0 {
+		return
+	}
 	for k := range n {
-		s.nextJob++
-		b.Jobs = append(b.Jobs, &store.Job{ID: s.nextJob, RunID: rs.rec.ID, Num: k, Attempt: attempt, Status: string(api.StatusSubmitted),
-			SubmittedAt: now, Alloc: []byte("{}")})
+		r := rs.unmade.record(rs.rec.ID, k)
+		b.Jobs = append(b.Jobs, &r)
 	}
 }
 

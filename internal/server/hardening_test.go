@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -161,6 +162,10 @@ func TestIDsNeverReissued(t *testing.T) {
 		}
 		last = r
 	}
+	last, err := h.c.Run(ctx, strconv.FormatInt(last.ID, 10))
+	if err != nil {
+		t.Fatal(err)
+	}
 	addr := h.http.Listener.Addr().String()
 	h.close()
 	db, err := sql.Open("sqlite", filepath.Join(dir, "berth.db"))
@@ -181,12 +186,18 @@ func TestIDsNeverReissued(t *testing.T) {
 	if r.ID <= last.ID {
 		t.Errorf("after the lost run %d, a new run got ID %d", last.ID, r.ID)
 	}
-	jobs, err := h.st.ListJobs(ctx, r.ID)
-	if err != nil || len(jobs) != 1 {
-		t.Fatalf("jobs %v (%v)", jobs, err)
+	// A run that waits has its jobs in the cluster (their rows are written
+	// at placement): the API shows them.
+	got, err := h.c.Run(ctx, strconv.FormatInt(r.ID, 10))
+	if err != nil || len(got.Jobs) != 1 {
+		t.Fatalf("run %v (%v)", got, err)
 	}
+	jobs := got.Jobs
 	lost := last.Jobs
-	if len(lost) > 0 && jobs[0].ID <= lost[0].ID {
+	if len(lost) != 1 {
+		t.Fatalf("the lost run had jobs %v", lost)
+	}
+	if jobs[0].ID <= lost[0].ID {
 		t.Errorf("the new run's job got ID %d, not above the lost job %d", jobs[0].ID, lost[0].ID)
 	}
 }

@@ -164,11 +164,13 @@ func (s *SQLite) Close() error {
 	if s.r != nil {
 		errs = append(errs, s.r.Close())
 	}
-	// Closed cleanly, every ID handed out is in the tables: the marks come
-	// down to them, so that IDs go on without a gap after a restart (after
-	// a crash they skip what was reserved).
-	_, err := s.w.Exec(`UPDATE reserved_ids SET upto = MIN(upto, CASE name
-  WHEN 'runs' THEN (SELECT COALESCE(MAX(id), 0) FROM runs) ELSE (SELECT COALESCE(MAX(id), 0) FROM jobs) END)`)
+	// Closed cleanly, every run ID handed out is in the table: its mark
+	// comes down to them, so that run IDs (Slurm's job IDs) go on without
+	// a gap after a restart (after a crash they skip what was reserved).
+	// The job mark stays: a waiting run's jobs have IDs but no rows until
+	// it is placed, and those IDs, shown by the API, must not be reissued;
+	// a gap in job IDs is harmless.
+	_, err := s.w.Exec(`UPDATE reserved_ids SET upto = MIN(upto, (SELECT COALESCE(MAX(id), 0) FROM runs)) WHERE name = 'runs'`)
 	errs = append(errs, err)
 	return errors.Join(append(errs, s.w.Close())...)
 }
