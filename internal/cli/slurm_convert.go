@@ -312,10 +312,11 @@ func tresString(nodes, cpus int, memMB uint64, gpus int) string {
 }
 
 // sacctTRES is the same in sacct's order: "billing=1,cpu=1,mem=1000M,node=1".
+// slurm.SacctTRES takes mem= in megabytes, as Slurm's TRES records hold it.
 func sacctTRES(nodes, cpus int, memMB uint64, gpus int) string {
 	m := map[string]uint64{"cpu": uint64(cpus), "node": uint64(nodes), "billing": uint64(cpus)}
 	if memMB > 0 {
-		m["mem"] = memMB * slurm.MiB
+		m["mem"] = memMB
 	}
 	if gpus > 0 {
 		m["gres/gpu"] = uint64(gpus)

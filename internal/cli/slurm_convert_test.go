@@ -198,6 +198,65 @@ func TestSacctFromRuns(t *testing.T) {
 	}
 }
 
+// goldenColumns is the lines of a --parsable2 capture for the given jobs,
+// cut to the named columns.
+func goldenColumns(t *testing.T, file string, cols []string, jobs ...string) string {
+	t.Helper()
+	_, out := readSlurmGolden(t, file)
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	idx := map[string]int{}
+	for i, h := range strings.Split(lines[0], "|") {
+		idx[h] = i
+	}
+	keep := map[string]bool{}
+	for _, j := range jobs {
+		keep[j] = true
+	}
+	var b strings.Builder
+	for _, l := range lines[1:] {
+		f := strings.Split(l, "|")
+		if !keep[f[0]] {
+			continue
+		}
+		for i, c := range cols {
+			if i > 0 {
+				b.WriteByte('|')
+			}
+			b.WriteString(f[idx[c]])
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// ReqMem and the mem= of ReqTRES/AllocTRES are the job's memory in
+// Slurm's units: --mem=1000M is 1000M (it was printed as 1000T), 2G is 2G.
+func TestSacctMemory(t *testing.T) {
+	gpu := func(r *api.Run) {
+		mem := spec.Bytes(2) * spec.GB
+		r.Spec.Resources.Memory = &spec.ByteRange{Min: mem, Max: &mem}
+		r.Spec.Resources.GPU = &spec.GPUSpec{Count: spec.IntRange{Min: 2}}
+		r.Jobs[0].Alloc.Memory = 2 << 30
+		r.Jobs[0].Alloc.GPUs = make([]int, 2)
+	}
+	runs := []api.Run{
+		aRun(4, "fail3").ended(api.StatusFailed, api.ReasonExitedWithError, 3, "01:24:32", "01:24:32").build(),
+		aRun(8, "envgpu").ended(api.StatusDone, "", 0, "01:24:44", "01:24:44").with(gpu).build(),
+	}
+	v := newSlurmView(runs, goldenNodes(), at("01:30:00"))
+	cols := []string{"JobID", "State", "AllocCPUS", "ReqMem", "AllocTRES", "NodeList"}
+	want := goldenColumns(t, "sacct-X-all-states.txt", cols, "4", "8")
+	recs := slurm.FilterAcct(v.acct(), slurm.AcctFilter{Jobs: []slurm.JobSelector{
+		{JobID: 4, Task: slurm.NoArrayTask}, {JobID: 8, Task: slurm.NoArrayTask}}, Now: v.now})
+	got, err := slurm.FormatSacct(recs, slurm.SacctOptions{Parsable2: true, NoHeader: true, NoSteps: true, Format: strings.Join(cols, ",")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("sacct -X -P (-want +got):\n%s", d)
+	}
+}
+
 func TestSlurmState(t *testing.T) {
 	code := func(n int) *int { return &n }
 	started := at("01:00:00")
