@@ -728,7 +728,10 @@ func (v *slurmView) stepRecord(r *api.Run, job slurm.AcctRecord, p api.Step) slu
 }
 
 func (v *slurmView) acctRecord(r *api.Run) slurm.AcctRecord {
-	st := slurmState(r)
+	// slurmdbd records the base state only (as_mysql_job.c: job_state &
+	// JOB_STATE_BASE): a job being set up or stopped is RUNNING in sacct,
+	// never CONFIGURING or COMPLETING.
+	st := slurmState(r).Base()
 	nodes, cpus, memMB, gpus := alloc(r)
 	rec := slurm.AcctRecord{
 		JobID: u32(r.ID), JobName: jobName(r), Partition: v.partition(r),

@@ -257,6 +257,32 @@ func TestSacctMemory(t *testing.T) {
 	}
 }
 
+// sacct prints the base state slurmdbd records (as_mysql_job.c keeps
+// job_state & JOB_STATE_BASE): a job whose node is still being set up, or
+// whose processes are being stopped, is RUNNING there, never CONFIGURING or
+// COMPLETING, which a tool polling sacct would take for a final state.
+func TestSacctPrintsBaseStates(t *testing.T) {
+	runs := []api.Run{
+		aRun(13, "wrap").running("01:26:09").with(func(r *api.Run) { r.Status = api.StatusProvisioning }).build(),
+		aRun(14, "wrap").running("01:26:09").with(func(r *api.Run) { r.Status = api.StatusPulling }).build(),
+		aRun(15, "wrap").running("01:26:09").with(func(r *api.Run) { r.Status = api.StatusTerminating }).build(),
+	}
+	v := newSlurmView(runs, goldenNodes(), at("01:26:18"))
+	recs := slurm.FilterAcct(v.acct(), slurm.AcctFilter{Now: v.now})
+	got, err := slurm.FormatSacct(recs, slurm.SacctOptions{Parsable2: true, Format: "JobID,State,ExitCode"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "JobID|State|ExitCode\n13|RUNNING|0:0\n13.batch|RUNNING|0:0\n14|RUNNING|0:0\n14.batch|RUNNING|0:0\n15|RUNNING|0:0\n15.batch|RUNNING|0:0\n"
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("sacct -P -o JobID,State,ExitCode (-want +got):\n%s", d)
+	}
+	st := slurm.FilterAcct(v.acct(), slurm.AcctFilter{States: []slurm.JobState{slurm.JobRunning}, Now: v.now})
+	if len(st) != 6 {
+		t.Errorf("sacct -s R kept %d records, want the 3 jobs and their steps", len(st))
+	}
+}
+
 func TestSlurmState(t *testing.T) {
 	code := func(n int) *int { return &n }
 	started := at("01:00:00")
