@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -70,7 +71,10 @@ type slurmView struct {
 	fleet map[string]string // node -> fleet
 	prio  map[int64]int64   // pending runs' multifactor priority
 	steps map[int64][]api.Step
-	now   time.Time
+	// policy is the server's policy (the fleets' partition names, the
+	// partitions set down); nil when the server did not say.
+	policy *api.PolicyInfo
+	now    time.Time
 }
 
 func newSlurmView(runs []api.Run, nodes []api.Node, now time.Time) *slurmView {
@@ -784,12 +788,65 @@ func (v *slurmView) acctRecord(r *api.Run) slurm.AcctRecord {
 	return rec
 }
 
+// nodeState sets the node's Slurm state and reason from what the server
+// says of it: DOWN* (not responding) while its agent is away, DOWN when an
+// administrator set it down, the DRAIN flag for an administrator's drain
+// or a failed health check (DRAINED when idle, DRAINING with jobs), and
+// ALLOCATED with jobs (MIXED is derived from the CPUs in use). The
+// administrator's reason comes first, with who gave it and when.
+func nodeState(sn *slurm.Node, n *api.Node) {
+	away := n.Status == "offline" || n.Status == "unreachable"
+	busy := n.Jobs > 0 || strings.HasPrefix(n.Status, "busy") || strings.HasPrefix(n.Status, "draining")
+	healthFail := n.Health != nil && n.Health.Status == api.HealthFailure
+	switch {
+	case away:
+		sn.State = slurm.NodeDown | slurm.NodeNoRespond
+	case busy:
+		sn.State = slurm.NodeAllocated
+		if n.AllocCPUs == 0 {
+			sn.CPUsAlloc = n.CPUs
+		}
+	default:
+		sn.State = slurm.NodeIdle
+	}
+	switch d := n.Drain; {
+	case d != nil:
+		if d.Down {
+			sn.State = sn.State&^0xf | slurm.NodeDown
+		} else {
+			sn.State |= slurm.NodeDrain
+		}
+		sn.Reason, sn.ReasonUser, sn.ReasonTime = orStr(d.Reason, "none"), orStr(d.By, "root"), d.Since.Local()
+	case healthFail:
+		sn.State |= slurm.NodeDrain
+		sn.Reason, sn.ReasonUser, sn.ReasonTime = orStr(n.Health.Reason, "health check failed"), "berth", n.Health.CheckedAt.Local()
+	case away:
+		sn.Reason, sn.ReasonUser, sn.ReasonTime = "Not responding", "berth", n.LastSeen.Local()
+	}
+}
+
 // slurmNodes are the nodes and partitions of the cluster as sinfo and
 // scontrol show them: the default partition holds every node (a run that
-// names no fleet may use any), each fleet is a partition of its own.
-func slurmNodes(nodes []api.Node, now time.Time) ([]slurm.Partition, []slurm.Node) {
+// names no fleet may use any), each fleet is a partition of its own, and
+// so is each partition name the policy file gives fleets (holding their
+// nodes); a partition set down is DOWN.
+func slurmNodes(nodes []api.Node, now time.Time, pol *api.PolicyInfo) ([]slurm.Partition, []slurm.Node) {
 	var out []slurm.Node
 	fleets := map[string][]string{}
+	tagged := map[string][]string{} // fleet -> the policy's partition names
+	if pol != nil {
+		for _, f := range pol.Fleets {
+			if f.Name != defaultPartition {
+				fleets[f.Name] = fleets[f.Name][:0:0]
+			}
+			for _, p := range f.Partitions {
+				if p != defaultPartition {
+					fleets[p] = fleets[p][:0:0]
+					tagged[f.Name] = append(tagged[f.Name], p)
+				}
+			}
+		}
+	}
 	var all []string
 	for _, n := range nodes {
 		sn := slurm.Node{
@@ -802,20 +859,7 @@ func slurmNodes(nodes []api.Node, now time.Time) ([]slurm.Partition, []slurm.Nod
 			sn.Gres = fmt.Sprintf("gpu:%d", len(n.GPUs))
 			sn.GresUsed = fmt.Sprintf("gpu:%d", n.AllocGPUs)
 		}
-		switch n.Status {
-		case "offline":
-			sn.State = slurm.NodeDown | slurm.NodeNoRespond
-			sn.Reason = "Not responding"
-			sn.ReasonTime = n.LastSeen.Local()
-			sn.ReasonUser = "berth"
-		case "busy":
-			sn.State = slurm.NodeAllocated
-			if n.AllocCPUs == 0 {
-				sn.CPUsAlloc = n.CPUs
-			}
-		default:
-			sn.State = slurm.NodeIdle
-		}
+		nodeState(&sn, &n)
 		memMB := uint64(n.Memory) / slurm.MiB
 		sn.CfgTRES = fmt.Sprintf("cpu=%d,mem=%s,billing=%d", n.CPUs, slurm.FormatMemoryMB(memMB), n.CPUs)
 		if len(n.GPUs) > 0 {
@@ -834,6 +878,12 @@ func slurmNodes(nodes []api.Node, now time.Time) ([]slurm.Partition, []slurm.Nod
 			sn.Partitions = append(sn.Partitions, n.Fleet)
 			fleets[n.Fleet] = append(fleets[n.Fleet], n.Name)
 		}
+		for _, p := range tagged[n.Fleet] {
+			if p != n.Fleet {
+				sn.Partitions = append(sn.Partitions, p)
+				fleets[p] = append(fleets[p], n.Name)
+			}
+		}
 		all = append(all, n.Name)
 		out = append(out, sn)
 	}
@@ -850,6 +900,9 @@ func slurmNodes(nodes []api.Node, now time.Time) ([]slurm.Partition, []slurm.Nod
 					gpus += len(n.GPUs)
 				}
 			}
+		}
+		if pol != nil && slices.Contains(pol.DownPartitions, name) {
+			p.State = slurm.PartitionDown
 		}
 		p.TRES = fmt.Sprintf("cpu=%d,mem=%s,node=%d,billing=%d", p.TotalCPUs, slurm.FormatMemoryMB(mem), len(members), p.TotalCPUs)
 		if gpus > 0 {

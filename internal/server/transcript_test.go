@@ -43,6 +43,7 @@ import (
 //	         [cron=*/5_*_*_*_*] (a schedule; _ for spaces; its runs are named R@1, R@2…)
 //	         [het=NODES:CPUS,NODES:CPUS] (a heterogeneous run's groups)
 //	         [stop-criteria=master-done] [depends=afterok:R2] [priority=P] [qos=Q] [array=0-3%2]
+//	         [fleets=F1,F2] (fleet or partition names, sbatch's -p)
 //	                                          (an array's tasks are named R_INDEX)
 //	policy FILE.yml                           the policy file's rules (testdata/transcripts/FILE.yml)
 //	schedule                                  the schedules' due ticks, then one scheduling pass
@@ -400,6 +401,9 @@ func (e *transcriptEnv) submit(t testing.TB, name string, flags []string, args m
 		if v := args[key]; v != "" {
 			y += field + ": " + v + "\n"
 		}
+	}
+	if v := args["fleets"]; v != "" {
+		y += "fleets: [" + v + "]\n"
 	}
 	if v := args["retry"]; v != "" {
 		y += "retry:\n  on_events: [" + v + "]\n"
