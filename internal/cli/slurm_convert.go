@@ -145,17 +145,38 @@ func uniqueNodes(r *api.Run) []string {
 // on, else the fleets it may use, else the default partition.
 func (v *slurmView) partition(r *api.Run) string {
 	if nodes := uniqueNodes(r); len(nodes) > 0 {
-		if f := v.fleet[nodes[0]]; f != "" {
-			return f
-		}
+		f := v.fleet[nodes[0]]
 		if r.Spec == nil || len(r.Spec.Fleets) == 0 {
-			return defaultPartition
+			return orStr(f, defaultPartition)
+		}
+		// The partition it runs in: the first it named that the node's
+		// fleet is, or is tagged with in the policy file.
+		for _, p := range r.Spec.Fleets {
+			if p == f || slices.Contains(v.fleetPartitions(f), p) {
+				return p
+			}
+		}
+		if f != "" {
+			return f
 		}
 	}
 	if r.Spec != nil && len(r.Spec.Fleets) > 0 {
 		return strings.Join(r.Spec.Fleets, ",")
 	}
 	return defaultPartition
+}
+
+// fleetPartitions are the partition names the policy file gives fleet f.
+func (v *slurmView) fleetPartitions(f string) []string {
+	if v.policy == nil || f == "" {
+		return nil
+	}
+	for _, fi := range v.policy.Fleets {
+		if fi.Name == f {
+			return fi.Partitions
+		}
+	}
+	return nil
 }
 
 // slurmState maps a run's status and reason onto Slurm's job state: the

@@ -423,3 +423,47 @@ psu                  root      2026-11-22T01:00:00 n3
 		}
 	}
 }
+
+// A job submitted with -p batch, where batch is a partition name the
+// policy file gives the fleet cpu, stays in batch once it runs on cpu's
+// node (it showed the fleet's name, so squeue -p batch and sacct -r batch
+// lost it), and sinfo -p batch lists cpu's nodes.
+func TestPartitionNamesSurvive(t *testing.T) {
+	inBatch := func(r *api.Run) { r.Spec.Fleets = []string{"batch"} }
+	runs := []api.Run{
+		aRun(20, "wrap").running("01:26:09").with(inBatch).build(),
+		aRun(21, "wrap").pending("Resources").with(inBatch).build(),
+		aRun(22, "wrap").running("01:26:09").with(func(r *api.Run) { r.Spec.Fleets = nil }).build(),
+	}
+	nodes := []api.Node{{NodeInfo: api.NodeInfo{Name: "localhost", Fleet: "cpu", CPUs: 2, Memory: 20000 << 20}, Status: "busy", Jobs: 2, AllocCPUs: 2}}
+	v := newSlurmView(runs, nodes, at("01:26:18"))
+	v.policy = &api.PolicyInfo{Fleets: []api.FleetInfo{{Name: "cpu", Partitions: []string{"batch"}}}}
+	got, _, err := slurm.FormatSqueue(slurm.FilterJobs(v.jobs(), slurm.JobFilter{Partitions: []string{"batch"}}),
+		slurm.SqueueOptions{Format: "%i %P %t", NoHeader: true, Now: v.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "21 batch PD\n20 batch R\n"; got != want {
+		t.Errorf("squeue -h -p batch -o '%%i %%P %%t':\n%s\nwant:\n%s", got, want)
+	}
+	var acct []string
+	for _, r := range v.acct() {
+		if r.Step == "" && r.Partition == "batch" {
+			acct = append(acct, strconv.Itoa(int(r.JobID)))
+		}
+	}
+	if d := cmp.Diff([]string{"20", "21"}, acct); d != "" {
+		t.Errorf("sacct -r batch (-want +got):\n%s", d)
+	}
+	parts, sn := slurmNodes(nodes, v.now, v.policy)
+	var keep []slurm.Partition
+	for _, p := range parts {
+		if p.Name == "batch" {
+			keep = append(keep, p)
+		}
+	}
+	out, _ := slurm.FormatSinfo(keep, sn, slurm.SinfoOptions{NoHeader: true})
+	if want := "batch        up   infinite      1  alloc localhost\n"; out != want {
+		t.Errorf("sinfo -h -p batch:\n%q\nwant:\n%q", out, want)
+	}
+}
