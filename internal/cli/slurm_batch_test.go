@@ -541,3 +541,32 @@ func TestSubmitLimits(t *testing.T) {
 		})
 	}
 }
+
+// --dependency with "?" is OR, as in Slurm: each condition is an
+// alternative of its own. Conditions of one type were merged into one
+// depends_on entry, which needs all its runs: afterok:12?afterok:13 waited
+// for both.
+func TestDependencyAlternatives(t *testing.T) {
+	tests := map[string]struct {
+		dep    string
+		want   []spec.Dependency
+		policy string
+	}{
+		"or of one type": {"afterok:12?afterok:13", []spec.Dependency{{Type: "afterok", Runs: []string{"12"}}, {Type: "afterok", Runs: []string{"13"}}}, "any"},
+		"or of ids":      {"afterok:12:13?afterany:14", []spec.Dependency{{Type: "afterok", Runs: []string{"12"}}, {Type: "afterok", Runs: []string{"13"}}, {Type: "afterany", Runs: []string{"14"}}}, "any"},
+		"and":            {"afterok:12:13,afterany:14", []spec.Dependency{{Type: "afterok", Runs: []string{"12", "13"}}, {Type: "afterany", Runs: []string{"14"}}}, ""},
+		"or, one known":  {"afterok:12?afterok:999", []spec.Dependency{{Type: "afterok", Runs: []string{"12"}}}, ""},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			br, err := buildFrom(t, []string{"-d", tc.dep, "--wrap", "true"}, "", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := br.req.Spec
+			if d := cmp.Diff(tc.want, got.DependsOn); d != "" || got.DependencyPolicy != tc.policy {
+				t.Errorf("depends_on (-want +got):\n%s\ndependency_policy %q, want %q", d, got.DependencyPolicy, tc.policy)
+			}
+		})
+	}
+}
