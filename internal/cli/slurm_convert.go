@@ -75,11 +75,23 @@ type slurmView struct {
 	// partitions set down); nil when the server did not say.
 	policy *api.PolicyInfo
 	now    time.Time
+	// earlier are the attempts of requeued runs before their current one,
+	// oldest first, each as a run of its own (sacct -D).
+	earlier map[int64][]api.Run
+	// duplicates: sacct -D lists the earlier attempts.
+	duplicates bool
 }
 
 func newSlurmView(runs []api.Run, nodes []api.Node, now time.Time) *slurmView {
 	v := &slurmView{runs: runs, byID: map[int64]*api.Run{}, nodes: nodes, fleet: map[string]string{}, now: now}
 	for i := range runs {
+		if cur, earlier := splitAttempts(&runs[i]); len(earlier) > 0 {
+			if v.earlier == nil {
+				v.earlier = map[int64][]api.Run{}
+			}
+			v.earlier[runs[i].ID] = earlier
+			runs[i] = cur
+		}
 		v.byID[runs[i].ID] = &runs[i]
 	}
 	for _, n := range nodes {
@@ -615,6 +627,69 @@ func (v *slurmView) known(sel slurm.JobSelector) bool {
 	return false
 }
 
+// splitAttempts splits a requeued run (its jobs have several attempts) into
+// its current attempt, the run the Slurm views show (its nodes, CPUs and
+// start only; none while it waits again), and the earlier attempts, each a
+// run that ran and ended then, oldest first. Slurm keeps one record per
+// attempt too: the job's is the latest, sacct -D lists the others.
+func splitAttempts(r *api.Run) (cur api.Run, earlier []api.Run) {
+	last := 0
+	for _, j := range r.Jobs {
+		last = max(last, j.Attempt)
+	}
+	waiting := r.Status == api.StatusSubmitted || r.Status == api.StatusScheduled
+	byAttempt := map[int][]api.Job{}
+	for _, j := range r.Jobs {
+		byAttempt[j.Attempt] = append(byAttempt[j.Attempt], j)
+	}
+	lastEnded := waiting && !slices.ContainsFunc(byAttempt[last], func(j api.Job) bool { return !j.Status.Finished() })
+	if last == 0 && !lastEnded {
+		return *r, nil
+	}
+	cur = *r
+	cur.Jobs, cur.Nodes, cur.StartedAt = nil, nil, nil
+	for a := 0; a <= last; a++ {
+		js := byAttempt[a]
+		if a == last && !lastEnded {
+			cur.Jobs = js
+			for _, j := range js {
+				if j.Node != "" {
+					cur.Nodes = append(cur.Nodes, j.Node)
+				}
+				if j.StartedAt != nil && (cur.StartedAt == nil || j.StartedAt.Before(*cur.StartedAt)) {
+					cur.StartedAt = j.StartedAt
+				}
+			}
+			continue
+		}
+		if len(js) == 0 || !slices.ContainsFunc(js, func(j api.Job) bool { return j.StartedAt != nil }) {
+			continue // never ran: nothing to account
+		}
+		e := *r
+		e.Jobs, e.Nodes, e.StartedAt, e.FinishedAt = js, nil, nil, nil
+		e.Status, e.Reason, e.ExitCode = api.StatusTerminated, "requeued", nil
+		for _, j := range js {
+			if j.Node != "" {
+				e.Nodes = append(e.Nodes, j.Node)
+			}
+			if j.StartedAt != nil && (e.StartedAt == nil || j.StartedAt.Before(*e.StartedAt)) {
+				e.StartedAt = j.StartedAt
+			}
+			if j.FinishedAt != nil && (e.FinishedAt == nil || j.FinishedAt.After(*e.FinishedAt)) {
+				e.FinishedAt = j.FinishedAt
+			}
+		}
+		if e.FinishedAt == nil {
+			e.FinishedAt = e.StartedAt
+		}
+		earlier = append(earlier, e)
+	}
+	if !r.Status.Finished() {
+		cur.FinishedAt = nil
+	}
+	return cur, earlier
+}
+
 // acct is every run as sacct lists it: jobs (array tasks as ID_INDEX) in
 // submission order, each followed by its steps (a batch script's "batch"
 // step, an srun's step 0), for runs that started.
@@ -645,54 +720,77 @@ func (v *slurmView) acct() []slurm.AcctRecord {
 	})
 	var out []slurm.AcctRecord
 	for _, r := range runs {
-		rec := v.acctRecord(r)
-		out = append(out, rec)
-		if r.StartedAt == nil {
-			continue
-		}
-		step := rec
-		step.Partition, step.Reason = "", ""
-		step.TimeLimit = 0
-		recorded := v.steps[r.ID]
-		switch tag(r, tagTool) {
-		case "sbatch", "":
-			step.Step, step.JobName = "batch", "batch"
-			nodes := uniqueNodes(r)
-			if len(nodes) > 0 {
-				step.NodeList = nodes[0]
+		if v.duplicates {
+			for i := range v.earlier[r.ID] {
+				out = v.acctRun(out, &v.earlier[r.ID][i], true)
 			}
-			step.NNodes, step.NTasks = 1, 1
-			step.MaxRSS = maxRSS(r, 0)
-			_, c, m, g := alloc(r)
-			n := max(rec.NNodes, 1)
-			step.AllocTRES = sacctTRES(1, c/n, m/uint64(n), g/n)
-		case "srun":
-			if len(recorded) > 0 {
-				step.Step = "" // srun --pty: its step is recorded
-				break
+		}
+		out = v.acctRun(out, r, false)
+	}
+	return out
+}
+
+// acctRun appends the run's record and its steps'. An earlier attempt of a
+// requeued run is REQUEUED (as_mysql_job.c records JOB_REQUEUE), its batch
+// step ended by the signal that stopped it, and without the srun steps
+// (those are the current attempt's).
+func (v *slurmView) acctRun(out []slurm.AcctRecord, r *api.Run, requeued bool) []slurm.AcctRecord {
+	rec := v.acctRecord(r)
+	if requeued {
+		rec.State, rec.ExitCode, rec.ExitSignal, rec.CancelledBy = slurm.JobRequeueFlag, 0, 0, nil
+	}
+	out = append(out, rec)
+	if r.StartedAt == nil {
+		return out
+	}
+	step := rec
+	step.Partition, step.Reason = "", ""
+	step.TimeLimit = 0
+	recorded := v.steps[r.ID]
+	switch tag(r, tagTool) {
+	case "sbatch", "":
+		step.Step, step.JobName = "batch", "batch"
+		nodes := uniqueNodes(r)
+		if len(nodes) > 0 {
+			step.NodeList = nodes[0]
+		}
+		step.NNodes, step.NTasks = 1, 1
+		step.MaxRSS = maxRSS(r, 0)
+		_, c, m, g := alloc(r)
+		n := max(rec.NNodes, 1)
+		step.AllocTRES = sacctTRES(1, c/n, m/uint64(n), g/n)
+	case "srun":
+		if len(recorded) > 0 {
+			step.Step = "" // srun --pty: its step is recorded
+			break
+		}
+		step.Step = "0"
+		step.NTasks = max(tagInt(r, tagNTasks), rec.NNodes)
+		step.MaxRSS = maxRSS(r, -1)
+	default:
+		step.Step = ""
+	}
+	if requeued {
+		recorded = nil
+	}
+	if step.Step != "" {
+		// The batch step of a job that timed out or was cancelled ends
+		// by the signal; the job itself keeps 0:0 (TIMEOUT) in sacct.
+		switch {
+		case requeued, rec.State.Base() == slurm.JobTimeout, rec.State.Base() == slurm.JobCancelled, rec.State.Base() == slurm.JobPreempted:
+			step.State, step.CancelledBy = slurm.JobCancelled, nil
+			step.ExitCode, step.ExitSignal = 0, 15
+			if r.Status == api.StatusAborted {
+				step.ExitSignal = 9
 			}
-			step.Step = "0"
-			step.NTasks = max(tagInt(r, tagNTasks), rec.NNodes)
-			step.MaxRSS = maxRSS(r, -1)
-		default:
-			step.Step = ""
 		}
-		if step.Step != "" {
-			// The batch step of a job that timed out or was cancelled ends
-			// by the signal; the job itself keeps 0:0 (TIMEOUT) in sacct.
-			switch rec.State.Base() {
-			case slurm.JobTimeout, slurm.JobCancelled, slurm.JobPreempted:
-				step.State, step.CancelledBy = slurm.JobCancelled, nil
-				step.ExitCode, step.ExitSignal = 0, 15
-				if r.Status == api.StatusAborted {
-					step.ExitSignal = 9
-				}
-			}
-			out = append(out, step)
+		out = append(out, step)
+	}
+	for _, p := range recorded {
+		if r.StartedAt != nil && p.StartedAt.Before(*r.StartedAt) {
+			continue // a step of an earlier attempt
 		}
-		for _, p := range recorded {
-			out = append(out, v.stepRecord(r, rec, p))
-		}
+		out = append(out, v.stepRecord(r, rec, p))
 	}
 	return out
 }

@@ -467,3 +467,63 @@ func TestPartitionNamesSurvive(t *testing.T) {
 		t.Errorf("sinfo -h -p batch:\n%q\nwant:\n%q", out, want)
 	}
 }
+
+// A job requeued from n1 (preempted, scontrol requeue, node failure) and
+// running again on n2 is a 1-node job on n2: NODES, TRES and NodeList of
+// the current attempt only (it showed NODES 2, doubled TRES and n1), its
+// start the current attempt's; sacct -D lists the earlier attempt as Slurm
+// keeps it, REQUEUED with its batch step ended by the signal.
+func TestRequeuedJobShowsCurrentAttempt(t *testing.T) {
+	attempt := func(a int, node, start, end string, st api.Status) api.Job {
+		j := api.Job{Num: 0, Attempt: a, Node: node, Status: st, Alloc: api.Alloc{CPUs: 1, Memory: 1000 << 20}, StartedAt: atPtr(start)}
+		if end != "" {
+			j.FinishedAt = atPtr(end)
+		}
+		return j
+	}
+	running := aRun(30, "wrap").running("01:10:00").with(func(r *api.Run) {
+		r.Nodes = []string{"n1", "n2"}
+		r.Jobs = []api.Job{attempt(0, "n1", "01:10:00", "01:15:00", api.StatusTerminated), attempt(1, "n2", "01:20:00", "", api.StatusRunning)}
+	}).build()
+	waiting := aRun(31, "wrap").pending("BeginTime").with(func(r *api.Run) {
+		r.StartedAt = atPtr("01:10:00")
+		r.Nodes = []string{"n1"}
+		r.Jobs = []api.Job{attempt(0, "n1", "01:10:00", "01:15:00", api.StatusTerminated)}
+	}).build()
+	v := newSlurmView([]api.Run{running, waiting}, goldenNodes(), at("01:26:18"))
+	got, _, err := slurm.FormatSqueue(v.jobs(), slurm.SqueueOptions{Format: "%i|%T|%D|%C|%N|%S", NoHeader: true, Now: v.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "31|PENDING|1|1||N/A\n30|RUNNING|1|1|n2|2026-11-22T01:20:00\n"; got != want {
+		t.Errorf("squeue -o '%%i|%%T|%%D|%%C|%%N|%%S':\n%s\nwant:\n%s", got, want)
+	}
+	format := "JobID,State,ExitCode,Start,End,NNodes,AllocTRES,NodeList"
+	sacct := func(dup bool) string {
+		v.duplicates = dup
+		recs := slurm.FilterAcct(v.acct(), slurm.AcctFilter{Jobs: []slurm.JobSelector{{JobID: 30, Task: slurm.NoArrayTask}, {JobID: 31, Task: slurm.NoArrayTask}}, Now: v.now})
+		out, err := slurm.FormatSacct(recs, slurm.SacctOptions{Parsable2: true, NoHeader: true, Format: format})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	want := `30|RUNNING|0:0|2026-11-22T01:20:00|Unknown|1|billing=1,cpu=1,mem=1000M,node=1|n2
+30.batch|RUNNING|0:0|2026-11-22T01:20:00|Unknown|1|billing=1,cpu=1,mem=1000M,node=1|n2
+31|PENDING|0:0|Unknown|Unknown|1||None assigned
+`
+	if d := cmp.Diff(want, sacct(false)); d != "" {
+		t.Errorf("sacct -j 30,31 (-want +got):\n%s", d)
+	}
+	want = `30|REQUEUED|0:0|2026-11-22T01:10:00|2026-11-22T01:15:00|1|billing=1,cpu=1,mem=1000M,node=1|n1
+30.batch|CANCELLED|0:15|2026-11-22T01:10:00|2026-11-22T01:15:00|1|billing=1,cpu=1,mem=1000M,node=1|n1
+30|RUNNING|0:0|2026-11-22T01:20:00|Unknown|1|billing=1,cpu=1,mem=1000M,node=1|n2
+30.batch|RUNNING|0:0|2026-11-22T01:20:00|Unknown|1|billing=1,cpu=1,mem=1000M,node=1|n2
+31|REQUEUED|0:0|2026-11-22T01:10:00|2026-11-22T01:15:00|1|billing=1,cpu=1,mem=1000M,node=1|n1
+31.batch|CANCELLED|0:15|2026-11-22T01:10:00|2026-11-22T01:15:00|1|billing=1,cpu=1,mem=1000M,node=1|n1
+31|PENDING|0:0|Unknown|Unknown|1||None assigned
+`
+	if d := cmp.Diff(want, sacct(true)); d != "" {
+		t.Errorf("sacct -D -j 30,31 (-want +got):\n%s", d)
+	}
+}
