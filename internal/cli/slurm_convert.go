@@ -361,6 +361,19 @@ func sacctTRES(nodes, cpus int, memMB uint64, gpus int) string {
 	return slurm.SacctTRES(m)
 }
 
+// stepTRES is a step's AllocTRES: sacct's, without billing, which Slurm
+// gives jobs only ("2.batch ... cpu=1,mem=1000M,node=1").
+func stepTRES(nodes, cpus int, memMB uint64, gpus int) string {
+	m := map[string]uint64{"cpu": uint64(cpus), "node": uint64(nodes)}
+	if memMB > 0 {
+		m["mem"] = memMB
+	}
+	if gpus > 0 {
+		m["gres/gpu"] = uint64(gpus)
+	}
+	return slurm.SacctTRES(m)
+}
+
 func u32(n int64) uint32 {
 	if n < 0 || n > math.MaxUint32 {
 		return 0
@@ -758,7 +771,7 @@ func (v *slurmView) acctRun(out []slurm.AcctRecord, r *api.Run, requeued bool) [
 		step.MaxRSS = maxRSS(r, 0)
 		_, c, m, g := alloc(r)
 		n := max(rec.NNodes, 1)
-		step.AllocTRES = sacctTRES(1, c/n, m/uint64(n), g/n)
+		step.AllocTRES = stepTRES(1, c/n, m/uint64(n), g/n)
 	case "srun":
 		if len(recorded) > 0 {
 			step.Step = "" // srun --pty: its step is recorded
@@ -825,7 +838,7 @@ func (v *slurmView) stepRecord(r *api.Run, job slurm.AcctRecord, p api.Step) slu
 	rec.Elapsed = max(end.Sub(p.StartedAt).Truncate(time.Second), 0)
 	nodes, cpus, memMB, gpus := alloc(r)
 	n := max(nodes, 1)
-	rec.AllocTRES = sacctTRES(p.Nodes, cpus/n*p.Nodes, memMB/uint64(n)*uint64(p.Nodes), gpus/n*p.Nodes)
+	rec.AllocTRES = stepTRES(p.Nodes, cpus/n*p.Nodes, memMB/uint64(n)*uint64(p.Nodes), gpus/n*p.Nodes)
 	rec.CPUTime = rec.Elapsed * time.Duration(cpus/n*p.Nodes)
 	rec.CancelledBy, rec.ExitCode, rec.ExitSignal = nil, 0, 0
 	if p.ExitCode != nil {

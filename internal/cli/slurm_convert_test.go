@@ -255,6 +255,16 @@ func TestSacctMemory(t *testing.T) {
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("sacct -X -P (-want +got):\n%s", d)
 	}
+	// Steps: no billing (sacct-long-fmt.txt: "4.batch ... cpu=1,mem=1000M,node=1").
+	var steps []string
+	for _, r := range v.acct() {
+		if r.Step != "" {
+			steps = append(steps, r.AllocTRES)
+		}
+	}
+	if d := cmp.Diff([]string{"cpu=1,mem=1000M,node=1", "cpu=1,gres/gpu=2,mem=2G,node=1"}, steps); d != "" {
+		t.Errorf("the batch steps' AllocTRES (-want +got):\n%s", d)
+	}
 }
 
 // sacct prints the base state slurmdbd records (as_mysql_job.c keeps
@@ -509,18 +519,18 @@ func TestRequeuedJobShowsCurrentAttempt(t *testing.T) {
 		return out
 	}
 	want := `30|RUNNING|0:0|2026-11-22T01:20:00|Unknown|1|billing=1,cpu=1,mem=1000M,node=1|n2
-30.batch|RUNNING|0:0|2026-11-22T01:20:00|Unknown|1|billing=1,cpu=1,mem=1000M,node=1|n2
+30.batch|RUNNING|0:0|2026-11-22T01:20:00|Unknown|1|cpu=1,mem=1000M,node=1|n2
 31|PENDING|0:0|Unknown|Unknown|1||None assigned
 `
 	if d := cmp.Diff(want, sacct(false)); d != "" {
 		t.Errorf("sacct -j 30,31 (-want +got):\n%s", d)
 	}
 	want = `30|REQUEUED|0:0|2026-11-22T01:10:00|2026-11-22T01:15:00|1|billing=1,cpu=1,mem=1000M,node=1|n1
-30.batch|CANCELLED|0:15|2026-11-22T01:10:00|2026-11-22T01:15:00|1|billing=1,cpu=1,mem=1000M,node=1|n1
+30.batch|CANCELLED|0:15|2026-11-22T01:10:00|2026-11-22T01:15:00|1|cpu=1,mem=1000M,node=1|n1
 30|RUNNING|0:0|2026-11-22T01:20:00|Unknown|1|billing=1,cpu=1,mem=1000M,node=1|n2
-30.batch|RUNNING|0:0|2026-11-22T01:20:00|Unknown|1|billing=1,cpu=1,mem=1000M,node=1|n2
+30.batch|RUNNING|0:0|2026-11-22T01:20:00|Unknown|1|cpu=1,mem=1000M,node=1|n2
 31|REQUEUED|0:0|2026-11-22T01:10:00|2026-11-22T01:15:00|1|billing=1,cpu=1,mem=1000M,node=1|n1
-31.batch|CANCELLED|0:15|2026-11-22T01:10:00|2026-11-22T01:15:00|1|billing=1,cpu=1,mem=1000M,node=1|n1
+31.batch|CANCELLED|0:15|2026-11-22T01:10:00|2026-11-22T01:15:00|1|cpu=1,mem=1000M,node=1|n1
 31|PENDING|0:0|Unknown|Unknown|1||None assigned
 `
 	if d := cmp.Diff(want, sacct(true)); d != "" {
