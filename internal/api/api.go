@@ -51,6 +51,7 @@ const (
 	ReasonTerminatedByAgent  = string(lifecycle.ReasonTerminatedByAgent)
 	ReasonPreempted          = string(lifecycle.ReasonPreempted)
 	ReasonPartitionTimeLimit = string(lifecycle.ReasonPartitionTimeLimit)
+	ReasonPartitionDown      = string(lifecycle.ReasonPartitionDown)
 	ReasonOOM                = string(lifecycle.ReasonOOM)
 )
 
@@ -409,6 +410,8 @@ type PolicyInfo struct {
 	QOS          []QOSInfo   `json:"qos"`
 	Associations []AssocInfo `json:"associations"`
 	Fleets       []FleetInfo `json:"fleets"`
+	// DownPartitions are the partitions set DOWN (State=DOWN), sorted.
+	DownPartitions []string `json:"down_partitions,omitempty"`
 }
 
 // QOSInfo is one QOS.

@@ -169,7 +169,10 @@ func (s *Cluster) resolve(rs *runState, t *spec.Task, rules *policy.Policy) {
 // scheduler's views of the run share them (pass.go).
 func (s *Cluster) resolveFleets(rs *runState, req sched.Request, groups []sched.Group, rules *policy.Policy) {
 	rs.hold = ""
-	req.Fleets, req.NotFleets = rules.ResolveFleets(rs.fleets), nil
+	// Partitions set DOWN (scontrol update PartitionName=X State=DOWN)
+	// take no new starts: the run uses the others it names, or waits.
+	names, up := rules.UpPartitions(rs.fleets)
+	req.Fleets, req.NotFleets = rules.ResolveFleets(names), nil
 	rs.tier = int32(rules.Tier(req.Fleets))
 	if rs.limit > 0 {
 		// Fleets whose time limit the run exceeds are not for it.
@@ -199,6 +202,9 @@ func (s *Cluster) resolveFleets(rs *runState, req sched.Request, groups []sched.
 	}
 	if len(rs.groups) > 0 {
 		req = rs.groups[0].Request
+	}
+	if !up {
+		rs.hold = api.ReasonPartitionDown
 	}
 	rs.req = s.reqs.intern(&req)
 }

@@ -43,7 +43,8 @@ import (
 //	         [held] [begin=+30s] [singleton] [user=U]  (U is created; the default is admin)
 //	         [cron=*/5_*_*_*_*] (a schedule; _ for spaces; its runs are named R@1, R@2…)
 //	         [het=NODES:CPUS,NODES:CPUS] (a heterogeneous run's groups)
-//	         [stop-criteria=master-done] [depends=afterok:R2] [priority=P] [qos=Q] [array=0-3%2]
+//	         [stop-criteria=master-done] [depends=afterok:R2[?afterok:R3]] [priority=P] [qos=Q] [array=0-3%2]
+//	         [fleets=F1,F2] (fleet or partition names, sbatch's -p)
 //	                                          (an array's tasks are named R_INDEX)
 //	policy FILE.yml                           the policy file's rules (testdata/transcripts/FILE.yml)
 //	schedule                                  the schedules' due ticks, then one scheduling pass
@@ -402,6 +403,9 @@ func (e *transcriptEnv) submit(t testing.TB, name string, flags []string, args m
 			y += field + ": " + v + "\n"
 		}
 	}
+	if v := args["fleets"]; v != "" {
+		y += "fleets: [" + v + "]\n"
+	}
 	if v := args["retry"]; v != "" {
 		y += "retry:\n  on_events: [" + v + "]\n"
 		if d := args["duration"]; d != "" {
@@ -419,8 +423,16 @@ func (e *transcriptEnv) submit(t testing.TB, name string, flags []string, args m
 		}
 	}
 	if v := args["depends"]; v != "" {
-		typ, ref, _ := strings.Cut(v, ":")
-		y += fmt.Sprintf("depends_on: [{%s: %d}]\n", typ, e.runs[ref])
+		// TYPE:R, or alternatives TYPE:R?TYPE:R2 (dependency_policy: any).
+		var conds []string
+		for _, c := range strings.Split(v, "?") {
+			typ, ref, _ := strings.Cut(c, ":")
+			conds = append(conds, fmt.Sprintf("{%s: %d}", typ, e.runs[ref]))
+		}
+		y += "depends_on: [" + strings.Join(conds, ", ") + "]\n"
+		if len(conds) > 1 {
+			y += "dependency_policy: any\n"
+		}
 	}
 	task, err := spec.Parse("transcript.yml", []byte(y))
 	if err != nil {
