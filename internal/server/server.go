@@ -117,17 +117,17 @@ type Server struct {
 	hub     *hub
 
 	projectID int64
-	names     sync.Map     // "u<id>" / "p<id>" -> name
-	tokens    sync.Map     // token hash -> cachedCred
+	names     sync.Map // "u<id>" / "p<id>" -> name
+	tokens    sync.Map // token hash -> cachedCred
 	// assertedUsers are the users nodes vouched for, by name (cachedCred,
 	// for tokenTTL); legacyAgents the admin tokens seen acting as agents.
 	assertedUsers sync.Map
 	legacyAgents  sync.Map
 	// jobKey signs the runs' job credentials (identity.go).
-	jobKey []byte
-	tokenTTL  atomic.Int64 // nanoseconds; tests shorten it
-	metrics   struct{ commits, batches, cycles atomic.Int64 }
-	jm        metricsStore // jobs' samples (metrics.go)
+	jobKey   []byte
+	tokenTTL atomic.Int64 // nanoseconds; tests shorten it
+	metrics  struct{ commits, batches, cycles atomic.Int64 }
+	jm       metricsStore // jobs' samples (metrics.go)
 	// steps relays srun's steps to the step hosts (steps.go); its own lock.
 	steps        stepRelay
 	stepPollWait atomic.Int64 // nanoseconds; tests shorten the step polls
