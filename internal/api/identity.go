@@ -74,3 +74,8 @@ type WhoAmI struct {
 	// Via is the node whose socket vouched for the user (empty: a token).
 	Via string `json:"via,omitempty"`
 }
+
+// DefaultSocket is where an agent listens for its host's clients, and
+// where a client with no token and no configuration looks (BERTH_SOCKET
+// overrides both).
+const DefaultSocket = "/run/berth/berth.sock"
