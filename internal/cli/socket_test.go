@@ -256,4 +256,3 @@ func TestJobSeesNoCredential(t *testing.T) {
 		}
 	}
 }
-
