@@ -329,6 +329,11 @@ func TestAssertedUsers(t *testing.T) {
 	if code, w := whoami(asserting.Secret, as("root", "0")); code != 200 || w.User != "admin" || !w.Admin {
 		t.Errorf("root through n1: %d %+v, want the admin", code, w)
 	}
+	// A local user through the socket never acts as the node itself.
+	if code, body := call(t, h, "POST", asserting.Secret, "/agent/register", `{"name":"n1","addr":"127.0.0.1","cpus":2,"memory":1000000}`,
+		as("root", "0")...); code != http.StatusForbidden {
+		t.Errorf("an asserted user on /agent/register: %d %s, want 403", code, body)
+	}
 	if code, _ := whoami(asserting.Secret, as("admin", "1001")); code != http.StatusForbidden {
 		t.Errorf("the login admin (uid 1001): %d, want 403", code)
 	}
