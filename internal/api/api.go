@@ -278,6 +278,9 @@ type Assignment struct {
 	// Hostfile is the run's MPI hostfile ("ADDR slots=N" per node, in rank
 	// order), which the agent writes for DSTACK_MPI_HOSTFILE.
 	Hostfile string `json:"hostfile,omitempty"`
+	// JobToken is the run's own credential (BERTH_JOB_TOKEN in the job's
+	// environment): its steps and reads of the run, while it is active.
+	JobToken string `json:"job_token,omitempty"`
 }
 
 // SignalAt is a signal to send Before seconds before the job's time limit;
@@ -352,6 +355,10 @@ type AgentEvent struct {
 	// cgroup's peak; 0: unknown).
 	MaxRSS int64 `json:"max_rss,omitempty"`
 }
+
+// LogFrameHeader is the bytes of a frame's header in a job's output log:
+// a "log" event's Size is this plus its data's length.
+const LogFrameHeader = 16
 
 // AgentEvents is a batch of events from one node, in order.
 type AgentEvents struct {

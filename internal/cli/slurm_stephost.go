@@ -42,7 +42,7 @@ func newStepHostCmd() *cobra.Command {
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := newClient()
+			c, err := newStepClient()
 			if err != nil {
 				return fmt.Errorf("step-host: %w", err)
 			}

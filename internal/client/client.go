@@ -55,9 +55,23 @@ func (e *APIError) Is(target error) bool {
 
 // New returns a client of the server at baseURL ("http://127.0.0.1:3000").
 func New(baseURL, token string) *Client {
+	return newClient(baseURL, token, (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
+}
+
+// NewUnix returns a client of the server through a node's agent, on its
+// local socket at path: no token; the agent tells the server who the
+// caller is (its Unix user) and vouches for it.
+func NewUnix(path string) *Client {
+	d := &net.Dialer{Timeout: 5 * time.Second}
+	return newClient("http://berth-agent", "", func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return d.DialContext(ctx, "unix", path)
+	})
+}
+
+func newClient(baseURL, token string, dial func(ctx context.Context, network, addr string) (net.Conn, error)) *Client {
 	tr := &http.Transport{
 		Proxy:               nil,
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:         dial,
 		MaxIdleConns:        256,
 		MaxIdleConnsPerHost: 256,
 		IdleConnTimeout:     90 * time.Second,
@@ -67,6 +81,13 @@ func New(baseURL, token string) *Client {
 		token:  token,
 		http:   &http.Client{Transport: tr, Timeout: 60 * time.Second},
 		stream: &http.Client{Transport: tr},
+	}
+}
+
+// authorize puts the client's token on req (none through a socket).
+func (c *Client) authorize(req *http.Request) {
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 }
 
@@ -88,7 +109,7 @@ func (c *Client) doKey(ctx context.Context, hc *http.Client, method, path, key s
 	if err != nil {
 		return fmt.Errorf("client: %w", err)
 	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
+	c.authorize(req)
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
 	}
@@ -321,7 +342,7 @@ func (c *Client) get(ctx context.Context, path string) (*http.Response, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
+	c.authorize(req)
 	resp, err := c.stream.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("client: GET %s: %w", path, err)

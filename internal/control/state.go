@@ -756,10 +756,29 @@ func (s *Cluster) finalRun(rs *runState, now time.Time) {
 	s.finished = append(s.finished, RunEnd{rs.rec.ID, now})
 }
 
+// Report answers a ReportInput: what the cluster now holds (the agent's
+// acknowledgement) and the events it refused.
+type Report struct {
+	Ack     *api.AgentAck
+	Refused []Refused
+}
+
+// Refused is an agent's event the cluster did not take, and why: a job
+// the node does not hold (ErrForbidden), a log frame whose size does not
+// match its data or which starts past the end of the job's log
+// (ErrInvalid). A frame that starts before the end is a resend, dropped
+// without a word. The rest of the report is taken: the acknowledgement
+// tells an honest agent where it stands.
+type Refused struct {
+	Event api.AgentEvent
+	Err   error
+}
+
 // onReport applies a node's reports and answers what the Cluster now holds.
-func (s *Cluster) onReport(now time.Time, in ReportInput) *api.AgentAck {
+func (s *Cluster) onReport(now time.Time, in ReportInput) Report {
 	node, evs := in.Node, in.Events
 	ack := &api.AgentAck{LogSize: map[int64]int64{}}
+	var refused []Refused
 	b := &store.Batch{}
 	touched := map[int64]*jobState{}
 	runs := map[int64]*runState{}
@@ -767,10 +786,17 @@ func (s *Cluster) onReport(now time.Time, in ReportInput) *api.AgentAck {
 	var extra []Effect // messages to agents once committed
 	for _, ev := range evs {
 		js, ok := s.jobs[ev.JobID]
-		if !ok || js.rec.Node != node {
+		if !ok {
+			// A job the cluster has closed (or never placed): the agent
+			// may forget it.
 			if ev.Type == "exited" {
 				ack.Closed = append(ack.Closed, ev.JobID)
 			}
+			continue
+		}
+		if js.rec.Node != node {
+			ev.Data = nil
+			refused = append(refused, Refused{ev, fmt.Errorf("%w: job %d runs on node %s, not %s", ErrForbidden, ev.JobID, js.rec.Node, node)})
 			continue
 		}
 		touched[js.rec.ID] = js
@@ -788,6 +814,13 @@ func (s *Cluster) onReport(now time.Time, in ReportInput) *api.AgentAck {
 				runs[js.rec.RunID] = js.run
 			}
 		case "log":
+			if want := api.LogFrameHeader + int64(len(ev.Data)); ev.Size != want || ev.Offset > js.rec.LogSize {
+				why := fmt.Errorf("%w: job %d: a log frame of size %d at offset %d (its data makes it %d; the log holds %d)",
+					ErrInvalid, ev.JobID, ev.Size, ev.Offset, want, js.rec.LogSize)
+				ev.Data = nil
+				refused = append(refused, Refused{ev, why})
+				continue
+			}
 			if ev.Offset == js.rec.LogSize {
 				b.Logs = append(b.Logs, &store.LogChunk{JobID: js.rec.ID, Offset: ev.Offset, Stream: ev.Stream, Time: ev.Time, Data: ev.Data})
 				js.rec.LogSize += ev.Size
@@ -831,7 +864,7 @@ func (s *Cluster) onReport(now time.Time, in ReportInput) *api.AgentAck {
 		after = append(after, wakeEffect)
 	}
 	s.emit(b, after...)
-	return ack
+	return Report{Ack: ack, Refused: refused}
 }
 
 // notify is the effect that wakes the run's log followers.

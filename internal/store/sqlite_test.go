@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 func openTest(t *testing.T, path string) *SQLite {
@@ -167,7 +168,7 @@ func TestUsersAndTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(&User{ID: id1, Name: "admin", Admin: true}, u); diff != "" {
+	if diff := cmp.Diff(&User{ID: id1, Name: "admin", Admin: true}, u, cmpopts.IgnoreFields(User{}, "CreatedAt")); diff != "" {
 		t.Errorf("UserByToken (-want +got):\n%s", diff)
 	}
 	if _, err := s.UserByToken(ctx, "other"); !errors.Is(err, ErrNotFound) {
