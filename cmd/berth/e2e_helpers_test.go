@@ -134,10 +134,14 @@ func (c *cluster) env(extra ...string) []string {
 	}
 	// Jobs do not see BERTH_HOME (it leads to a token): BERTH_E2E_HOME,
 	// which they inherit, tells this cluster's jobs apart. No agent of a
-	// test listens on the host's socket.
+	// test listens on the host's socket (each has its own: socket).
 	env = append(env, "BERTH_HOME="+c.home, "BERTH_E2E_HOME="+c.home, "BERTH_SOCKET=none")
 	return append(env, extra...)
 }
+
+// socket is where the cluster's agent of that name listens for its
+// host's users (none of a test's agents takes the host's own socket).
+func (c *cluster) socket(name string) string { return filepath.Join(c.home, "sock-"+name) }
 
 // proc is a long-lived process: a server or an agent.
 type proc struct {
@@ -229,7 +233,7 @@ type server struct {
 // until it answers.
 func (c *cluster) startServer(args ...string) *server {
 	c.t.Helper()
-	s := &server{c: c, args: append([]string{"server", "--listen", "127.0.0.1:0"}, args...)}
+	s := &server{c: c, args: append([]string{"server", "--listen", "127.0.0.1:0", "--socket", c.socket("local")}, args...)}
 	s.start()
 	return s
 }
@@ -292,7 +296,9 @@ func (s *server) restart() {
 func (s *server) startAgent(name, dataDir string, args ...string) *proc {
 	s.c.t.Helper()
 	logPath := filepath.Join(s.c.home, "agent-"+name+".log")
-	all := append([]string{"agent", "--server", s.url, "--name", name, "--data-dir", dataDir}, args...)
+	// Each agent listens on a socket of its own, which its jobs' Slurm
+	// commands (scancel, squeue, sbatch inside a job) reach the server by.
+	all := append([]string{"agent", "--server", s.url, "--name", name, "--data-dir", dataDir, "--socket", s.c.socket(name)}, args...)
 	return s.c.startLocked("agent "+name, logPath, s.c.env("BERTH_TOKEN="+s.token), func(b []byte) bool {
 		return bytes.Contains(b, []byte(`msg="agent starting"`))
 	}, all...)

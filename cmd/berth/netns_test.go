@@ -212,7 +212,7 @@ func TestTwoHostsInNetworkNamespaces(t *testing.T) {
 	agentReady := regexp.MustCompile(`msg="agent starting"`)
 	for _, h := range []struct{ ns, name string }{{nn.a, "host-a"}, {nn.b, "host-b"}} {
 		c.startIn(h.ns, "agent "+h.name, filepath.Join(c.home, "agent-"+h.name+".log"), c.env("BERTH_TOKEN="+token), agentReady,
-			"agent", "--server", url, "--name", h.name, "--data-dir", filepath.Join(c.home, "data-"+h.name), "--cpus", "1")
+			"agent", "--server", url, "--name", h.name, "--data-dir", filepath.Join(c.home, "data-"+h.name), "--cpus", "1", "--socket", c.socket(h.name))
 	}
 	// Each agent advertises the address of its route to the server.
 	var nodes []api.Node
