@@ -46,4 +46,3 @@ func TestOddPath(t *testing.T) {
 		t.Fatalf("the database is not where it was asked to be: %v", err)
 	}
 }
-
