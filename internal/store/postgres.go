@@ -88,14 +88,22 @@ func (p *Postgres) lockOwner(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("store: postgres: %w", err)
 	}
-	var ok bool
-	if err := c.QueryRowContext(ctx, `SELECT pg_try_advisory_lock($1)`, serverLockID).Scan(&ok); err != nil {
-		c.Close()
-		return fmt.Errorf("store: postgres: lock: %w", err)
-	}
-	if !ok {
-		c.Close()
-		return ErrLocked
+	// A server killed a moment ago may hold the lock until PostgreSQL
+	// sees its connection close: try for a few seconds, as lockDir does.
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		var ok bool
+		if err := c.QueryRowContext(ctx, `SELECT pg_try_advisory_lock($1)`, serverLockID).Scan(&ok); err != nil {
+			c.Close()
+			return fmt.Errorf("store: postgres: lock: %w", err)
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			c.Close()
+			return ErrLocked
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	p.owner = c
 	return nil
