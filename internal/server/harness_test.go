@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"io"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -119,6 +121,28 @@ func harnessStore(tb testing.TB, ctx context.Context, dir string) store.Store {
 		tb.Fatal(err)
 	}
 	return st
+}
+
+// execRaw runs q on the database of the harnesses of dir behind the
+// store's back (a test that deletes rows as a lost transaction would): the
+// SQLite file, or the PostgreSQL database, its ? placeholders made $1, $2…
+func execRaw(tb testing.TB, dir, q string, args ...any) {
+	tb.Helper()
+	driver, dsn := "sqlite", filepath.Join(dir, "berth.db")
+	if url, ok := pgDatabases.Load(dir); ok {
+		driver, dsn = "pgx", url.(string)
+		for i := 1; strings.Contains(q, "?"); i++ {
+			q = strings.Replace(q, "?", "$"+strconv.Itoa(i), 1)
+		}
+	}
+	db, err := sql.Open(driver, dsn)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(q, args...); err != nil {
+		tb.Fatalf("%s: %v", q, err)
+	}
 }
 
 func isDup(err error) bool {

@@ -39,6 +39,8 @@ func TestOnPostgres(t *testing.T) {
 		{"Array", TestArray},
 		{"StepRelaySurvivesRestart", TestStepRelaySurvivesRestart},
 		{"ListRunsFilters", TestListRunsFilters},
+		{"IDsNeverReissued", TestIDsNeverReissued},
+		{"DeletedTokenStopsWorking", TestDeletedTokenStopsWorking},
 	} {
 		before := databases()
 		if t.Run(tc.name, tc.test) && databases() == before {
