@@ -37,13 +37,18 @@ type dialect struct {
 	hint string
 	// reserve raises reserved_ids' mark, never lowering it.
 	reserve string
+	// logRows is how many log chunks one INSERT carries. SQLite runs its
+	// prepared statement per row in-process; PostgreSQL would pay a round
+	// trip per row, which a job's output multiplies (docs/design.md,
+	// "Logs at scale").
+	logRows int
 }
 
 var (
 	sqliteDialect = dialect{hint: "+", reserve: `INSERT INTO reserved_ids (name, upto) VALUES (?, ?)
-  ON CONFLICT (name) DO UPDATE SET upto = MAX(upto, excluded.upto)`}
+  ON CONFLICT (name) DO UPDATE SET upto = MAX(upto, excluded.upto)`, logRows: 1}
 	postgresDialect = dialect{dollar: true, reserve: `INSERT INTO reserved_ids (name, upto) VALUES (?, ?)
-  ON CONFLICT (name) DO UPDATE SET upto = GREATEST(reserved_ids.upto, excluded.upto)`}
+  ON CONFLICT (name) DO UPDATE SET upto = GREATEST(reserved_ids.upto, excluded.upto)`, logRows: 100}
 )
 
 // q returns the statement in the dialect's placeholders.
@@ -219,13 +224,8 @@ func (s *sqlDB) applyBatch(ctx context.Context, tx *sql.Tx, b *Batch) error {
 			return fmt.Errorf("store: event: %w", err)
 		}
 	}
-	if st, err = prep(insertLog, len(b.Logs)); err != nil {
+	if err := s.insertLogs(ctx, tx, b.Logs); err != nil {
 		return err
-	}
-	for _, l := range b.Logs {
-		if _, err := st(ctx, l.JobID, l.Offset, l.Stream, nanos(l.Time), l.Data); err != nil {
-			return fmt.Errorf("store: log of job %d: %w", l.JobID, err)
-		}
 	}
 	if st, err = prep(upsertStep, len(b.Steps)); err != nil {
 		return err
@@ -239,6 +239,37 @@ func (s *sqlDB) applyBatch(ctx context.Context, tx *sql.Tx, b *Batch) error {
 			p.PTY, p.Status, p.ExitCode, string(exits), nanos(p.StartedAt), nanos(p.FinishedAt)); err != nil {
 			return fmt.Errorf("store: step %d.%d: %w", p.RunID, p.StepID, err)
 		}
+	}
+	return nil
+}
+
+// insertLogs writes log chunks, logRows to a statement (a chunk already
+// there, by job and offset, is kept: a resend).
+func (s *sqlDB) insertLogs(ctx context.Context, tx *sql.Tx, logs []*LogChunk) error {
+	if s.d.logRows <= 1 {
+		if len(logs) == 0 {
+			return nil
+		}
+		st := s.stmt(ctx, tx, insertLog)
+		for _, l := range logs {
+			if _, err := st(ctx, l.JobID, l.Offset, l.Stream, nanos(l.Time), l.Data); err != nil {
+				return fmt.Errorf("store: log of job %d: %w", l.JobID, err)
+			}
+		}
+		return nil
+	}
+	for len(logs) > 0 {
+		n := min(len(logs), s.d.logRows)
+		args := make([]any, 0, 5*n)
+		for _, l := range logs[:n] {
+			args = append(args, l.JobID, l.Offset, l.Stream, nanos(l.Time), l.Data)
+		}
+		text := `INSERT INTO log_chunks (job_id, off, stream, time, data) VALUES ` +
+			strings.TrimSuffix(strings.Repeat(`(?,?,?,?,?),`, n), ",") + ` ON CONFLICT DO NOTHING`
+		if _, err := tx.ExecContext(ctx, s.q(text), args...); err != nil {
+			return fmt.Errorf("store: logs of jobs %d…: %w", logs[0].JobID, err)
+		}
+		logs = logs[n:]
 	}
 	return nil
 }
