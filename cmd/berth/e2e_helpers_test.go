@@ -134,7 +134,10 @@ func (c *cluster) env(extra ...string) []string {
 			env = append(env, kv)
 		}
 	}
-	env = append(env, "BERTH_HOME="+c.home)
+	// Jobs do not see BERTH_HOME (it leads to a token): BERTH_E2E_HOME,
+	// which they inherit, tells this cluster's jobs apart. No agent of a
+	// test listens on the host's socket.
+	env = append(env, "BERTH_HOME="+c.home, "BERTH_E2E_HOME="+c.home, "BERTH_SOCKET=none")
 	return append(env, extra...)
 }
 
@@ -647,9 +650,9 @@ func (c *cluster) shimsOf() []int {
 }
 
 // jobProcs lists the processes of the cluster's jobs: those with the job
-// variables and the cluster's BERTH_HOME in their environment.
+// variables and the cluster's BERTH_E2E_HOME in their environment.
 func (c *cluster) jobProcs() []int {
-	home := []byte("\x00BERTH_HOME=" + c.home + "\x00")
+	home := []byte("\x00BERTH_E2E_HOME=" + c.home + "\x00")
 	return procsMatching(func(_, environ []byte) bool {
 		environ = append([]byte{0}, environ...)
 		return bytes.Contains(environ, home) && bytes.Contains(environ, []byte("\x00BERTH_JOB_ID="))
@@ -708,7 +711,7 @@ func cmdline(pid int) string {
 }
 
 // killLeftovers SIGKILLs every process that carries dir in its command line
-// or environment (shims are `berth shim DIR/...`; jobs inherit BERTH_HOME)
+// or environment (shims are `berth shim DIR/...`; jobs inherit BERTH_E2E_HOME)
 // until none is left, and returns those still there after timeout.
 func killLeftovers(dir string, timeout time.Duration) []string {
 	deadline := time.Now().Add(timeout)

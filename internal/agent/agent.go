@@ -56,6 +56,9 @@ type Config struct {
 	// Monitor: metrics of running jobs and the node's health checks
 	// (metrics.go, health.go).
 	Monitor Monitoring
+	// Socket is where the agent listens for its host's clients, who need
+	// no token there (socket.go; "" or "none": no socket).
+	Socket string
 	// Clock tells the agent the time (nil: the real clock); tests give a
 	// fake one. The job's supervisor, a process of its own, times the job
 	// by the real clock.
@@ -176,6 +179,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		"gpus", len(a.info.GPUs), "jobs_found", len(a.jobs), "limits", a.info.Limits)
 	go a.sender(ctx)
 	a.startMonitoring(ctx)
+	a.serveSocket(ctx)
 	a.mu.Lock()
 	a.refillShims()
 	a.mu.Unlock()
@@ -474,7 +478,7 @@ func (a *Agent) startLocked(asg api.Assignment) {
 		// files (the Slurm front end keeps a batch script there).
 		hostfile = append(hostfile, "BERTH_JOB_DIR="+abs)
 	}
-	sp := shimSpec{Script: script(asg.Commands), Env: jobEnv(asg, hostfile...), Dir: workDir, MaxDuration: asg.MaxDuration, Grace: asg.Grace, Assignment: asg,
+	sp := shimSpec{Script: script(asg.Commands), Env: jobEnv(asg, append(hostfile, a.jobCredEnv(asg)...)...), Dir: workDir, MaxDuration: asg.MaxDuration, Grace: asg.Grace, Assignment: asg,
 		Cgroup: j.cg}
 	if err := writeJSONAtomic(filepath.Join(dir, fileSpec), sp); err != nil {
 		fail(err)

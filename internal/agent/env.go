@@ -21,8 +21,26 @@ func script(commands []string) string {
 	return b.String()
 }
 
-// hiddenEnv are the agent's own variables that no job may see.
-var hiddenEnv = map[string]bool{"BERTH_TOKEN": true, "BERTH_URL": true}
+// hiddenEnv are the agent's own variables that no job may see: its
+// credential and where to find one (BERTH_HOME holds the client
+// configuration, with a token). A job gets the server's URL and its run's
+// own credential instead (jobCredEnv).
+var hiddenEnv = map[string]bool{"BERTH_TOKEN": true, "BERTH_URL": true, "BERTH_HOME": true, "BERTH_JOB_TOKEN": true,
+	"BERTH_METRICS_TOKEN": true, "BERTH_SOCKET": true}
+
+// jobCredEnv is what a job needs to reach the server about its own run:
+// the server's URL and the run's credential (srun's steps, the step
+// hosts), and the node's socket for its user's other calls.
+func (a *Agent) jobCredEnv(asg api.Assignment) []string {
+	env := []string{"BERTH_URL=" + a.cfg.Server}
+	if asg.JobToken != "" {
+		env = append(env, "BERTH_JOB_TOKEN="+asg.JobToken)
+	}
+	if a.cfg.Socket != "" && a.cfg.Socket != "none" {
+		env = append(env, "BERTH_SOCKET="+a.cfg.Socket)
+	}
+	return env
+}
 
 // jobEnv is the agent's environment (like Slurm's --export=ALL from the node)
 // without its secrets, then the agent's own variables for the job (extra),

@@ -224,7 +224,8 @@ func combine(found []finding, now time.Time) api.NodeHealth {
 // server's credentials, with the node's name and fleet.
 func (a *Agent) healthEnv() []string {
 	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
-		return strings.HasPrefix(kv, "BERTH_TOKEN=") || strings.HasPrefix(kv, "BERTH_URL=")
+		name, _, _ := strings.Cut(kv, "=")
+		return hiddenEnv[name]
 	})
 	return append(env, "BERTH_NODE_NAME="+a.cfg.Name, "BERTH_NODE_FLEET="+a.cfg.Fleet)
 }

@@ -51,6 +51,7 @@ const (
 	ReasonTerminatedByAgent  = string(lifecycle.ReasonTerminatedByAgent)
 	ReasonPreempted          = string(lifecycle.ReasonPreempted)
 	ReasonPartitionTimeLimit = string(lifecycle.ReasonPartitionTimeLimit)
+	ReasonPartitionDown      = string(lifecycle.ReasonPartitionDown)
 	ReasonOOM                = string(lifecycle.ReasonOOM)
 )
 
@@ -277,6 +278,9 @@ type Assignment struct {
 	// Hostfile is the run's MPI hostfile ("ADDR slots=N" per node, in rank
 	// order), which the agent writes for DSTACK_MPI_HOSTFILE.
 	Hostfile string `json:"hostfile,omitempty"`
+	// JobToken is the run's own credential (BERTH_JOB_TOKEN in the job's
+	// environment): its steps and reads of the run, while it is active.
+	JobToken string `json:"job_token,omitempty"`
 }
 
 // SignalAt is a signal to send Before seconds before the job's time limit;
@@ -352,6 +356,10 @@ type AgentEvent struct {
 	MaxRSS int64 `json:"max_rss,omitempty"`
 }
 
+// LogFrameHeader is the bytes of a frame's header in a job's output log:
+// a "log" event's Size is this plus its data's length.
+const LogFrameHeader = 16
+
 // AgentEvents is a batch of events from one node, in order.
 type AgentEvents struct {
 	Node   string       `json:"node"`
@@ -409,6 +417,8 @@ type PolicyInfo struct {
 	QOS          []QOSInfo   `json:"qos"`
 	Associations []AssocInfo `json:"associations"`
 	Fleets       []FleetInfo `json:"fleets"`
+	// DownPartitions are the partitions set DOWN (State=DOWN), sorted.
+	DownPartitions []string `json:"down_partitions,omitempty"`
 }
 
 // QOSInfo is one QOS.

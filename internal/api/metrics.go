@@ -91,9 +91,14 @@ type NodeDrain struct {
 	Reason string    `json:"reason,omitempty"`
 	By     string    `json:"by,omitempty"`
 	Since  time.Time `json:"since"`
+	// Down: the administrator set the node DOWN (Slurm's scontrol update
+	// State=DOWN) rather than draining it; it gets no new jobs either.
+	Down bool `json:"down,omitempty"`
 }
 
-// DrainRequest drains a node (POST /nodes/{name}/drain).
+// DrainRequest drains a node (POST /nodes/{name}/drain); Down sets it
+// down instead (shown DOWN, as after scontrol update State=DOWN).
 type DrainRequest struct {
 	Reason string `json:"reason"`
+	Down   bool   `json:"down,omitempty"`
 }

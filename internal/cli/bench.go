@@ -33,7 +33,7 @@ func newBenchCmd() *cobra.Command {
 fresh temporary $BERTH_HOME and SQLite, drives it over HTTP on loopback, prints what it measured,
 and removes everything it made.`,
 	}
-	cmd.AddCommand(newBenchSubmitCmd(), newBenchLatencyCmd(), newBenchDrainCmd(), newBenchSchedCmd(), newBenchChainCmd(), newBenchArrayCmd(), newBenchAgentCmd(), newBenchStepsCmd(), newBenchMemoryCmd())
+	cmd.AddCommand(newBenchSubmitCmd(), newBenchLatencyCmd(), newBenchDrainCmd(), newBenchSchedCmd(), newBenchChainCmd(), newBenchArrayCmd(), newBenchAgentCmd(), newBenchStepsCmd(), newBenchMemoryCmd(), newBenchHistoryCmd(), newBenchLargestCmd())
 	cmd.PersistentFlags().BoolVar(&benchNoCgroups, "no-cgroups", false, "run the benchmark's jobs without cgroups (to measure what they cost)")
 	cmd.PersistentFlags().StringVar(&benchPolicy, "policy", "", "the benchmark's server's scheduling policy (default: the server's, berth)")
 	return cmd
@@ -56,6 +56,12 @@ type benchServer struct {
 }
 
 func startBenchServer(ctx context.Context, localAgent bool) (*benchServer, error) {
+	return startBenchServerWith(ctx, localAgent, nil)
+}
+
+// startBenchServerWith is startBenchServer with seed, when given, run on
+// the fresh $BERTH_HOME before the server starts (to fill its store).
+func startBenchServerWith(ctx context.Context, localAgent bool, seed func(home string) error) (*benchServer, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -65,6 +71,12 @@ func startBenchServer(ctx context.Context, localAgent bool) (*benchServer, error
 		return nil, err
 	}
 	b := &benchServer{home: home}
+	if seed != nil {
+		if err := seed(home); err != nil {
+			_ = os.RemoveAll(home)
+			return nil, err
+		}
+	}
 	args := []string{"server", "--listen", "127.0.0.1:0"}
 	if !localAgent {
 		args = append(args, "--no-local-agent")

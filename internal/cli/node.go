@@ -15,7 +15,7 @@ import (
 func newNodeCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "node",
-		Short: "Drain nodes and resume them (berth fleet lists them)",
+		Short: "Drain nodes and resume them (berth fleet lists them); make their agents' credentials",
 	}
 	var reason string
 	drain := &cobra.Command{
@@ -57,7 +57,7 @@ func newNodeCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.AddCommand(drain, resume)
+	cmd.AddCommand(drain, resume, nodeTokenCmd())
 	return cmd
 }
 

@@ -32,7 +32,7 @@ import (
 func newServerCmd() *cobra.Command {
 	var (
 		listen, db, sync, agentName, agentFleet, policy, weights, policyFile string
-		halfLife, nodeTimeout                                                time.Duration
+		halfLife, nodeTimeout, unkillable                                    time.Duration
 		maxArray                                                             int
 		maxScript                                                            int64
 		maxNodes                                                             int
@@ -42,6 +42,9 @@ func newServerCmd() *cobra.Command {
 		grace                                                                time.Duration
 		agentRes                                                             resourceFlags
 		agentMon                                                             monitorFlags
+		autoUsers                                                            bool
+		allowUsers                                                           []string
+		agentSocket                                                          string
 	)
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -61,6 +64,16 @@ func newServerCmd() *cobra.Command {
 			}
 			if db == "" {
 				db = filepath.Join(home, "server", "berth.db")
+				// Berth's own directories are the server's user's only
+				// (0700), including those an older version made 0755.
+				for _, d := range []string{home, filepath.Join(home, "server")} {
+					if err := os.MkdirAll(d, 0o700); err != nil {
+						return err
+					}
+					if err := os.Chmod(d, 0o700); err != nil {
+						return err
+					}
+				}
 			}
 			st, unlock, err := openStore(ctx, db, sync, cmd.Flags().Changed("sync"))
 			if err != nil {
@@ -84,8 +97,8 @@ func newServerCmd() *cobra.Command {
 				policyFile = filepath.Join(home, "policy.yml")
 			}
 			srv, err := server.New(ctx, server.Config{Store: st, Logger: log, StopGrace: grace, Policy: pol, Weights: wts, HalfLife: halfLife, Depth: depth, Rules: rules,
-				PolicyFile: policyFile, NodeTimeout: nodeTimeout, MaxArraySize: maxArray, MaxScriptBytes: maxScript, MaxNodesPerRun: maxNodes,
-				Metrics: server.NewMetrics(metricsOptions(metrics))})
+				PolicyFile: policyFile, NodeTimeout: nodeTimeout, UnkillableTimeout: unkillable, MaxArraySize: maxArray, MaxScriptBytes: maxScript, MaxNodesPerRun: maxNodes,
+				Metrics: server.NewMetrics(metricsOptions(metrics)), NoAutoUsers: !autoUsers, AllowUsers: allowUsers})
 			if err != nil {
 				return err
 			}
@@ -109,8 +122,7 @@ func newServerCmd() *cobra.Command {
 				return fmt.Errorf("listen on %s: %w", listen, err)
 			}
 			url := "http://" + ln.Addr().String()
-			token, err := adminToken(ctx, srv, url)
-			if err != nil {
+			if _, err := adminToken(ctx, srv, url); err != nil {
 				return err
 			}
 			hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
@@ -123,7 +135,19 @@ func newServerCmd() *cobra.Command {
 					return err
 				}
 				defer unlockAgent()
-				a, err := agent.New(agentMon.config(agent.Config{Server: url, Token: token, Name: agentName, Fleet: agentFleet, DataDir: filepath.Join(home, "agent"),
+				// The local agent acts as its node only, with a credential
+				// of its own that may vouch for this host's users (its
+				// socket), never with the admin's token.
+				if agentName == "" {
+					if agentName, err = os.Hostname(); err != nil {
+						return fmt.Errorf("local agent: name: %w", err)
+					}
+				}
+				nodeToken, err := srv.LocalAgentToken(ctx, agentName)
+				if err != nil {
+					return err
+				}
+				a, err := agent.New(agentMon.config(agent.Config{Server: url, Token: nodeToken, Name: agentName, Fleet: agentFleet, DataDir: filepath.Join(home, "agent"), Socket: agentSocket,
 					CPUs: agentRes.cpus, Memory: agentRes.memory, GPUs: agentRes.gpus, DeclaredGPUs: agentRes.gpusSet, NoCgroups: agentRes.noCgroups,
 					Logger: log.With("role", "agent"), Version: Version}))
 				if err != nil {
@@ -154,6 +178,7 @@ func newServerCmd() *cobra.Command {
 	f.StringVar(&agentFleet, "agent-fleet", "", "fleet (Slurm: partition) of the local agent's node")
 	f.DurationVar(&grace, "stop-grace", 10*time.Second, "time between SIGTERM and SIGKILL when a run is stopped")
 	f.DurationVar(&nodeTimeout, "node-timeout", time.Minute, "how long a node's agent may stay disconnected before its jobs fail as unreachable (an agent back sooner keeps them)")
+	f.DurationVar(&unkillable, "unkillable-timeout", time.Minute, "how long past its grace period a job asked to stop may go on without its agent reporting its end; then the server ends it and drains its node with reason \"Kill task failed\" (Slurm's UnkillableStepTimeout)")
 	f.IntVar(&maxArray, "max-array-size", 1_000_001, "array indices must be below this (Slurm's MaxArraySize)")
 	f.IntVar(&maxNodes, "max-nodes-per-run", 10_000, "the most nodes one run may ask for, its groups' together (Slurm: a partition's MaxNodes)")
 	f.Var(sizeValue{&maxScript}, "max-script-size", "the most a run's commands may hold, e.g. 8MB (default 4MB, Slurm's max_script_size)")
@@ -165,6 +190,9 @@ func newServerCmd() *cobra.Command {
 	f.BoolVar(&metrics.PerRun, "metrics-per-run", false, "GET /metrics: also each running job's samples, labelled with its run (a series per job; off, they are summed per node)")
 	f.StringVar(&metrics.Token, "metrics-token", "", "GET /metrics: a bearer token that may scrape besides admins' tokens (default $BERTH_METRICS_TOKEN); clients on this host need none")
 	f.BoolVar(&metrics.Public, "metrics-public", false, "GET /metrics: any client may scrape, with no token")
+	f.BoolVar(&autoUsers, "auto-users", true, "make a Berth user of a Unix login at its first request through an agent's local socket (false: an admin makes users)")
+	f.StringSliceVar(&allowUsers, "allow-users", nil, "only these Unix logins are made users so (comma-separated; default: any)")
+	f.StringVar(&agentSocket, "socket", socketPath(), "local agent's socket for this host's users, who need no token there (default $BERTH_SOCKET, else "+api.DefaultSocket+"; none: no socket)")
 	agentRes.add(cmd, "local agent's ")
 	agentMon.add(cmd, "local agent's ")
 	return cmd
@@ -330,16 +358,16 @@ func (r *resourceFlags) add(cmd *cobra.Command, prefix string) {
 
 func newAgentCmd() *cobra.Command {
 	var (
-		serverURL, name, dataDir, addr, fleet string
-		res                                   resourceFlags
-		mon                                   monitorFlags
+		serverURL, name, dataDir, addr, fleet, socket string
+		res                                           resourceFlags
+		mon                                           monitorFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Run the compute plane on this host and join a server's cluster",
 		Long: `Run the compute plane: detect this host's CPUs, memory and GPUs (or take --cpus, --memory,
---gpus), register with the server, and run the jobs it assigns. The token comes from BERTH_TOKEN or
-the client configuration file. Jobs keep running if the agent stops; a restarted agent with the
+--gpus), register with the server, and run the jobs it assigns. The token, a node's credential
+(berth node token create NODE), comes from BERTH_TOKEN or the client configuration file. Jobs keep running if the agent stops; a restarted agent with the
 same --data-dir finds them again.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -352,6 +380,9 @@ same --data-dir finds them again.`,
 			if v := os.Getenv("BERTH_TOKEN"); v != "" {
 				conn.Token = v
 			}
+			// Nothing the agent starts (shims, health checks, jobs)
+			// inherits its credential.
+			_ = os.Unsetenv("BERTH_TOKEN")
 			if serverURL == "" {
 				serverURL = os.Getenv("BERTH_URL")
 			}
@@ -370,7 +401,7 @@ same --data-dir finds them again.`,
 			}
 			defer unlock()
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-			a, err := agent.New(mon.config(agent.Config{Server: serverURL, Token: conn.Token, Name: name, DataDir: dataDir, Addr: addr, Fleet: fleet,
+			a, err := agent.New(mon.config(agent.Config{Server: serverURL, Token: conn.Token, Name: name, DataDir: dataDir, Addr: addr, Fleet: fleet, Socket: socket,
 				CPUs: res.cpus, Memory: res.memory, GPUs: res.gpus, DeclaredGPUs: res.gpusSet, NoCgroups: res.noCgroups, Logger: log, Version: Version}))
 			if err != nil {
 				return err
@@ -384,6 +415,7 @@ same --data-dir finds them again.`,
 	f.StringVar(&dataDir, "data-dir", "", "where the agent keeps its jobs' files (default $BERTH_HOME/agent)")
 	f.StringVar(&addr, "addr", "", "address other nodes reach this one at (default: the address of the route to the server)")
 	f.StringVar(&fleet, "fleet", "", "the fleet (Slurm: partition) this node belongs to; runs that name fleets go only to their nodes")
+	f.StringVar(&socket, "socket", socketPath(), "socket for this host's users, who need no token there (default $BERTH_SOCKET, else "+api.DefaultSocket+"; none: no socket); the token must be a node's made with --assert-users")
 	res.add(cmd, "")
 	mon.add(cmd, "")
 	return cmd

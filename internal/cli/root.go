@@ -14,6 +14,7 @@ import (
 	"github.com/goccy/go-yaml"
 	"github.com/spf13/cobra"
 
+	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/client"
 )
 
@@ -92,7 +93,8 @@ func NewRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(newServerCmd(), newAgentCmd(), newShimCmd(), newApplyCmd(), newPsCmd(), newLogsCmd(),
-		newStopCmd(), newFleetCmd(), newBenchCmd(), newSimCmd(), newSprioCmd(), newMetricsCmd(), newNodeCmd(), newStepHostCmd())
+		newStopCmd(), newFleetCmd(), newBenchCmd(), newSimCmd(), newSprioCmd(), newMetricsCmd(), newNodeCmd(), newStepHostCmd(),
+		newUserCmd(), newTokenCmd(), newLoginCmd())
 	root.AddGroup(&cobra.Group{ID: "slurm", Title: "Slurm commands (also as links named after them: berth install-slurm-shims DIR):"})
 	root.AddCommand(newSlurmCmds()...)
 	return root
@@ -159,15 +161,42 @@ func connection() (ClientConfig, error) {
 		c.Token = v
 	}
 	if c.URL == "" || c.Token == "" {
-		return c, fmt.Errorf("no server configured: start one with `berth server` (it writes %s), or set BERTH_URL and BERTH_TOKEN", configPath())
+		return c, fmt.Errorf("no server configured: log in with `berth login URL` (it writes %s), set BERTH_URL and BERTH_TOKEN, or run on a node whose agent listens at %s (BERTH_SOCKET)", configPath(), socketPath())
 	}
 	return c, nil
 }
 
+// socketPath is where the local agent listens: $BERTH_SOCKET, else the
+// well-known path ("none": no socket).
+func socketPath() string {
+	if p := os.Getenv("BERTH_SOCKET"); p != "" {
+		return p
+	}
+	return api.DefaultSocket
+}
+
+// newClient is the client of the commands: a token given (BERTH_TOKEN, the
+// config file) goes to the server's URL; with none, the local agent's
+// socket, when there is one, vouches for this Unix user.
 func newClient() (*client.Client, error) {
 	c, err := connection()
-	if err != nil {
-		return nil, err
+	if err == nil {
+		return client.New(c.URL, c.Token), nil
 	}
-	return client.New(c.URL, c.Token), nil
+	if c.Token == "" && socketPath() != "none" {
+		if fi, serr := os.Stat(socketPath()); serr == nil && fi.Mode()&os.ModeSocket != 0 {
+			return client.NewUnix(socketPath()), nil
+		}
+	}
+	return nil, err
+}
+
+// newStepClient is the client of a job's own calls on its run (srun's
+// steps, the step hosts): the run's credential (BERTH_JOB_TOKEN, with the
+// agent's BERTH_URL) where the job has one, else newClient's.
+func newStepClient() (*client.Client, error) {
+	if tok, url := os.Getenv("BERTH_JOB_TOKEN"), os.Getenv("BERTH_URL"); tok != "" && url != "" {
+		return client.New(url, tok), nil
+	}
+	return newClient()
 }

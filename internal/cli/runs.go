@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -28,15 +29,23 @@ func newPsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			runs, err := c.Runs(cmd.Context(), client.ListOptions{All: all || last > 0, Jobs: verbose || asJSON, Limit: last})
-			if err != nil {
+			o := client.ListOptions{All: all || last > 0, Jobs: verbose || asJSON, Limit: last}
+			out := cmd.OutOrStdout()
+			// Printed as the runs arrive: a history of any length is listed
+			// in bounded memory.
+			if asJSON {
+				list := newJSONList(out)
+				if err := c.EachRun(cmd.Context(), o, list.add); err != nil {
+					return err
+				}
+				return list.end()
+			}
+			tw := newRunTable(out, verbose, time.Now())
+			if err := c.EachRun(cmd.Context(), o, tw.add); err != nil {
+				tw.end()
 				return err
 			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), runs)
-			}
-			printRuns(cmd.OutOrStdout(), runs, verbose, time.Now())
-			return nil
+			return tw.end()
 		},
 	}
 	f := cmd.Flags()
@@ -53,51 +62,98 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func printRuns(w io.Writer, runs []api.Run, verbose bool, now time.Time) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tID\tRESOURCES\tSTATUS\tREASON\tSUBMITTED\tEXIT")
-	for _, r := range runs {
-		reason := orDash(r.Reason)
-		name, status := r.Name, r.Status
-		switch {
-		case r.Status == api.StatusScheduled && r.EstimatedStart != nil:
-			reason = "next " + r.EstimatedStart.Local().Format("2006-01-02 15:04")
-		case r.EstimatedStart != nil:
-			reason += " (start " + r.EstimatedStart.Local().Format("15:04:05") + ")"
-		}
-		if a := r.Array; a != nil {
-			// The tasks not created yet fold into one line, as squeue's
-			// NAME_[7-100%10]; created tasks are listed as runs.
-			if a.NWaiting == 0 {
-				name += "_[]"
-			} else {
-				name += "_[" + a.Waiting
-				if a.Throttle > 0 {
-					name += fmt.Sprintf("%%%d", a.Throttle)
-				}
-				name += "]"
-				status = api.StatusSubmitted // the line stands for the waiting tasks
-				if a.Throttle > 0 && reason == "-" {
-					reason = "JobArrayTaskLimit"
-				}
+// runTable prints runs as `berth ps` shows them, as they come.
+type runTable struct {
+	t       *streamTable
+	verbose bool
+	now     time.Time
+}
+
+func newRunTable(w io.Writer, verbose bool, now time.Time) *runTable {
+	t := newStreamTable(w)
+	t.row("NAME", "ID", "RESOURCES", "STATUS", "REASON", "SUBMITTED", "EXIT")
+	return &runTable{t: t, verbose: verbose, now: now}
+}
+
+// end prints what is held.
+func (rt *runTable) end() error { return rt.t.flush() }
+
+func (rt *runTable) add(r *api.Run) error {
+	reason := orDash(r.Reason)
+	name, status := r.Name, r.Status
+	switch {
+	case r.Status == api.StatusScheduled && r.EstimatedStart != nil:
+		reason = "next " + r.EstimatedStart.Local().Format("2006-01-02 15:04")
+	case r.EstimatedStart != nil:
+		reason += " (start " + r.EstimatedStart.Local().Format("15:04:05") + ")"
+	}
+	if a := r.Array; a != nil {
+		// The tasks not created yet fold into one line, as squeue's
+		// NAME_[7-100%10]; created tasks are listed as runs.
+		if a.NWaiting == 0 {
+			name += "_[]"
+		} else {
+			name += "_[" + a.Waiting
+			if a.Throttle > 0 {
+				name += fmt.Sprintf("%%%d", a.Throttle)
 			}
-		}
-		if len(r.BlockedBy) > 0 {
-			ids := make([]string, len(r.BlockedBy))
-			for i, id := range r.BlockedBy {
-				ids[i] = fmt.Sprint(id)
+			name += "]"
+			status = api.StatusSubmitted // the line stands for the waiting tasks
+			if a.Throttle > 0 && reason == "-" {
+				reason = "JobArrayTaskLimit"
 			}
-			reason += " behind " + strings.Join(ids, ",")
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", name, r.ID, orDash(r.Resources), status, reason, ago(now, r.SubmittedAt), exitText(r.ExitCode))
-		if !verbose {
-			continue
-		}
-		for _, j := range r.Jobs {
-			fmt.Fprintf(tw, "  job %d\t%d\t%s\t%s\t%s\t%s\t%s\n", j.Num, j.ID, allocText(j.Alloc, j.Node), j.Status, orDash(j.Reason), ago(now, j.SubmittedAt), exitText(j.ExitCode))
 		}
 	}
-	tw.Flush()
+	if len(r.BlockedBy) > 0 {
+		ids := make([]string, len(r.BlockedBy))
+		for i, id := range r.BlockedBy {
+			ids[i] = fmt.Sprint(id)
+		}
+		reason += " behind " + strings.Join(ids, ",")
+	}
+	rt.t.row(name, strconv.FormatInt(r.ID, 10), orDash(r.Resources), string(status), reason, ago(rt.now, r.SubmittedAt), exitText(r.ExitCode))
+	if rt.verbose {
+		for _, j := range r.Jobs {
+			rt.t.row(fmt.Sprintf("  job %d", j.Num), strconv.FormatInt(j.ID, 10), allocText(j.Alloc, j.Node), string(j.Status), orDash(j.Reason), ago(rt.now, j.SubmittedAt), exitText(j.ExitCode))
+		}
+	}
+	return rt.t.err
+}
+
+// jsonList writes a list as printJSON writes a slice, an element at a
+// time.
+type jsonList struct {
+	w   io.Writer
+	n   int
+	err error
+}
+
+func newJSONList(w io.Writer) *jsonList { return &jsonList{w: w} }
+
+func (l *jsonList) add(v *api.Run) error {
+	b, err := json.MarshalIndent(v, "  ", "  ")
+	if err != nil {
+		return err
+	}
+	sep := ",\n  "
+	if l.n == 0 {
+		sep = "[\n  "
+	}
+	l.n++
+	_, l.err = io.WriteString(l.w, sep+string(b))
+	return l.err
+}
+
+func (l *jsonList) end() error {
+	if l.err != nil {
+		return l.err
+	}
+	end := "\n]\n"
+	if l.n == 0 {
+		end = "[]\n"
+	}
+	_, err := io.WriteString(l.w, end)
+	return err
 }
 
 func allocText(a api.Alloc, node string) string {

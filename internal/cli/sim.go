@@ -214,7 +214,7 @@ func historyJobs(ctx context.Context, path string) ([]sim.Job, int, error) {
 		estimate := run
 		var t spec.Task
 		if json.Unmarshal(r.Spec, &t) == nil && t.MaxDuration != nil {
-			estimate = max(run, time.Duration(*t.MaxDuration)*time.Second)
+			estimate = max(run, t.MaxDuration.Std())
 		}
 		jobs = append(jobs, sim.Job{ID: r.ID, User: user, Run: run, Procs: cpus, Estimate: estimate})
 		submitted = append(submitted, r.SubmittedAt)

@@ -270,8 +270,10 @@ func dependsOn(t *spec.Task, d *slurm.Dependency, known func(uint32) bool) error
 		if dep.TaskID >= 0 {
 			ref += "_" + strconv.Itoa(dep.TaskID)
 		}
+		// With "?" each condition is one of the alternatives; a depends_on
+		// entry needs all of its runs, so an entry holds one run each.
 		i, ok := byType[typ]
-		if !ok {
+		if !ok || d.Any {
 			i = len(t.DependsOn)
 			byType[typ] = i
 			t.DependsOn = append(t.DependsOn, spec.Dependency{Type: typ})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/slurm"
 	"github.com/berth-hq/berth/internal/spec"
 )
@@ -388,6 +389,8 @@ func TestStepCommands(t *testing.T) {
 		{5, 2, "0", false, "0 0 5\n1 1 5\n2 2 5\n", 3},
 		{5, 2, "1", false, "3 0 5\n4 1 5\n", 0},
 		{4, 2, "1", true, "2: 2 0 4\n3: 3 1 4\n", 3},
+		// srun -l pads the labels to the highest task number's width.
+		{12, 2, "1", true, " 6: 6 0 12\n 7: 7 1 12\n 8: 8 2 12\n 9: 9 3 12\n10: 10 4 12\n11: 11 5 12\n", 0},
 	} {
 		cmd := stepCommands([]string{"bash", "-c", `echo $SLURM_PROCID $SLURM_LOCALID $SLURM_NTASKS; [ $SLURM_PROCID = 2 ] && exit 3; exit 0`}, tc.ntasks, tc.nodes, tc.label, tc.label)
 		out, code := bash(t, cmd, []string{"SLURM_NODEID=" + tc.node, "PATH=" + os.Getenv("PATH")}, "/")
@@ -539,5 +542,52 @@ func TestSubmitLimits(t *testing.T) {
 				t.Errorf("got %d, %v, want %d", l.ScriptBytes, err, tc.want)
 			}
 		})
+	}
+}
+
+// --dependency with "?" is OR, as in Slurm: each condition is an
+// alternative of its own. Conditions of one type were merged into one
+// depends_on entry, which needs all its runs: afterok:12?afterok:13 waited
+// for both.
+func TestDependencyAlternatives(t *testing.T) {
+	tests := map[string]struct {
+		dep    string
+		want   []spec.Dependency
+		policy string
+	}{
+		"or of one type": {"afterok:12?afterok:13", []spec.Dependency{{Type: "afterok", Runs: []string{"12"}}, {Type: "afterok", Runs: []string{"13"}}}, "any"},
+		"or of ids":      {"afterok:12:13?afterany:14", []spec.Dependency{{Type: "afterok", Runs: []string{"12"}}, {Type: "afterok", Runs: []string{"13"}}, {Type: "afterany", Runs: []string{"14"}}}, "any"},
+		"and":            {"afterok:12:13,afterany:14", []spec.Dependency{{Type: "afterok", Runs: []string{"12", "13"}}, {Type: "afterany", Runs: []string{"14"}}}, ""},
+		"or, one known":  {"afterok:12?afterok:999", []spec.Dependency{{Type: "afterok", Runs: []string{"12"}}}, ""},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			br, err := buildFrom(t, []string{"-d", tc.dep, "--wrap", "true"}, "", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := br.req.Spec
+			if d := cmp.Diff(tc.want, got.DependsOn); d != "" || got.DependencyPolicy != tc.policy {
+				t.Errorf("depends_on (-want +got):\n%s\ndependency_policy %q, want %q", d, got.DependencyPolicy, tc.policy)
+			}
+		})
+	}
+}
+
+// srun -l's labels are "%*d: " with the width of the highest task number
+// (step_io.c: _wid), as the labeller of a one-off srun's output writes them.
+func TestSrunLabelWidth(t *testing.T) {
+	var out bytes.Buffer
+	l := newLabeler(&out, &out, true, 11)
+	for _, n := range []int{0, 10} {
+		l.write(api.LogEntry{JobNum: n, Stream: "stdout", Data: []byte("x\n")})
+	}
+	if got, want := out.String(), " 0: x\n10: x\n"; got != want {
+		t.Errorf("labels of 11 tasks: %q, want %q", got, want)
+	}
+	for n, w := range map[int]int{1: 1, 10: 1, 11: 2, 100: 2, 101: 3} {
+		if got := labelWidth(n); got != w {
+			t.Errorf("labelWidth(%d) = %d, want %d", n, got, w)
+		}
 	}
 }

@@ -24,15 +24,18 @@ import (
 
 // slurmEnv is what a Slurm command works with.
 type slurmEnv struct {
-	ctx           context.Context
-	stdin         io.Reader
-	stdout        io.Writer
-	stderr        io.Writer
-	getenv        func(string) string
-	environ       func() []string
-	now           func() time.Time
-	cwd           string
-	newClient     func() (*client.Client, error)
+	ctx       context.Context
+	stdin     io.Reader
+	stdout    io.Writer
+	stderr    io.Writer
+	getenv    func(string) string
+	environ   func() []string
+	now       func() time.Time
+	cwd       string
+	newClient func() (*client.Client, error)
+	// newStepClient is the client of srun's steps inside a job (the run's
+	// own credential).
+	newStepClient func() (*client.Client, error)
 	executable    func() (string, error)
 	interactiveIn *os.File // the terminal for salloc's shell and srun --pty; nil in tests
 }
@@ -84,7 +87,7 @@ func defaultSlurmEnv(cmd *cobra.Command) *slurmEnv {
 	}
 	e := &slurmEnv{
 		ctx: cmd.Context(), stdin: cmd.InOrStdin(), stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(),
-		getenv: os.Getenv, environ: os.Environ, now: time.Now, cwd: cwd, newClient: newClient, executable: os.Executable,
+		getenv: os.Getenv, environ: os.Environ, now: time.Now, cwd: cwd, newClient: newClient, newStepClient: newStepClient, executable: os.Executable,
 	}
 	if e.ctx == nil {
 		e.ctx = context.Background()

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -70,12 +71,27 @@ type slurmView struct {
 	fleet map[string]string // node -> fleet
 	prio  map[int64]int64   // pending runs' multifactor priority
 	steps map[int64][]api.Step
-	now   time.Time
+	// policy is the server's policy (the fleets' partition names, the
+	// partitions set down); nil when the server did not say.
+	policy *api.PolicyInfo
+	now    time.Time
+	// earlier are the attempts of requeued runs before their current one,
+	// oldest first, each as a run of its own (sacct -D).
+	earlier map[int64][]api.Run
+	// duplicates: sacct -D lists the earlier attempts.
+	duplicates bool
 }
 
 func newSlurmView(runs []api.Run, nodes []api.Node, now time.Time) *slurmView {
 	v := &slurmView{runs: runs, byID: map[int64]*api.Run{}, nodes: nodes, fleet: map[string]string{}, now: now}
 	for i := range runs {
+		if cur, earlier := splitAttempts(&runs[i]); len(earlier) > 0 {
+			if v.earlier == nil {
+				v.earlier = map[int64][]api.Run{}
+			}
+			v.earlier[runs[i].ID] = earlier
+			runs[i] = cur
+		}
 		v.byID[runs[i].ID] = &runs[i]
 	}
 	for _, n := range nodes {
@@ -141,17 +157,38 @@ func uniqueNodes(r *api.Run) []string {
 // on, else the fleets it may use, else the default partition.
 func (v *slurmView) partition(r *api.Run) string {
 	if nodes := uniqueNodes(r); len(nodes) > 0 {
-		if f := v.fleet[nodes[0]]; f != "" {
-			return f
-		}
+		f := v.fleet[nodes[0]]
 		if r.Spec == nil || len(r.Spec.Fleets) == 0 {
-			return defaultPartition
+			return orStr(f, defaultPartition)
+		}
+		// The partition it runs in: the first it named that the node's
+		// fleet is, or is tagged with in the policy file.
+		for _, p := range r.Spec.Fleets {
+			if p == f || slices.Contains(v.fleetPartitions(f), p) {
+				return p
+			}
+		}
+		if f != "" {
+			return f
 		}
 	}
 	if r.Spec != nil && len(r.Spec.Fleets) > 0 {
 		return strings.Join(r.Spec.Fleets, ",")
 	}
 	return defaultPartition
+}
+
+// fleetPartitions are the partition names the policy file gives fleet f.
+func (v *slurmView) fleetPartitions(f string) []string {
+	if v.policy == nil || f == "" {
+		return nil
+	}
+	for _, fi := range v.policy.Fleets {
+		if fi.Name == f {
+			return fi.Partitions
+		}
+	}
+	return nil
 }
 
 // slurmState maps a run's status and reason onto Slurm's job state: the
@@ -223,7 +260,7 @@ func timeLimit(t *spec.Task) time.Duration {
 	if t == nil || t.MaxDuration == nil || *t.MaxDuration <= 0 {
 		return slurm.Unlimited
 	}
-	return time.Duration(*t.MaxDuration) * time.Second
+	return t.MaxDuration.Std()
 }
 
 // perNode is what one node of the run asks for (the first group's, for a
@@ -312,10 +349,24 @@ func tresString(nodes, cpus int, memMB uint64, gpus int) string {
 }
 
 // sacctTRES is the same in sacct's order: "billing=1,cpu=1,mem=1000M,node=1".
+// slurm.SacctTRES takes mem= in megabytes, as Slurm's TRES records hold it.
 func sacctTRES(nodes, cpus int, memMB uint64, gpus int) string {
 	m := map[string]uint64{"cpu": uint64(cpus), "node": uint64(nodes), "billing": uint64(cpus)}
 	if memMB > 0 {
-		m["mem"] = memMB * slurm.MiB
+		m["mem"] = memMB
+	}
+	if gpus > 0 {
+		m["gres/gpu"] = uint64(gpus)
+	}
+	return slurm.SacctTRES(m)
+}
+
+// stepTRES is a step's AllocTRES: sacct's, without billing, which Slurm
+// gives jobs only ("2.batch ... cpu=1,mem=1000M,node=1").
+func stepTRES(nodes, cpus int, memMB uint64, gpus int) string {
+	m := map[string]uint64{"cpu": uint64(cpus), "node": uint64(nodes)}
+	if memMB > 0 {
+		m["mem"] = memMB
 	}
 	if gpus > 0 {
 		m["gres/gpu"] = uint64(gpus)
@@ -589,6 +640,69 @@ func (v *slurmView) known(sel slurm.JobSelector) bool {
 	return false
 }
 
+// splitAttempts splits a requeued run (its jobs have several attempts) into
+// its current attempt, the run the Slurm views show (its nodes, CPUs and
+// start only; none while it waits again), and the earlier attempts, each a
+// run that ran and ended then, oldest first. Slurm keeps one record per
+// attempt too: the job's is the latest, sacct -D lists the others.
+func splitAttempts(r *api.Run) (cur api.Run, earlier []api.Run) {
+	last := 0
+	for _, j := range r.Jobs {
+		last = max(last, j.Attempt)
+	}
+	waiting := r.Status == api.StatusSubmitted || r.Status == api.StatusScheduled
+	byAttempt := map[int][]api.Job{}
+	for _, j := range r.Jobs {
+		byAttempt[j.Attempt] = append(byAttempt[j.Attempt], j)
+	}
+	lastEnded := waiting && !slices.ContainsFunc(byAttempt[last], func(j api.Job) bool { return !j.Status.Finished() })
+	if last == 0 && !lastEnded {
+		return *r, nil
+	}
+	cur = *r
+	cur.Jobs, cur.Nodes, cur.StartedAt = nil, nil, nil
+	for a := 0; a <= last; a++ {
+		js := byAttempt[a]
+		if a == last && !lastEnded {
+			cur.Jobs = js
+			for _, j := range js {
+				if j.Node != "" {
+					cur.Nodes = append(cur.Nodes, j.Node)
+				}
+				if j.StartedAt != nil && (cur.StartedAt == nil || j.StartedAt.Before(*cur.StartedAt)) {
+					cur.StartedAt = j.StartedAt
+				}
+			}
+			continue
+		}
+		if len(js) == 0 || !slices.ContainsFunc(js, func(j api.Job) bool { return j.StartedAt != nil }) {
+			continue // never ran: nothing to account
+		}
+		e := *r
+		e.Jobs, e.Nodes, e.StartedAt, e.FinishedAt = js, nil, nil, nil
+		e.Status, e.Reason, e.ExitCode = api.StatusTerminated, "requeued", nil
+		for _, j := range js {
+			if j.Node != "" {
+				e.Nodes = append(e.Nodes, j.Node)
+			}
+			if j.StartedAt != nil && (e.StartedAt == nil || j.StartedAt.Before(*e.StartedAt)) {
+				e.StartedAt = j.StartedAt
+			}
+			if j.FinishedAt != nil && (e.FinishedAt == nil || j.FinishedAt.After(*e.FinishedAt)) {
+				e.FinishedAt = j.FinishedAt
+			}
+		}
+		if e.FinishedAt == nil {
+			e.FinishedAt = e.StartedAt
+		}
+		earlier = append(earlier, e)
+	}
+	if !r.Status.Finished() {
+		cur.FinishedAt = nil
+	}
+	return cur, earlier
+}
+
 // acct is every run as sacct lists it: jobs (array tasks as ID_INDEX) in
 // submission order, each followed by its steps (a batch script's "batch"
 // step, an srun's step 0), for runs that started.
@@ -619,54 +733,77 @@ func (v *slurmView) acct() []slurm.AcctRecord {
 	})
 	var out []slurm.AcctRecord
 	for _, r := range runs {
-		rec := v.acctRecord(r)
-		out = append(out, rec)
-		if r.StartedAt == nil {
-			continue
-		}
-		step := rec
-		step.Partition, step.Reason = "", ""
-		step.TimeLimit = 0
-		recorded := v.steps[r.ID]
-		switch tag(r, tagTool) {
-		case "sbatch", "":
-			step.Step, step.JobName = "batch", "batch"
-			nodes := uniqueNodes(r)
-			if len(nodes) > 0 {
-				step.NodeList = nodes[0]
+		if v.duplicates {
+			for i := range v.earlier[r.ID] {
+				out = v.acctRun(out, &v.earlier[r.ID][i], true)
 			}
-			step.NNodes, step.NTasks = 1, 1
-			step.MaxRSS = maxRSS(r, 0)
-			_, c, m, g := alloc(r)
-			n := max(rec.NNodes, 1)
-			step.AllocTRES = sacctTRES(1, c/n, m/uint64(n), g/n)
-		case "srun":
-			if len(recorded) > 0 {
-				step.Step = "" // srun --pty: its step is recorded
-				break
+		}
+		out = v.acctRun(out, r, false)
+	}
+	return out
+}
+
+// acctRun appends the run's record and its steps'. An earlier attempt of a
+// requeued run is REQUEUED (as_mysql_job.c records JOB_REQUEUE), its batch
+// step ended by the signal that stopped it, and without the srun steps
+// (those are the current attempt's).
+func (v *slurmView) acctRun(out []slurm.AcctRecord, r *api.Run, requeued bool) []slurm.AcctRecord {
+	rec := v.acctRecord(r)
+	if requeued {
+		rec.State, rec.ExitCode, rec.ExitSignal, rec.CancelledBy = slurm.JobRequeueFlag, 0, 0, nil
+	}
+	out = append(out, rec)
+	if r.StartedAt == nil {
+		return out
+	}
+	step := rec
+	step.Partition, step.Reason = "", ""
+	step.TimeLimit = 0
+	recorded := v.steps[r.ID]
+	switch tag(r, tagTool) {
+	case "sbatch", "":
+		step.Step, step.JobName = "batch", "batch"
+		nodes := uniqueNodes(r)
+		if len(nodes) > 0 {
+			step.NodeList = nodes[0]
+		}
+		step.NNodes, step.NTasks = 1, 1
+		step.MaxRSS = maxRSS(r, 0)
+		_, c, m, g := alloc(r)
+		n := max(rec.NNodes, 1)
+		step.AllocTRES = stepTRES(1, c/n, m/uint64(n), g/n)
+	case "srun":
+		if len(recorded) > 0 {
+			step.Step = "" // srun --pty: its step is recorded
+			break
+		}
+		step.Step = "0"
+		step.NTasks = max(tagInt(r, tagNTasks), rec.NNodes)
+		step.MaxRSS = maxRSS(r, -1)
+	default:
+		step.Step = ""
+	}
+	if requeued {
+		recorded = nil
+	}
+	if step.Step != "" {
+		// The batch step of a job that timed out or was cancelled ends
+		// by the signal; the job itself keeps 0:0 (TIMEOUT) in sacct.
+		switch {
+		case requeued, rec.State.Base() == slurm.JobTimeout, rec.State.Base() == slurm.JobCancelled, rec.State.Base() == slurm.JobPreempted:
+			step.State, step.CancelledBy = slurm.JobCancelled, nil
+			step.ExitCode, step.ExitSignal = 0, 15
+			if r.Status == api.StatusAborted {
+				step.ExitSignal = 9
 			}
-			step.Step = "0"
-			step.NTasks = max(tagInt(r, tagNTasks), rec.NNodes)
-			step.MaxRSS = maxRSS(r, -1)
-		default:
-			step.Step = ""
 		}
-		if step.Step != "" {
-			// The batch step of a job that timed out or was cancelled ends
-			// by the signal; the job itself keeps 0:0 (TIMEOUT) in sacct.
-			switch rec.State.Base() {
-			case slurm.JobTimeout, slurm.JobCancelled, slurm.JobPreempted:
-				step.State, step.CancelledBy = slurm.JobCancelled, nil
-				step.ExitCode, step.ExitSignal = 0, 15
-				if r.Status == api.StatusAborted {
-					step.ExitSignal = 9
-				}
-			}
-			out = append(out, step)
+		out = append(out, step)
+	}
+	for _, p := range recorded {
+		if r.StartedAt != nil && p.StartedAt.Before(*r.StartedAt) {
+			continue // a step of an earlier attempt
 		}
-		for _, p := range recorded {
-			out = append(out, v.stepRecord(r, rec, p))
-		}
+		out = append(out, v.stepRecord(r, rec, p))
 	}
 	return out
 }
@@ -701,7 +838,7 @@ func (v *slurmView) stepRecord(r *api.Run, job slurm.AcctRecord, p api.Step) slu
 	rec.Elapsed = max(end.Sub(p.StartedAt).Truncate(time.Second), 0)
 	nodes, cpus, memMB, gpus := alloc(r)
 	n := max(nodes, 1)
-	rec.AllocTRES = sacctTRES(p.Nodes, cpus/n*p.Nodes, memMB/uint64(n)*uint64(p.Nodes), gpus/n*p.Nodes)
+	rec.AllocTRES = stepTRES(p.Nodes, cpus/n*p.Nodes, memMB/uint64(n)*uint64(p.Nodes), gpus/n*p.Nodes)
 	rec.CPUTime = rec.Elapsed * time.Duration(cpus/n*p.Nodes)
 	rec.CancelledBy, rec.ExitCode, rec.ExitSignal = nil, 0, 0
 	if p.ExitCode != nil {
@@ -727,7 +864,10 @@ func (v *slurmView) stepRecord(r *api.Run, job slurm.AcctRecord, p api.Step) slu
 }
 
 func (v *slurmView) acctRecord(r *api.Run) slurm.AcctRecord {
-	st := slurmState(r)
+	// slurmdbd records the base state only (as_mysql_job.c: job_state &
+	// JOB_STATE_BASE): a job being set up or stopped is RUNNING in sacct,
+	// never CONFIGURING or COMPLETING.
+	st := slurmState(r).Base()
 	nodes, cpus, memMB, gpus := alloc(r)
 	rec := slurm.AcctRecord{
 		JobID: u32(r.ID), JobName: jobName(r), Partition: v.partition(r),
@@ -780,12 +920,65 @@ func (v *slurmView) acctRecord(r *api.Run) slurm.AcctRecord {
 	return rec
 }
 
+// nodeState sets the node's Slurm state and reason from what the server
+// says of it: DOWN* (not responding) while its agent is away, DOWN when an
+// administrator set it down, the DRAIN flag for an administrator's drain
+// or a failed health check (DRAINED when idle, DRAINING with jobs), and
+// ALLOCATED with jobs (MIXED is derived from the CPUs in use). The
+// administrator's reason comes first, with who gave it and when.
+func nodeState(sn *slurm.Node, n *api.Node) {
+	away := n.Status == "offline" || n.Status == "unreachable"
+	busy := n.Jobs > 0 || strings.HasPrefix(n.Status, "busy") || strings.HasPrefix(n.Status, "draining")
+	healthFail := n.Health != nil && n.Health.Status == api.HealthFailure
+	switch {
+	case away:
+		sn.State = slurm.NodeDown | slurm.NodeNoRespond
+	case busy:
+		sn.State = slurm.NodeAllocated
+		if n.AllocCPUs == 0 {
+			sn.CPUsAlloc = n.CPUs
+		}
+	default:
+		sn.State = slurm.NodeIdle
+	}
+	switch d := n.Drain; {
+	case d != nil:
+		if d.Down {
+			sn.State = sn.State&^0xf | slurm.NodeDown
+		} else {
+			sn.State |= slurm.NodeDrain
+		}
+		sn.Reason, sn.ReasonUser, sn.ReasonTime = orStr(d.Reason, "none"), orStr(d.By, "root"), d.Since.Local()
+	case healthFail:
+		sn.State |= slurm.NodeDrain
+		sn.Reason, sn.ReasonUser, sn.ReasonTime = orStr(n.Health.Reason, "health check failed"), "berth", n.Health.CheckedAt.Local()
+	case away:
+		sn.Reason, sn.ReasonUser, sn.ReasonTime = "Not responding", "berth", n.LastSeen.Local()
+	}
+}
+
 // slurmNodes are the nodes and partitions of the cluster as sinfo and
 // scontrol show them: the default partition holds every node (a run that
-// names no fleet may use any), each fleet is a partition of its own.
-func slurmNodes(nodes []api.Node, now time.Time) ([]slurm.Partition, []slurm.Node) {
+// names no fleet may use any), each fleet is a partition of its own, and
+// so is each partition name the policy file gives fleets (holding their
+// nodes); a partition set down is DOWN.
+func slurmNodes(nodes []api.Node, now time.Time, pol *api.PolicyInfo) ([]slurm.Partition, []slurm.Node) {
 	var out []slurm.Node
 	fleets := map[string][]string{}
+	tagged := map[string][]string{} // fleet -> the policy's partition names
+	if pol != nil {
+		for _, f := range pol.Fleets {
+			if f.Name != defaultPartition {
+				fleets[f.Name] = fleets[f.Name][:0:0]
+			}
+			for _, p := range f.Partitions {
+				if p != defaultPartition {
+					fleets[p] = fleets[p][:0:0]
+					tagged[f.Name] = append(tagged[f.Name], p)
+				}
+			}
+		}
+	}
 	var all []string
 	for _, n := range nodes {
 		sn := slurm.Node{
@@ -798,20 +991,7 @@ func slurmNodes(nodes []api.Node, now time.Time) ([]slurm.Partition, []slurm.Nod
 			sn.Gres = fmt.Sprintf("gpu:%d", len(n.GPUs))
 			sn.GresUsed = fmt.Sprintf("gpu:%d", n.AllocGPUs)
 		}
-		switch n.Status {
-		case "offline":
-			sn.State = slurm.NodeDown | slurm.NodeNoRespond
-			sn.Reason = "Not responding"
-			sn.ReasonTime = n.LastSeen.Local()
-			sn.ReasonUser = "berth"
-		case "busy":
-			sn.State = slurm.NodeAllocated
-			if n.AllocCPUs == 0 {
-				sn.CPUsAlloc = n.CPUs
-			}
-		default:
-			sn.State = slurm.NodeIdle
-		}
+		nodeState(&sn, &n)
 		memMB := uint64(n.Memory) / slurm.MiB
 		sn.CfgTRES = fmt.Sprintf("cpu=%d,mem=%s,billing=%d", n.CPUs, slurm.FormatMemoryMB(memMB), n.CPUs)
 		if len(n.GPUs) > 0 {
@@ -830,6 +1010,12 @@ func slurmNodes(nodes []api.Node, now time.Time) ([]slurm.Partition, []slurm.Nod
 			sn.Partitions = append(sn.Partitions, n.Fleet)
 			fleets[n.Fleet] = append(fleets[n.Fleet], n.Name)
 		}
+		for _, p := range tagged[n.Fleet] {
+			if p != n.Fleet {
+				sn.Partitions = append(sn.Partitions, p)
+				fleets[p] = append(fleets[p], n.Name)
+			}
+		}
 		all = append(all, n.Name)
 		out = append(out, sn)
 	}
@@ -846,6 +1032,9 @@ func slurmNodes(nodes []api.Node, now time.Time) ([]slurm.Partition, []slurm.Nod
 					gpus += len(n.GPUs)
 				}
 			}
+		}
+		if pol != nil && slices.Contains(pol.DownPartitions, name) {
+			p.State = slurm.PartitionDown
 		}
 		p.TRES = fmt.Sprintf("cpu=%d,mem=%s,node=%d,billing=%d", p.TotalCPUs, slurm.FormatMemoryMB(mem), len(members), p.TotalCPUs)
 		if gpus > 0 {

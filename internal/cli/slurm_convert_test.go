@@ -198,6 +198,101 @@ func TestSacctFromRuns(t *testing.T) {
 	}
 }
 
+// goldenColumns is the lines of a --parsable2 capture for the given jobs,
+// cut to the named columns.
+func goldenColumns(t *testing.T, file string, cols []string, jobs ...string) string {
+	t.Helper()
+	_, out := readSlurmGolden(t, file)
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	idx := map[string]int{}
+	for i, h := range strings.Split(lines[0], "|") {
+		idx[h] = i
+	}
+	keep := map[string]bool{}
+	for _, j := range jobs {
+		keep[j] = true
+	}
+	var b strings.Builder
+	for _, l := range lines[1:] {
+		f := strings.Split(l, "|")
+		if !keep[f[0]] {
+			continue
+		}
+		for i, c := range cols {
+			if i > 0 {
+				b.WriteByte('|')
+			}
+			b.WriteString(f[idx[c]])
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// ReqMem and the mem= of ReqTRES/AllocTRES are the job's memory in
+// Slurm's units: --mem=1000M is 1000M (it was printed as 1000T), 2G is 2G.
+func TestSacctMemory(t *testing.T) {
+	gpu := func(r *api.Run) {
+		mem := spec.Bytes(2) * spec.GB
+		r.Spec.Resources.Memory = &spec.ByteRange{Min: mem, Max: &mem}
+		r.Spec.Resources.GPU = &spec.GPUSpec{Count: spec.IntRange{Min: 2}}
+		r.Jobs[0].Alloc.Memory = 2 << 30
+		r.Jobs[0].Alloc.GPUs = make([]int, 2)
+	}
+	runs := []api.Run{
+		aRun(4, "fail3").ended(api.StatusFailed, api.ReasonExitedWithError, 3, "01:24:32", "01:24:32").build(),
+		aRun(8, "envgpu").ended(api.StatusDone, "", 0, "01:24:44", "01:24:44").with(gpu).build(),
+	}
+	v := newSlurmView(runs, goldenNodes(), at("01:30:00"))
+	cols := []string{"JobID", "State", "AllocCPUS", "ReqMem", "AllocTRES", "NodeList"}
+	want := goldenColumns(t, "sacct-X-all-states.txt", cols, "4", "8")
+	recs := slurm.FilterAcct(v.acct(), slurm.AcctFilter{Jobs: []slurm.JobSelector{
+		{JobID: 4, Task: slurm.NoArrayTask}, {JobID: 8, Task: slurm.NoArrayTask}}, Now: v.now})
+	got, err := slurm.FormatSacct(recs, slurm.SacctOptions{Parsable2: true, NoHeader: true, NoSteps: true, Format: strings.Join(cols, ",")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("sacct -X -P (-want +got):\n%s", d)
+	}
+	// Steps: no billing (sacct-long-fmt.txt: "4.batch ... cpu=1,mem=1000M,node=1").
+	var steps []string
+	for _, r := range v.acct() {
+		if r.Step != "" {
+			steps = append(steps, r.AllocTRES)
+		}
+	}
+	if d := cmp.Diff([]string{"cpu=1,mem=1000M,node=1", "cpu=1,gres/gpu=2,mem=2G,node=1"}, steps); d != "" {
+		t.Errorf("the batch steps' AllocTRES (-want +got):\n%s", d)
+	}
+}
+
+// sacct prints the base state slurmdbd records (as_mysql_job.c keeps
+// job_state & JOB_STATE_BASE): a job whose node is still being set up, or
+// whose processes are being stopped, is RUNNING there, never CONFIGURING or
+// COMPLETING, which a tool polling sacct would take for a final state.
+func TestSacctPrintsBaseStates(t *testing.T) {
+	runs := []api.Run{
+		aRun(13, "wrap").running("01:26:09").with(func(r *api.Run) { r.Status = api.StatusProvisioning }).build(),
+		aRun(14, "wrap").running("01:26:09").with(func(r *api.Run) { r.Status = api.StatusPulling }).build(),
+		aRun(15, "wrap").running("01:26:09").with(func(r *api.Run) { r.Status = api.StatusTerminating }).build(),
+	}
+	v := newSlurmView(runs, goldenNodes(), at("01:26:18"))
+	recs := slurm.FilterAcct(v.acct(), slurm.AcctFilter{Now: v.now})
+	got, err := slurm.FormatSacct(recs, slurm.SacctOptions{Parsable2: true, Format: "JobID,State,ExitCode"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "JobID|State|ExitCode\n13|RUNNING|0:0\n13.batch|RUNNING|0:0\n14|RUNNING|0:0\n14.batch|RUNNING|0:0\n15|RUNNING|0:0\n15.batch|RUNNING|0:0\n"
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("sacct -P -o JobID,State,ExitCode (-want +got):\n%s", d)
+	}
+	st := slurm.FilterAcct(v.acct(), slurm.AcctFilter{States: []slurm.JobState{slurm.JobRunning}, Now: v.now})
+	if len(st) != 6 {
+		t.Errorf("sacct -s R kept %d records, want the 3 jobs and their steps", len(st))
+	}
+}
+
 func TestSlurmState(t *testing.T) {
 	code := func(n int) *int { return &n }
 	started := at("01:00:00")
@@ -266,7 +361,7 @@ func TestSinfoFromNodes(t *testing.T) {
 		{NodeInfo: api.NodeInfo{Name: "n2", CPUs: 2, Memory: 20000 << 20}, Status: "idle"},
 		{NodeInfo: api.NodeInfo{Name: "n3", CPUs: 2, Memory: 20000 << 20}, Status: "offline"},
 	}
-	parts, sn := slurmNodes(nodes, at("01:00:00"))
+	parts, sn := slurmNodes(nodes, at("01:00:00"), nil)
 	got, _ := slurm.FormatSinfo(parts, sn, slurm.SinfoOptions{})
 	want := `PARTITION AVAIL  TIMELIMIT  NODES  STATE NODELIST
 berth*       up   infinite      1  down* n3
@@ -276,5 +371,169 @@ gpu          up   infinite      1  alloc n1
 `
 	if d := cmp.Diff(strings.Split(want, "\n"), strings.Split(got, "\n")); d != "" {
 		t.Errorf("sinfo (-want +got):\n%s", d)
+	}
+}
+
+// Drained, draining, down and unhealthy nodes as sinfo shows them (they
+// showed idle), sorted as sinfo sorts (by state, highest first), and
+// sinfo -R's rows: the nodes down, drained or failing,
+// each once whatever its partitions, with the reason, who gave it and
+// when.
+func TestSinfoNodeStates(t *testing.T) {
+	since := at("01:00:00")
+	nodes := []api.Node{
+		{NodeInfo: api.NodeInfo{Name: "n1", CPUs: 2, Memory: 20000 << 20}, Status: "drained (bad DIMM)",
+			Drain: &api.NodeDrain{Reason: "bad DIMM", By: "alice", Since: since}},
+		{NodeInfo: api.NodeInfo{Name: "n2", Fleet: "gpu", CPUs: 2, Memory: 20000 << 20}, Status: "draining (reboot)", Jobs: 1, AllocCPUs: 1,
+			Drain: &api.NodeDrain{Reason: "reboot", By: "root", Since: since}},
+		{NodeInfo: api.NodeInfo{Name: "n3", CPUs: 2, Memory: 20000 << 20}, Status: "down (psu)",
+			Drain: &api.NodeDrain{Reason: "psu", By: "root", Since: since, Down: true}},
+		{NodeInfo: api.NodeInfo{Name: "n4", CPUs: 2, Memory: 20000 << 20}, Status: "idle (failure)",
+			Health: &api.NodeHealth{Status: api.HealthFailure, Reason: "ECC errors", CheckedAt: since}},
+		{NodeInfo: api.NodeInfo{Name: "n5", CPUs: 2, Memory: 20000 << 20}, Status: "offline", LastSeen: since},
+		{NodeInfo: api.NodeInfo{Name: "n6", Fleet: "gpu", CPUs: 2, Memory: 20000 << 20}, Status: "busy", Jobs: 1, AllocCPUs: 1},
+		{NodeInfo: api.NodeInfo{Name: "n7", CPUs: 2, Memory: 20000 << 20}, Status: "busy", Jobs: 1, AllocCPUs: 2},
+		{NodeInfo: api.NodeInfo{Name: "n8", CPUs: 2, Memory: 20000 << 20}, Status: "idle (warning)",
+			Health: &api.NodeHealth{Status: api.HealthWarning, Reason: "hot", CheckedAt: since}},
+	}
+	pol := &api.PolicyInfo{DownPartitions: []string{"gpu"}}
+	parts, sn := slurmNodes(nodes, at("01:00:00"), pol)
+	got, _ := slurm.FormatSinfo(parts, sn, slurm.SinfoOptions{})
+	want := `PARTITION AVAIL  TIMELIMIT  NODES  STATE NODELIST
+berth*       up   infinite      1  down* n5
+berth*       up   infinite      1   drng n2
+berth*       up   infinite      2  drain n[1,4]
+berth*       up   infinite      1    mix n6
+berth*       up   infinite      1  alloc n7
+berth*       up   infinite      1   idle n8
+berth*       up   infinite      1   down n3
+gpu        down   infinite      1   drng n2
+gpu        down   infinite      1    mix n6
+`
+	if d := cmp.Diff(strings.Split(want, "\n"), strings.Split(got, "\n")); d != "" {
+		t.Errorf("sinfo (-want +got):\n%s", d)
+	}
+	reasons := filterNodes(sn, nil, []string{"down", "fail", "drain"}, false, false)
+	got, _ = slurm.FormatSinfo(reasonPartition(parts, reasons), reasons,
+		slurm.SinfoOptions{LongFormat: "reason:20 ,user:9 ,timestamp:19 ,nodelist:0"})
+	want = `REASON               USER      TIMESTAMP           NODELIST
+Not responding       berth     2026-11-22T01:00:00 n5
+reboot               root      2026-11-22T01:00:00 n2
+bad DIMM             alice     2026-11-22T01:00:00 n1
+ECC errors           berth     2026-11-22T01:00:00 n4
+psu                  root      2026-11-22T01:00:00 n3
+`
+	if d := cmp.Diff(strings.Split(want, "\n"), strings.Split(got, "\n")); d != "" {
+		t.Errorf("sinfo -R (-want +got):\n%s", d)
+	}
+	show := slurm.ShowNodes(sn[:1], true)
+	for _, w := range []string{" State=IDLE+DRAIN ", " Reason=bad DIMM [alice@2026-11-22T01:00:00]"} {
+		if !strings.Contains(show, w) {
+			t.Errorf("scontrol -o show node n1 lacks %q:\n%s", w, show)
+		}
+	}
+}
+
+// A job submitted with -p batch, where batch is a partition name the
+// policy file gives the fleet cpu, stays in batch once it runs on cpu's
+// node (it showed the fleet's name, so squeue -p batch and sacct -r batch
+// lost it), and sinfo -p batch lists cpu's nodes.
+func TestPartitionNamesSurvive(t *testing.T) {
+	inBatch := func(r *api.Run) { r.Spec.Fleets = []string{"batch"} }
+	runs := []api.Run{
+		aRun(20, "wrap").running("01:26:09").with(inBatch).build(),
+		aRun(21, "wrap").pending("Resources").with(inBatch).build(),
+		aRun(22, "wrap").running("01:26:09").with(func(r *api.Run) { r.Spec.Fleets = nil }).build(),
+	}
+	nodes := []api.Node{{NodeInfo: api.NodeInfo{Name: "localhost", Fleet: "cpu", CPUs: 2, Memory: 20000 << 20}, Status: "busy", Jobs: 2, AllocCPUs: 2}}
+	v := newSlurmView(runs, nodes, at("01:26:18"))
+	v.policy = &api.PolicyInfo{Fleets: []api.FleetInfo{{Name: "cpu", Partitions: []string{"batch"}}}}
+	got, _, err := slurm.FormatSqueue(slurm.FilterJobs(v.jobs(), slurm.JobFilter{Partitions: []string{"batch"}}),
+		slurm.SqueueOptions{Format: "%i %P %t", NoHeader: true, Now: v.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "21 batch PD\n20 batch R\n"; got != want {
+		t.Errorf("squeue -h -p batch -o '%%i %%P %%t':\n%s\nwant:\n%s", got, want)
+	}
+	var acct []string
+	for _, r := range v.acct() {
+		if r.Step == "" && r.Partition == "batch" {
+			acct = append(acct, strconv.Itoa(int(r.JobID)))
+		}
+	}
+	if d := cmp.Diff([]string{"20", "21"}, acct); d != "" {
+		t.Errorf("sacct -r batch (-want +got):\n%s", d)
+	}
+	parts, sn := slurmNodes(nodes, v.now, v.policy)
+	var keep []slurm.Partition
+	for _, p := range parts {
+		if p.Name == "batch" {
+			keep = append(keep, p)
+		}
+	}
+	out, _ := slurm.FormatSinfo(keep, sn, slurm.SinfoOptions{NoHeader: true})
+	if want := "batch        up   infinite      1  alloc localhost\n"; out != want {
+		t.Errorf("sinfo -h -p batch:\n%q\nwant:\n%q", out, want)
+	}
+}
+
+// A job requeued from n1 (preempted, scontrol requeue, node failure) and
+// running again on n2 is a 1-node job on n2: NODES, TRES and NodeList of
+// the current attempt only (it showed NODES 2, doubled TRES and n1), its
+// start the current attempt's; sacct -D lists the earlier attempt as Slurm
+// keeps it, REQUEUED with its batch step ended by the signal.
+func TestRequeuedJobShowsCurrentAttempt(t *testing.T) {
+	attempt := func(a int, node, start, end string, st api.Status) api.Job {
+		j := api.Job{Num: 0, Attempt: a, Node: node, Status: st, Alloc: api.Alloc{CPUs: 1, Memory: 1000 << 20}, StartedAt: atPtr(start)}
+		if end != "" {
+			j.FinishedAt = atPtr(end)
+		}
+		return j
+	}
+	running := aRun(30, "wrap").running("01:10:00").with(func(r *api.Run) {
+		r.Nodes = []string{"n1", "n2"}
+		r.Jobs = []api.Job{attempt(0, "n1", "01:10:00", "01:15:00", api.StatusTerminated), attempt(1, "n2", "01:20:00", "", api.StatusRunning)}
+	}).build()
+	waiting := aRun(31, "wrap").pending("BeginTime").with(func(r *api.Run) {
+		r.StartedAt = atPtr("01:10:00")
+		r.Nodes = []string{"n1"}
+		r.Jobs = []api.Job{attempt(0, "n1", "01:10:00", "01:15:00", api.StatusTerminated)}
+	}).build()
+	v := newSlurmView([]api.Run{running, waiting}, goldenNodes(), at("01:26:18"))
+	got, _, err := slurm.FormatSqueue(v.jobs(), slurm.SqueueOptions{Format: "%i|%T|%D|%C|%N|%S", NoHeader: true, Now: v.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "31|PENDING|1|1||N/A\n30|RUNNING|1|1|n2|2026-11-22T01:20:00\n"; got != want {
+		t.Errorf("squeue -o '%%i|%%T|%%D|%%C|%%N|%%S':\n%s\nwant:\n%s", got, want)
+	}
+	format := "JobID,State,ExitCode,Start,End,NNodes,AllocTRES,NodeList"
+	sacct := func(dup bool) string {
+		v.duplicates = dup
+		recs := slurm.FilterAcct(v.acct(), slurm.AcctFilter{Jobs: []slurm.JobSelector{{JobID: 30, Task: slurm.NoArrayTask}, {JobID: 31, Task: slurm.NoArrayTask}}, Now: v.now})
+		out, err := slurm.FormatSacct(recs, slurm.SacctOptions{Parsable2: true, NoHeader: true, Format: format})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	want := `30|RUNNING|0:0|2026-11-22T01:20:00|Unknown|1|billing=1,cpu=1,mem=1000M,node=1|n2
+30.batch|RUNNING|0:0|2026-11-22T01:20:00|Unknown|1|cpu=1,mem=1000M,node=1|n2
+31|PENDING|0:0|Unknown|Unknown|1||None assigned
+`
+	if d := cmp.Diff(want, sacct(false)); d != "" {
+		t.Errorf("sacct -j 30,31 (-want +got):\n%s", d)
+	}
+	want = `30|REQUEUED|0:0|2026-11-22T01:10:00|2026-11-22T01:15:00|1|billing=1,cpu=1,mem=1000M,node=1|n1
+30.batch|CANCELLED|0:15|2026-11-22T01:10:00|2026-11-22T01:15:00|1|cpu=1,mem=1000M,node=1|n1
+30|RUNNING|0:0|2026-11-22T01:20:00|Unknown|1|billing=1,cpu=1,mem=1000M,node=1|n2
+30.batch|RUNNING|0:0|2026-11-22T01:20:00|Unknown|1|cpu=1,mem=1000M,node=1|n2
+31|REQUEUED|0:0|2026-11-22T01:10:00|2026-11-22T01:15:00|1|billing=1,cpu=1,mem=1000M,node=1|n1
+31.batch|CANCELLED|0:15|2026-11-22T01:10:00|2026-11-22T01:15:00|1|cpu=1,mem=1000M,node=1|n1
+31|PENDING|0:0|Unknown|Unknown|1||None assigned
+`
+	if d := cmp.Diff(want, sacct(true)); d != "" {
+		t.Errorf("sacct -D -j 30,31 (-want +got):\n%s", d)
 	}
 }

@@ -91,11 +91,14 @@ func runSacct(e *slurmEnv, args []string) error {
 		accounts   []string
 		hosts      []string
 		steps      []string // "batch", "0"… of -j 4.batch
+		duplicates bool
 	)
 	now := e.now()
 	f.Now = now
 	for _, g := range got {
 		switch g.name {
+		case "duplicates":
+			duplicates = true
 		case "help":
 			io.WriteString(e.stdout, sacctUsage)
 			return nil
@@ -191,6 +194,7 @@ func runSacct(e *slurmEnv, args []string) error {
 			return slurmFail(1, "sacct: error: "+err.Error())
 		}
 	}
+	v.duplicates = duplicates
 	recs := slurm.FilterAcct(v.acct(), f)
 	var keep []slurm.AcctRecord
 	selected := false

@@ -350,6 +350,9 @@ func fetchView(e *slurmEnv, prog string, sel runSelection) (*slurmView, error) {
 		return nil, slurmFail(1, fmt.Sprintf("%s: error: %v", prog, err))
 	}
 	v := newSlurmView(runs, nodes, e.now())
+	if pol, err := c.Policy(e.ctx); err == nil {
+		v.policy = pol
+	}
 	if prios, err := c.Priorities(e.ctx); err == nil {
 		v.prio = map[int64]int64{}
 		for _, p := range prios {

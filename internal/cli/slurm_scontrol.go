@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/client"
+	"github.com/berth-hq/berth/internal/policy"
 	"github.com/berth-hq/berth/internal/slurm"
 )
 
@@ -139,7 +142,7 @@ func scontrolShow(e *slurmEnv, args []string, oneLiner bool) error {
 		if err != nil {
 			return err
 		}
-		_, nodes := slurmNodes(v.nodes, v.now)
+		_, nodes := slurmNodes(v.nodes, v.now, v.policy)
 		if id != "" {
 			want, err := slurm.ExpandHostlist(id)
 			if err != nil {
@@ -167,7 +170,7 @@ func scontrolShow(e *slurmEnv, args []string, oneLiner bool) error {
 		if err != nil {
 			return err
 		}
-		parts, _ := slurmNodes(v.nodes, v.now)
+		parts, _ := slurmNodes(v.nodes, v.now, v.policy)
 		if id != "" {
 			var keep []slurm.Partition
 			for _, p := range parts {
@@ -311,11 +314,21 @@ func scontrolUpdate(e *slurmEnv, args []string) error {
 	)
 	var pairs []string
 	for _, a := range args {
-		if strings.HasPrefix(strings.ToLower(a), "comment=") {
-			pairs = append(pairs, a) // a comment may hold spaces
+		if l := strings.ToLower(a); strings.HasPrefix(l, "comment=") || strings.HasPrefix(l, "reason=") {
+			pairs = append(pairs, a) // a comment or a reason may hold spaces
 			continue
 		}
 		pairs = append(pairs, strings.Fields(a)...)
+	}
+	for _, p := range pairs {
+		// scontrol's _update_it: the entity is the first key that names one.
+		k, _, _ := strings.Cut(p, "=")
+		switch strings.ToLower(k) {
+		case "nodename":
+			return scontrolUpdateNode(e, pairs)
+		case "partitionname":
+			return scontrolUpdatePartition(e, pairs)
+		}
 	}
 	for _, p := range pairs {
 		k, val, ok := strings.Cut(p, "=")
@@ -410,6 +423,159 @@ func scontrolUpdate(e *slurmEnv, args []string) error {
 		}
 	}
 	return nil
+}
+
+// scontrolUpdateNode is `scontrol update NodeName=N State=DRAIN|DOWN
+// Reason=…` or `State=RESUME|UNDRAIN` (update_node.c): a drain or a down
+// node gets no new jobs; RESUME lifts either. Only an admin may.
+func scontrolUpdateNode(e *slurmEnv, pairs []string) error {
+	var names []string
+	state, reason, count := "", "", 0
+	for _, p := range pairs {
+		k, val, ok := strings.Cut(p, "=")
+		if !ok {
+			return slurmFail(1, "Invalid input: "+p, "Request aborted")
+		}
+		switch strings.ToLower(k) {
+		case "nodename":
+			h, err := slurm.ExpandHostlist(val)
+			if err != nil {
+				return slurmFail(1, "slurm_update error: Invalid node name specified")
+			}
+			names = h
+		case "reason":
+			reason = strings.Trim(val, `"`)
+			count++
+		case "state":
+			v := strings.ToUpper(val)
+			switch {
+			case len(v) >= 3 && strings.HasPrefix("DRAIN", v):
+				state = "drain"
+			case len(v) >= 3 && strings.HasPrefix("DOWN", v):
+				state = "down"
+			case len(v) >= 3 && (strings.HasPrefix("RESUME", v) || strings.HasPrefix("UNDRAIN", v) || strings.HasPrefix("IDLE", v)):
+				state = "resume"
+			default:
+				return slurmFail(1, "Invalid input: "+p, "Request aborted",
+					"Valid states are: NoResp DRAIN FAIL FUTURE RESUME POWER_DOWN POWER_UP UNDRAIN",
+					"Not all states are valid given a node's prior state")
+			}
+			count++
+		default:
+			return slurmFail(1, "Update of this parameter is not supported: "+p, "Request aborted")
+		}
+	}
+	if (state == "drain" || state == "down") && reason == "" {
+		return slurmFail(1, "You must specify a reason when DOWNING or DRAINING a node. Request denied")
+	}
+	if count == 0 {
+		return slurmFail(1, "No changes specified")
+	}
+	if state == "" {
+		return slurmFail(1, "Update of this parameter is not supported: Reason="+reason, "Request aborted")
+	}
+	c, err := e.newClient()
+	if err != nil {
+		return slurmFail(1, "scontrol: error: Unable to contact slurm controller (connect failure): "+err.Error())
+	}
+	for _, n := range names {
+		var err error
+		if state == "resume" {
+			_, err = c.Resume(e.ctx, n)
+		} else {
+			_, err = c.SetDrain(e.ctx, n, api.DrainRequest{Reason: reason, Down: state == "down"})
+		}
+		if err != nil {
+			return updateError(err, "Invalid node name specified")
+		}
+	}
+	return nil
+}
+
+// scontrolUpdatePartition is `scontrol update PartitionName=X State=UP|DOWN`
+// (update_part.c): the state is kept in the policy file's `partitions:`
+// (the server's, changed through it as sacctmgr changes it, so only an
+// admin may), and a DOWN partition takes no new starts (PartitionDown).
+func scontrolUpdatePartition(e *slurmEnv, pairs []string) error {
+	name, state := "", ""
+	for _, p := range pairs {
+		k, val, ok := strings.Cut(p, "=")
+		if !ok {
+			return slurmFail(1, "Invalid input: "+p, "Request aborted")
+		}
+		switch k = strings.ToLower(k); {
+		case k == "partitionname":
+			name = val
+		case len(k) >= 2 && strings.HasPrefix("state", k):
+			switch v := strings.ToUpper(val); {
+			case v != "" && strings.HasPrefix("UP", v):
+				state = "up"
+			case v != "" && strings.HasPrefix("DOWN", v):
+				state = "down"
+			case v != "" && (strings.HasPrefix("DRAIN", v) || strings.HasPrefix("INACTIVE", v)):
+				return slurmFail(1, "scontrol: error: Berth's partitions are UP or DOWN, not "+val)
+			default:
+				return slurmFail(1, "scontrol: error: Invalid input: "+p, "scontrol: error: Acceptable State values are UP, DOWN, DRAIN and INACTIVE")
+			}
+		default:
+			return slurmFail(1, "Update of this parameter is not supported: "+p, "Request aborted")
+		}
+	}
+	if state == "" {
+		return slurmFail(1, "No changes specified")
+	}
+	v, err := fetchView(e, "scontrol", runSelection{})
+	if err != nil {
+		return err
+	}
+	parts, _ := slurmNodes(v.nodes, v.now, v.policy)
+	if !slices.ContainsFunc(parts, func(p slurm.Partition) bool { return p.Name == name }) {
+		return slurmFail(1, "slurm_update error: Invalid partition name specified")
+	}
+	c, err := e.newClient()
+	if err != nil {
+		return slurmFail(1, "scontrol: error: Unable to contact slurm controller (connect failure): "+err.Error())
+	}
+	for attempt := 0; ; attempt++ {
+		f, err := c.PolicyFile(e.ctx)
+		if err != nil {
+			return updateError(err, "Invalid partition name specified")
+		}
+		doc, err := policy.ParseDoc(orStr(f.Path, "policy.yml"), []byte(f.Text))
+		if err != nil {
+			return slurmFail(1, "slurm_update error: "+err.Error())
+		}
+		if state == "up" {
+			doc.Delete("partitions", name)
+			if len(doc.Keys("partitions")) == 0 {
+				doc.Delete("partitions")
+			}
+		} else if err := doc.Set("down", "partitions", name, "state"); err != nil {
+			return slurmFail(1, "slurm_update error: "+err.Error())
+		}
+		_, err = c.PutPolicyFile(e.ctx, string(doc.Bytes()), f.Version)
+		if errors.Is(err, client.ErrConflict) && attempt == 0 {
+			continue // changed meanwhile: the same change, on the new text
+		}
+		if err != nil {
+			return updateError(err, "Invalid partition name specified")
+		}
+		return nil
+	}
+}
+
+// updateError is slurm_perror("slurm_update error") of a refused update.
+func updateError(err error, notFound string) error {
+	var apiErr *client.APIError
+	switch {
+	case errors.Is(err, client.ErrNotFound):
+		return slurmFail(1, "slurm_update error: "+notFound)
+	case errors.As(err, &apiErr) && (apiErr.Status == http.StatusForbidden || apiErr.Status == http.StatusUnauthorized):
+		return slurmFail(1, "slurm_update error: Access/permission denied")
+	case errors.As(err, &apiErr):
+		return slurmFail(1, "slurm_update error: "+apiMessage(apiErr))
+	}
+	return slurmFail(1, "slurm_update error: Unable to contact slurm controller (connect failure): "+err.Error())
 }
 
 func scontrolRun(e *slurmEnv, ref string) (*api.Run, error) {

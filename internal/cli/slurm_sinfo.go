@@ -117,18 +117,20 @@ func runSinfo(e *slurmEnv, args []string) error {
 		}
 	}
 	if reasons && o.Format == "" && o.LongFormat == "" {
-		o.Format = "%20E %9u %19H %N"
+		o.LongFormat = "reason:20 ,user:9 ,timestamp:19 ,nodelist:0"
 		if o.Long {
-			o.Format = "%20E %12U %19H %6t %N"
+			o.LongFormat = "reason:20 ,userlong:12 ,timestamp:19 ,statecompact:6 ,nodelist:0"
 		}
-		dead = true
+	}
+	if reasons && len(states) == 0 {
+		states = []string{"down", "fail", "drain"} // sinfo's opts.c for -R
 	}
 	once := func() error {
 		v, err := fetchView(e, "sinfo", runSelection{})
 		if err != nil {
 			return err
 		}
-		parts, nodes := slurmNodes(v.nodes, v.now)
+		parts, nodes := slurmNodes(v.nodes, v.now, v.policy)
 		nodes = filterNodes(nodes, hosts, states, dead, resp)
 		if len(partitions) > 0 {
 			var keep []slurm.Partition
@@ -138,6 +140,10 @@ func runSinfo(e *slurmEnv, args []string) error {
 				}
 			}
 			parts = keep
+		}
+		if reasons {
+			// -R does not care about partitions (sinfo.c): each node once.
+			parts = reasonPartition(parts, nodes)
 		}
 		if asJSON {
 			io.WriteString(e.stdout, slurm.SinfoJSON(nodes))
@@ -165,6 +171,28 @@ func runSinfo(e *slurmEnv, args []string) error {
 		case <-time.After(time.Duration(iterate) * time.Second):
 		}
 	}
+}
+
+// reasonPartition is the one partition sinfo -R lists its nodes in: the
+// nodes of the partitions kept, each once.
+func reasonPartition(parts []slurm.Partition, nodes []slurm.Node) []slurm.Partition {
+	in := map[string]bool{}
+	for _, p := range parts {
+		hosts, _ := slurm.ExpandHostlist(p.Nodes)
+		for _, h := range hosts {
+			in[h] = true
+		}
+	}
+	var names []string
+	for _, n := range nodes {
+		if in[n.Name] {
+			names = append(names, n.Name)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	return []slurm.Partition{{Name: "reasons", Nodes: slurm.CompressHostlist(names), State: slurm.PartitionUp}}
 }
 
 // filterNodes keeps the nodes sinfo's -n, -t, -d and -r select.
@@ -198,6 +226,7 @@ func nodeStateMatches(n slurm.Node, states []string) bool {
 	for _, s := range states {
 		s = strings.ToLower(s)
 		if s == "all" || s == long || s == short || (s == "allocated" && short == "alloc") || (s == "mixed" && short == "mix") ||
+			(s == "drain" && st&slurm.NodeDrain != 0) || (s == "fail" && st&slurm.NodeFail != 0) || (s == "down" && st.Base() == slurm.NodeDown) ||
 			(s == "responding" && st&slurm.NodeNoRespond == 0) || (s == "no_respond" && st&slurm.NodeNoRespond != 0) {
 			return true
 		}

@@ -313,7 +313,7 @@ func stepCommands(command []string, ntasks, nodes int, label, labelInJob bool) s
 	}
 	run := cmd
 	if label && labelInJob {
-		run = fmt.Sprintf(`{ %s; } 2>&1 | sed -u "s/^/$SLURM_PROCID: /"; exit "${PIPESTATUS[0]}"`, cmd)
+		run = fmt.Sprintf(`__l=$(printf '%%%dd' "$SLURM_PROCID"); { %s; } 2>&1 | sed -u "s/^/$__l: /"; exit "${PIPESTATUS[0]}"`, labelWidth(ntasks), cmd)
 	}
 	b.WriteString("set +e\n__pids=\n")
 	fmt.Fprintf(&b, "__i=0\nwhile [ $__i -lt $__n ]; do\n  ( export SLURM_PROCID=$((__first + __i)) SLURM_LOCALID=$__i; %s ) &\n  __pids=\"$__pids $!\"\n  __i=$((__i + 1))\ndone\n", run)
@@ -390,7 +390,7 @@ func srunOneOff(e *slurmEnv, r *allocRequest) error {
 			}
 		}()
 	}
-	lw := newLabeler(e.stdout, e.stderr, r.label && !labelInJob)
+	lw := newLabeler(e.stdout, e.stderr, r.label && !labelInJob, ntasks)
 	end, err := c.Logs(ctx, strconv.FormatInt(run.ID, 10), client.LogOptions{Follow: true, Job: -1, Reconnect: 2 * time.Minute}, lw.write)
 	lw.flush()
 	if ctx.Err() != nil && e.ctx.Err() == nil {
@@ -461,11 +461,27 @@ func firstNode(r *api.Run) string {
 type labeler struct {
 	out, errw io.Writer
 	label     bool
+	ntasks    int
 	partial   map[partKey][]byte
 }
 
-func newLabeler(out, errw io.Writer, label bool) *labeler {
-	return &labeler{out: out, errw: errw, label: label, partial: map[partKey][]byte{}}
+func newLabeler(out, errw io.Writer, label bool, ntasks int) *labeler {
+	return &labeler{out: out, errw: errw, label: label, ntasks: ntasks, partial: map[partKey][]byte{}}
+}
+
+// labelWidth is the width of srun -l's task numbers: the digits of the
+// highest (step_io.c's _wid), so that labels line up ("  7: ", " 10: ").
+func labelWidth(ntasks int) int {
+	w := 1
+	for n := ntasks - 1; n >= 10; n /= 10 {
+		w++
+	}
+	return w
+}
+
+// taskLabel is srun -l's label of a task: "%*d: " (write_labelled_message.c).
+func taskLabel(task, ntasks int) string {
+	return fmt.Sprintf("%*d: ", labelWidth(ntasks), task)
 }
 
 func (l *labeler) write(en api.LogEntry) {
@@ -484,7 +500,7 @@ func (l *labeler) write(en api.LogEntry) {
 		if i < 0 {
 			break
 		}
-		fmt.Fprintf(w, "%d: %s", key.job, buf[:i+1])
+		fmt.Fprintf(w, "%s%s", taskLabel(key.job, l.ntasks), buf[:i+1])
 		buf = buf[i+1:]
 	}
 	l.partial[key] = buf
@@ -497,7 +513,7 @@ func (l *labeler) flush() {
 			if key.stderr {
 				w = l.errw
 			}
-			fmt.Fprintf(w, "%d: %s\n", key.job, buf)
+			fmt.Fprintf(w, "%s%s\n", taskLabel(key.job, l.ntasks), buf)
 		}
 	}
 	clear(l.partial)
@@ -721,8 +737,8 @@ func srunStep(e *slurmEnv, r *allocRequest) error {
 		var outW, errW io.Writer = stdout, stderr
 		var flushers []func()
 		if r.label {
-			lo := &lineLabel{w: stdout, mu: &mu, prefix: fmt.Sprintf("%d: ", tk.rank)}
-			le := &lineLabel{w: stderr, mu: &mu, prefix: fmt.Sprintf("%d: ", tk.rank)}
+			lo := &lineLabel{w: stdout, mu: &mu, prefix: taskLabel(tk.rank, ntasks)}
+			le := &lineLabel{w: stderr, mu: &mu, prefix: taskLabel(tk.rank, ntasks)}
 			outW, errW = lo, le
 			flushers = append(flushers, lo.flush, le.flush)
 		} else {

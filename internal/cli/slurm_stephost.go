@@ -42,7 +42,7 @@ func newStepHostCmd() *cobra.Command {
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := newClient()
+			c, err := newStepClient()
 			if err != nil {
 				return fmt.Errorf("step-host: %w", err)
 			}
@@ -241,8 +241,8 @@ func runHostedStep(ctx context.Context, c *client.Client, ref string, rank int, 
 		var ow, ew io.Writer = &lockedWriter{w: out, mu: &mu}, &lockedWriter{w: errs, mu: &mu}
 		var flushers []func()
 		if label {
-			lo := &lineLabel{w: out, mu: &mu, prefix: fmt.Sprintf("%d: ", task)}
-			le := &lineLabel{w: errs, mu: &mu, prefix: fmt.Sprintf("%d: ", task)}
+			lo := &lineLabel{w: out, mu: &mu, prefix: taskLabel(task, st.NTasks)}
+			le := &lineLabel{w: errs, mu: &mu, prefix: taskLabel(task, st.NTasks)}
 			ow, ew, flushers = lo, le, []func(){lo.flush, le.flush}
 		}
 		cmd.Stdout, cmd.Stderr = ow, ew

@@ -108,7 +108,11 @@ func stepPlacement(e *slurmEnv, r *allocRequest, hosts []string, want int) ([]in
 // createStep records the step; ranks are the nodes the relay dispatches
 // (the others run here).
 func createStep(e *slurmEnv, r *allocRequest, hosts []string, nodes, ranks []int, ntasks int, attach bool) (*remoteStep, error) {
-	c, err := e.newClient()
+	newc := e.newStepClient
+	if newc == nil {
+		newc = e.newClient
+	}
+	c, err := newc()
 	if err != nil {
 		return nil, err
 	}

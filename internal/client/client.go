@@ -55,9 +55,23 @@ func (e *APIError) Is(target error) bool {
 
 // New returns a client of the server at baseURL ("http://127.0.0.1:3000").
 func New(baseURL, token string) *Client {
+	return newClient(baseURL, token, (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
+}
+
+// NewUnix returns a client of the server through a node's agent, on its
+// local socket at path: no token; the agent tells the server who the
+// caller is (its Unix user) and vouches for it.
+func NewUnix(path string) *Client {
+	d := &net.Dialer{Timeout: 5 * time.Second}
+	return newClient("http://berth-agent", "", func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return d.DialContext(ctx, "unix", path)
+	})
+}
+
+func newClient(baseURL, token string, dial func(ctx context.Context, network, addr string) (net.Conn, error)) *Client {
 	tr := &http.Transport{
 		Proxy:               nil,
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:         dial,
 		MaxIdleConns:        256,
 		MaxIdleConnsPerHost: 256,
 		IdleConnTimeout:     90 * time.Second,
@@ -67,6 +81,13 @@ func New(baseURL, token string) *Client {
 		token:  token,
 		http:   &http.Client{Transport: tr, Timeout: 60 * time.Second},
 		stream: &http.Client{Transport: tr},
+	}
+}
+
+// authorize puts the client's token on req (none through a socket).
+func (c *Client) authorize(req *http.Request) {
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 }
 
@@ -88,7 +109,7 @@ func (c *Client) doKey(ctx context.Context, hc *http.Client, method, path, key s
 	if err != nil {
 		return fmt.Errorf("client: %w", err)
 	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
+	c.authorize(req)
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
 	}
@@ -180,48 +201,6 @@ type ListOptions struct {
 	// Since keeps the runs not final before it, Until those submitted
 	// before it (zero: no bound): sacct's window.
 	Since, Until time.Time
-}
-
-// Runs lists runs, newest first.
-func (c *Client) Runs(ctx context.Context, o ListOptions) ([]api.Run, error) {
-	q := url.Values{}
-	if o.All {
-		q.Set("all", "1")
-	}
-	if o.Jobs {
-		q.Set("jobs", "1")
-	}
-	if o.Limit > 0 {
-		q.Set("limit", strconv.Itoa(o.Limit))
-	}
-	if o.Spec {
-		q.Set("spec", "1")
-	}
-	if len(o.IDs) > 0 {
-		ids := make([]string, len(o.IDs))
-		for i, id := range o.IDs {
-			ids[i] = strconv.FormatInt(id, 10)
-		}
-		q.Set("ids", strings.Join(ids, ","))
-	}
-	if len(o.Users) > 0 {
-		q.Set("user", strings.Join(o.Users, ","))
-	}
-	if len(o.Statuses) > 0 {
-		st := make([]string, len(o.Statuses))
-		for i, s := range o.Statuses {
-			st[i] = string(s)
-		}
-		q.Set("status", strings.Join(st, ","))
-	}
-	if !o.Since.IsZero() {
-		q.Set("since", o.Since.Format(time.RFC3339Nano))
-	}
-	if !o.Until.IsZero() {
-		q.Set("until", o.Until.Format(time.RFC3339Nano))
-	}
-	var rs []api.Run
-	return rs, c.do(ctx, c.http, http.MethodGet, "/runs?"+q.Encode(), nil, &rs)
 }
 
 // Stop stops a run: SIGTERM, grace, SIGKILL; or SIGKILL at once with abort.
@@ -356,21 +335,32 @@ func (c *Client) Logs(ctx context.Context, ref string, o LogOptions, fn func(api
 	}
 }
 
-// lines GETs path and calls fn for each newline-delimited JSON line.
-func (c *Client) lines(ctx context.Context, path string, fn func([]byte) error) error {
+// get GETs path with no time limit (the caller reads the answer as it
+// comes); an answer other than 2xx is an error.
+func (c *Client) get(ctx context.Context, path string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+api.Version+path, nil)
 	if err != nil {
-		return fmt.Errorf("client: %w", err)
+		return nil, fmt.Errorf("client: %w", err)
 	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
+	c.authorize(req)
 	resp, err := c.stream.Do(req)
 	if err != nil {
-		return fmt.Errorf("client: GET %s: %w", path, err)
+		return nil, fmt.Errorf("client: GET %s: %w", path, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
+		return nil, readError(resp)
+	}
+	return resp, nil
+}
+
+// lines GETs path and calls fn for each newline-delimited JSON line.
+func (c *Client) lines(ctx context.Context, path string, fn func([]byte) error) error {
+	resp, err := c.get(ctx, path)
+	if err != nil {
+		return err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		return readError(resp)
-	}
 	r := bufio.NewReaderSize(resp.Body, 64<<10)
 	for {
 		line, err := r.ReadBytes('\n')

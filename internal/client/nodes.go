@@ -31,8 +31,13 @@ func (c *Client) RunMetrics(ctx context.Context, ref string, o MetricsOptions) (
 
 // Drain stops a node from getting new jobs; the running ones go on.
 func (c *Client) Drain(ctx context.Context, node, reason string) (*api.Node, error) {
+	return c.SetDrain(ctx, node, api.DrainRequest{Reason: reason})
+}
+
+// SetDrain drains a node, or sets it down (req.Down).
+func (c *Client) SetDrain(ctx context.Context, node string, req api.DrainRequest) (*api.Node, error) {
 	var n api.Node
-	return &n, c.do(ctx, c.http, http.MethodPost, "/nodes/"+url.PathEscape(node)+"/drain", api.DrainRequest{Reason: reason}, &n)
+	return &n, c.do(ctx, c.http, http.MethodPost, "/nodes/"+url.PathEscape(node)+"/drain", req, &n)
 }
 
 // Resume lifts an administrator's drain of a node.

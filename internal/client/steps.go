@@ -83,7 +83,7 @@ func (c *Client) StepOutput(ctx context.Context, ref string, id, rank int, o Out
 	if err != nil {
 		return ack, fmt.Errorf("client: %w", err)
 	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
+	c.authorize(req)
 	req.Header.Set("Content-Type", "application/octet-stream")
 	resp, err := hc.Do(req)
 	if err != nil {
@@ -179,7 +179,7 @@ func (c *Client) Attach(ctx context.Context, ref string, id, rank int, side stri
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
+	c.authorize(req)
 	req.Header.Set("Connection", "Upgrade")
 	req.Header.Set("Upgrade", api.AttachProtocol)
 	resp, err := c.stream.Do(req)
@@ -237,7 +237,7 @@ func (c *Client) raw(ctx context.Context, method, path, ctype string, body []byt
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
+	c.authorize(req)
 	if ctype != "" {
 		req.Header.Set("Content-Type", ctype)
 	}

@@ -44,6 +44,11 @@ func (s *Cluster) onConnect(now time.Time, in ConnectInput) (uint64, error) {
 	staleNode(ns)
 	ns.epoch++
 	ns.downSince, ns.unreachable = time.Time{}, false
+	for _, js := range ns.jobs {
+		if !js.stopSent.IsZero() || api.Status(js.rec.Status) == api.StatusTerminating {
+			js.stopSent = now // the sync asks again
+		}
+	}
 	s.freed = true
 	// The sync goes out once everything it reflects is durable, ahead of any
 	// later change's messages.
@@ -92,25 +97,31 @@ func (s *Cluster) runHosts(rs *runState) (hosts, ips []string) {
 }
 
 // assignment is what an agent needs to run a job.
+// graceOf is the time between SIGTERM and SIGKILL when rs is stopped: its
+// own stop_duration (dstack's meaning; off: SIGKILL at once), else the
+// server's.
+func (s *Cluster) graceOf(rs *runState) time.Duration {
+	if d := rs.task().StopDuration; d != nil {
+		return time.Duration(max(int64(*d), 0)) * time.Second
+	}
+	return s.cfg.StopGrace
+}
+
 func (s *Cluster) assignment(js *jobState, hosts, ips []string) api.Assignment {
 	rs := js.run
 	t := rs.task()
 	a := api.Assignment{
 		JobID: js.rec.ID, RunID: rs.rec.ID, RunName: rs.rec.Name, JobNum: js.rec.Num, Attempt: js.rec.Attempt,
 		Status: api.Status(js.rec.Status), Commands: groupCommands(t, js.rec.Num), WorkingDir: t.WorkingDir,
-		Alloc: js.alloc, LogSize: js.rec.LogSize, Stop: rs.rec.StopReq, Grace: int64(s.cfg.StopGrace / time.Second),
+		Alloc: js.alloc, LogSize: js.rec.LogSize, Stop: rs.rec.StopReq,
 	}
 	if t.MaxDuration != nil {
-		a.MaxDuration = int64(*t.MaxDuration)
+		a.MaxDuration = int64(t.MaxDuration.Bounded())
 	}
 	if js.stopping && a.Stop == 0 {
 		a.Stop = int(lifecycle.StopUser) // a sibling failed or the master is done: a resync still stops it
 	}
-	// The run's own stop_duration is its grace period (dstack's meaning);
-	// off: SIGKILL at once.
-	if d := t.StopDuration; d != nil {
-		a.Grace = max(int64(*d), 0)
-	}
+	a.Grace = int64(s.graceOf(rs) / time.Second)
 	var devices []api.GPU
 	if ns, ok := s.nodes[js.rec.Node]; ok {
 		devices = ns.info.GPUs

@@ -38,3 +38,21 @@ func TestVisibleDevices(t *testing.T) {
 		}
 	}
 }
+
+// A time limit stored before limits were bounded (`max_duration:
+// 999999999999w` was accepted once) counts as the bound, 100 years: it
+// must not wrap around into a limit that has passed.
+func TestStoredLimitBounded(t *testing.T) {
+	c := New(Config{})
+	huge := spec.Duration(999999999999 * 7 * 86400)
+	tk := &spec.Task{Type: "task", Commands: []string{"true"}, MaxDuration: &huge}
+	rs := c.newRunState(store.Run{ID: 1}, tk, "u", "p")
+	if want := 36500 * 24 * time.Hour; rs.limit != want {
+		t.Errorf("the run's limit is %v, want %v", rs.limit, want)
+	}
+	js := &jobState{run: rs}
+	rs.jobs = []*jobState{js}
+	if got := c.assignment(js, []string{"n"}, []string{"127.0.0.1"}).MaxDuration; got != int64(spec.MaxDurationValue) {
+		t.Errorf("the job's limit is %ds, want %ds", got, spec.MaxDurationValue)
+	}
+}

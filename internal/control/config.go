@@ -35,6 +35,11 @@ type Config struct {
 	// NodeTimeout is how long a node's agent may stay disconnected before
 	// its jobs are failed as unreachable.
 	NodeTimeout time.Duration
+	// UnkillableTimeout is how long past its grace period a job asked to
+	// stop may go on without its agent reporting its end (Slurm's
+	// UnkillableStepTimeout): then the server ends it and drains its node
+	// ("Kill task failed").
+	UnkillableTimeout time.Duration
 	// MaxArraySize bounds array indices, as Slurm's MaxArraySize.
 	MaxArraySize int
 }
@@ -56,6 +61,9 @@ func New(cfg Config) *Cluster {
 	}
 	if cfg.NodeTimeout == 0 {
 		cfg.NodeTimeout = time.Minute
+	}
+	if cfg.UnkillableTimeout == 0 {
+		cfg.UnkillableTimeout = time.Minute
 	}
 	if cfg.MaxArraySize == 0 {
 		cfg.MaxArraySize = 1_000_001

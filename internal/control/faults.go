@@ -94,11 +94,73 @@ func (s *Cluster) onTick(now time.Time) time.Time {
 	lost, after := s.nodesLostLocked(now, b)
 	if !b.Empty() {
 		s.emit(b, append(after, wakeEffect)...)
+		b = &store.Batch{}
 	}
-	if !lost.IsZero() && (next.IsZero() || lost.Before(next)) {
-		next = lost
+	next = earliest(next, lost)
+	unkillable, after := s.unkillableLocked(now, b)
+	if !b.Empty() {
+		s.emit(b, append(after, wakeEffect)...)
 	}
-	return next
+	return earliest(next, unkillable)
+}
+
+// earliest is the sooner of two times, zero meaning never.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || !b.IsZero() && b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// killFailed is the reason a node is drained with when a job there did not
+// end once stopped: slurmstepd's words (ESLURMD_KILL_TASK_FAILED).
+const killFailed = "Kill task failed"
+
+// unkillableLocked ends the jobs asked to stop, on connected nodes, whose
+// end their agent has not reported UnkillableTimeout past their grace
+// period, as if they had ended so, and drains their nodes (Slurm's
+// UnkillableStepTimeout: whatever is left there may still hold the node's
+// resources). It returns when the next such end would be due (zero:
+// none).
+func (s *Cluster) unkillableLocked(now time.Time, b *store.Batch) (next time.Time, after []Effect) {
+	for _, name := range slices.Sorted(maps.Keys(s.nodes)) {
+		ns := s.nodes[name]
+		if !ns.online {
+			continue // nodesLostLocked ends them if it stays away
+		}
+		drain := false
+		for _, id := range slices.Sorted(maps.Keys(ns.jobs)) {
+			js, ok := ns.jobs[id]
+			if !ok || js.stopSent.IsZero() || api.Status(js.rec.Status) != api.StatusTerminating {
+				continue
+			}
+			grace := s.graceOf(js.run)
+			if js.abort {
+				grace = 0
+			}
+			due := js.stopSent.Add(grace + s.cfg.UnkillableTimeout)
+			if now.Before(due) {
+				next = earliest(next, due)
+				continue
+			}
+			s.log.Warn("job did not end once stopped: ended, node drained", "node", name, "job_id", id, "asked", now.Sub(js.stopSent).Round(time.Second))
+			b.Events = append(b.Events, &store.Event{RunID: js.rec.RunID, JobID: id, Time: now, Type: "kill_failed",
+				Message: fmt.Sprintf("still running %s after it was asked to stop (grace %s): ended; node %s drained (%s)", now.Sub(js.stopSent).Round(time.Second), grace, name, killFailed)})
+			reason := "stopped"
+			if js.abort {
+				reason = "aborted"
+			}
+			exit := lifecycle.Exit{Reason: reason, Code: 128 + 9}
+			after = append(after, s.stepLocked(js.run, lifecycle.Event{Kind: lifecycle.Exited, Job: js.rec.Num, Exit: exit}, now, b)...)
+			after = append(after, s.notify(js.rec.RunID))
+			drain = true
+		}
+		if c := ns.condition(); drain && c.Manual == nil {
+			c.Manual = &api.NodeDrain{Reason: killFailed, By: "berth", Since: now}
+			s.saveCondLocked(ns)
+		}
+	}
+	return next, after
 }
 
 // startupHeld tells whether job k of rs must wait before its assignment

@@ -127,7 +127,7 @@ func (PassInput) isInput()       {}
 func (PlanInput) isInput()       {}
 
 // Step applies one input at now and answers it: a submitted run's record
-// (store.Run) or, for a key seen before, the run it made (Resubmitted), a report's acknowledgement (*api.AgentAck), a connected
+// (store.Run) or, for a key seen before, the run it made (Resubmitted), a report (Report: the acknowledgement and what was refused), a connected
 // node's epoch (uint64), a drained node (api.Node), the count of signalled
 // jobs (int), when the cluster is next due (time.Time, TickInput), the
 // pass to compute (*Pass), or nothing. An input refused with an error

@@ -63,7 +63,7 @@ func (s *Cluster) applyLocked(rs *runState, d lifecycle.Decision, now time.Time,
 		js.stopping = js.stopping || c.BySibling
 		switch {
 		case c.Terminate:
-			after = s.terminateJobLocked(js, c.Abort, b, after)
+			after = s.terminateJobLocked(js, c.Abort, now, b, after)
 		case c.Status.Finished():
 			s.finishJob(js, c.Status, c.Reason, c.ExitCode, c.At, b)
 		default:

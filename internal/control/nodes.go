@@ -98,8 +98,8 @@ func (s *Cluster) onDrain(now time.Time, in DrainInput) (api.Node, error) {
 	c := ns.condition()
 	switch {
 	case in.Drain != nil:
-		d := &api.NodeDrain{Reason: strings.TrimSpace(in.Drain.Reason), By: in.By, Since: now}
-		if c.Manual != nil {
+		d := &api.NodeDrain{Reason: strings.TrimSpace(in.Drain.Reason), By: in.By, Since: now, Down: in.Drain.Down}
+		if c.Manual != nil && c.Manual.Down == d.Down {
 			d.Since = c.Manual.Since // drained already: a new reason
 		}
 		c.Manual = d
@@ -133,6 +133,7 @@ func (s *Cluster) apiNodeLocked(ns *nodeState) api.Node {
 //
 //	offline, unreachable            its agent is away (unreachable: for longer than the node timeout, with jobs)
 //	drained (REASON), draining (…)  an administrator drained it; draining while jobs still run
+//	down (REASON)                   an administrator set it down (jobs running there go on)
 //	idle, busy                      in service (busy: it runs jobs)
 //	idle (warning), busy (warning)  in service, its health check warns
 //	idle (failure), busy (failure)  its health check failed: drained until one passes
@@ -154,6 +155,12 @@ func nodeStatus(online, unreachable bool, jobs int, c *nodeCond) (status, reason
 		return "unreachable", reason
 	case !online:
 		return "offline", reason
+	case c.Manual != nil && c.Manual.Down:
+		status = "down"
+		if c.Manual.Reason != "" {
+			status += " (" + c.Manual.Reason + ")"
+		}
+		return status, reason
 	case c.Manual != nil:
 		status = "drained"
 		if jobs > 0 {

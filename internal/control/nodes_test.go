@@ -23,6 +23,7 @@ func TestNodeStatus(t *testing.T) {
 		{online: true, jobs: 1, c: nodeCond{Health: fail}, status: "busy (failure)", reason: "XID 79"},
 		{online: true, c: nodeCond{Manual: manual}, status: "drained (maintenance)", reason: "maintenance"},
 		{online: true, c: nodeCond{Manual: &api.NodeDrain{}}, status: "drained"},
+		{online: true, jobs: 1, c: nodeCond{Manual: &api.NodeDrain{Reason: "psu", Down: true}}, status: "down (psu)", reason: "psu"},
 		{online: true, jobs: 1, c: nodeCond{Manual: manual, Health: fail}, status: "draining (maintenance)", reason: "maintenance; health failure: XID 79"},
 		{online: true, c: nodeCond{Manual: &api.NodeDrain{}, Health: warn}, status: "drained", reason: "health warning: hot"},
 		{status: "offline"},

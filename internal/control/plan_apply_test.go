@@ -87,7 +87,7 @@ func (s *passServer) agentEvents(node string, evs []api.AgentEvent) (*api.AgentA
 	if err != nil {
 		return nil, err
 	}
-	return r.(*api.AgentAck), nil
+	return r.(Report).Ack, nil
 }
 
 func (s *passServer) setRules(p *policy.Policy) { _, _ = s.feed(RulesInput{Rules: p}) }

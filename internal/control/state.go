@@ -102,7 +102,7 @@ func (rs *runState) configure(t *spec.Task) {
 	rs.qos, rs.nice = t.QOS, t.Nice
 	rs.limit = 0
 	if t.MaxDuration != nil {
-		rs.limit = time.Duration(*t.MaxDuration) * time.Second
+		rs.limit = t.MaxDuration.Std()
 	}
 	rs.retryPolicy = nil
 	if p := t.Retry; p != nil {
@@ -169,7 +169,10 @@ func (s *Cluster) resolve(rs *runState, t *spec.Task, rules *policy.Policy) {
 // scheduler's views of the run share them (pass.go).
 func (s *Cluster) resolveFleets(rs *runState, req sched.Request, groups []sched.Group, rules *policy.Policy) {
 	rs.hold = ""
-	req.Fleets, req.NotFleets = rules.ResolveFleets(rs.fleets), nil
+	// Partitions set DOWN (scontrol update PartitionName=X State=DOWN)
+	// take no new starts: the run uses the others it names, or waits.
+	names, up := rules.UpPartitions(rs.fleets)
+	req.Fleets, req.NotFleets = rules.ResolveFleets(names), nil
 	rs.tier = int32(rules.Tier(req.Fleets))
 	if rs.limit > 0 {
 		// Fleets whose time limit the run exceeds are not for it.
@@ -199,6 +202,9 @@ func (s *Cluster) resolveFleets(rs *runState, req sched.Request, groups []sched.
 	}
 	if len(rs.groups) > 0 {
 		req = rs.groups[0].Request
+	}
+	if !up {
+		rs.hold = api.ReasonPartitionDown
 	}
 	rs.req = s.reqs.intern(&req)
 }
@@ -268,6 +274,11 @@ type jobState struct {
 	// master is done); held: its assignment waits for startup_order.
 	stopping bool
 	held     bool
+	// stopSent is when the job was last asked to stop while its node was
+	// connected (zero: not asked), abort whether with SIGKILL at once:
+	// its end is due by then plus its grace and UnkillableTimeout.
+	stopSent time.Time
+	abort    bool
 }
 
 // nodeState is a node in memory: what it has, what its jobs hold, its stream.
@@ -417,6 +428,11 @@ func (s *Cluster) Restore(l *Loaded, now time.Time) error {
 			// A job stopping while its run is not: the server stopped it
 			// because of a sibling (all-or-nothing, master-done).
 			js.stopping = api.Status(js.rec.Status) == api.StatusTerminating && lifecycle.StopCause(rs.rec.StopReq) == lifecycle.StopNone
+			if api.Status(js.rec.Status) == api.StatusTerminating {
+				// Asked to stop before the restart: its end is due counting
+				// from now (the resync asks again).
+				js.stopSent, js.abort = now, lifecycle.StopCause(rs.rec.StopReq) == lifecycle.StopAbort
+			}
 		}
 		if rs.task().StartupOrder != "" && len(rs.jobs) > 1 {
 			// startup_order's held assignments are not stored: hold again
@@ -445,6 +461,11 @@ func (s *Cluster) Restore(l *Loaded, now time.Time) error {
 		}
 		if api.Status(rs.rec.Status) == api.StatusSubmitted {
 			s.pending[rs.rec.ID] = rs
+			if len(rs.jobs) == 0 {
+				// Never placed: its jobs get IDs again (nothing durable
+				// named the ones it had).
+				s.newJobsLocked(rs, 0, rs.rec.SubmittedAt, nil)
+			}
 			s.unmakeJobsLocked(rs)
 		}
 	}
@@ -686,13 +707,14 @@ func (s *Cluster) stopLocked(rs *runState, cause lifecycle.StopCause, now time.T
 // terminateJobLocked marks a placed job terminating, in b, and adds to after
 // the message asking its agent to stop it (none while its node is away: the
 // resync on reconnection carries the stop).
-func (s *Cluster) terminateJobLocked(js *jobState, abort bool, b *store.Batch, after []Effect) []Effect {
+func (s *Cluster) terminateJobLocked(js *jobState, abort bool, now time.Time, b *store.Batch, after []Effect) []Effect {
 	js.rec.Status = string(api.StatusTerminating)
 	b.Jobs = append(b.Jobs, jobCopy(js))
 	ns, ok := s.nodes[js.rec.Node]
 	if !ok || !ns.online {
 		return after
 	}
+	js.stopSent, js.abort = now, abort
 	id := js.rec.ID
 	return append(after, sendEffect(ns, api.AgentMessage{Type: "stop", Stop: &api.StopJob{JobID: id, Abort: abort}}))
 }
@@ -734,10 +756,29 @@ func (s *Cluster) finalRun(rs *runState, now time.Time) {
 	s.finished = append(s.finished, RunEnd{rs.rec.ID, now})
 }
 
+// Report answers a ReportInput: what the cluster now holds (the agent's
+// acknowledgement) and the events it refused.
+type Report struct {
+	Ack     *api.AgentAck
+	Refused []Refused
+}
+
+// Refused is an agent's event the cluster did not take, and why: a job
+// the node does not hold (ErrForbidden), a log frame whose size does not
+// match its data or which starts past the end of the job's log
+// (ErrInvalid). A frame that starts before the end is a resend, dropped
+// without a word. The rest of the report is taken: the acknowledgement
+// tells an honest agent where it stands.
+type Refused struct {
+	Event api.AgentEvent
+	Err   error
+}
+
 // onReport applies a node's reports and answers what the Cluster now holds.
-func (s *Cluster) onReport(now time.Time, in ReportInput) *api.AgentAck {
+func (s *Cluster) onReport(now time.Time, in ReportInput) Report {
 	node, evs := in.Node, in.Events
 	ack := &api.AgentAck{LogSize: map[int64]int64{}}
+	var refused []Refused
 	b := &store.Batch{}
 	touched := map[int64]*jobState{}
 	runs := map[int64]*runState{}
@@ -745,10 +786,17 @@ func (s *Cluster) onReport(now time.Time, in ReportInput) *api.AgentAck {
 	var extra []Effect // messages to agents once committed
 	for _, ev := range evs {
 		js, ok := s.jobs[ev.JobID]
-		if !ok || js.rec.Node != node {
+		if !ok {
+			// A job the cluster has closed (or never placed): the agent
+			// may forget it.
 			if ev.Type == "exited" {
 				ack.Closed = append(ack.Closed, ev.JobID)
 			}
+			continue
+		}
+		if js.rec.Node != node {
+			ev.Data = nil
+			refused = append(refused, Refused{ev, fmt.Errorf("%w: job %d runs on node %s, not %s", ErrForbidden, ev.JobID, js.rec.Node, node)})
 			continue
 		}
 		touched[js.rec.ID] = js
@@ -766,6 +814,13 @@ func (s *Cluster) onReport(now time.Time, in ReportInput) *api.AgentAck {
 				runs[js.rec.RunID] = js.run
 			}
 		case "log":
+			if want := api.LogFrameHeader + int64(len(ev.Data)); ev.Size != want || ev.Offset > js.rec.LogSize {
+				why := fmt.Errorf("%w: job %d: a log frame of size %d at offset %d (its data makes it %d; the log holds %d)",
+					ErrInvalid, ev.JobID, ev.Size, ev.Offset, want, js.rec.LogSize)
+				ev.Data = nil
+				refused = append(refused, Refused{ev, why})
+				continue
+			}
 			if ev.Offset == js.rec.LogSize {
 				b.Logs = append(b.Logs, &store.LogChunk{JobID: js.rec.ID, Offset: ev.Offset, Stream: ev.Stream, Time: ev.Time, Data: ev.Data})
 				js.rec.LogSize += ev.Size
@@ -809,7 +864,7 @@ func (s *Cluster) onReport(now time.Time, in ReportInput) *api.AgentAck {
 		after = append(after, wakeEffect)
 	}
 	s.emit(b, after...)
-	return ack
+	return Report{Ack: ack, Refused: refused}
 }
 
 // notify is the effect that wakes the run's log followers.
@@ -952,17 +1007,22 @@ func groupOf(t *spec.Task, k int) int {
 }
 
 // newJobsLocked gives rs a fresh job per node, of the given attempt,
-// waiting: their rows are written now, their memory made when the run is
-// placed or a decision needs them (jobsLocked), so that a long queue costs
-// little memory.
+// waiting. Their memory is made when the run is placed or a decision needs
+// them (jobsLocked), so that a long queue costs little memory; their rows
+// are written then too, except a later attempt's, written now (b): a
+// submission on 10,000 nodes writes no job row, and a run that waits with
+// none after a restart (Restore) is one never placed, attempt 0.
 func (s *Cluster) newJobsLocked(rs *runState, attempt int, now time.Time, b *store.Batch) {
 	n := rs.task().JobCount()
 	rs.jobs = nil
 	rs.unmade = unmadeJobs{first: s.nextJob + 1, n: int32(n), attempt: int32(attempt), at: now.UnixNano()}
+	s.nextJob += int64(n)
+	if attempt == 0 {
+		return
+	}
 	for k := range n {
-		s.nextJob++
-		b.Jobs = append(b.Jobs, &store.Job{ID: s.nextJob, RunID: rs.rec.ID, Num: k, Attempt: attempt, Status: string(api.StatusSubmitted),
-			SubmittedAt: now, Alloc: []byte("{}")})
+		r := rs.unmade.record(rs.rec.ID, k)
+		b.Jobs = append(b.Jobs, &r)
 	}
 }
 

@@ -23,6 +23,7 @@ const (
 	ReasonBeginTime          Reason = "BeginTime"
 	ReasonHeldUser           Reason = "JobHeldUser"
 	ReasonPartitionTimeLimit Reason = "PartitionTimeLimit"
+	ReasonPartitionDown      Reason = "PartitionDown"
 )
 
 // Reasons of ends: dstack's words, and Berth's where dstack has none.

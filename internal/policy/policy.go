@@ -26,13 +26,25 @@ import (
 
 // File is the policy file as written.
 type File struct {
-	DefaultQOS string                 `yaml:"default_qos"`
-	QOS        map[string]QOSConf     `yaml:"qos"`
-	Projects   map[string]ProjectConf `yaml:"projects"`
-	Users      map[string]UserConf    `yaml:"users"`
-	Fleets     map[string]FleetConf   `yaml:"fleets"`
-	Topology   []SwitchConf           `yaml:"topology"`
+	DefaultQOS string                   `yaml:"default_qos"`
+	QOS        map[string]QOSConf       `yaml:"qos"`
+	Projects   map[string]ProjectConf   `yaml:"projects"`
+	Users      map[string]UserConf      `yaml:"users"`
+	Fleets     map[string]FleetConf     `yaml:"fleets"`
+	Partitions map[string]PartitionConf `yaml:"partitions"`
+	Topology   []SwitchConf             `yaml:"topology"`
 }
+
+// PartitionConf is a partition's state (Slurm's PartitionName=X
+// State=UP|DOWN): the partition is a fleet's name, a name in a fleet's
+// partitions, or DefaultPartition.
+type PartitionConf struct {
+	State string `yaml:"state"`
+}
+
+// DefaultPartition is the partition of a run that names none: it holds
+// every node.
+const DefaultPartition = "berth"
 
 // LimitsConf bounds what runs under one name may hold at once (jobs, cpu,
 // memory, gpu, gpu_types), ask for (wall), and have queued (submit).
@@ -98,6 +110,9 @@ type Policy struct {
 	Shares   *sched.Shares
 	Topology *sched.Topology
 	Fleets   map[string]Fleet
+	// Down are the partitions set DOWN: runs that name only those (or
+	// name none, when DefaultPartition is down) queue but do not start.
+	Down map[string]bool
 	// Projects are the projects the file names (Slurm's accounts), each
 	// with the users it lists, sorted; a project or user may be listed
 	// with no settings of its own.
@@ -252,6 +267,18 @@ func (c *checker) compile(f *File) *Policy {
 		}
 		p.Fleets[name] = fl
 	}
+	for _, name := range sorted(f.Partitions) {
+		switch st := strings.ToLower(f.Partitions[name].State); st {
+		case "", "up":
+		case "down":
+			if p.Down == nil {
+				p.Down = map[string]bool{}
+			}
+			p.Down[name] = true
+		default:
+			c.fail("$.partitions."+name+".state", "must be up or down, got %q", f.Partitions[name].State)
+		}
+	}
 	if len(f.Topology) > 0 {
 		var sw []sched.Switch
 		for i, s := range f.Topology {
@@ -369,6 +396,26 @@ func (p *Policy) ResolveFleets(names []string) []string {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// UpPartitions are the names among those a run gives whose partition is
+// not down, and whether the run may start at all: a run that names only
+// down partitions, or none while DefaultPartition is down, may not
+// (Slurm's PartitionDown).
+func (p *Policy) UpPartitions(names []string) ([]string, bool) {
+	if len(p.Down) == 0 {
+		return names, true
+	}
+	if len(names) == 0 {
+		return nil, !p.Down[DefaultPartition]
+	}
+	var up []string
+	for _, n := range names {
+		if !p.Down[n] {
+			up = append(up, n)
+		}
+	}
+	return up, len(up) > 0
 }
 
 // Tier is the highest tier among fleets.

@@ -9,7 +9,6 @@ import (
 
 	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/control"
-	"github.com/berth-hq/berth/internal/store"
 )
 
 // agentConn is one open assignment stream to an agent.
@@ -49,13 +48,16 @@ func (c *agentConn) close() {
 	}
 }
 
-func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request, _ *store.User) {
+func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request, scope string) {
 	var info api.NodeInfo
-	if err := decode(r, &info); err != nil {
-		writeError(w, err)
-		return
+	err := decode(r, &info)
+	if err == nil {
+		err = s.actsAs(scope, info.Name, "register")
 	}
-	if err := s.register(info); err != nil {
+	if err == nil {
+		err = s.register(info)
+	}
+	if err != nil {
 		writeError(w, err)
 		return
 	}
@@ -76,8 +78,12 @@ func (s *Server) register(info api.NodeInfo) error {
 
 // handleStream keeps an agent's assignment stream: a full sync first, then
 // assignments and stop requests as they are committed, and keep-alives.
-func (s *Server) handleStream(w http.ResponseWriter, r *http.Request, _ *store.User) {
+func (s *Server) handleStream(w http.ResponseWriter, r *http.Request, scope string) {
 	name := r.URL.Query().Get("node")
+	if err := s.actsAs(scope, name, "stream"); err != nil {
+		writeError(w, err)
+		return
+	}
 	fl, ok := w.(http.Flusher)
 	if !ok {
 		writeError(w, fmt.Errorf("server: streaming unsupported"))
@@ -187,9 +193,13 @@ func (s *Server) disconnect(name string, c nodeConn) {
 	c.conn.close()
 }
 
-func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, _ *store.User) {
+func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, scope string) {
 	var evs api.AgentEvents
-	if err := decode(r, &evs); err != nil {
+	err := decode(r, &evs)
+	if err == nil {
+		err = s.actsAs(scope, evs.Node, "report")
+	}
+	if err != nil {
 		writeError(w, err)
 		return
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/control"
 	"github.com/berth-hq/berth/internal/store"
 )
@@ -25,13 +26,28 @@ func (s *Server) perform(e control.Effect) {
 		c := s.conns[e.Node]
 		s.connMu.Unlock()
 		if c.epoch == e.Epoch && c.conn != nil {
-			c.conn.send(e.Msg)
+			c.conn.send(s.withJobTokens(e.Msg))
 		}
 	case control.EffectNotify:
 		s.hub.notify(e.Run)
 	case control.EffectWake:
 		s.wakeScheduler()
 	}
+}
+
+// withJobTokens gives each job of m its run's credential (the cluster
+// knows no keys; the server signs them as they leave).
+func (s *Server) withJobTokens(m api.AgentMessage) api.AgentMessage {
+	if len(m.Jobs) == 0 {
+		return m
+	}
+	jobs := make([]api.Assignment, len(m.Jobs))
+	for i, a := range m.Jobs {
+		a.JobToken = s.jobToken(a.RunID)
+		jobs[i] = a
+	}
+	m.Jobs = jobs
+	return m
 }
 
 // flushLocked queues what the cluster emitted, in order, for the

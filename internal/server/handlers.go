@@ -248,6 +248,11 @@ func (s *Server) listPage(r *http.Request, runs []*store.Run, withJobs, withSpec
 			jobsOf[j.RunID] = append(jobsOf[j.RunID], j)
 		}
 	}
+	if withJobs {
+		for _, run := range runs {
+			jobsOf[run.ID] = s.withUnmade(run, jobsOf[run.ID])
+		}
+	}
 	out := make([]*api.Run, len(runs))
 	for i, run := range runs {
 		out[i] = s.apiRun(run, jobsOf[run.ID], s.name(r.Context(), 'u', run.UserID), nil)
@@ -263,6 +268,25 @@ func (s *Server) listPage(r *http.Request, runs []*store.Run, withJobs, withSpec
 	}
 	s.unlock()
 	return out, nil
+}
+
+// withUnmade is jobs, the stored jobs of run, or, for a run that waits and
+// was never placed (its job rows are written at placement), its jobs as
+// the cluster holds them.
+func (s *Server) withUnmade(run *store.Run, jobs []*store.Job) []*store.Job {
+	if len(jobs) > 0 || api.Status(run.Status) != api.StatusSubmitted {
+		return jobs
+	}
+	s.mu.Lock()
+	_, held, ok := s.ActiveRun(run.ID)
+	s.unlock()
+	if !ok {
+		return jobs
+	}
+	for i := range held {
+		jobs = append(jobs, &held[i])
+	}
+	return jobs
 }
 
 // runFilter reads the list's query parameters.
@@ -354,6 +378,7 @@ func (s *Server) handleGetRun(w http.ResponseWriter, r *http.Request, _ *store.U
 		writeError(w, err)
 		return
 	}
+	jobs = s.withUnmade(run, jobs)
 	var t spec.Task
 	if err := json.Unmarshal(run.Spec, &t); err != nil {
 		writeError(w, fmt.Errorf("server: run %d: %w", run.ID, err))

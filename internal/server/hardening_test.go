@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -152,6 +153,10 @@ func TestIDsNeverReissued(t *testing.T) {
 		}
 		last = r
 	}
+	last, err := h.c.Run(ctx, strconv.FormatInt(last.ID, 10))
+	if err != nil {
+		t.Fatal(err)
+	}
 	addr := h.http.Listener.Addr().String()
 	h.close()
 	for _, q := range []string{`DELETE FROM events WHERE run_id = ?`, `DELETE FROM jobs WHERE run_id = ?`, `DELETE FROM runs WHERE id = ?`} {
@@ -165,12 +170,18 @@ func TestIDsNeverReissued(t *testing.T) {
 	if r.ID <= last.ID {
 		t.Errorf("after the lost run %d, a new run got ID %d", last.ID, r.ID)
 	}
-	jobs, err := h.st.ListJobs(ctx, r.ID)
-	if err != nil || len(jobs) != 1 {
-		t.Fatalf("jobs %v (%v)", jobs, err)
+	// A run that waits has its jobs in the cluster (their rows are written
+	// at placement): the API shows them.
+	got, err := h.c.Run(ctx, strconv.FormatInt(r.ID, 10))
+	if err != nil || len(got.Jobs) != 1 {
+		t.Fatalf("run %v (%v)", got, err)
 	}
+	jobs := got.Jobs
 	lost := last.Jobs
-	if len(lost) > 0 && jobs[0].ID <= lost[0].ID {
+	if len(lost) != 1 {
+		t.Fatalf("the lost run had jobs %v", lost)
+	}
+	if jobs[0].ID <= lost[0].ID {
 		t.Errorf("the new run's job got ID %d, not above the lost job %d", jobs[0].ID, lost[0].ID)
 	}
 }

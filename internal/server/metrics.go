@@ -149,9 +149,13 @@ func (m *metricsStore) of(run int64, n int) map[int64][]api.JobSample {
 
 // handleAgentMetrics takes a node's samples of the jobs it runs; samples
 // of jobs the server does not place there are dropped.
-func (s *Server) handleAgentMetrics(w http.ResponseWriter, r *http.Request, _ *store.User) {
+func (s *Server) handleAgentMetrics(w http.ResponseWriter, r *http.Request, scope string) {
 	var m api.AgentMetrics
-	if err := decode(r, &m); err != nil {
+	err := decode(r, &m)
+	if err == nil {
+		err = s.actsAs(scope, m.Node, "metrics")
+	}
+	if err != nil {
 		writeError(w, err)
 		return
 	}

@@ -12,9 +12,13 @@ import (
 // handleAgentHealth takes a node's health report. Only a change of status
 // or reason is committed (and may drain the node or lift its drain); the
 // time of the check is kept in memory.
-func (s *Server) handleAgentHealth(w http.ResponseWriter, r *http.Request, _ *store.User) {
+func (s *Server) handleAgentHealth(w http.ResponseWriter, r *http.Request, scope string) {
 	var req api.AgentHealth
-	if err := decode(r, &req); err != nil {
+	err := decode(r, &req)
+	if err == nil {
+		err = s.actsAs(scope, req.Node, "health")
+	}
+	if err != nil {
 		writeError(w, err)
 		return
 	}

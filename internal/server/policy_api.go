@@ -65,5 +65,9 @@ func (s *Server) handlePolicy(w http.ResponseWriter, _ *http.Request, _ *store.U
 		out.Fleets = append(out.Fleets, api.FleetInfo{Name: name, Partitions: f.Partitions, Tier: f.Tier, Blocks: f.Blocks, MaxWallSeconds: int64(f.MaxWall.Seconds())})
 	}
 	sort.Slice(out.Fleets, func(i, k int) bool { return out.Fleets[i].Name < out.Fleets[k].Name })
+	for name := range rules.Down {
+		out.DownPartitions = append(out.DownPartitions, name)
+	}
+	sort.Strings(out.DownPartitions)
 	writeJSON(w, http.StatusOK, out)
 }

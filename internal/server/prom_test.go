@@ -423,29 +423,38 @@ func TestPromInstrumentStreams(t *testing.T) {
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 	}
-	fams, err := m.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]float64{}
-	for _, f := range fams {
-		if f.GetName() != "berth_http_requests_total" {
-			continue
-		}
-		for _, s := range f.Metric {
-			var route, code string
-			for _, l := range s.Label {
-				switch l.GetName() {
-				case "route":
-					route = l.GetValue()
-				case "code":
-					code = l.GetValue()
-				}
-			}
-			got[route+" "+code] = s.Counter.GetValue()
-		}
-	}
+	// A hijacked request is counted once its handler returns, which the
+	// client cannot see: look until it is, for a while.
 	want := map[string]float64{"GET /flush 200": 1, "GET /hijack 101": 1, "unmatched 404": 1}
+	counted := func() map[string]float64 {
+		fams, err := m.reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]float64{}
+		for _, f := range fams {
+			if f.GetName() != "berth_http_requests_total" {
+				continue
+			}
+			for _, s := range f.Metric {
+				var route, code string
+				for _, l := range s.Label {
+					switch l.GetName() {
+					case "route":
+						route = l.GetValue()
+					case "code":
+						code = l.GetValue()
+					}
+				}
+				got[route+" "+code] = s.Counter.GetValue()
+			}
+		}
+		return got
+	}
+	got := counted()
+	for deadline := time.Now().Add(5 * time.Second); len(got) < len(want) && time.Now().Before(deadline); got = counted() {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("requests counted (-want +got):\n%s", diff)
 	}

@@ -10,7 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,6 +68,10 @@ type Config struct {
 	// NodeTimeout is how long a node's agent may stay disconnected before
 	// its jobs are failed as unreachable (default 60 s).
 	NodeTimeout time.Duration
+	// UnkillableTimeout is how long past its grace period a stopped job
+	// may go on unreported before the server ends it and drains its node
+	// (0: a minute; see control.Config).
+	UnkillableTimeout time.Duration
 	// MaxArraySize bounds array indices, as Slurm's MaxArraySize: indices
 	// 0..MaxArraySize-1 (default 1,000,001).
 	MaxArraySize int
@@ -83,6 +86,11 @@ type Config struct {
 	MaxNodesPerRun int
 	// Metrics are what GET /metrics serves (NewMetrics; nil: no /metrics).
 	Metrics *Metrics
+	// NoAutoUsers: a Unix login a node vouches for is not made a Berth
+	// user by its first request (an administrator makes users).
+	NoAutoUsers bool
+	// AllowUsers, when set, are the only Unix logins made users so.
+	AllowUsers []string
 }
 
 // Server is the control plane. New loads its state; Run runs its loops;
@@ -113,11 +121,17 @@ type Server struct {
 	hub     *hub
 
 	projectID int64
-	names     sync.Map     // "u<id>" / "p<id>" -> name
-	tokens    sync.Map     // token hash -> cachedUser
-	tokenTTL  atomic.Int64 // nanoseconds; tests shorten it
-	metrics   struct{ commits, batches, cycles atomic.Int64 }
-	jm        metricsStore // jobs' samples (metrics.go)
+	names     sync.Map // "u<id>" / "p<id>" -> name
+	tokens    sync.Map // token hash -> cachedCred
+	// assertedUsers are the users nodes vouched for, by name (cachedCred,
+	// for tokenTTL); legacyAgents the admin tokens seen acting as agents.
+	assertedUsers sync.Map
+	legacyAgents  sync.Map
+	// jobKey signs the runs' job credentials (identity.go).
+	jobKey   []byte
+	tokenTTL atomic.Int64 // nanoseconds; tests shorten it
+	metrics  struct{ commits, batches, cycles atomic.Int64 }
+	jm       metricsStore // jobs' samples (metrics.go)
 	// steps relays srun's steps to the step hosts (steps.go); its own lock.
 	steps        stepRelay
 	stepPollWait atomic.Int64 // nanoseconds; tests shorten the step polls
@@ -176,9 +190,13 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.tokenTTL.Store(int64(tokenCache))
 	s.Cluster = control.New(control.Config{Logger: cfg.Logger, StopGrace: cfg.StopGrace, Policy: cfg.Policy, Weights: cfg.Weights,
-		HalfLife: cfg.HalfLife, Depth: cfg.Depth, Rules: cfg.Rules, NodeTimeout: cfg.NodeTimeout, MaxArraySize: cfg.MaxArraySize})
+		HalfLife: cfg.HalfLife, Depth: cfg.Depth, Rules: cfg.Rules, NodeTimeout: cfg.NodeTimeout,
+		UnkillableTimeout: cfg.UnkillableTimeout, MaxArraySize: cfg.MaxArraySize})
 	var err error
 	if s.projectID, err = s.store.EnsureProject(ctx, "main"); err != nil {
+		return nil, err
+	}
+	if err := s.loadJobKey(ctx); err != nil {
 		return nil, err
 	}
 	if err := s.load(ctx); err != nil {
@@ -203,7 +221,7 @@ func (s *Server) EnsureAdmin(ctx context.Context, token string) error {
 	return s.store.AddToken(ctx, uid, HashToken(token), "admin")
 }
 
-// ValidToken reports whether token belongs to a user.
+// ValidToken reports whether token belongs to a user (and has not expired).
 func (s *Server) ValidToken(ctx context.Context, token string) bool {
 	_, err := s.user(ctx, token)
 	return err == nil
@@ -247,35 +265,47 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST "+v+"/runs", s.auth(s.handleSubmit))
 	mux.HandleFunc("POST "+v+"/plan", s.auth(s.handlePlan))
 	mux.HandleFunc("GET "+v+"/runs", s.auth(s.handleListRuns))
-	mux.HandleFunc("GET "+v+"/runs/{ref}", s.auth(s.handleGetRun))
+	mux.HandleFunc("GET "+v+"/runs/{ref}", s.runAuth(s.handleGetRun))
 	mux.HandleFunc("POST "+v+"/runs/{ref}/stop", s.auth(s.handleStop))
 	mux.HandleFunc("POST "+v+"/runs/{ref}/control", s.auth(s.handleControl))
 	mux.HandleFunc("POST "+v+"/runs/{ref}/signal", s.auth(s.handleSignal))
-	mux.HandleFunc("GET "+v+"/runs/{ref}/logs", s.auth(s.handleLogs))
+	mux.HandleFunc("GET "+v+"/runs/{ref}/logs", s.runAuth(s.handleLogs))
 	mux.HandleFunc("GET "+v+"/nodes", s.auth(s.handleNodes))
 	mux.HandleFunc("GET "+v+"/runs/{ref}/metrics", s.auth(s.handleRunMetrics))
 	mux.HandleFunc("POST "+v+"/nodes/{name}/drain", s.auth(s.handleDrain))
 	mux.HandleFunc("POST "+v+"/nodes/{name}/resume", s.auth(s.handleResume))
-	mux.HandleFunc("POST "+v+"/agent/metrics", s.auth(s.handleAgentMetrics))
-	mux.HandleFunc("POST "+v+"/agent/health", s.auth(s.handleAgentHealth))
+	mux.HandleFunc("POST "+v+"/nodes/{name}/tokens", s.auth(s.handleNodeTokenCreate))
 	mux.HandleFunc("GET "+v+"/server", s.auth(s.handleStatus))
 	mux.HandleFunc("GET "+v+"/priorities", s.auth(s.handlePriorities))
 	mux.HandleFunc("GET "+v+"/policy", s.auth(s.handlePolicy))
 	mux.HandleFunc("POST "+v+"/policy/reload", s.auth(s.handlePolicyReload))
 	mux.HandleFunc("GET "+v+"/policy/file", s.auth(s.handlePolicyFile))
 	mux.HandleFunc("PUT "+v+"/policy/file", s.auth(s.handlePolicyWrite))
-	mux.HandleFunc("POST "+v+"/agent/register", s.auth(s.handleRegister))
-	mux.HandleFunc("GET "+v+"/agent/stream", s.auth(s.handleStream))
-	mux.HandleFunc("POST "+v+"/agent/events", s.auth(s.handleEvents))
-	mux.HandleFunc("POST "+v+"/runs/{ref}/steps", s.auth(s.handleStepCreate))
-	mux.HandleFunc("GET "+v+"/runs/{ref}/steps/next", s.auth(s.handleStepNext))
-	mux.HandleFunc("GET "+v+"/runs/{ref}/steps/{id}", s.auth(s.handleStepStatus))
-	mux.HandleFunc("POST "+v+"/runs/{ref}/steps/{id}/output", s.auth(s.handleStepOutput))
-	mux.HandleFunc("POST "+v+"/runs/{ref}/steps/{id}/exit", s.auth(s.handleStepExit))
-	mux.HandleFunc("POST "+v+"/runs/{ref}/steps/{id}/signal", s.auth(s.handleStepSignal))
-	mux.HandleFunc("POST "+v+"/runs/{ref}/steps/{id}/alive", s.auth(s.handleStepAlive))
-	mux.HandleFunc("POST "+v+"/runs/{ref}/steps/{id}/cancel", s.auth(s.handleStepCancel))
-	mux.HandleFunc("GET "+v+"/runs/{ref}/steps/{id}/attach", s.auth(s.handleStepAttach))
+	mux.HandleFunc("POST "+v+"/users", s.auth(s.handleUserCreate))
+	mux.HandleFunc("GET "+v+"/users", s.auth(s.handleUserList))
+	mux.HandleFunc("DELETE "+v+"/users/{name}", s.auth(s.handleUserDelete))
+	mux.HandleFunc("POST "+v+"/tokens", s.auth(s.handleTokenCreate))
+	mux.HandleFunc("GET "+v+"/tokens", s.auth(s.handleTokenList))
+	mux.HandleFunc("DELETE "+v+"/tokens/{id}", s.auth(s.handleTokenRevoke))
+	mux.HandleFunc("GET "+v+"/whoami", s.handleWhoAmI)
+	// The agents' endpoints take a node's credential, which acts as its
+	// node only (identity.go).
+	mux.HandleFunc("POST "+v+"/agent/register", s.agentAuth(s.handleRegister))
+	mux.HandleFunc("GET "+v+"/agent/stream", s.agentAuth(s.handleStream))
+	mux.HandleFunc("POST "+v+"/agent/events", s.agentAuth(s.handleEvents))
+	mux.HandleFunc("POST "+v+"/agent/metrics", s.agentAuth(s.handleAgentMetrics))
+	mux.HandleFunc("POST "+v+"/agent/health", s.agentAuth(s.handleAgentHealth))
+	// A run's steps: its owner (or an admin), or its jobs' own credential
+	// (srun inside the allocation, the step hosts).
+	mux.HandleFunc("POST "+v+"/runs/{ref}/steps", s.runAuth(s.handleStepCreate))
+	mux.HandleFunc("GET "+v+"/runs/{ref}/steps/next", s.runAuth(s.handleStepNext))
+	mux.HandleFunc("GET "+v+"/runs/{ref}/steps/{id}", s.runAuth(s.handleStepStatus))
+	mux.HandleFunc("POST "+v+"/runs/{ref}/steps/{id}/output", s.runAuth(s.handleStepOutput))
+	mux.HandleFunc("POST "+v+"/runs/{ref}/steps/{id}/exit", s.runAuth(s.handleStepExit))
+	mux.HandleFunc("POST "+v+"/runs/{ref}/steps/{id}/signal", s.runAuth(s.handleStepSignal))
+	mux.HandleFunc("POST "+v+"/runs/{ref}/steps/{id}/alive", s.runAuth(s.handleStepAlive))
+	mux.HandleFunc("POST "+v+"/runs/{ref}/steps/{id}/cancel", s.runAuth(s.handleStepCancel))
+	mux.HandleFunc("GET "+v+"/runs/{ref}/steps/{id}/attach", s.runAuth(s.handleStepAttach))
 	mux.HandleFunc("GET "+v+"/steps", s.auth(s.handleListSteps))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("ok\n"))
@@ -284,52 +314,19 @@ func (s *Server) Handler() http.Handler {
 	return s.cfg.Metrics.instrument(mux)
 }
 
-type userKey struct{}
-
+// user resolves a user's token (a node's is refused).
 func (s *Server) user(ctx context.Context, token string) (*store.User, error) {
-	h := HashToken(token)
-	now := time.Now()
-	if c, ok := s.tokens.Load(h); ok && now.Before(c.(cachedUser).until) {
-		return c.(cachedUser).u, nil
+	_, u, err := s.lookup(ctx, token)
+	if err == nil && u == nil {
+		err = fmt.Errorf("%w: a node's token", ErrForbidden)
 	}
-	u, err := s.store.UserByToken(ctx, h)
-	if err != nil {
-		s.tokens.Delete(h)
-		return nil, err
-	}
-	s.tokens.Store(h, cachedUser{u: u, until: now.Add(time.Duration(s.tokenTTL.Load()))})
-	return u, nil
+	return u, err
 }
 
 // tokenCache is how long a token's user is remembered (Server.tokenTTL):
 // a token deleted from the store stops working within this time, not at
 // the next restart.
 const tokenCache = 10 * time.Second
-
-// cachedUser is a token's user and until when it may be used unread.
-type cachedUser struct {
-	u     *store.User
-	until time.Time
-}
-
-func (s *Server) auth(h func(http.ResponseWriter, *http.Request, *store.User)) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || token == "" {
-			writeError(w, fmt.Errorf("%w: missing bearer token", ErrUnauthorized))
-			return
-		}
-		u, err := s.user(r.Context(), token)
-		if err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				err = fmt.Errorf("%w: unknown token", ErrUnauthorized)
-			}
-			writeError(w, err)
-			return
-		}
-		h(w, r, u)
-	}
-}
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")

@@ -38,6 +38,7 @@ type agentOpts struct {
 	dir   string // data directory; default a new one
 	fleet string
 	mon   agent.Monitoring // metrics and health checks (metrics_test.go)
+	token string           // the agent's credential (default testToken, an admin's)
 }
 
 // startAgent runs a real agent for h until the test ends (or stop is called).
@@ -46,7 +47,10 @@ func startAgent(t *testing.T, h *harness, o agentOpts) (stop func()) {
 	if o.dir == "" {
 		o.dir = t.TempDir()
 	}
-	cfg := agent.Config{Server: h.http.URL, Token: testToken, Name: o.name, Fleet: o.fleet, DataDir: o.dir, CPUs: o.cpus,
+	if o.token == "" {
+		o.token = testToken
+	}
+	cfg := agent.Config{Server: h.http.URL, Token: o.token, Name: o.name, Fleet: o.fleet, DataDir: o.dir, CPUs: o.cpus,
 		ShimCommand: []string{os.Args[0], "berth-shim"}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), LogTick: 20 * time.Millisecond,
 		Monitor: o.mon}
 	if o.gpus != "" {

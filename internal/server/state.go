@@ -140,7 +140,11 @@ func (s *Server) agentEvents(node string, evs []api.AgentEvent) (*api.AgentAck, 
 	if err != nil {
 		return nil, err
 	}
-	return r.(*api.AgentAck), nil
+	rep := r.(control.Report)
+	for _, x := range rep.Refused {
+		s.log.Warn("refused an agent's report", "node", node, "job_id", x.Event.JobID, "type", x.Event.Type, "err", x.Err)
+	}
+	return rep.Ack, nil
 }
 
 // schedLoop runs a scheduling pass whenever something changed, and on a slow

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -42,7 +43,8 @@ import (
 //	         [held] [begin=+30s] [singleton] [user=U]  (U is created; the default is admin)
 //	         [cron=*/5_*_*_*_*] (a schedule; _ for spaces; its runs are named R@1, R@2…)
 //	         [het=NODES:CPUS,NODES:CPUS] (a heterogeneous run's groups)
-//	         [stop-criteria=master-done] [depends=afterok:R2] [priority=P] [qos=Q] [array=0-3%2]
+//	         [stop-criteria=master-done] [depends=afterok:R2[?afterok:R3]] [priority=P] [qos=Q] [array=0-3%2]
+//	         [fleets=F1,F2] (fleet or partition names, sbatch's -p)
 //	                                          (an array's tasks are named R_INDEX)
 //	policy FILE.yml                           the policy file's rules (testdata/transcripts/FILE.yml)
 //	schedule                                  the schedules' due ticks, then one scheduling pass
@@ -396,10 +398,13 @@ func (e *transcriptEnv) submit(t testing.TB, name string, flags []string, args m
 		y += "  gpu: " + g + "\n"
 	}
 	for key, field := range map[string]string{"nodes": "nodes", "limit": "max_duration", "startup": "startup_order",
-		"stop-criteria": "stop_criteria", "priority": "priority", "qos": "qos", "array": "array"} {
+		"stop-criteria": "stop_criteria", "stop-duration": "stop_duration", "priority": "priority", "qos": "qos", "array": "array"} {
 		if v := args[key]; v != "" {
 			y += field + ": " + v + "\n"
 		}
+	}
+	if v := args["fleets"]; v != "" {
+		y += "fleets: [" + v + "]\n"
 	}
 	if v := args["retry"]; v != "" {
 		y += "retry:\n  on_events: [" + v + "]\n"
@@ -418,8 +423,16 @@ func (e *transcriptEnv) submit(t testing.TB, name string, flags []string, args m
 		}
 	}
 	if v := args["depends"]; v != "" {
-		typ, ref, _ := strings.Cut(v, ":")
-		y += fmt.Sprintf("depends_on: [{%s: %d}]\n", typ, e.runs[ref])
+		// TYPE:R, or alternatives TYPE:R?TYPE:R2 (dependency_policy: any).
+		var conds []string
+		for _, c := range strings.Split(v, "?") {
+			typ, ref, _ := strings.Cut(c, ":")
+			conds = append(conds, fmt.Sprintf("{%s: %d}", typ, e.runs[ref]))
+		}
+		y += "depends_on: [" + strings.Join(conds, ", ") + "]\n"
+		if len(conds) > 1 {
+			y += "dependency_policy: any\n"
+		}
 	}
 	task, err := spec.Parse("transcript.yml", []byte(y))
 	if err != nil {
@@ -493,7 +506,11 @@ func (e *transcriptEnv) describe(batches []*store.Batch) string {
 	runs := map[int64]*store.Run{}
 	jobs := map[int64]*store.Job{}
 	var events []*store.Event
+	nodes := map[string]*store.Node{}
 	for _, b := range batches {
+		for _, n := range b.Nodes {
+			nodes[n.Name] = n
+		}
 		for _, r := range b.Runs {
 			runs[r.ID] = r
 			if _, named := e.names[r.ID]; !named && r.ArrayID != 0 {
@@ -535,6 +552,13 @@ func (e *transcriptEnv) describe(batches []*store.Batch) string {
 			fmt.Fprintf(&out, " on %s", j.Node)
 		}
 		out.WriteString("\n")
+	}
+	for _, name := range slices.Sorted(maps.Keys(nodes)) {
+		// Only drains: a node's other changes (when it was last seen) are
+		// the clock's.
+		if d := nodes[name].Drain; len(d) > 0 {
+			fmt.Fprintf(&out, "commit node %s: drain %s\n", name, d)
+		}
 	}
 	for _, ev := range events {
 		fmt.Fprintf(&out, "event %s %s: %s\n", e.names[ev.RunID], ev.Type, ev.Message)

@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Bytes is a size in bytes.
@@ -196,6 +197,14 @@ func ParseDuration(s string) (Duration, error) {
 	}
 	return total, nil
 }
+
+// Bounded is d, at most MaxDurationValue: a configuration stored before
+// durations were bounded may hold more, which must not wrap around where
+// it is counted in nanoseconds.
+func (d Duration) Bounded() Duration { return min(d, MaxDurationValue) }
+
+// Std is d (a positive one, bounded) as a time.Duration.
+func (d Duration) Std() time.Duration { return time.Duration(d.Bounded()) * time.Second }
 
 // tooLong refuses a duration over MaxDurationValue.
 func tooLong(s string) *Error {

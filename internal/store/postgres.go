@@ -146,13 +146,14 @@ func (p *Postgres) Apply(ctx context.Context, b *Batch) error {
 	return nil
 }
 
-// Close brings the reserved marks down to the IDs in the tables, as
+// Close brings the run-ID mark down to the runs in the table, as
 // SQLite's does, releases the server's lock and closes the pool.
 func (p *Postgres) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err := p.w.ExecContext(ctx, `UPDATE reserved_ids SET upto = LEAST(upto, CASE name
-  WHEN 'runs' THEN (SELECT COALESCE(MAX(id), 0) FROM runs) ELSE (SELECT COALESCE(MAX(id), 0) FROM jobs) END)`)
+	// Only the run mark comes down (see SQLite's Close: a waiting run's
+	// jobs have IDs but no rows).
+	_, err := p.w.ExecContext(ctx, `UPDATE reserved_ids SET upto = LEAST(upto, (SELECT COALESCE(MAX(id), 0) FROM runs)) WHERE name = 'runs'`)
 	errs := []error{err}
 	if p.owner != nil {
 		// Closing the connection ends the session, and its lock with it.

@@ -647,31 +647,6 @@ func (s *sqlDB) ensure(ctx context.Context, insert, sel string, name string, ext
 	return id, nil
 }
 
-// AddToken stores the hash of a new token of the user.
-func (s *sqlDB) AddToken(ctx context.Context, userID int64, hash, name string) error {
-	if _, err := s.w.ExecContext(ctx, s.q(`INSERT INTO tokens (hash, user_id, name, created_at) VALUES (?,?,?,?)`),
-		hash, userID, name, time.Now().UnixNano()); err != nil {
-		return fmt.Errorf("store: add token: %w", err)
-	}
-	return nil
-}
-
-// UserByToken resolves a token hash to its user.
-func (s *sqlDB) UserByToken(ctx context.Context, hash string) (*User, error) {
-	var u User
-	var admin int
-	err := s.r.QueryRowContext(ctx, s.q(`SELECT u.id, u.name, u.admin FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.hash = ?`), hash).
-		Scan(&u.ID, &u.Name, &admin)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("token: %w", ErrNotFound)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("store: token: %w", err)
-	}
-	u.Admin = admin == 1
-	return &u, nil
-}
-
 // ProjectName returns a project's name.
 func (s *sqlDB) ProjectName(ctx context.Context, id int64) (string, error) {
 	return s.nameOf(ctx, "projects", id)

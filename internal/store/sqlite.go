@@ -51,6 +51,9 @@ func OpenSQLite(ctx context.Context, path string, o SQLiteOptions) (*SQLite, err
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
+	if err := private(path); err != nil {
+		return nil, err
+	}
 	q := url.Values{}
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous("+o.Sync+")")
@@ -100,6 +103,25 @@ func OpenSQLite(ctx context.Context, path string, o SQLiteOptions) (*SQLite, err
 	s.stopCkpt, s.ckptDone = make(chan struct{}), make(chan struct{})
 	go s.checkpointer(time.Second)
 	return s, nil
+}
+
+// private makes the database file, and the WAL and shared-memory files
+// beside it, readable by their owner only (0600): they hold every run's
+// configuration and the tokens' hashes. SQLite gives the files it creates
+// the database file's mode, so a new file is created 0600 before SQLite
+// opens it.
+func private(path string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	f.Close()
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("store: %w", err)
+		}
+	}
+	return nil
 }
 
 // checkpointer copies the WAL back into the database file every period
@@ -155,11 +177,13 @@ func (s *SQLite) Close() error {
 	if s.r != nil {
 		errs = append(errs, s.r.Close())
 	}
-	// Closed cleanly, every ID handed out is in the tables: the marks come
-	// down to them, so that IDs go on without a gap after a restart (after
-	// a crash they skip what was reserved).
-	_, err := s.w.Exec(`UPDATE reserved_ids SET upto = MIN(upto, CASE name
-  WHEN 'runs' THEN (SELECT COALESCE(MAX(id), 0) FROM runs) ELSE (SELECT COALESCE(MAX(id), 0) FROM jobs) END)`)
+	// Closed cleanly, every run ID handed out is in the table: its mark
+	// comes down to them, so that run IDs (Slurm's job IDs) go on without
+	// a gap after a restart (after a crash they skip what was reserved).
+	// The job mark stays: a waiting run's jobs have IDs but no rows until
+	// it is placed, and those IDs, shown by the API, must not be reissued;
+	// a gap in job IDs is harmless.
+	_, err := s.w.Exec(`UPDATE reserved_ids SET upto = MIN(upto, (SELECT COALESCE(MAX(id), 0) FROM runs)) WHERE name = 'runs'`)
 	errs = append(errs, err)
 	return errors.Join(append(errs, s.w.Close())...)
 }

@@ -9,6 +9,9 @@ import (
 // ErrNotFound is returned when a looked-up record does not exist.
 var ErrNotFound = errors.New("store: not found")
 
+// ErrExists is returned when a record to create exists already.
+var ErrExists = errors.New("store: already exists")
+
 // Store is Berth's persistence. Implementations must be safe for concurrent use.
 type Store interface {
 	// Apply commits every change in b in one transaction, in the order given.
@@ -41,8 +44,36 @@ type Store interface {
 	EnsureProject(ctx context.Context, name string) (int64, error)
 	EnsureUser(ctx context.Context, name string, admin bool) (int64, error)
 	AddToken(ctx context.Context, userID int64, hash string, name string) error
-	// UserByToken resolves the SHA-256 hex of a bearer token.
+	// UserByToken resolves the SHA-256 hex of a user's bearer token (a
+	// deleted user's: ErrNotFound; expiry is the caller's to check:
+	// TokenByHash gives it).
 	UserByToken(ctx context.Context, hash string) (*User, error)
+
+	// CreateUser makes a user, or makes a deleted one live again with
+	// admin as given; a live user of that name is ErrExists.
+	CreateUser(ctx context.Context, name string, admin bool) (*User, error)
+	// UserByName returns a user, deleted or not (User.Deleted).
+	UserByName(ctx context.Context, name string) (*User, error)
+	// ListUsers lists the live users by name.
+	ListUsers(ctx context.Context) ([]*User, error)
+	// DeleteUser marks a user deleted and removes its tokens; its row
+	// stays, for its runs.
+	DeleteUser(ctx context.Context, name string) error
+	// CreateToken stores a token (t.Hash, never the secret): a user's
+	// (UserID set) or a node's (Node set). t.ID must be unique.
+	CreateToken(ctx context.Context, t *Token) error
+	// ListTokens lists the tokens of a user by creation, or with userID 0
+	// every token, nodes' too. Hashes are left out.
+	ListTokens(ctx context.Context, userID int64) ([]*Token, error)
+	// RevokeToken removes a token by ID and returns it (with its hash).
+	RevokeToken(ctx context.Context, id string) (*Token, error)
+	// TokenByHash resolves a bearer token's SHA-256 hex: the token and,
+	// for a user's, its user (nil for a node's). A deleted user's tokens
+	// are ErrNotFound; expiry is the caller's to check.
+	TokenByHash(ctx context.Context, hash string) (*Token, *User, error)
+	// EnsureKey returns the server key of that name, storing value first
+	// when there is none: every replica gets the first one stored.
+	EnsureKey(ctx context.Context, name, value string) (string, error)
 	// FindArrayTask returns an array's task by index (ErrNotFound: not
 	// created yet, or no such task).
 	FindArrayTask(ctx context.Context, arrayID int64, index int) (*Run, error)
@@ -153,9 +184,31 @@ type JobUsage struct {
 
 // User is an account that holds tokens.
 type User struct {
-	ID    int64
-	Name  string
-	Admin bool
+	ID        int64
+	Name      string
+	Admin     bool
+	CreatedAt time.Time
+	// Deleted says an administrator deleted the user: no token of theirs
+	// works, and their Unix login is not made a user again by itself.
+	Deleted bool
+}
+
+// Token is a bearer credential as stored: its SHA-256, never the secret.
+// A user's token has UserID; a node's has Node (and UserID 0).
+type Token struct {
+	ID   string
+	Hash string
+	Name string
+	// UserID and User are the owner of a user's token (User filled on reads).
+	UserID int64
+	User   string
+	// Node is the node a node's token acts as; AssertUsers lets it vouch
+	// for its host's Unix users (an agent's local socket).
+	Node        string
+	AssertUsers bool
+	CreatedAt   time.Time
+	// ExpiresAt is when the token stops working (zero: never).
+	ExpiresAt time.Time
 }
 
 // Batch is a set of changes committed together.

@@ -296,36 +296,83 @@ func startGated(cmd *exec.Cmd, selfMove []string) (*gate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cgroup: the start gate needs bash: %w", err)
 	}
-	r, w, err := os.Pipe()
-	if err != nil {
+	// Every pipe the gate needs: closed on any failure, the child's ends
+	// also once it has started (it holds its own copies).
+	var parentEnds, childEnds []*os.File
+	fail := func(err error) (*gate, error) {
+		closeFiles(parentEnds)
+		closeFiles(childEnds)
 		return nil, fmt.Errorf("cgroup: %w", err)
 	}
-	fd := 3 + len(cmd.ExtraFiles)
-	gt := &gate{cmd: cmd, w: w}
-	var ackW *os.File
-	open := fmt.Sprintf("read -r -u %d _ || exit 126; ", fd)
-	closeFDs := fmt.Sprintf("exec %d<&-", fd)
-	if len(selfMove) > 0 {
-		if gt.ack, ackW, err = os.Pipe(); err != nil {
-			r.Close()
-			w.Close()
-			return nil, fmt.Errorf("cgroup: %w", err)
+	pipe := func() (r, w *os.File, err error) {
+		if r, w, err = os.Pipe(); err == nil {
+			parentEnds, childEnds = append(parentEnds, w), append(childEnds, r)
 		}
-		gt.moves = true
+		return r, w, err
+	}
+	// The child's descriptors, from 3 on: after cmd's own extra files,
+	// the gate's pipe, the ack's (with selfMove), the startup file's (for
+	// `bash FILE`).
+	var extra []*os.File
+	fd := func(f *os.File) int {
+		extra = append(extra, f)
+		return 3 + len(cmd.ExtraFiles) + len(extra) - 1
+	}
+	gr, gw, err := pipe()
+	if err != nil {
+		return fail(err)
+	}
+	gt := &gate{cmd: cmd, w: gw}
+	gateFD := fd(gr)
+	open := fmt.Sprintf("read -r -u %d _ || exit 126; ", gateFD)
+	closeFDs := fmt.Sprintf("exec %d<&-", gateFD)
+	if len(selfMove) > 0 {
+		ackR, ackW, err := os.Pipe()
+		if err != nil {
+			return fail(err)
+		}
+		// The ack's ends are the other way round: the child writes.
+		parentEnds, childEnds = append(parentEnds, ackR), append(childEnds, ackW)
+		gt.ack, gt.moves = ackR, true
+		ackFD := fd(ackW)
 		moves := make([]string, len(selfMove))
 		for i, f := range selfMove {
 			moves[i] = "echo 0 >" + shellQuote(f)
 		}
 		// The job's own code runs only once bash is in every hierarchy;
 		// the ack tells the caller so (EOF: it could not move).
-		open += fmt.Sprintf("{ %s; } 2>/dev/null || exit 126; echo >&%d; ", strings.Join(moves, " && "), fd+1)
-		closeFDs = fmt.Sprintf("exec %d<&- %d>&-", fd, fd+1)
+		open += fmt.Sprintf("{ %s; } 2>/dev/null || exit 126; echo >&%d; ", strings.Join(moves, " && "), ackFD)
+		closeFDs += fmt.Sprintf(" %d>&-", ackFD)
 	}
-	if len(cmd.Args) >= 3 && filepath.Base(cmd.Path) == "bash" && cmd.Args[1] == "-c" {
+	// For `bash FILE`: bash's startup file, and the pipe it goes in.
+	var startup string
+	var startupW *os.File
+	switch {
+	case len(cmd.Args) >= 3 && filepath.Base(cmd.Path) == "bash" && cmd.Args[1] == "-c":
 		// The job is a bash script already: the gate is its first line,
 		// and the job's bash is the one moved (no second exec).
 		cmd.Args = append([]string{cmd.Args[0], "-c", open + closeFDs + "\n" + cmd.Args[2]}, cmd.Args[3:]...)
-	} else {
+	case len(cmd.Args) >= 2 && filepath.Base(cmd.Path) == "bash" && !strings.HasPrefix(cmd.Args[1], "-"):
+		// The job is `bash FILE`: a non-interactive bash reads $BASH_ENV
+		// before FILE, in the same process, so the gate is that startup
+		// file, handed over on a pipe. No second bash starts, and FILE
+		// runs as a script, not sourced ($0, `return`, `caller` as without
+		// the gate). The job's own BASH_ENV, if it has one, is read after
+		// the gate (as a path: bash would also expand it).
+		sr, sw, err := pipe()
+		if err != nil {
+			return fail(err)
+		}
+		startupFD := fd(sr)
+		env, own, had := withoutEnv(cmd.Environ(), "BASH_ENV")
+		cmd.Env = append(env, fmt.Sprintf("BASH_ENV=/dev/fd/%d", startupFD))
+		restore := "unset BASH_ENV"
+		if had {
+			restore = "export BASH_ENV=" + shellQuote(own) + `; . "$BASH_ENV"`
+		}
+		startup = open + closeFDs + fmt.Sprintf(" %d<&-; ", startupFD) + restore + "\n"
+		startupW = sw
+	default:
 		gate := open + closeFDs + ` -a "$0" "$@"`
 		path, argv0 := cmd.Path, cmd.Path
 		if len(cmd.Args) > 0 {
@@ -334,23 +381,45 @@ func startGated(cmd *exec.Cmd, selfMove []string) (*gate, error) {
 		cmd.Path = bash
 		cmd.Args = append([]string{"bash", "-c", gate, argv0, path}, cmd.Args[min(1, len(cmd.Args)):]...)
 	}
-	cmd.ExtraFiles = append(cmd.ExtraFiles, r)
-	if ackW != nil {
-		cmd.ExtraFiles = append(cmd.ExtraFiles, ackW)
-	}
-	err = cmd.Start()
-	r.Close()
-	if ackW != nil {
-		ackW.Close()
-	}
-	if err != nil {
-		w.Close()
-		if gt.ack != nil {
-			gt.ack.Close()
+	// The startup file is a few hundred bytes: the pipe holds it whole, so
+	// it is written before bash starts reading.
+	if startupW != nil {
+		_, err := startupW.WriteString(startup)
+		parentEnds = slices.DeleteFunc(parentEnds, func(f *os.File) bool { return f == startupW })
+		startupW.Close()
+		if err != nil {
+			return fail(err)
 		}
-		return nil, err
+	}
+	cmd.ExtraFiles = append(cmd.ExtraFiles, extra...)
+	err = cmd.Start()
+	closeFiles(childEnds)
+	childEnds = nil
+	if err != nil {
+		return fail(err)
 	}
 	return gt, nil
+}
+
+// closeFiles closes every file of fs.
+func closeFiles(fs []*os.File) {
+	for _, f := range fs {
+		f.Close()
+	}
+}
+
+// withoutEnv returns env without its entries for name, and the value that
+// counted (the last), if any.
+func withoutEnv(env []string, name string) (rest []string, value string, had bool) {
+	rest = make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, name+"="); ok {
+			value, had = v, true
+			continue
+		}
+		rest = append(rest, kv)
+	}
+	return rest, value, had
 }
 
 // shellQuote quotes s for bash.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -297,5 +298,116 @@ func TestSelfMoveFailureRunsNothing(t *testing.T) {
 	}
 	if err := unix.Kill(cmd.Process.Pid, 0); !errors.Is(err, unix.ESRCH) {
 		t.Errorf("the gated bash is still there: %v", err)
+	}
+}
+
+// `bash FILE` is gated by bash's startup file, in one bash: the script
+// runs inside the group from its first line, as a script (not sourced),
+// with no descriptor of the gate left open and the job's own BASH_ENV read
+// after the gate.
+func TestV1StartInScriptFile(t *testing.T) {
+	h := realV1(t)
+	if !h.memory {
+		t.Skipf("limits here: %s", h.Limits())
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	script := filepath.Join(dir, "job.sh")
+	own := filepath.Join(dir, "own-env")
+	body := strings.Join([]string{
+		"echo \"cgroup $(grep -c " + testName(t) + " /proc/self/cgroup)\"",
+		"echo \"args $0 $*\"",
+		"(return 0 2>/dev/null) && echo sourced || echo executed",
+		"echo \"bash_env ${BASH_ENV-unset} own ${OWN-unset}\"",
+		"echo \"fds $(ls /proc/$$/fd | sort -n | tr '\\n' ' ')\"",
+	}, "\n") + "\n"
+	for name, text := range map[string]string{script: body, own: "OWN=read\n"} {
+		if err := os.WriteFile(name, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The descriptors bash itself has open when the script looks (command
+	// substitution's among them), without the gate.
+	plain, err := exec.Command("bash", script).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fds := strings.TrimSpace(regexp.MustCompile(`(?m)^fds .*$`).FindString(string(plain)))
+	for _, tc := range []struct {
+		name, env, want string
+	}{
+		{"no BASH_ENV", "", "bash_env unset own unset"},
+		{"its own BASH_ENV", "BASH_ENV=" + own, "bash_env " + own + " own read"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := h.Spec(testName(t), 64<<20, 0)
+			t.Cleanup(func() { _ = Remove(spec) })
+			f, err := os.Create(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			cmd := exec.Command("bash", script, "a", "b")
+			cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+			if tc.env != "" {
+				cmd.Env = append(cmd.Env, tc.env)
+			}
+			cmd.Stdout, cmd.Stderr = f, f
+			g, err := StartIn(spec, cmd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Wait(); err != nil {
+				t.Fatalf("%v: %s", err, readFile(t, out))
+			}
+			got := readFile(t, out)
+			for _, want := range []string{
+				fmt.Sprintf("cgroup %d", len(spec.Paths)),
+				"args " + script + " a b",
+				"executed",
+				tc.want,
+				fds,
+			} {
+				if !strings.Contains(got+"\n", want+"\n") {
+					t.Errorf("the job printed %q, want a line with %q", got, want)
+				}
+			}
+			if err := g.Kill(time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if err := g.Delete(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// BenchmarkV1StartIn is a trivial job's life in its group: made, started
+// behind the gate (`bash FILE`), waited for, emptied and removed.
+func BenchmarkV1StartIn(b *testing.B) {
+	h, err := Detect()
+	if err != nil || os.Geteuid() != 0 || h.Version() != 1 || !h.memory {
+		b.Skip("needs root and cgroup v1 with the memory controller")
+	}
+	script := filepath.Join(b.TempDir(), "job.sh")
+	if err := os.WriteFile(script, []byte("true\n"), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; b.Loop(); i++ {
+		spec := h.Spec(fmt.Sprintf("berth-bench-%d-%d", os.Getpid(), i), 64<<20, 1)
+		cmd := exec.Command("bash", script)
+		g, err := StartIn(spec, cmd)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := cmd.Wait(); err != nil {
+			b.Fatal(err)
+		}
+		if err := g.Kill(time.Second); err != nil {
+			b.Fatal(err)
+		}
+		if err := g.Delete(); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -1,0 +1,80 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// slurmCmd runs a Slurm command through Main and returns what it printed
+// and its status.
+func slurmCmd(args ...string) (stdout, stderr string, code int) {
+	var out, errw bytes.Buffer
+	code = Main(args, strings.NewReader(""), &out, &errw)
+	return out.String(), errw.String(), code
+}
+
+var timestampRE = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d`)
+
+// scontrol update NodeName=… State=DRAIN|DOWN|RESUME and PartitionName=…
+// State=DOWN|UP as Slurm's scontrol takes them (both were refused:
+// "Update of this parameter is not supported"), and what sinfo and
+// scontrol show afterwards.
+func TestScontrolUpdateNodeAndPartition(t *testing.T) {
+	c, path := policyServer(t, "fleets:\n  cpu:\n    partitions: [batch]\n")
+	ctx := context.Background()
+	type step struct {
+		args         []string
+		stdout, errs string
+		code         int
+	}
+	steps := []step{
+		{args: []string{"scontrol", "update", "NodeName=n1", "State=DRAIN"},
+			errs: "You must specify a reason when DOWNING or DRAINING a node. Request denied\n", code: 1},
+		{args: []string{"scontrol", "update", "NodeName=n1", "State=DRAIN", "Reason=bad DIMM"}},
+		{args: []string{"sinfo"}, stdout: "PARTITION AVAIL  TIMELIMIT  NODES  STATE NODELIST\nberth*       up   infinite      1  drain n1\nbatch        up   infinite      0    n/a \ncpu          up   infinite      0    n/a \n"},
+		{args: []string{"sinfo", "-R"}, stdout: "REASON               USER      TIMESTAMP           NODELIST\nbad DIMM             admin     TIME n1\n"},
+		{args: []string{"scontrol", "update", "NodeName=n1", "State=DOWN", "Reason=psu"}},
+		{args: []string{"sinfo", "-h", "-p", "berth", "-o", "%t %E"}, stdout: "down psu\n"},
+		{args: []string{"scontrol", "update", "NodeName=n9", "State=RESUME"}, errs: "slurm_update error: Invalid node name specified\n", code: 1},
+		{args: []string{"scontrol", "update", "NodeName=n1", "State=RESUME"}},
+		{args: []string{"sinfo", "-R"}, stdout: "REASON               USER      TIMESTAMP           NODELIST\n"},
+		{args: []string{"scontrol", "update", "PartitionName=nope", "State=DOWN"}, errs: "slurm_update error: Invalid partition name specified\n", code: 1},
+		{args: []string{"scontrol", "update", "PartitionName=batch", "State=DOWN"}},
+		{args: []string{"sinfo", "-h", "-p", "batch", "-o", "%P %a"}, stdout: "batch down\n"},
+		{args: []string{"scontrol", "update", "PartitionName=batch", "State=UP"}},
+		{args: []string{"sinfo", "-h", "-p", "batch", "-o", "%P %a"}, stdout: "batch up\n"},
+	}
+	for _, s := range steps {
+		out, errs, code := slurmCmd(s.args...)
+		out = timestampRE.ReplaceAllString(out, "TIME")
+		if d := cmp.Diff([]any{s.stdout, s.errs, s.code}, []any{out, errs, code}); d != "" {
+			t.Errorf("%s (-want +got):\n%s", strings.Join(s.args, " "), d)
+		}
+		if strings.Join(s.args, " ") == "scontrol update PartitionName=batch State=DOWN" {
+			text, _ := os.ReadFile(path)
+			if !strings.Contains(string(text), "partitions:\n  batch:\n    state: down\n") {
+				t.Errorf("policy file after State=DOWN:\n%s", text)
+			}
+			if p, err := c.Policy(ctx); err != nil || !cmp.Equal(p.DownPartitions, []string{"batch"}) {
+				t.Errorf("policy in force: %+v, %v", p, err)
+			}
+		}
+	}
+	// Only an admin may.
+	t.Setenv("BERTH_TOKEN", "bob-token")
+	for _, args := range [][]string{
+		{"scontrol", "update", "NodeName=n1", "State=DRAIN", "Reason=x"},
+		{"scontrol", "update", "PartitionName=batch", "State=DOWN"},
+	} {
+		_, errs, code := slurmCmd(args...)
+		if errs != "slurm_update error: Access/permission denied\n" || code != 1 {
+			t.Errorf("%s as bob: exit %d, %q", strings.Join(args, " "), code, errs)
+		}
+	}
+}
