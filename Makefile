@@ -5,7 +5,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -s -w -X github.com/berth-hq/berth/internal/cli.Version=$(VERSION)
 LISTEN    ?= 127.0.0.1:3000
 
-.PHONY: build run test test-deps test-deps-docker test-deps-prometheus vet fuzz bench clean
+.PHONY: build run test test-deps test-deps-docker test-deps-prometheus test-deps-postgres vet fuzz bench clean
 
 # The binary is pure Go (no cgo); the race detector of the tests needs cgo.
 build:
@@ -20,9 +20,10 @@ test: test-deps vet
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 12m ./...
 
 # What the tests use beyond Go: bash and coreutils for jobs, gcc for -race,
-# a Docker engine with a local image for the container tests, and
-# Prometheus for the test in which it scrapes the server.
-test-deps: test-deps-docker test-deps-prometheus
+# a Docker engine with a local image for the container tests,
+# Prometheus for the test in which it scrapes the server, and PostgreSQL
+# for the store and server tests that run on it.
+test-deps: test-deps-docker test-deps-prometheus test-deps-postgres
 	@missing=""; for c in bash gcc seq sleep; do command -v $$c >/dev/null || missing="$$missing $$c"; done; \
 	if [ -n "$$missing" ]; then echo "installing:$$missing"; apt-get update -qq && apt-get install -y -qq bash gcc coreutils; fi
 
@@ -34,6 +35,11 @@ test-deps-docker:
 # Debian's prometheus package (the test starts its own on a free port); idempotent.
 test-deps-prometheus:
 	@bash scripts/test-prometheus.sh
+
+# Debian's postgresql package (the tests start their own throwaway cluster
+# on a free port and remove it after); idempotent.
+test-deps-postgres:
+	@bash scripts/test-postgres.sh
 
 vet:
 	@test -z "$$(gofmt -l cmd internal)" || (echo "gofmt needed:"; gofmt -l cmd internal; exit 1)

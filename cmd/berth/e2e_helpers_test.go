@@ -35,6 +35,7 @@ import (
 	_ "modernc.org/sqlite" // to read the run history of a failed test
 
 	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/store/pgtest"
 )
 
 // berthBin is the binary under test, built once by TestMain.
@@ -45,6 +46,7 @@ func TestMain(m *testing.M) {
 }
 
 func runMain(m *testing.M) int {
+	defer pgtest.StopShared()
 	// BERTH_E2E_BIN=PATH tests a binary built elsewhere (another revision).
 	if bin := os.Getenv("BERTH_E2E_BIN"); bin != "" {
 		berthBin = bin
@@ -234,6 +236,13 @@ type server struct {
 func (c *cluster) startServer(args ...string) *server {
 	c.t.Helper()
 	s := &server{c: c, args: append([]string{"server", "--listen", "127.0.0.1:0", "--socket", c.socket("local")}, args...)}
+	if strings.HasPrefix(c.t.Name(), "TestOnPostgres/") {
+		// A fresh database for the cluster, kept across the server's
+		// restarts (postgres_e2e_test.go).
+		url := pgtest.Database(c.t)
+		c.t.Logf("the server's state: %s", url)
+		s.args = append(s.args, "--db", url)
+	}
 	s.start()
 	return s
 }

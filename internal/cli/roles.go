@@ -60,6 +60,9 @@ func newServerCmd() *cobra.Command {
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
 			home := Home()
 			if db == "" {
+				db = os.Getenv("BERTH_DB")
+			}
+			if db == "" {
 				db = filepath.Join(home, "server", "berth.db")
 				// Berth's own directories are the server's user's only
 				// (0700), including those an older version made 0755.
@@ -72,15 +75,11 @@ func newServerCmd() *cobra.Command {
 					}
 				}
 			}
-			unlock, err := lockDir(filepath.Dir(db), "server")
+			st, unlock, err := openStore(ctx, db, sync, cmd.Flags().Changed("sync"))
 			if err != nil {
 				return err
 			}
 			defer unlock()
-			st, err := store.OpenSQLite(ctx, db, store.SQLiteOptions{Sync: sync})
-			if err != nil {
-				return err
-			}
 			defer st.Close()
 			pol, err := sched.ParsePolicy(policy)
 			if err != nil {
@@ -156,7 +155,7 @@ func newServerCmd() *cobra.Command {
 				}
 				go func() { errc <- a.Run(ctx) }()
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "Berth server on %s (state %s, client config %s)\n", url, db, configPath())
+			fmt.Fprintf(cmd.ErrOrStderr(), "Berth server on %s (state %s, client config %s)\n", url, store.Redact(db), configPath())
 			select {
 			case <-ctx.Done():
 			case err = <-errc:
@@ -172,8 +171,8 @@ func newServerCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&listen, "listen", "127.0.0.1:3000", "address to serve the API on")
-	f.StringVar(&db, "db", "", "SQLite file (default $BERTH_HOME/server/berth.db)")
-	f.StringVar(&sync, "sync", "normal", "SQLite durability: normal (survives any crash of the process) or full (also a power loss)")
+	f.StringVar(&db, "db", "", "where the state is: a SQLite file (default $BERTH_DB, else $BERTH_HOME/server/berth.db) or a PostgreSQL database, postgres://USER:PASSWORD@HOST:PORT/DB")
+	f.StringVar(&sync, "sync", "normal", "SQLite durability: normal (survives any crash of the process) or full (also a power loss); not for PostgreSQL")
 	f.BoolVar(&noAgent, "no-local-agent", false, "do not run an agent for this host in the server process")
 	f.StringVar(&agentName, "agent-name", "", "node name of the local agent (default: the host name)")
 	f.StringVar(&agentFleet, "agent-fleet", "", "fleet (Slurm: partition) of the local agent's node")
@@ -197,6 +196,36 @@ func newServerCmd() *cobra.Command {
 	agentRes.add(cmd, "local agent's ")
 	agentMon.add(cmd, "local agent's ")
 	return cmd
+}
+
+// openStore opens the server's store at db (--db): a PostgreSQL database,
+// which the store locks for this server, or a SQLite file, whose
+// directory lockDir locks. Errors name the flag.
+func openStore(ctx context.Context, db, sync string, syncSet bool) (store.Store, func(), error) {
+	kind, target, err := store.ParseLocation(db)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--db: %w", err)
+	}
+	if kind == store.KindPostgres {
+		if syncSet {
+			return nil, nil, fmt.Errorf("--sync is SQLite's durability; PostgreSQL's commits are durable (its synchronous_commit): drop --sync, or give --db a SQLite file")
+		}
+		st, err := store.OpenPostgres(ctx, target, store.PostgresOptions{Exclusive: true})
+		if err != nil {
+			return nil, nil, fmt.Errorf("--db %s: %w", store.Redact(db), err)
+		}
+		return st, func() {}, nil
+	}
+	unlock, err := lockDir(filepath.Dir(target), "server")
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := store.OpenSQLite(ctx, target, store.SQLiteOptions{Sync: sync})
+	if err != nil {
+		unlock()
+		return nil, nil, err
+	}
+	return st, unlock, nil
 }
 
 // metricsOptions completes the --metrics-* flags: the token from the

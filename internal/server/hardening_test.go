@@ -3,13 +3,11 @@ package server
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -132,14 +130,7 @@ func TestDeletedTokenStopsWorking(t *testing.T) {
 	if _, err := bob.Nodes(ctx); err != nil {
 		t.Fatal(err)
 	}
-	db, err := sql.Open("sqlite", filepath.Join(dir, "berth.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec(`DELETE FROM tokens WHERE hash = ?`, HashToken("bob-token")); err != nil {
-		t.Fatal(err)
-	}
+	execRaw(t, dir, `DELETE FROM tokens WHERE hash = ?`, HashToken("bob-token"))
 	var apiErr *client.APIError
 	if _, err := bob.Nodes(ctx); !errors.As(err, &apiErr) || apiErr.Status != http.StatusUnauthorized {
 		t.Errorf("a deleted token: %v, want 401", err)
@@ -168,16 +159,9 @@ func TestIDsNeverReissued(t *testing.T) {
 	}
 	addr := h.http.Listener.Addr().String()
 	h.close()
-	db, err := sql.Open("sqlite", filepath.Join(dir, "berth.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, q := range []string{`DELETE FROM events WHERE run_id = ?`, `DELETE FROM jobs WHERE run_id = ?`, `DELETE FROM runs WHERE id = ?`} {
-		if _, err := db.Exec(q, last.ID); err != nil {
-			t.Fatal(err)
-		}
+		execRaw(t, dir, q, last.ID)
 	}
-	db.Close()
 	h = newHarnessAt(t, dir, addr)
 	r, err := h.c.Submit(ctx, api.SubmitRequest{Spec: task(t, "type: task\ncommands: [\"true\"]\n"), Hold: true})
 	if err != nil {

@@ -2,12 +2,17 @@ package server
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -16,14 +21,16 @@ import (
 	"github.com/berth-hq/berth/internal/policy"
 	"github.com/berth-hq/berth/internal/spec"
 	"github.com/berth-hq/berth/internal/store"
+	"github.com/berth-hq/berth/internal/store/pgtest"
 )
 
 const testToken = "test-token"
 
-// harness is a real server on a real SQLite file, served over real HTTP.
+// harness is a real server on a real database, served over real HTTP: a
+// SQLite file in the test's directory, or a PostgreSQL database (harnessStore).
 type harness struct {
 	srv    *Server
-	st     *store.SQLite
+	st     store.Store
 	http   *httptest.Server
 	c      *client.Client
 	cancel context.CancelFunc
@@ -50,10 +57,7 @@ func newHarnessWith(tb testing.TB, dir, addr string, rules *policy.Policy) *harn
 func newHarnessCfg(tb testing.TB, dir, addr string, adjust func(*Config)) *harness {
 	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	st, err := store.OpenSQLite(ctx, filepath.Join(dir, "berth.db"), store.SQLiteOptions{})
-	if err != nil {
-		tb.Fatal(err)
-	}
+	st := harnessStore(tb, ctx, dir)
 	cfg := Config{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), StopGrace: 1e9, PingEvery: 2e8}
 	adjust(&cfg)
 	srv, err := New(ctx, cfg)
@@ -82,6 +86,63 @@ func newHarnessCfg(tb testing.TB, dir, addr string, adjust func(*Config)) *harne
 	go func() { h.done <- srv.Run(ctx) }()
 	tb.Cleanup(h.close)
 	return h
+}
+
+// pgDatabases are the PostgreSQL databases of the harnesses' directories,
+// so that a restarted harness (the same dir) opens its predecessor's.
+var pgDatabases sync.Map // dir → URL
+
+// onPostgres reports whether tb's harnesses keep their state in
+// PostgreSQL: the tests TestOnPostgres runs, or every test when
+// BERTH_TEST_DB=postgres.
+func onPostgres(tb testing.TB) bool {
+	return os.Getenv("BERTH_TEST_DB") == "postgres" || strings.HasPrefix(tb.Name(), "TestOnPostgres/")
+}
+
+// harnessStore opens the store of a harness on dir: dir's SQLite file,
+// or, on PostgreSQL, dir's database (a fresh one the first time), held
+// exclusively as berth server holds it.
+func harnessStore(tb testing.TB, ctx context.Context, dir string) store.Store {
+	tb.Helper()
+	if !onPostgres(tb) {
+		st, err := store.OpenSQLite(ctx, filepath.Join(dir, "berth.db"), store.SQLiteOptions{})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return st
+	}
+	url, ok := pgDatabases.Load(dir)
+	if !ok {
+		url = pgtest.Database(tb)
+		pgDatabases.Store(dir, url)
+	}
+	st, err := store.OpenPostgres(ctx, url.(string), store.PostgresOptions{Exclusive: true})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return st
+}
+
+// execRaw runs q on the database of the harnesses of dir behind the
+// store's back (a test that deletes rows as a lost transaction would): the
+// SQLite file, or the PostgreSQL database, its ? placeholders made $1, $2…
+func execRaw(tb testing.TB, dir, q string, args ...any) {
+	tb.Helper()
+	driver, dsn := "sqlite", filepath.Join(dir, "berth.db")
+	if url, ok := pgDatabases.Load(dir); ok {
+		driver, dsn = "pgx", url.(string)
+		for i := 1; strings.Contains(q, "?"); i++ {
+			q = strings.Replace(q, "?", "$"+strconv.Itoa(i), 1)
+		}
+	}
+	db, err := sql.Open(driver, dsn)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(q, args...); err != nil {
+		tb.Fatalf("%s: %v", q, err)
+	}
 }
 
 func isDup(err error) bool {

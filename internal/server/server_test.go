@@ -17,6 +17,7 @@ import (
 	"github.com/berth-hq/berth/internal/client"
 	"github.com/berth-hq/berth/internal/spec"
 	"github.com/berth-hq/berth/internal/store"
+	"github.com/berth-hq/berth/internal/store/pgtest"
 )
 
 // TestMain lets the test binary act as the job supervisor (`berth shim`),
@@ -25,7 +26,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) == 3 && os.Args[1] == "berth-shim" {
 		os.Exit(agent.RunShim(os.Args[2]))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	pgtest.StopShared()
+	os.Exit(code)
 }
 
 type agentOpts struct {

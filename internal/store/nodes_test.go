@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -10,16 +9,17 @@ import (
 
 // A node's drain state is written with the node and read back after a
 // reopen; writing the node again without one clears it.
-func TestNodeDrainPersists(t *testing.T) {
+func TestNodeDrainPersists(t *testing.T) { forEachStore(t, testNodeDrainPersists) }
+
+func testNodeDrainPersists(t *testing.T, open func() Store) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "b.db")
-	s := openTest(t, path)
+	s := open()
 	n := &Node{Name: "n1", Info: []byte(`{"name":"n1"}`), RegisteredAt: ts(0), LastSeen: ts(5), Drain: []byte(`{"manual":{"reason":"disk"}}`)}
 	if err := s.Apply(ctx, &Batch{Nodes: []*Node{n}}); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
-	s = openTest(t, path)
+	s = open()
 	got, err := s.ListNodes(ctx)
 	if err != nil {
 		t.Fatal(err)
