@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"regexp"
@@ -18,7 +19,7 @@ import (
 )
 
 func newPsCmd() *cobra.Command {
-	var all, verbose, asJSON bool
+	var all, verbose, asJSON, watching bool
 	var last int
 	cmd := &cobra.Command{
 		Use:   "ps",
@@ -31,6 +32,18 @@ func newPsCmd() *cobra.Command {
 			}
 			o := client.ListOptions{All: all || last > 0, Jobs: verbose || asJSON, Limit: last}
 			out := cmd.OutOrStdout()
+			if watching {
+				if asJSON {
+					return errors.New("--watch and --json do not go together")
+				}
+				return watch(cmd.Context(), out, isTTY(out), watchInterval, func(w io.Writer) error {
+					tw := newRunTable(w, verbose, time.Now())
+					if err := c.EachRun(cmd.Context(), o, tw.add); err != nil {
+						return err
+					}
+					return tw.end()
+				})
+			}
 			// Printed as the runs arrive: a history of any length is listed
 			// in bounded memory.
 			if asJSON {
@@ -52,6 +65,7 @@ func newPsCmd() *cobra.Command {
 	f.BoolVarP(&all, "all", "a", false, "show finished runs too")
 	f.BoolVarP(&verbose, "verbose", "v", false, "show each run's jobs")
 	f.IntVarP(&last, "last", "n", 0, "show the last N runs, finished or not")
+	f.BoolVarP(&watching, "watch", "w", false, "redraw every 2 s until Ctrl-C (in place on a terminal; elsewhere each change, after a blank line)")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
@@ -281,7 +295,7 @@ func newStopCmd() *cobra.Command {
 }
 
 func newFleetCmd() *cobra.Command {
-	var asJSON bool
+	var asJSON, watching bool
 	cmd := &cobra.Command{
 		Use:   "fleet",
 		Short: "List the cluster's nodes and their free and total resources",
@@ -291,6 +305,19 @@ func newFleetCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if watching {
+				if asJSON {
+					return errors.New("--watch and --json do not go together")
+				}
+				out := cmd.OutOrStdout()
+				return watch(cmd.Context(), out, isTTY(out), watchInterval, func(w io.Writer) error {
+					nodes, err := c.Nodes(cmd.Context())
+					if err != nil {
+						return err
+					}
+					return printFleet(w, nodes)
+				})
+			}
 			nodes, err := c.Nodes(cmd.Context())
 			if err != nil {
 				return err
@@ -298,21 +325,27 @@ func newFleetCmd() *cobra.Command {
 			if asJSON {
 				return printJSON(cmd.OutOrStdout(), nodes)
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "FLEET\tNODE\tADDRESS\tSTATUS\tCPU (free/total)\tMEMORY (free/total)\tGPU (free/total)\tJOBS\tLIMITS\tCONTAINERS\tREASON")
-			for _, n := range nodes {
-				gpu := "-"
-				if len(n.GPUs) > 0 {
-					gpu = fmt.Sprintf("%d/%d %s", len(n.GPUs)-n.AllocGPUs, len(n.GPUs), gpuModel(n.GPUs))
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s/%s\t%s\t%d\t%s\t%s\t%s\n", orDash(n.Fleet), n.Name, n.Addr, n.Status, n.CPUs-n.AllocCPUs, n.CPUs,
-					spec.Bytes(n.Memory-n.AllocMemory).Approx(), spec.Bytes(n.Memory).Approx(), gpu, n.Jobs, limitsText(n), orDash(n.Containers), fleetReason(n))
-			}
-			return tw.Flush()
+			return printFleet(cmd.OutOrStdout(), nodes)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVarP(&watching, "watch", "w", false, "redraw every 2 s until Ctrl-C (in place on a terminal; elsewhere each change, after a blank line)")
 	return cmd
+}
+
+// printFleet prints the nodes as `berth fleet` shows them.
+func printFleet(w io.Writer, nodes []api.Node) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "FLEET\tNODE\tADDRESS\tSTATUS\tCPU (free/total)\tMEMORY (free/total)\tGPU (free/total)\tJOBS\tLIMITS\tCONTAINERS\tREASON")
+	for _, n := range nodes {
+		gpu := "-"
+		if len(n.GPUs) > 0 {
+			gpu = fmt.Sprintf("%d/%d %s", len(n.GPUs)-n.AllocGPUs, len(n.GPUs), gpuModel(n.GPUs))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s/%s\t%s\t%d\t%s\t%s\t%s\n", orDash(n.Fleet), n.Name, n.Addr, n.Status, n.CPUs-n.AllocCPUs, n.CPUs,
+			spec.Bytes(n.Memory-n.AllocMemory).Approx(), spec.Bytes(n.Memory).Approx(), gpu, n.Jobs, limitsText(n), orDash(n.Containers), fleetReason(n))
+	}
+	return tw.Flush()
 }
 
 // limitsText says what the kernel enforces on a node's jobs, as its agent
