@@ -32,7 +32,7 @@ import (
 func newServerCmd() *cobra.Command {
 	var (
 		listen, db, sync, agentName, agentFleet, policy, weights, policyFile string
-		halfLife, nodeTimeout, unkillable                                    time.Duration
+		halfLife, nodeTimeout, unkillable, metricsRetention                  time.Duration
 		maxArray                                                             int
 		maxScript                                                            int64
 		maxNodes                                                             int
@@ -97,7 +97,7 @@ func newServerCmd() *cobra.Command {
 				policyFile = filepath.Join(home, "policy.yml")
 			}
 			srv, err := server.New(ctx, server.Config{Store: st, Logger: log, StopGrace: grace, Policy: pol, Weights: wts, HalfLife: halfLife, Depth: depth, Rules: rules,
-				PolicyFile: policyFile, NodeTimeout: nodeTimeout, UnkillableTimeout: unkillable, MaxArraySize: maxArray, MaxScriptBytes: maxScript, MaxNodesPerRun: maxNodes,
+				PolicyFile: policyFile, NodeTimeout: nodeTimeout, UnkillableTimeout: unkillable, MetricsRetention: metricsRetention, MaxArraySize: maxArray, MaxScriptBytes: maxScript, MaxNodesPerRun: maxNodes,
 				Metrics: server.NewMetrics(metricsOptions(metrics)), NoAutoUsers: !autoUsers, AllowUsers: allowUsers})
 			if err != nil {
 				return err
@@ -187,6 +187,7 @@ func newServerCmd() *cobra.Command {
 	f.DurationVar(&halfLife, "fairshare-half-life", 7*24*time.Hour, "time after which past usage counts half for fairshare")
 	f.StringVar(&policyFile, "policy-file", "", "scheduling rules: QOS, limits, fairshare shares, fleets as partitions, switch topology (default $BERTH_HOME/policy.yml when it exists; see docs/configuration.md)")
 	f.IntVar(&depth, "sched-depth", 0, "pending runs a scheduling pass considers, highest priority first (0: all; Slurm's bf_max_job_test)")
+	f.DurationVar(&metricsRetention, "metrics-retention", 30*24*time.Hour, "how long jobs' metrics samples are kept (berth metrics after a run ends; past an hour they are kept one a minute)")
 	f.BoolVar(&metrics.PerRun, "metrics-per-run", false, "GET /metrics: also each running job's samples, labelled with its run (a series per job; off, they are summed per node)")
 	f.StringVar(&metrics.Token, "metrics-token", "", "GET /metrics: a bearer token that may scrape besides admins' tokens (default $BERTH_METRICS_TOKEN); clients on this host need none")
 	f.BoolVar(&metrics.Public, "metrics-public", false, "GET /metrics: any client may scrape, with no token")

@@ -15,11 +15,12 @@ import (
 )
 
 // Metrics of running jobs: agents post samples every few seconds (POST
-// /agent/metrics); the server keeps the last metricsHistory of each job in
-// memory, for GET /runs/{ref}/metrics (berth metrics). They are not written
-// to the store: a restart of the server starts the histories afresh, as
-// they are figures to watch, not records. Memory is bounded twice: samples
-// per job, and runs kept (the least recently sampled go first).
+// /agent/metrics). The server keeps them in the store (samples.go: GET
+// /runs/{ref}/metrics, berth metrics, after a restart and once the run has
+// ended) and the last metricsHistory of each job in memory, for the
+// Prometheus collector, jobs' peaks, and the samples not yet committed.
+// Memory is bounded twice: samples per job, and runs kept (the least
+// recently sampled go first).
 
 const (
 	metricsHistory = 720  // samples per job: an hour at the default 5 s
@@ -166,6 +167,11 @@ func (s *Server) handleAgentMetrics(w http.ResponseWriter, r *http.Request, scop
 			ok = append(ok, sample{run: j.RunID, s: x})
 		}
 	}
+	if len(ok) > 0 {
+		// Kept in the store too (samples.go), without waiting: they are
+		// figures, and the agent sends the next ones in seconds.
+		s.enqueue(&store.Batch{Samples: sampleRows(ok)})
+	}
 	s.unlock()
 	s.jm.add(ok, s.clock.Now())
 	writeJSON(w, http.StatusOK, struct{}{})
@@ -197,7 +203,29 @@ func (s *Server) handleRunMetrics(w http.ResponseWriter, r *http.Request, _ *sto
 	if n == 0 {
 		want = 1 // the latest
 	}
-	got := s.jm.of(run.ID, want)
+	ids := make([]int64, len(jobs))
+	for i, j := range jobs {
+		ids[i] = j.ID
+	}
+	got, err := s.storedSamples(r.Context(), ids, want)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	// Samples taken since the store's newest (queued, not yet committed)
+	// come from memory.
+	for id, mem := range s.jm.of(run.ID, want) {
+		stored := got[id]
+		for _, x := range mem {
+			if len(stored) == 0 || x.Time.After(stored[len(stored)-1].Time) {
+				stored = append(stored, x)
+			}
+		}
+		if want > 0 && len(stored) > want {
+			stored = stored[len(stored)-want:]
+		}
+		got[id] = stored
+	}
 	out := &api.RunMetrics{RunID: run.ID, Name: run.Name, Status: api.Status(run.Status), Jobs: []api.JobMetrics{}}
 	for _, j := range jobs {
 		samples, sampled := got[j.ID]

@@ -12,6 +12,7 @@ import (
 	"github.com/berth-hq/berth/internal/agent"
 	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/client"
+	"github.com/google/go-cmp/cmp"
 )
 
 // Metrics, health checks and drains, with real agents and real jobs.
@@ -76,12 +77,15 @@ func TestMetricsOfBurningJob(t *testing.T) {
 	if j.Node != "n1" || j.Status != api.StatusRunning || j.Alloc.CPUs != 1 {
 		t.Errorf("job %+v", j)
 	}
-	// Bounded: 5 samples kept, oldest first, the latest last.
-	waitFor(t, "a full history", func() bool { return len(runMetrics(t, h, r.ID, -1).Jobs[0].History) == 5 })
-	time.Sleep(500 * time.Millisecond)
+	// Memory keeps 5 samples a job; the store keeps them all: the history
+	// outgrows memory's, oldest first, the latest last.
+	waitFor(t, "a history longer than memory's", func() bool { return len(runMetrics(t, h, r.ID, -1).Jobs[0].History) > 6 })
 	j = runMetrics(t, h, r.ID, -1).Jobs[0]
-	if len(j.History) != 5 || !j.History[4].Time.Equal(j.Latest.Time) {
+	if !j.History[len(j.History)-1].Time.Equal(j.Latest.Time) {
 		t.Fatalf("history of %d samples, last %v, latest %v", len(j.History), j.History[len(j.History)-1].Time, j.Latest.Time)
+	}
+	if n := len(h.srv.jm.of(r.ID, -1)[j.JobID]); n != 5 {
+		t.Errorf("memory holds %d samples of the job, want 5", n)
 	}
 	for i := 1; i < len(j.History); i++ {
 		if !j.History[i].Time.After(j.History[i-1].Time) {
@@ -101,6 +105,61 @@ func TestMetricsOfBurningJob(t *testing.T) {
 	waitFor(t, "the run's end", func() bool { return runStatus(t, h, r.ID).Status.Finished() })
 	if m := runMetrics(t, h, r.ID, 0); len(m.Jobs) != 1 || m.Jobs[0].Latest == nil || !m.Status.Finished() {
 		t.Errorf("after the end: %+v", m)
+	}
+}
+
+// A finished run's metrics are there after a restart of the server (they
+// are in the store); past an hour they are folded into a sample a minute
+// that keeps each minute's most memory and mean CPU; past the retention
+// they are gone.
+func TestMetricsSurviveRestartAndFold(t *testing.T) {
+	dir := t.TempDir()
+	h := newHarness(t, dir)
+	startAgent(t, h, agentOpts{name: "n1", cpus: 2, mon: agent.Monitoring{MetricsEvery: 50 * time.Millisecond}})
+	r := submit(t, h, "type: task\ncommands: [\"sleep 1\"]\n")
+	waitFor(t, "the run's end", func() bool { return runStatus(t, h, r.ID).Status.Finished() })
+	before := runMetrics(t, h, r.ID, -1)
+	if len(before.Jobs) != 1 || len(before.Jobs[0].History) < 5 {
+		t.Fatalf("a second's samples: %+v", before)
+	}
+	addr := h.http.Listener.Addr().String()
+	h.close()
+	h = newHarnessAt(t, dir, addr)
+	after := runMetrics(t, h, r.ID, -1)
+	if len(after.Jobs) != 1 || len(after.Jobs[0].History) < len(before.Jobs[0].History) {
+		t.Fatalf("after a restart: %d samples, before %d", len(after.Jobs[0].History), len(before.Jobs[0].History))
+	}
+	hist := after.Jobs[0].History
+	var peak int64
+	for _, x := range hist {
+		peak = max(peak, x.MemoryUsed)
+	}
+	first, last := hist[0].Time, hist[len(hist)-1].Time
+	// An hour and a minute on, every sample is folded, one a minute.
+	if err := h.srv.foldSamples(context.Background(), last.Add(time.Hour+time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	folded := runMetrics(t, h, r.ID, -1).Jobs[0].History
+	minutes := int(last.Truncate(time.Minute).Sub(first.Truncate(time.Minute))/time.Minute) + 1
+	if len(folded) != minutes {
+		t.Fatalf("%d samples from %v to %v folded into %d, want %d a minute", len(hist), first, last, len(folded), minutes)
+	}
+	var fpeak int64
+	for _, x := range folded {
+		fpeak = max(fpeak, x.MemoryUsed)
+		if x.Time != x.Time.Truncate(time.Minute) {
+			t.Errorf("a folded sample at %v, not a minute's start", x.Time)
+		}
+	}
+	if fpeak != peak {
+		t.Errorf("folded samples' most memory %d, the samples' %d", fpeak, peak)
+	}
+	// Past the retention (30 days by default) nothing is left.
+	if err := h.srv.foldSamples(context.Background(), last.Add(31*24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if m := runMetrics(t, h, r.ID, -1); len(m.Jobs) != 0 {
+		t.Errorf("past the retention: %+v", m.Jobs)
 	}
 }
 
@@ -311,5 +370,22 @@ func TestMetricsStoreBounds(t *testing.T) {
 	m.add([]sample{{run: 3, s: api.JobSample{JobID: 30, Time: at(10)}}}, at(10))
 	if m.of(2, -1) != nil || m.of(1, -1) == nil || m.of(3, -1) == nil {
 		t.Errorf("kept runs %v, want 1 and 3", m.runs)
+	}
+}
+
+// A minute's samples fold into one: the mean of the CPU and GPU use that
+// was measured, the most memory, the last limit.
+func TestFoldSamples(t *testing.T) {
+	at := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	pct := func(v float64) *float64 { return &v }
+	got := foldSamples(at, []api.JobSample{
+		{Time: at.Add(5 * time.Second), CPUSeconds: 1, MemoryUsed: 10, MemoryPeak: 12, MemoryLimit: 100, GPUs: []api.GPUSample{{Index: 1, Util: 50, MemoryUsed: 5, MemoryTotal: 80}}},
+		{Time: at.Add(10 * time.Second), CPUPercent: pct(40), CPUSeconds: 2, MemoryUsed: 30, MemoryPeak: 31, MemoryLimit: 100, GPUs: []api.GPUSample{{Index: 1, Util: 100, MemoryUsed: 9, MemoryTotal: 80}}},
+		{Time: at.Add(15 * time.Second), CPUPercent: pct(80), CPUSeconds: 3, MemoryUsed: 20, MemoryPeak: 31, MemoryLimit: 100, GPUs: []api.GPUSample{{Index: 1, Util: 0, MemoryUsed: 7, MemoryTotal: 80}}},
+	})
+	want := api.JobSample{Time: at, CPUPercent: pct(60), CPUSeconds: 3, MemoryUsed: 30, MemoryPeak: 31, MemoryLimit: 100,
+		GPUs: []api.GPUSample{{Index: 1, Util: 50, MemoryUsed: 9, MemoryTotal: 80}}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("folded (-want +got):\n%s", diff)
 	}
 }

@@ -68,6 +68,10 @@ type Config struct {
 	// NodeTimeout is how long a node's agent may stay disconnected before
 	// its jobs are failed as unreachable (default 60 s).
 	NodeTimeout time.Duration
+	// MetricsRaw is how long jobs' metrics samples are kept as they came
+	// before they are folded into one a minute (0: an hour);
+	// MetricsRetention how long they are kept at all (0: 30 days).
+	MetricsRaw, MetricsRetention time.Duration
 	// UnkillableTimeout is how long past its grace period a stopped job
 	// may go on unreported before the server ends it and drains its node
 	// (0: a minute; see control.Config).
@@ -168,6 +172,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.NodeTimeout == 0 {
 		cfg.NodeTimeout = time.Minute
 	}
+	if cfg.MetricsRaw <= 0 {
+		cfg.MetricsRaw = time.Hour
+	}
+	if cfg.MetricsRetention <= 0 {
+		cfg.MetricsRetention = 30 * 24 * time.Hour
+	}
 	if cfg.ListPage <= 0 {
 		cfg.ListPage = 1000
 	}
@@ -242,6 +252,7 @@ func (s *Server) Run(ctx context.Context) error {
 	go func() { errc <- s.committer(ctx) }()
 	go s.schedLoop(ctx)
 	go s.reapSteps(ctx)
+	go s.foldLoop(ctx)
 	s.wakeScheduler()
 	select {
 	case <-ctx.Done():

@@ -122,7 +122,8 @@ ON CONFLICT (id) DO UPDATE SET status=excluded.status, reason=excluded.reason, e
 	upsertNode = `INSERT INTO nodes (name, info, registered_at, last_seen, drain) VALUES (?,?,?,?,?)
 ON CONFLICT (name) DO UPDATE SET info=excluded.info, registered_at=excluded.registered_at, last_seen=excluded.last_seen,
   drain=excluded.drain`
-	insertKey   = `INSERT INTO idempotency_keys (user_id, key, run_id, created_at) VALUES (?,?,?,?)`
+	insertKey    = `INSERT INTO idempotency_keys (user_id, key, run_id, created_at) VALUES (?,?,?,?)`
+	insertSample = `INSERT INTO metric_samples (job_id, level, time, data) VALUES (?,?,?,?) ON CONFLICT DO NOTHING`
 	insertEvent = `INSERT INTO events (run_id, job_id, time, type, message) VALUES (?,?,?,?,?)`
 	insertLog   = `INSERT INTO log_chunks (job_id, off, stream, time, data) VALUES (?,?,?,?,?) ON CONFLICT DO NOTHING`
 	upsertStep  = `INSERT INTO steps (run_id, step_id, name, argv, ranks, ntasks, nodelist, pty, status, exit_code, exits,
@@ -132,7 +133,7 @@ ON CONFLICT (run_id, step_id) DO UPDATE SET status=excluded.status, exit_code=ex
 )
 
 // writeStatements are the statements Apply runs for each row.
-var writeStatements = []string{upsertRun, upsertJob, upsertNode, insertEvent, insertLog, upsertStep, insertKey}
+var writeStatements = []string{upsertRun, upsertJob, upsertNode, insertEvent, insertLog, upsertStep, insertKey, insertSample}
 
 // prepare prepares the write statements on w.
 func (s *sqlDB) prepare(ctx context.Context) error {
@@ -240,7 +241,7 @@ func (s *sqlDB) applyBatch(ctx context.Context, tx *sql.Tx, b *Batch) error {
 			return fmt.Errorf("store: step %d.%d: %w", p.RunID, p.StepID, err)
 		}
 	}
-	return nil
+	return s.applySamples(ctx, tx, b)
 }
 
 // insertLogs writes log chunks, logRows to a statement (a chunk already

@@ -36,6 +36,12 @@ type Store interface {
 	// ReadLogs returns the job's log chunks at or after offset, in order, at most limit.
 	ReadLogs(ctx context.Context, jobID int64, offset int64, limit int) ([]*LogChunk, error)
 	ListEvents(ctx context.Context, runID int64) ([]*Event, error)
+	// ListSamples lists the jobs' metrics samples, by job then time (both
+	// levels, level 1 first where they overlap), at most limit per job's
+	// newest (limit <= 0: all). SamplesBefore lists level's samples taken
+	// before t, oldest first, at most limit: what the server folds.
+	ListSamples(ctx context.Context, jobIDs []int64, limit int) ([]*MetricSample, error)
+	SamplesBefore(ctx context.Context, level int, t time.Time, limit int) ([]*MetricSample, error)
 	// UsageSince lists the jobs that ended at or after since, with their
 	// run's user: the history fairshare is computed from.
 	UsageSince(ctx context.Context, since time.Time) ([]*JobUsage, error)
@@ -221,10 +227,34 @@ type Batch struct {
 	Steps  []*Step
 	// Keys are submissions' idempotency keys and the runs they made.
 	Keys []*IdempotencyKey
+	// Samples are jobs' metrics samples to keep (one already there, by
+	// job, level and time, is kept), SampleCuts ranges of them to drop:
+	// the cuts are applied first.
+	Samples    []*MetricSample
+	SampleCuts []SampleCut
 	// Reserve raises the marks below which run and job IDs may be used
 	// (0: unchanged); a batch that does is made durable on disk before
 	// Apply returns, whatever the store's sync setting.
 	Reserve Reserve
+}
+
+// MetricSample is one of a job's metrics samples as kept: Level 0 as its
+// agent sent it, 1 folded into a minute; Data is the sample's JSON
+// (api.JobSample: the store does not read it).
+type MetricSample struct {
+	JobID int64
+	Level int
+	Time  time.Time
+	Data  []byte
+}
+
+// SampleCut drops the samples of a level taken before Before: of one job,
+// or of every job (JobID 0) older than Before; with From set, only those at
+// or after From.
+type SampleCut struct {
+	JobID        int64
+	Level        int
+	From, Before time.Time
 }
 
 // IdempotencyKey is the key a user's submission came with, and its run.
@@ -247,12 +277,15 @@ func (b *Batch) Add(o *Batch) {
 	b.Logs = append(b.Logs, o.Logs...)
 	b.Steps = append(b.Steps, o.Steps...)
 	b.Keys = append(b.Keys, o.Keys...)
+	b.Samples = append(b.Samples, o.Samples...)
+	b.SampleCuts = append(b.SampleCuts, o.SampleCuts...)
 	b.Reserve.Runs, b.Reserve.Jobs = max(b.Reserve.Runs, o.Reserve.Runs), max(b.Reserve.Jobs, o.Reserve.Jobs)
 }
 
 // Empty reports whether b changes nothing.
 func (b *Batch) Empty() bool {
-	return len(b.Runs)+len(b.Jobs)+len(b.Nodes)+len(b.Events)+len(b.Logs)+len(b.Steps)+len(b.Keys) == 0 && b.Reserve == Reserve{}
+	return len(b.Runs)+len(b.Jobs)+len(b.Nodes)+len(b.Events)+len(b.Logs)+len(b.Steps)+len(b.Keys)+len(b.Samples)+len(b.SampleCuts) == 0 &&
+		b.Reserve == Reserve{}
 }
 
 // Active is the state the leader rebuilds at start.
