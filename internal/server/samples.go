@@ -2,8 +2,8 @@ package server
 
 import (
 	"context"
-	"maps"
 	"encoding/json"
+	"maps"
 	"slices"
 	"time"
 
@@ -203,4 +203,3 @@ func foldSamples(at time.Time, ss []api.JobSample) api.JobSample {
 	}
 	return out
 }
-

@@ -124,9 +124,9 @@ ON CONFLICT (name) DO UPDATE SET info=excluded.info, registered_at=excluded.regi
   drain=excluded.drain`
 	insertKey    = `INSERT INTO idempotency_keys (user_id, key, run_id, created_at) VALUES (?,?,?,?)`
 	insertSample = `INSERT INTO metric_samples (job_id, level, time, data) VALUES (?,?,?,?) ON CONFLICT DO NOTHING`
-	insertEvent = `INSERT INTO events (run_id, job_id, time, type, message) VALUES (?,?,?,?,?)`
-	insertLog   = `INSERT INTO log_chunks (job_id, off, stream, time, data) VALUES (?,?,?,?,?) ON CONFLICT DO NOTHING`
-	upsertStep  = `INSERT INTO steps (run_id, step_id, name, argv, ranks, ntasks, nodelist, pty, status, exit_code, exits,
+	insertEvent  = `INSERT INTO events (run_id, job_id, time, type, message) VALUES (?,?,?,?,?)`
+	insertLog    = `INSERT INTO log_chunks (job_id, off, stream, time, data) VALUES (?,?,?,?,?) ON CONFLICT DO NOTHING`
+	upsertStep   = `INSERT INTO steps (run_id, step_id, name, argv, ranks, ntasks, nodelist, pty, status, exit_code, exits,
   started_at, finished_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)
 ON CONFLICT (run_id, step_id) DO UPDATE SET status=excluded.status, exit_code=excluded.exit_code, exits=excluded.exits,
   finished_at=excluded.finished_at`
