@@ -21,11 +21,12 @@ import (
 // fakeKernel plays the part of the kernel for a fake v2 group: it drops
 // from cgroup.procs the processes that are gone, empties it when
 // cgroup.kill is written, and reports cgroup.freeze in cgroup.events.
-func fakeKernel(t *testing.T, dir string) {
+func fakeKernel(t *testing.T, dir string) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	t.Cleanup(func() { cancel(); <-done })
+	stop = func() { cancel(); <-done }
+	t.Cleanup(stop)
 	go func() {
 		defer close(done)
 		for ctx.Err() == nil {
@@ -53,6 +54,7 @@ func fakeKernel(t *testing.T, dir string) {
 			}
 		}
 	}()
+	return stop
 }
 
 // alive tells whether pid runs (a zombie does not).
@@ -130,7 +132,7 @@ func TestV2KillFile(t *testing.T) {
 	}
 	sleeper := startSleeper(t)
 	writeFile(t, filepath.Join(dir, "cgroup.procs"), strconv.Itoa(sleeper.pid)+"\n")
-	fakeKernel(t, dir)
+	stopKernel := fakeKernel(t, dir)
 	if err := g.Kill(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -138,6 +140,7 @@ func TestV2KillFile(t *testing.T) {
 		t.Errorf("cgroup.kill = %q", got)
 	}
 	sleeper.waitGone(t)
+	stopKernel() // it would write its files again while they are removed
 	if err := Remove(spec); err != nil {
 		t.Fatal(err)
 	}
@@ -155,11 +158,12 @@ func TestV2KillByFreezing(t *testing.T) {
 	}
 	sleeper := startSleeper(t)
 	writeFile(t, filepath.Join(dir, "cgroup.procs"), strconv.Itoa(sleeper.pid)+"\n")
-	fakeKernel(t, dir)
+	stopKernel := fakeKernel(t, dir)
 	if err := g.Kill(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
 	sleeper.waitGone(t)
+	stopKernel()
 	if got := readFile(t, filepath.Join(dir, "cgroup.freeze")); got != "0" {
 		t.Errorf("cgroup.freeze = %q: the group must be thawed again", got)
 	}
