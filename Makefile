@@ -45,13 +45,19 @@ vet:
 	@test -z "$$(gofmt -l cmd internal)" || (echo "gofmt needed:"; gofmt -l cmd internal; exit 1)
 	$(GO) vet ./...
 
-## fuzz: run each fuzz target for a while (not part of make test).
+## fuzz: run each fuzz target for FUZZTIME (not part of make test); a
+## release runs `make fuzz FUZZTIME=10m`. New crashers land in testdata/fuzz.
 FUZZTIME ?= 30s
 fuzz:
 	$(GO) test ./internal/spec -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/spec -run '^$$' -fuzz '^FuzzGPU$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/spec -run '^$$' -fuzz '^FuzzDecodeJSON$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/agent -run '^$$' -fuzz '^FuzzReadFrames$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/spec -run '^$$' -fuzz '^FuzzArray$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/spec -run '^$$' -fuzz '^FuzzParseSignal$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/server -run '^$$' -fuzz '^FuzzAPIBodies$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/sim -run '^$$' -fuzz '^FuzzParseSWF$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/sim -run '^$$' -fuzz '^FuzzParseWorkload$$' -fuzztime $(FUZZTIME)
 	for f in FuzzExpandHostlist FuzzParseDuration FuzzParseBegin FuzzParseArray FuzzParseDependency FuzzSbatch; do \
 		$(GO) test ./internal/slurm -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) || exit 1; done
 
