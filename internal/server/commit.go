@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/berth-hq/berth/internal/api"
@@ -84,6 +86,59 @@ func (s *Server) unlock() {
 	s.mu.Unlock()
 }
 
+// storageFull tells whether err is the store out of room or read-only: a
+// condition that passes (a full disk freed, a volume remounted).
+func storageFull(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EROFS) || errors.Is(err, syscall.EDQUOT) {
+		return true
+	}
+	msg := err.Error()
+	for _, s := range []string{"database or disk is full", "SQLITE_FULL", "readonly database", "SQLITE_READONLY",
+		"(SQLSTATE 53100)", "(SQLSTATE 25006)", "no space left on device"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// waitForRoom retries the batch that failed for want of room, every
+// second, until it is written (nil), the failure changes (that error), or
+// ctx ends. Meanwhile changes are refused with 503 (s.full, setFull): the
+// server stays up, answers reads, and takes changes again once the batch
+// is in. Nothing acknowledged is lost: the batch's callers were told 503,
+// and what memory holds is the batch, written once it can be.
+func (s *Server) waitForRoom(ctx context.Context, b *store.Batch, err error) error {
+	for storageFull(err) {
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Second):
+		}
+		err = s.store.Apply(context.WithoutCancel(ctx), b)
+	}
+	if err == nil {
+		s.log.Info("the database takes writes again: changes accepted")
+		s.mu.Lock()
+		s.full = nil
+		s.mu.Unlock()
+		s.cfg.Metrics.storeFull(false)
+	}
+	return err
+}
+
+// setFull refuses changes from now on with 503, for err.
+func (s *Server) setFull(err error) {
+	s.log.Error("the database cannot be written: changes refused until it can", "err", err)
+	s.mu.Lock()
+	s.full = errors.Join(ErrUnavailable, fmt.Errorf("server: the database cannot be written (%v): retry later", err))
+	s.mu.Unlock()
+	s.cfg.Metrics.storeFull(true)
+}
+
 // maxGroup bounds how many queued batches share one transaction.
 const maxGroup = 2048
 
@@ -94,6 +149,12 @@ func (s *Server) enqueue(b *store.Batch, after ...control.Effect) <-chan error {
 	done := make(chan error, 1)
 	if s.broken != nil {
 		done <- s.broken
+		return done
+	}
+	if s.full != nil {
+		// Refused, not queued: the queue would fill while the committer
+		// waits for room (a caller that changed memory first says so).
+		done <- s.full
 		return done
 	}
 	s.commits <- &commitReq{b: b, after: after, done: done}
@@ -138,6 +199,21 @@ func (s *Server) committer(ctx context.Context) error {
 			// they have gone.
 			err = s.store.Apply(context.WithoutCancel(ctx), merged)
 		}
+		answered := false
+		if err != nil && storageFull(err) {
+			// Its callers hear 503 now (the outcome unknown, as when an
+			// answer is lost: a retry with the same Idempotency-Key gets
+			// the run once it is in); the batch is written when it can be.
+			s.setFull(err)
+			for _, r := range group {
+				r.done <- s.full
+			}
+			answered = true
+			err = s.waitForRoom(ctx, merged, err)
+			if ctx.Err() != nil {
+				return nil
+			}
+		}
 		if err != nil {
 			// Memory is now ahead of the store: stop taking changes and let
 			// the process restart from what is durable.
@@ -146,8 +222,10 @@ func (s *Server) committer(ctx context.Context) error {
 			s.mu.Lock()
 			s.broken = errors.Join(ErrUnavailable, err)
 			s.mu.Unlock()
-			for _, r := range group {
-				r.done <- s.broken
+			if !answered {
+				for _, r := range group {
+					r.done <- s.broken
+				}
 			}
 			s.fatal <- err
 			return err
@@ -159,7 +237,9 @@ func (s *Server) committer(ctx context.Context) error {
 			for _, e := range r.after {
 				s.perform(e)
 			}
-			r.done <- nil
+			if !answered {
+				r.done <- nil
+			}
 		}
 		// The reused slice must not keep the committed batches alive (a
 		// pass's batch holds a copy of every run it touched).

@@ -29,6 +29,9 @@ func (s *Server) queue(make func() control.Input) (reply any, done <-chan error,
 	if s.broken != nil {
 		return nil, nil, s.broken
 	}
+	if s.full != nil {
+		return nil, nil, s.full
+	}
 	reply, err = s.Step(s.clock.Now(), make())
 	done = s.flushLocked()
 	return reply, done, err

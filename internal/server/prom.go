@@ -70,6 +70,7 @@ type Metrics struct {
 	passExamined  *prometheus.HistogramVec
 	commitSeconds prometheus.Histogram
 	commitBatches prometheus.Histogram
+	storeWritable prometheus.Gauge
 	startLatency  prometheus.Histogram
 	ended         *prometheus.CounterVec
 	httpRequests  *prometheus.CounterVec
@@ -109,10 +110,13 @@ func NewMetrics(opts MetricsOptions) *Metrics {
 	m.httpSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "berth_http_request_duration_seconds",
 		Help:    "HTTP requests by route: the time to answer (streams: their whole life).",
 		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}}, []string{"route"})
+	m.storeWritable = prometheus.NewGauge(prometheus.GaugeOpts{Name: "berth_store_writable",
+		Help: "1 while the store takes writes; 0 while it is full or read-only (changes are refused with 503 until it takes them again)."})
+	m.storeWritable.Set(1)
 	build := prometheus.NewGauge(prometheus.GaugeOpts{Name: "berth_build_info", Help: "The server's build: always 1.",
 		ConstLabels: prometheus.Labels{"version": opts.Version}})
 	build.Set(1)
-	m.reg.MustRegister(m.passSeconds, m.passExamined, m.commitSeconds, m.commitBatches, m.startLatency, m.ended,
+	m.reg.MustRegister(m.passSeconds, m.passExamined, m.commitSeconds, m.commitBatches, m.storeWritable, m.startLatency, m.ended,
 		m.httpRequests, m.httpSeconds, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -145,6 +149,18 @@ func (m *Metrics) passed(p *control.Pass, d time.Duration) {
 // committed records a store transaction of b, merged from n queued
 // batches, that took d; and the runs its records show started or ended.
 // Only the committer calls it.
+// storeFull records whether the store is out of room (or read-only).
+func (m *Metrics) storeFull(full bool) {
+	if m == nil {
+		return
+	}
+	if full {
+		m.storeWritable.Set(0)
+	} else {
+		m.storeWritable.Set(1)
+	}
+}
+
 func (m *Metrics) committed(b *store.Batch, n int, d time.Duration) {
 	if m == nil || b.Empty() {
 		return

@@ -113,6 +113,10 @@ type Server struct {
 	mu sync.Mutex
 	*control.Cluster
 	broken error
+	// full is set while the store cannot be written for want of room (or
+	// is read-only): changes are refused with it (503) while the
+	// committer retries the batch that failed (commit.go).
+	full error
 
 	// conns are the nodes' open agent streams; connMu guards them (taken
 	// under mu, or alone when an effect is performed).
@@ -360,6 +364,7 @@ func writeError(w http.ResponseWriter, err error) {
 		status = http.StatusBadRequest
 	case errors.Is(err, ErrUnavailable):
 		status = http.StatusServiceUnavailable
+		w.Header().Set("Retry-After", "5")
 	}
 	writeJSON(w, status, api.Error{Error: err.Error()})
 }
