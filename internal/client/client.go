@@ -170,6 +170,13 @@ func (c *Client) Submit(ctx context.Context, req api.SubmitRequest) (*api.Run, e
 	return &r, err
 }
 
+// SubmitKey makes one attempt to create a run with the given
+// Idempotency-Key: the caller retries as it sees fit, with the same key.
+func (c *Client) SubmitKey(ctx context.Context, req api.SubmitRequest, key string) (*api.Run, error) {
+	var r api.Run
+	return &r, c.doKey(ctx, c.http, http.MethodPost, "/runs", key, req, &r)
+}
+
 // submitTries bounds Submit's attempts over failing connections.
 const submitTries = 5
 
