@@ -252,6 +252,10 @@ type LogFrame struct {
 // Error is the body of every non-2xx answer.
 type Error struct {
 	Error string `json:"error"`
+	// Field is the configuration's field the error is about (env[1],
+	// registry_auth.password), when it is about one: the client shows it
+	// at its line.
+	Field string `json:"field,omitempty"`
 }
 
 // Assignment tells an agent to run a job, or what the server knows of one it runs.
@@ -281,6 +285,9 @@ type Assignment struct {
 	// JobToken is the run's own credential (BERTH_JOB_TOKEN in the job's
 	// environment): its steps and reads of the run, while it is active.
 	JobToken string `json:"job_token,omitempty"`
+	// ProjectID is the run's project, whose secrets the server puts in
+	// (`${{ secrets.NAME }}`) as it sends the assignment; not sent.
+	ProjectID int64 `json:"-"`
 }
 
 // SignalAt is a signal to send Before seconds before the job's time limit;
@@ -354,6 +361,11 @@ type AgentEvent struct {
 	// MaxRSS is, on exited, the most memory the job held at once (its
 	// cgroup's peak; 0: unknown).
 	MaxRSS int64 `json:"max_rss,omitempty"`
+	// Masked is, on a log event, how many bytes the server took out of
+	// Data when it masked the run's secrets (negative when it put held
+	// bytes back): Size still counts the frame in the agent's file. Set by
+	// the server only, never read from an agent.
+	Masked int64 `json:"-"`
 }
 
 // LogFrameHeader is the bytes of a frame's header in a job's output log:

@@ -79,3 +79,20 @@ type WhoAmI struct {
 // where a client with no token and no configuration looks (BERTH_SOCKET
 // overrides both).
 const DefaultSocket = "/run/berth/berth.sock"
+
+// Secret is a project's secret as listed: its name and who set it,
+// never its value (SecretValue, for GET /secrets/{name}).
+type Secret struct {
+	Name      string    `json:"name"`
+	Project   string    `json:"project"`
+	SetBy     string    `json:"set_by"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// SecretValue is the body of PUT /secrets/{name} and the answer of
+// GET /secrets/{name}.
+type SecretValue struct {
+	Name  string `json:"name,omitempty"`
+	Value string `json:"value"`
+}

@@ -89,7 +89,7 @@ exits with the run's exit code. Ctrl-C detaches without stopping the run; stop i
 					fmt.Fprintf(errw, "%s: the configuration is valid; no plan without a server (%v)\n", file, err)
 					return nil
 				}
-				return err
+				return placeError(err, file, data)
 			}
 			printPlan(errw, file, plan)
 			if dryRun {
@@ -105,7 +105,7 @@ exits with the run's exit code. Ctrl-C detaches without stopping the run; stop i
 			}
 			run, err := c.Submit(ctx, req)
 			if err != nil {
-				return err
+				return placeError(err, file, data)
 			}
 			if detach {
 				fmt.Fprintf(out, "Submitted run %s (ID %d)\n", run.Name, run.ID)
@@ -123,6 +123,22 @@ exits with the run's exit code. Ctrl-C detaches without stopping the run; stop i
 	f.BoolVar(&dryRun, "dry-run", false, "validate and show the plan without submitting")
 	f.StringArrayVarP(&envs, "env", "e", nil, "set an environment variable, NAME=value (repeatable)")
 	return cmd
+}
+
+// placeError shows the server's refusal of a field of the configuration
+// (a secret the project lacks) at the field's line in file, as the
+// client's own checks are shown.
+func placeError(err error, file string, data []byte) error {
+	var apiErr *client.APIError
+	if !errors.As(err, &apiErr) || apiErr.Field == "" {
+		return err
+	}
+	line, col, ok := spec.Locate(data, apiErr.Field)
+	_, msg, found := strings.Cut(apiErr.Message, apiErr.Field+": ")
+	if !ok || !found {
+		return err
+	}
+	return &spec.Error{File: file, Line: line, Col: col, Field: apiErr.Field, Msg: msg}
 }
 
 func printPlan(w io.Writer, file string, p *api.Plan) {

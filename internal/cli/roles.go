@@ -96,7 +96,11 @@ func newServerCmd() *cobra.Command {
 			if policyFile == "" {
 				policyFile = filepath.Join(home, "policy.yml")
 			}
-			srv, err := server.New(ctx, server.Config{Store: st, Logger: log, StopGrace: grace, Policy: pol, Weights: wts, HalfLife: halfLife, Depth: depth, Rules: rules,
+			key, keySource, err := server.LoadSecretsKey(secretsKeyDir(db, home), os.Getenv)
+			if err != nil {
+				return err
+			}
+			srv, err := server.New(ctx, server.Config{SecretsKey: key, SecretsKeySource: keySource, Store: st, Logger: log, StopGrace: grace, Policy: pol, Weights: wts, HalfLife: halfLife, Depth: depth, Rules: rules,
 				PolicyFile: policyFile, NodeTimeout: nodeTimeout, UnkillableTimeout: unkillable, MetricsRetention: metricsRetention, MaxArraySize: maxArray, MaxScriptBytes: maxScript, MaxNodesPerRun: maxNodes,
 				Metrics: server.NewMetrics(metricsOptions(metrics)), NoAutoUsers: !autoUsers, AllowUsers: allowUsers})
 			if err != nil {
@@ -202,6 +206,16 @@ func newServerCmd() *cobra.Command {
 // openStore opens the server's store at db (--db): a PostgreSQL database,
 // which the store locks for this server, or a SQLite file, whose
 // directory lockDir locks. Errors name the flag.
+// secretsKeyDir is where the secrets key file is kept: beside a SQLite
+// database; for PostgreSQL, in $BERTH_HOME/server (never in the database
+// whose secrets it opens).
+func secretsKeyDir(db, home string) string {
+	if kind, target, err := store.ParseLocation(db); err == nil && kind != store.KindPostgres {
+		return filepath.Dir(target)
+	}
+	return filepath.Join(home, "server")
+}
+
 func openStore(ctx context.Context, db, sync string, syncSet bool) (store.Store, func(), error) {
 	kind, target, err := store.ParseLocation(db)
 	if err != nil {

@@ -36,6 +36,9 @@ type Client struct {
 type APIError struct {
 	Status  int
 	Message string
+	// Field is the configuration's field the error is about, when the
+	// server says (api.Error.Field).
+	Field string
 }
 
 func (e *APIError) Error() string { return e.Message }
@@ -138,7 +141,7 @@ func readError(resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	var e api.Error
 	if json.Unmarshal(b, &e) == nil && e.Error != "" {
-		return &APIError{Status: resp.StatusCode, Message: e.Error}
+		return &APIError{Status: resp.StatusCode, Message: e.Error, Field: e.Field}
 	}
 	return &APIError{Status: resp.StatusCode, Message: fmt.Sprintf("server answered %s: %s", resp.Status, strings.TrimSpace(string(b)))}
 }

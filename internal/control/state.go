@@ -814,7 +814,7 @@ func (s *Cluster) onReport(now time.Time, in ReportInput) Report {
 				runs[js.rec.RunID] = js.run
 			}
 		case "log":
-			if want := api.LogFrameHeader + int64(len(ev.Data)); ev.Size != want || ev.Offset > js.rec.LogSize {
+			if want := api.LogFrameHeader + int64(len(ev.Data)) + ev.Masked; ev.Size != want || ev.Offset > js.rec.LogSize {
 				why := fmt.Errorf("%w: job %d: a log frame of size %d at offset %d (its data makes it %d; the log holds %d)",
 					ErrInvalid, ev.JobID, ev.Size, ev.Offset, want, js.rec.LogSize)
 				ev.Data = nil

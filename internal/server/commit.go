@@ -8,7 +8,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/control"
 	"github.com/berth-hq/berth/internal/store"
 )
@@ -28,28 +27,13 @@ func (s *Server) perform(e control.Effect) {
 		c := s.conns[e.Node]
 		s.connMu.Unlock()
 		if c.epoch == e.Epoch && c.conn != nil {
-			c.conn.send(s.withJobTokens(e.Msg))
+			c.conn.send(s.handOff(e.Msg))
 		}
 	case control.EffectNotify:
 		s.hub.notify(e.Run)
 	case control.EffectWake:
 		s.wakeScheduler()
 	}
-}
-
-// withJobTokens gives each job of m its run's credential (the cluster
-// knows no keys; the server signs them as they leave).
-func (s *Server) withJobTokens(m api.AgentMessage) api.AgentMessage {
-	if len(m.Jobs) == 0 {
-		return m
-	}
-	jobs := make([]api.Assignment, len(m.Jobs))
-	for i, a := range m.Jobs {
-		a.JobToken = s.jobToken(a.RunID)
-		jobs[i] = a
-	}
-	m.Jobs = jobs
-	return m
 }
 
 // flushLocked queues what the cluster emitted, in order, for the
@@ -59,6 +43,7 @@ func (s *Server) flushLocked() <-chan error {
 	var done <-chan error
 	r := s.Take()
 	for _, f := range r.Ended {
+		s.secrets.mask.forgetRun(f.Run)
 		if steps := s.steps.endRun(f.Run, f.At); len(steps) > 0 {
 			done = s.enqueue(&store.Batch{Steps: steps})
 		}

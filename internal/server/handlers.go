@@ -59,6 +59,9 @@ func (s *Server) readSubmit(r *http.Request) (*api.SubmitRequest, error) {
 	if err := s.admit(t); err != nil {
 		return nil, err
 	}
+	if err := s.checkSecretRefs(t, what, s.projectID); err != nil {
+		return nil, err
+	}
 	return &req, nil
 }
 

@@ -242,6 +242,10 @@ func TestNodeCredentials(t *testing.T) {
 		"n1 keeps a step alive":       {n1, "POST", "/runs/1/steps/0/alive", `{}`},
 		"n1 attaches to a step":       {n1, "GET", "/runs/1/steps/0/attach?rank=0&side=host", ""},
 		"bob's token asserts a login": {bobTok.Secret, "GET", "/whoami", ""},
+		"n1 lists secrets":            {n1, "GET", "/secrets", ""},
+		"n1 reads a secret":           {n1, "GET", "/secrets/x", ""},
+		"n1 sets a secret":            {n1, "PUT", "/secrets/x", `{"value":"v"}`},
+		"n1 deletes a secret":         {n1, "DELETE", "/secrets/x", ""},
 	} {
 		var header []string
 		if strings.Contains(name, "vouches") || strings.Contains(name, "asserts") {

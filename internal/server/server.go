@@ -95,6 +95,12 @@ type Config struct {
 	NoAutoUsers bool
 	// AllowUsers, when set, are the only Unix logins made users so.
 	AllowUsers []string
+	// SecretsKey seals the projects' secrets (AES-256-GCM, 32 bytes;
+	// LoadSecretsKey): never kept in the database. Nil: secrets are off
+	// (berth server always gives one). SecretsKeySource says where it
+	// came from, for messages.
+	SecretsKey       []byte
+	SecretsKeySource string
 }
 
 // Server is the control plane. New loads its state; Run runs its loops;
@@ -136,7 +142,9 @@ type Server struct {
 	assertedUsers sync.Map
 	legacyAgents  sync.Map
 	// jobKey signs the runs' job credentials (identity.go).
-	jobKey   []byte
+	jobKey []byte
+	// secrets are the projects' secrets, sealed and opened (secrets.go).
+	secrets  secretBox
 	tokenTTL atomic.Int64 // nanoseconds; tests shorten it
 	metrics  struct{ commits, batches, cycles atomic.Int64 }
 	jm       metricsStore // jobs' samples (metrics.go)
@@ -211,6 +219,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	if err := s.loadJobKey(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.openSecrets(ctx); err != nil {
 		return nil, err
 	}
 	if err := s.load(ctx); err != nil {
@@ -303,6 +314,10 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET "+v+"/tokens", s.auth(s.handleTokenList))
 	mux.HandleFunc("DELETE "+v+"/tokens/{id}", s.auth(s.handleTokenRevoke))
 	mux.HandleFunc("GET "+v+"/whoami", s.handleWhoAmI)
+	mux.HandleFunc("GET "+v+"/secrets", s.auth(s.handleSecretList))
+	mux.HandleFunc("PUT "+v+"/secrets/{name}", s.auth(s.handleSecretSet))
+	mux.HandleFunc("GET "+v+"/secrets/{name}", s.auth(s.handleSecretGet))
+	mux.HandleFunc("DELETE "+v+"/secrets/{name}", s.auth(s.handleSecretDelete))
 	// The agents' endpoints take a node's credential, which acts as its
 	// node only (identity.go).
 	mux.HandleFunc("POST "+v+"/agent/register", s.agentAuth(s.handleRegister))
@@ -366,7 +381,12 @@ func writeError(w http.ResponseWriter, err error) {
 		status = http.StatusServiceUnavailable
 		w.Header().Set("Retry-After", "5")
 	}
-	writeJSON(w, status, api.Error{Error: err.Error()})
+	e := api.Error{Error: err.Error()}
+	var fe *spec.Error
+	if errors.As(err, &fe) {
+		e.Field = fe.Field
+	}
+	writeJSON(w, status, e)
 }
 
 func decode(r *http.Request, v any) error {

@@ -135,6 +135,7 @@ func (s *Server) agentEvents(node string, evs []api.AgentEvent) (*api.AgentAck, 
 				}
 			}
 		}
+		in.Events = s.maskEventsLocked(evs)
 		return in
 	})
 	if err != nil {

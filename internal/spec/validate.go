@@ -113,6 +113,7 @@ func (t *Task) check(l Limits) []problem {
 			add("registry_auth.password", "required")
 		}
 	}
+	t.checkSecrets(add)
 
 	if len(t.Repos) > 1 {
 		add("repos", "at most one repo is supported, got %d", len(t.Repos))

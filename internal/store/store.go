@@ -80,6 +80,18 @@ type Store interface {
 	// EnsureKey returns the server key of that name, storing value first
 	// when there is none: every replica gets the first one stored.
 	EnsureKey(ctx context.Context, name, value string) (string, error)
+
+	// PutSecret creates a project's secret or replaces its value and
+	// SetBy. Value is the ciphertext: the store never sees a secret's
+	// value (the server seals it under a key kept outside the database).
+	PutSecret(ctx context.Context, x *Secret) error
+	// GetSecret returns a project's secret (ErrNotFound: none).
+	GetSecret(ctx context.Context, projectID int64, name string) (*Secret, error)
+	// ListSecrets lists a project's secrets by name, or with projectID 0
+	// every project's (by project, then name).
+	ListSecrets(ctx context.Context, projectID int64) ([]*Secret, error)
+	// DeleteSecret removes a project's secret (ErrNotFound: none).
+	DeleteSecret(ctx context.Context, projectID int64, name string) error
 	// FindArrayTask returns an array's task by index (ErrNotFound: not
 	// created yet, or no such task).
 	FindArrayTask(ctx context.Context, arrayID int64, index int) (*Run, error)
@@ -197,6 +209,17 @@ type User struct {
 	// Deleted says an administrator deleted the user: no token of theirs
 	// works, and their Unix login is not made a user again by itself.
 	Deleted bool
+}
+
+// Secret is a project's secret as stored: Value is its ciphertext.
+type Secret struct {
+	ProjectID int64
+	Name      string
+	Value     []byte
+	// SetBy is the user who last set the value.
+	SetBy     int64
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // Token is a bearer credential as stored: its SHA-256, never the secret.
