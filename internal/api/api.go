@@ -158,8 +158,26 @@ type NodeInfo struct {
 	// Containers says whether the node runs `image:` jobs: "docker 1.41"
 	// (the engine and its API version), or "none (why)". See CanRunContainers.
 	Containers string `json:"containers"`
-	Version    string `json:"version"`
+	// RunAs says whose jobs' processes are whose on this node (RunAsUser,
+	// ...); empty: an agent older than the field, whose jobs ran as itself.
+	RunAs   string `json:"run_as,omitempty"`
+	Version string `json:"version"`
 }
+
+// A node's RunAs: how its agent runs jobs. As RunAsUser, jobs run as their
+// user's Unix account on the node (the agent is root); RunAsUserElseAgent
+// also runs those of a user with no account there as the agent's user
+// (--run-as-agent); an agent that is not root runs every job as itself
+// with --run-as-agent ("agent (LOGIN)"), else only its own login's
+// ("only LOGIN").
+const (
+	RunAsUser          = "user"
+	RunAsUserElseAgent = "user, else agent (root)"
+)
+
+// RootLogin is the Unix login of Berth's admin user: root (UID 0) is the
+// admin through an agent's socket, and the admin's jobs run as root.
+const RootLogin = "root"
 
 // Node is a host of the cluster as the server sees it.
 type Node struct {
@@ -281,6 +299,10 @@ type Assignment struct {
 	// JobToken is the run's own credential (BERTH_JOB_TOKEN in the job's
 	// environment): its steps and reads of the run, while it is active.
 	JobToken string `json:"job_token,omitempty"`
+	// User is the Unix login the job runs as on its node: the run's user
+	// (the admin's is RootLogin). Empty: a server older than the field;
+	// the job runs as the agent's user.
+	User string `json:"user,omitempty"`
 }
 
 // SignalAt is a signal to send Before seconds before the job's time limit;
