@@ -167,3 +167,21 @@ func TestJobOfUnknownUserFails(t *testing.T) {
 		t.Errorf("exit %+v, want start_failed: no account", j.exit)
 	}
 }
+
+// A container job of a user runs as them (--user UID:GID, their groups),
+// whatever its `user:`; `privileged:` is refused for it.
+func TestContainerRunsAsItsUser(t *testing.T) {
+	asg := api.Assignment{JobID: 9, Container: &api.Container{Image: "img", User: "root"}}
+	sp := &shimSpec{Assignment: asg, Cred: &jobCred{UID: 1001, GID: 1002, Groups: []uint32{1002, 27}, Login: "alice"}}
+	s, err := containerSpec(t.TempDir(), sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.User != "1001:1002" || strings.Join(s.GroupAdd, ",") != "1002,27" {
+		t.Errorf("user %q groups %v, want 1001:1002 and 1002,27", s.User, s.GroupAdd)
+	}
+	sp.Assignment.Container = &api.Container{Image: "img", Privileged: true}
+	if _, err := containerSpec(t.TempDir(), sp); err == nil || !strings.Contains(err.Error(), "privileged") {
+		t.Errorf("a privileged container for alice: %v, want refused", err)
+	}
+}
