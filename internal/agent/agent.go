@@ -59,6 +59,13 @@ type Config struct {
 	// Socket is where the agent listens for its host's clients, who need
 	// no token there (socket.go; "" or "none": no socket).
 	Socket string
+	// RunAsAgent runs the jobs this agent cannot run as their user (it is
+	// not root, or their user has no account here) as the agent's user;
+	// without it they fail to start (runas.go).
+	RunAsAgent bool
+	// SpoolDir is where an agent running as root keeps the directories of
+	// its jobs' users (default /var/spool/berth; runas.go).
+	SpoolDir string
 	// Clock tells the agent the time (nil: the real clock); tests give a
 	// fake one. The job's supervisor, a process of its own, times the job
 	// by the real clock.
@@ -242,7 +249,7 @@ func (a *Agent) detect(ctx context.Context) error {
 	}
 	version, limits := a.detectCgroups()
 	a.info = api.NodeInfo{Name: a.cfg.Name, Fleet: a.cfg.Fleet, Addr: addr, CPUs: cpus, Memory: mem, GPUs: gpus, Declared: declared,
-		Cgroups: version, Limits: limits, Version: a.cfg.Version}
+		Cgroups: version, Limits: limits, RunAs: a.runAsMode(), Version: a.cfg.Version}
 	return nil
 }
 
@@ -456,30 +463,48 @@ func (a *Agent) startLocked(asg api.Assignment) {
 		// A full disk fails every job sent here: the node must say so.
 		a.checkDiskSoon()
 	}
+	acct, err := a.account(asg) // runas.go
+	if err != nil {
+		fail(err)
+		return
+	}
+	if acct.cred != nil && j.cg != nil {
+		j.cg.Owner = acct.cred.UID
+	}
 	workDir := asg.WorkingDir
 	mk := dir
 	if workDir == "" || asg.Container != nil { // a container's working_dir is in the container
 		workDir = filepath.Join(dir, "work")
 		mk = workDir
 	}
+	if acct.cred != nil && asg.Container == nil {
+		mk = dir // the job's own files are in the user's directory
+	}
 	if err := os.MkdirAll(mk, 0o700); err != nil {
 		fail(err)
 		return
 	}
-	hostfile, err := writeHostfile(dir, asg) // dist.go
+	sp := shimSpec{Script: script(asg.Commands), Dir: workDir, MaxDuration: asg.MaxDuration, Grace: asg.Grace, Assignment: asg,
+		Cgroup: j.cg, Cred: acct.cred}
+	var extra []string
+	if acct.cred != nil && asg.Container == nil {
+		// The user's own directory, with the script written: runas.go.
+		sp.UserDir, sp.Dir, extra, err = a.makeUserDir(asg, acct.cred, sp.Script)
+	} else {
+		extra, err = writeHostfile(dir, asg) // dist.go
+		if abs, aerr := filepath.Abs(dir); err == nil && aerr == nil {
+			// The job's own directory, removed with the job: a place for
+			// its files (the Slurm front end keeps a batch script there).
+			extra = append(extra, "BERTH_JOB_DIR="+abs)
+		}
+	}
 	if err != nil {
 		fail(err)
 		return
 	}
 	// One file holds what the shim runs and what the agent needs to find
 	// the job again after a restart.
-	if abs, err := filepath.Abs(dir); err == nil {
-		// The job's own directory, removed with the job: a place for its
-		// files (the Slurm front end keeps a batch script there).
-		hostfile = append(hostfile, "BERTH_JOB_DIR="+abs)
-	}
-	sp := shimSpec{Script: script(asg.Commands), Env: jobEnv(asg, append(hostfile, a.jobCredEnv(asg)...)...), Dir: workDir, MaxDuration: asg.MaxDuration, Grace: asg.Grace, Assignment: asg,
-		Cgroup: j.cg}
+	sp.Env = jobEnv(asg, append(append(extra, acct.env...), a.jobCredEnv(asg)...)...)
 	if err := writeJSONAtomic(filepath.Join(dir, fileSpec), sp); err != nil {
 		fail(err)
 		return
@@ -759,8 +784,11 @@ func (a *Agent) removeDir(dir string) {
 	if dir == "" {
 		return
 	}
-	if err := os.RemoveAll(dir); err != nil {
-		a.log.Warn("remove job directory", "dir", dir, "err", err)
+	// With the user's directory of a job that ran as its user (runas.go).
+	for _, d := range []string{dir, filepath.Join(a.spool(), filepath.Base(dir))} {
+		if err := os.RemoveAll(d); err != nil {
+			a.log.Warn("remove job directory", "dir", d, "err", err)
+		}
 	}
 }
 
@@ -782,7 +810,7 @@ func (a *Agent) restore() error {
 			// Written atomically before the shim starts: without it the job
 			// never started, and the server's sync will assign it again.
 			a.log.Warn("dropping unreadable job directory", "dir", dir, "err", err)
-			_ = os.RemoveAll(dir)
+			a.removeDir(dir)
 			continue
 		}
 		asg := sp.Assignment

@@ -85,6 +85,10 @@ type shimSpec struct {
 	// Cgroup is the job's control group, made by the shim before the job
 	// starts and removed when it ends; nil: the job runs without one.
 	Cgroup *cgroup.Spec `json:"cgroup,omitempty"`
+	// Cred, when set, is the user the job runs as (runas.go), and UserDir
+	// the directory of theirs where the agent wrote the job's script.
+	Cred    *jobCred `json:"cred,omitempty"`
+	UserDir string   `json:"user_dir,omitempty"`
 }
 
 type shimExit struct {
@@ -250,13 +254,19 @@ func superviseJob(dir string, sigs chan os.Signal, recordPid bool) (cleanup func
 		stdoutW.Close()
 		stderrW.Close()
 	}
+	if sp.UserDir != "" {
+		scriptPath = filepath.Join(sp.UserDir, fileScript) // written by the agent
+	}
 	cmd := bashCommand(scriptPath)
 	cmd.Env = sp.Env
 	cmd.Dir = sp.Dir
 	cmd.Stdout, cmd.Stderr = stdoutW, stderrW
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if c := sp.Cred; c != nil {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: c.UID, Gid: c.GID, Groups: c.Groups}
+	}
 	err = checkWorkDir(sp.Dir)
-	if err == nil {
+	if err == nil && sp.UserDir == "" {
 		err = os.WriteFile(scriptPath, []byte(sp.Script), 0o600)
 	}
 	var grp *cgroup.Group

@@ -385,6 +385,18 @@ func containerSpec(dir string, sp *shimSpec) (container.Spec, error) {
 		Image: ct.Image, Env: append(containerHostfileEnv(asg), asg.Env...), WorkingDir: asg.WorkingDir, User: ct.User, Privileged: ct.Privileged,
 		ShmSize: ct.ShmSize, Memory: asg.Alloc.Memory, NanoCPUs: int64(asg.Alloc.CPUs) * 1e9, HostNetwork: ct.HostNetwork,
 	}
+	if c := sp.Cred; c != nil {
+		// The job's user, not the image's (runas.go): `user:` and
+		// `privileged:` would make them whoever they chose, root on the
+		// host's files among them.
+		if ct.Privileged {
+			return container.Spec{}, fmt.Errorf("a privileged container runs only for a job that runs as root, not as %s", c.Login)
+		}
+		s.User = fmt.Sprintf("%d:%d", c.UID, c.GID)
+		for _, g := range c.Groups {
+			s.GroupAdd = append(s.GroupAdd, strconv.FormatUint(uint64(g), 10))
+		}
+	}
 	if ra := ct.RegistryAuth; ra != nil {
 		s.Auth = &container.Auth{Username: ra.Username, Password: ra.Password}
 	}

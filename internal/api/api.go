@@ -158,8 +158,26 @@ type NodeInfo struct {
 	// Containers says whether the node runs `image:` jobs: "docker 1.41"
 	// (the engine and its API version), or "none (why)". See CanRunContainers.
 	Containers string `json:"containers"`
-	Version    string `json:"version"`
+	// RunAs says whose jobs' processes are whose on this node (RunAsUser,
+	// ...); empty: an agent older than the field, whose jobs ran as itself.
+	RunAs   string `json:"run_as,omitempty"`
+	Version string `json:"version"`
 }
+
+// A node's RunAs: how its agent runs jobs. As RunAsUser, jobs run as their
+// user's Unix account on the node (the agent is root); RunAsUserElseAgent
+// also runs those of a user with no account there as the agent's user
+// (--run-as-agent); an agent that is not root runs every job as itself
+// with --run-as-agent ("agent (LOGIN)"), else only its own login's
+// ("only LOGIN").
+const (
+	RunAsUser          = "user"
+	RunAsUserElseAgent = "user, else agent (root)"
+)
+
+// RootLogin is the Unix login of Berth's admin user: root (UID 0) is the
+// admin through an agent's socket, and the admin's jobs run as root.
+const RootLogin = "root"
 
 // Node is a host of the cluster as the server sees it.
 type Node struct {
@@ -288,6 +306,10 @@ type Assignment struct {
 	// ProjectID is the run's project, whose secrets the server puts in
 	// (`${{ secrets.NAME }}`) as it sends the assignment; not sent.
 	ProjectID int64 `json:"-"`
+	// User is the Unix login the job runs as on its node: the run's user
+	// (the admin's is RootLogin). Empty: a server older than the field;
+	// the job runs as the agent's user.
+	User string `json:"user,omitempty"`
 }
 
 // SignalAt is a signal to send Before seconds before the job's time limit;

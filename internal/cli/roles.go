@@ -45,6 +45,7 @@ func newServerCmd() *cobra.Command {
 		autoUsers                                                            bool
 		allowUsers                                                           []string
 		agentSocket                                                          string
+		agentRunAs                                                           runAsFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -153,7 +154,7 @@ func newServerCmd() *cobra.Command {
 				}
 				a, err := agent.New(agentMon.config(agent.Config{Server: url, Token: nodeToken, Name: agentName, Fleet: agentFleet, DataDir: filepath.Join(home, "agent"), Socket: agentSocket,
 					CPUs: agentRes.cpus, Memory: agentRes.memory, GPUs: agentRes.gpus, DeclaredGPUs: agentRes.gpusSet, NoCgroups: agentRes.noCgroups,
-					Logger: log.With("role", "agent"), Version: Version}))
+					RunAsAgent: agentRunAs.agent, SpoolDir: agentRunAs.spool, Logger: log.With("role", "agent"), Version: Version}))
 				if err != nil {
 					return err
 				}
@@ -200,6 +201,7 @@ func newServerCmd() *cobra.Command {
 	f.StringVar(&agentSocket, "socket", socketPath(), "local agent's socket for this host's users, who need no token there (default $BERTH_SOCKET, else "+api.DefaultSocket+"; none: no socket)")
 	agentRes.add(cmd, "local agent's ")
 	agentMon.add(cmd, "local agent's ")
+	agentRunAs.add(cmd, "local agent's ")
 	return cmd
 }
 
@@ -376,6 +378,7 @@ func newAgentCmd() *cobra.Command {
 		serverURL, name, dataDir, addr, fleet, socket string
 		res                                           resourceFlags
 		mon                                           monitorFlags
+		runAs                                         runAsFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "agent",
@@ -417,7 +420,8 @@ same --data-dir finds them again.`,
 			defer unlock()
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			a, err := agent.New(mon.config(agent.Config{Server: serverURL, Token: conn.Token, Name: name, DataDir: dataDir, Addr: addr, Fleet: fleet, Socket: socket,
-				CPUs: res.cpus, Memory: res.memory, GPUs: res.gpus, DeclaredGPUs: res.gpusSet, NoCgroups: res.noCgroups, Logger: log, Version: Version}))
+				CPUs: res.cpus, Memory: res.memory, GPUs: res.gpus, DeclaredGPUs: res.gpusSet, NoCgroups: res.noCgroups,
+				RunAsAgent: runAs.agent, SpoolDir: runAs.spool, Logger: log, Version: Version}))
 			if err != nil {
 				return err
 			}
@@ -433,7 +437,20 @@ same --data-dir finds them again.`,
 	f.StringVar(&socket, "socket", socketPath(), "socket for this host's users, who need no token there (default $BERTH_SOCKET, else "+api.DefaultSocket+"; none: no socket); the token must be a node's made with --assert-users")
 	res.add(cmd, "")
 	mon.add(cmd, "")
+	runAs.add(cmd, "")
 	return cmd
+}
+
+// runAsFlags say how an agent runs jobs it cannot run as their user.
+type runAsFlags struct {
+	agent bool
+	spool string
+}
+
+func (r *runAsFlags) add(cmd *cobra.Command, prefix string) {
+	f := cmd.Flags()
+	f.BoolVar(&r.agent, "run-as-agent", false, prefix+"jobs it cannot run as their user (it is not root, or the user has no account on this host) run as its own user instead of failing to start")
+	f.StringVar(&r.spool, "spool-dir", "", prefix+"directory of the job directories of users' jobs, which those users must be able to reach (default /var/spool/berth; only as root)")
 }
 
 // lockDir takes an exclusive lock on dir for this process (the kernel drops

@@ -336,14 +336,14 @@ func newFleetCmd() *cobra.Command {
 // printFleet prints the nodes as `berth fleet` shows them.
 func printFleet(w io.Writer, nodes []api.Node) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "FLEET\tNODE\tADDRESS\tSTATUS\tCPU (free/total)\tMEMORY (free/total)\tGPU (free/total)\tJOBS\tLIMITS\tCONTAINERS\tREASON")
+	fmt.Fprintln(tw, "FLEET\tNODE\tADDRESS\tSTATUS\tCPU (free/total)\tMEMORY (free/total)\tGPU (free/total)\tJOBS\tLIMITS\tCONTAINERS\tRUN AS\tREASON")
 	for _, n := range nodes {
 		gpu := "-"
 		if len(n.GPUs) > 0 {
 			gpu = fmt.Sprintf("%d/%d %s", len(n.GPUs)-n.AllocGPUs, len(n.GPUs), gpuModel(n.GPUs))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s/%s\t%s\t%d\t%s\t%s\t%s\n", orDash(n.Fleet), n.Name, n.Addr, n.Status, n.CPUs-n.AllocCPUs, n.CPUs,
-			spec.Bytes(n.Memory-n.AllocMemory).Approx(), spec.Bytes(n.Memory).Approx(), gpu, n.Jobs, limitsText(n), orDash(n.Containers), fleetReason(n))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s/%s\t%s\t%d\t%s\t%s\t%s\t%s\n", orDash(n.Fleet), n.Name, n.Addr, n.Status, n.CPUs-n.AllocCPUs, n.CPUs,
+			spec.Bytes(n.Memory-n.AllocMemory).Approx(), spec.Bytes(n.Memory).Approx(), gpu, n.Jobs, limitsText(n), orDash(n.Containers), orDash(n.RunAs), fleetReason(n))
 	}
 	return tw.Flush()
 }

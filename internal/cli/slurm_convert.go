@@ -992,6 +992,9 @@ func slurmNodes(nodes []api.Node, now time.Time, pol *api.PolicyInfo) ([]slurm.P
 			sn.GresUsed = fmt.Sprintf("gpu:%d", n.AllocGPUs)
 		}
 		nodeState(&sn, &n)
+		if n.RunAs != "" {
+			sn.Comment = "jobs run as: " + n.RunAs // no Slurm field says it
+		}
 		memMB := uint64(n.Memory) / slurm.MiB
 		sn.CfgTRES = fmt.Sprintf("cpu=%d,mem=%s,billing=%d", n.CPUs, slurm.FormatMemoryMB(memMB), n.CPUs)
 		if len(n.GPUs) > 0 {

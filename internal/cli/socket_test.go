@@ -65,20 +65,12 @@ func newSocketWorld(t *testing.T) *socketWorld {
 	w.sock = filepath.Join(w.shared, "berth.sock")
 	w.home = t.TempDir()
 
-	name := fmt.Sprintf("berthtest%d", rand.IntN(1_000_000))
-	if out, err := exec.Command("useradd", "-M", "-s", "/bin/sh", name).CombinedOutput(); err != nil {
-		t.Fatalf("useradd %s: %v: %s", name, err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("userdel", name).Run() })
-	if w.user, err = user.Lookup(name); err != nil {
-		t.Fatal(err)
-	}
-	uid, _ := strconv.Atoi(w.user.Uid)
-	gid, _ := strconv.Atoi(w.user.Gid)
-	w.uid, w.gid = uint32(uid), uint32(gid)
+	w.user, w.uid, w.gid = newUnixUser(t)
 
+	// Jobs run as their users, in directories of theirs under the spool,
+	// which is made here rather than in /var/spool/berth.
 	srv := exec.Command(w.bin, "server", "--listen", "127.0.0.1:0", "--socket", w.sock, "--agent-name", "sock-node",
-		"--cpus", "2", "--memory", "1GB", "--no-cgroups", "--metrics-interval", "0")
+		"--cpus", "2", "--memory", "1GB", "--no-cgroups", "--metrics-interval", "0", "--spool-dir", filepath.Join(w.shared, "spool"))
 	srv.Env = append(baseEnv(), "BERTH_HOME="+w.home)
 	stderr, err := srv.StderrPipe()
 	if err != nil {
@@ -119,6 +111,24 @@ func newSocketWorld(t *testing.T) *socketWorld {
 		t.Fatalf("the server's socket did not come up")
 	}
 	return w
+}
+
+// newUnixUser makes a throwaway Unix user of this host (no home), removed
+// after the test.
+func newUnixUser(t *testing.T) (u *user.User, uid, gid uint32) {
+	t.Helper()
+	name := fmt.Sprintf("berthtest%d", rand.IntN(1_000_000))
+	if out, err := exec.Command("useradd", "-M", "-s", "/bin/sh", name).CombinedOutput(); err != nil {
+		t.Fatalf("useradd %s: %v: %s", name, err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("userdel", name).Run() })
+	u, err := user.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := strconv.Atoi(u.Uid)
+	g, _ := strconv.Atoi(u.Gid)
+	return u, uint32(id), uint32(g)
 }
 
 // baseEnv is the environment of the processes the test starts: no Berth

@@ -113,7 +113,7 @@ func (s *Cluster) assignment(js *jobState, hosts, ips []string) api.Assignment {
 	a := api.Assignment{
 		JobID: js.rec.ID, RunID: rs.rec.ID, RunName: rs.rec.Name, JobNum: js.rec.Num, Attempt: js.rec.Attempt,
 		Status: api.Status(js.rec.Status), Commands: groupCommands(t, js.rec.Num), WorkingDir: t.WorkingDir,
-		Alloc: js.alloc, LogSize: js.rec.LogSize, Stop: rs.rec.StopReq, ProjectID: rs.rec.ProjectID,
+		Alloc: js.alloc, LogSize: js.rec.LogSize, Stop: rs.rec.StopReq, ProjectID: rs.rec.ProjectID, User: login(rs.user),
 	}
 	if t.MaxDuration != nil {
 		a.MaxDuration = int64(t.MaxDuration.Bounded())
@@ -137,6 +137,16 @@ func (s *Cluster) assignment(js *jobState, hosts, ips []string) api.Assignment {
 		a.Container = c
 	}
 	return a
+}
+
+// login is the Unix login a user's jobs run as: the user's name, which is
+// the login that made them through a node's socket, and root for the admin
+// (whom root is there).
+func login(user string) string {
+	if user == "admin" {
+		return api.RootLogin
+	}
+	return user
 }
 
 // jobEnv is the job's environment: Berth's variables, the dstack set and the

@@ -56,3 +56,18 @@ func TestStoredLimitBounded(t *testing.T) {
 		t.Errorf("the job's limit is %ds, want %ds", got, spec.MaxDurationValue)
 	}
 }
+
+// A job runs as its run's user: the login of that name, and root for the
+// admin (root through a socket is the admin).
+func TestAssignmentUser(t *testing.T) {
+	c := New(Config{})
+	tk := &spec.Task{Type: "task", Commands: []string{"true"}}
+	for user, want := range map[string]string{"alice": "alice", "admin": "root"} {
+		rs := c.newRunState(store.Run{ID: 1}, tk, user, "p")
+		js := &jobState{run: rs}
+		rs.jobs = []*jobState{js}
+		if got := c.assignment(js, []string{"n"}, []string{"127.0.0.1"}).User; got != want {
+			t.Errorf("user %s: the assignment's user is %q, want %q", user, got, want)
+		}
+	}
+}

@@ -36,6 +36,11 @@ type Spec struct {
 	// all), so that a job over its memory is OOM-killed, not swapped out.
 	Swap bool `json:"swap,omitempty"`
 	CPUs int  `json:"cpus,omitempty"` // CFS quota of CPUs × period; 0: not limited
+	// Owner is the UID the job runs as (0: root, or the caller's). On v1
+	// the job's bash moves itself into the group, as that user: each
+	// hierarchy's `tasks` is made theirs (as systemd delegates a group),
+	// nothing else of the group. On v2 the caller moves it.
+	Owner uint32 `json:"owner,omitempty"`
 }
 
 // cfsPeriod is the CFS period the quota is a multiple of: the kernel's
@@ -95,6 +100,13 @@ func Create(s Spec) (*Group, error) {
 		}
 	default:
 		return nil, fmt.Errorf("cgroup: version %d", s.Version)
+	}
+	if err == nil && s.Version == 1 && s.Owner != 0 {
+		for _, c := range s.keys() {
+			if err = os.Chown(filepath.Join(s.dir(c), "tasks"), int(s.Owner), -1); err != nil {
+				break
+			}
+		}
 	}
 	if err != nil {
 		for _, d := range s.Dirs() {
@@ -362,6 +374,14 @@ func startGated(cmd *exec.Cmd, selfMove []string) (*gate, error) {
 		sr, sw, err := pipe()
 		if err != nil {
 			return fail(err)
+		}
+		// bash opens it by name (/dev/fd/N), which checks the pipe's owner:
+		// a job run as another user gets a pipe of theirs, else bash would
+		// not read the gate and would run FILE outside the group.
+		if c := cmd.SysProcAttr; c != nil && c.Credential != nil && int(c.Credential.Uid) != os.Geteuid() {
+			if err := sr.Chown(int(c.Credential.Uid), -1); err != nil {
+				return fail(err)
+			}
 		}
 		startupFD := fd(sr)
 		env, own, had := withoutEnv(cmd.Environ(), "BASH_ENV")

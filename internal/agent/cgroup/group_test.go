@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -396,6 +397,124 @@ func BenchmarkV1StartIn(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		spec := h.Spec(fmt.Sprintf("berth-bench-%d-%d", os.Getpid(), i), 64<<20, 1)
 		cmd := exec.Command("bash", script)
+		g, err := StartIn(spec, cmd)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := cmd.Wait(); err != nil {
+			b.Fatal(err)
+		}
+		if err := g.Kill(time.Second); err != nil {
+			b.Fatal(err)
+		}
+		if err := g.Delete(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// nobody is a user other than root for the tests that start jobs as one.
+const nobody = 65534
+
+// asNobody is a bash script (in a directory nobody reaches) run as
+// nobody, as the shim runs a job as its user.
+func asNobody(tb testing.TB, body string) *exec.Cmd {
+	tb.Helper()
+	dir, err := os.MkdirTemp("", "berth-cgroup-user-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { os.RemoveAll(dir) })
+	script := filepath.Join(dir, "job.sh")
+	if err := os.WriteFile(script, []byte(body), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	cmd := exec.Command("bash", script)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	return cmd
+}
+
+// A job that runs as a user moves itself into its v1 group as that user:
+// the group's `tasks` files are theirs (Owner), nothing else; without
+// them the start fails and nothing of the job runs.
+func TestV1StartInAsUser(t *testing.T) {
+	h := realV1(t)
+	if !h.memory {
+		t.Skipf("limits here: %s", h.Limits())
+	}
+	spec := h.Spec(testName(t), 64<<20, 1)
+	spec.Owner = nobody
+	t.Cleanup(func() { _ = Remove(spec) })
+	out := filepath.Join(t.TempDir(), "out")
+	f, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cmd := asNobody(t, "id -u; grep memory: /proc/self/cgroup\n")
+	cmd.Stdout = f
+	g, err := StartIn(spec, cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if got := readFile(t, out); !strings.HasSuffix(got, ":memory:"+spec.Paths["memory"]) || !strings.HasPrefix(got, fmt.Sprintf("%d\n", nobody)) {
+		t.Errorf("the job printed %q, want uid %d and memory group %s", got, nobody, spec.Paths["memory"])
+	}
+	for _, c := range spec.keys() {
+		for file, owner := range map[string]uint32{"tasks": nobody, "cgroup.procs": 0, "memory.limit_in_bytes": 0, "": 0} {
+			var st syscall.Stat_t
+			if err := syscall.Stat(filepath.Join(spec.dir(c), file), &st); err != nil {
+				if file == "memory.limit_in_bytes" {
+					continue
+				}
+				t.Fatal(err)
+			}
+			if st.Uid != owner {
+				t.Errorf("%s/%s is uid %d's, want %d's", spec.dir(c), file, st.Uid, owner)
+			}
+		}
+	}
+	if err := g.Kill(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Delete(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Without Owner the user's bash cannot move itself: nothing runs.
+	spec.Owner = 0
+	marker := filepath.Join(t.TempDir(), "ran")
+	cmd = asNobody(t, "echo ran >"+marker+"\n")
+	if _, err := StartIn(spec, cmd); err == nil || !strings.Contains(err.Error(), "could not move") {
+		t.Errorf("StartIn as nobody without Owner = %v, want a failure to move", err)
+	}
+	if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the job ran (%v)", err)
+	}
+	_ = Remove(spec)
+	assertGone(t, spec)
+}
+
+// BenchmarkV1StartInAsUser is BenchmarkV1StartIn's job run as another
+// user: the group's `tasks` files given to them, bash started with their
+// credentials.
+func BenchmarkV1StartInAsUser(b *testing.B) {
+	h, err := Detect()
+	if err != nil || os.Geteuid() != 0 || h.Version() != 1 || !h.memory {
+		b.Skip("needs root and cgroup v1 with the memory controller")
+	}
+	for i := 0; b.Loop(); i++ {
+		b.StopTimer()
+		cmd := asNobody(b, "true\n")
+		b.StartTimer()
+		spec := h.Spec(fmt.Sprintf("berth-bench-%d-%d", os.Getpid(), i), 64<<20, 1)
+		spec.Owner = nobody
 		g, err := StartIn(spec, cmd)
 		if err != nil {
 			b.Fatal(err)

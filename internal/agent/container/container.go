@@ -99,6 +99,8 @@ type Spec struct {
 	Env        []string
 	WorkingDir string // in the container; empty: the image's
 	User       string
+	// GroupAdd are supplementary groups of User (GIDs, as `--group-add`).
+	GroupAdd   []string
 	Privileged bool
 	Mounts     []Mount
 	ShmSize    int64 // bytes; 0: the engine's default
@@ -246,6 +248,7 @@ func (s *Spec) config() (*ctypes.Config, *ctypes.HostConfig, error) {
 		// PID 1 would not get unless it traps it.
 		Init:       &initProc,
 		Privileged: s.Privileged,
+		GroupAdd:   s.GroupAdd,
 		ShmSize:    s.ShmSize,
 		// json-file without rotation: the whole output stays readable from
 		// the start while the container exists, so a new supervisor can
