@@ -26,8 +26,12 @@ func (u *UI) runPage(w http.ResponseWriter, r *http.Request, s *session) {
 	}
 	specJSON := ""
 	if run.Spec != nil {
-		b, _ := json.MarshalIndent(run.Spec, "", "  ")
-		specJSON = string(b)
+		var b strings.Builder
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false) // the template escapes it
+		enc.SetIndent("", "  ")
+		enc.Encode(run.Spec)
+		specJSON = b.String()
 	}
 	ref = fmt.Sprint(run.ID)
 	final := isFinal(string(run.Status))
