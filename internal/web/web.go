@@ -165,7 +165,9 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	u.render(w, r, http.StatusUnauthorized, "login", map[string]any{"Next": next, "Error": msg})
+	// The form again, with the refusal: a page that loaded (200), so that
+	// browsers do not report a failed resource.
+	u.render(w, r, http.StatusOK, "login", map[string]any{"Next": next, "Error": msg})
 }
 
 func (u *UI) logout(w http.ResponseWriter, r *http.Request) {

@@ -75,10 +75,13 @@ func TestSignIn(t *testing.T) {
 	}
 
 	code, _, body := post(t, hc, c.url+"/ui/login", "", url.Values{"token": {"wrong"}})
-	if code != http.StatusUnauthorized || !strings.Contains(body, "Sign-in refused") || !strings.Contains(body, "unknown token") {
+	if code != http.StatusOK || !strings.Contains(body, "Sign-in refused") || !strings.Contains(body, "unknown token") {
 		t.Fatalf("bad token: %d, body lacks the refusal:\n%s", code, body)
 	}
 
+	if _, h, _ := post(t, hc, c.url+"/ui/login", "", url.Values{"token": {"wrong"}}); len((&http.Response{Header: h}).Cookies()) != 0 {
+		t.Fatal("a refused token was kept")
+	}
 	code, h, _ = post(t, hc, c.url+"/ui/login", "", url.Values{"token": {adminToken}, "next": {"/ui/fleets"}})
 	if code != http.StatusSeeOther || h.Get("Location") != "/ui/fleets" {
 		t.Fatalf("good token: %d %q", code, h.Get("Location"))
