@@ -71,6 +71,19 @@ func NewUnix(path string) *Client {
 	})
 }
 
+// NewDial returns a client of the server at baseURL that reaches it
+// through dial: the dashboard (internal/web) calls the API in-process so.
+func NewDial(baseURL, token string, dial func(ctx context.Context, network, addr string) (net.Conn, error)) *Client {
+	return newClient(baseURL, token, dial)
+}
+
+// WithToken is c acting with another token, on c's connections.
+func (c *Client) WithToken(token string) *Client {
+	cc := *c
+	cc.token = token
+	return &cc
+}
+
 func newClient(baseURL, token string, dial func(ctx context.Context, network, addr string) (net.Conn, error)) *Client {
 	tr := &http.Transport{
 		Proxy:               nil,

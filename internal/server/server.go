@@ -20,6 +20,7 @@ import (
 	"github.com/berth-hq/berth/internal/sched"
 	"github.com/berth-hq/berth/internal/spec"
 	"github.com/berth-hq/berth/internal/store"
+	"github.com/berth-hq/berth/internal/web"
 )
 
 // Clock tells the time; tests give a fake one.
@@ -341,6 +342,10 @@ func (s *Server) Handler() http.Handler {
 		w.Write([]byte("ok\n"))
 	})
 	mux.Handle("GET /metrics", s.metricsHandler())
+	// The dashboard (internal/web) at / and /ui/, over this same API.
+	ui := web.New(mux, web.Options{Logger: s.log})
+	mux.Handle("GET /{$}", ui)
+	mux.Handle("/ui/", ui)
 	return s.cfg.Metrics.instrument(mux)
 }
 

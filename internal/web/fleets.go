@@ -1,0 +1,129 @@
+package web
+
+import (
+	"context"
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/client"
+)
+
+// nodeView is one node of the fleets page.
+type nodeView struct {
+	api.Node
+	Drained         bool
+	CPUPct, MemPct  float64
+	GPUCells        []gpuCell
+	Health, HealthC string
+}
+
+// gpuCell is one GPU of a node: allocated or free.
+type gpuCell struct {
+	Index int
+	Name  string
+	Used  bool
+}
+
+// fleetView is a fleet's nodes.
+type fleetView struct {
+	Name  string
+	Nodes []nodeView
+}
+
+// fleets reads the nodes and, to tell which GPUs are allocated, the active
+// runs' jobs.
+func fleets(ctx context.Context, c *client.Client) ([]fleetView, error) {
+	nodes, err := c.Nodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	used := map[string]map[int]bool{}
+	err = c.EachRun(ctx, client.ListOptions{Jobs: true}, func(r *api.Run) error {
+		for _, j := range r.Jobs {
+			for _, g := range j.Alloc.GPUs {
+				if used[j.Node] == nil {
+					used[j.Node] = map[int]bool{}
+				}
+				if !isFinal(string(j.Status)) {
+					used[j.Node][g] = true
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	byFleet := map[string]*fleetView{}
+	var names []string
+	for _, n := range nodes {
+		v := nodeView{Node: n, Drained: n.Drain != nil, CPUPct: pct(float64(n.AllocCPUs), float64(n.CPUs)),
+			MemPct: pct(float64(n.AllocMemory), float64(n.Memory)), Health: "unknown", HealthC: "muted"}
+		if h := n.Health; h != nil {
+			v.Health, v.HealthC = h.Status, h.Status
+			if h.Reason != "" {
+				v.Health += ": " + h.Reason
+			}
+		}
+		// The API counts a node's allocated GPUs; the jobs say which.
+		// Without them (a job not listed yet) the first ones are shown.
+		k := 0
+		for _, g := range n.GPUs {
+			if used[n.Name][g.Index] {
+				k++
+			}
+		}
+		for _, g := range n.GPUs {
+			u := used[n.Name][g.Index]
+			if !u && k < n.AllocGPUs {
+				u = true
+				k++
+			}
+			v.GPUCells = append(v.GPUCells, gpuCell{Index: g.Index, Name: g.Name, Used: u})
+		}
+		fleet := n.Fleet
+		if fleet == "" {
+			fleet = "(no fleet)"
+		}
+		fv, ok := byFleet[fleet]
+		if !ok {
+			fv = &fleetView{Name: fleet}
+			byFleet[fleet] = fv
+			names = append(names, fleet)
+		}
+		fv.Nodes = append(fv.Nodes, v)
+	}
+	sort.Strings(names)
+	out := make([]fleetView, len(names))
+	for i, name := range names {
+		out[i] = *byFleet[name]
+		sort.Slice(out[i].Nodes, func(a, b int) bool { return out[i].Nodes[a].Name < out[i].Nodes[b].Name })
+	}
+	return out, nil
+}
+
+func (u *UI) fleetsPage(w http.ResponseWriter, r *http.Request, s *session) {
+	fs, err := fleets(r.Context(), s.c)
+	if err != nil {
+		u.apiFailure(w, r, s, err)
+		return
+	}
+	u.render(w, r, http.StatusOK, "fleets", map[string]any{"Who": s.who, "Fleets": fs, "Err": r.URL.Query().Get("err")})
+}
+
+// drain drains a node through the API (an administrator's right).
+func (u *UI) drain(w http.ResponseWriter, r *http.Request, s *session) {
+	reason := strings.TrimSpace(r.PostFormValue("reason"))
+	if reason == "" {
+		reason = "drained from the dashboard by " + s.who.User
+	}
+	_, err := s.c.Drain(r.Context(), r.PathValue("name"), reason)
+	u.back(w, r, Prefix+"fleets", err)
+}
+
+func (u *UI) resume(w http.ResponseWriter, r *http.Request, s *session) {
+	_, err := s.c.Resume(r.Context(), r.PathValue("name"))
+	u.back(w, r, Prefix+"fleets", err)
+}
