@@ -449,6 +449,17 @@ func (s *sqlDB) ListRuns(ctx context.Context, f RunFilter) ([]*Run, error) {
 		q += ` AND ` + s.d.hint + `project_id = ?`
 		args = append(args, f.ProjectID)
 	}
+	if f.Visible != nil {
+		q += ` AND (project_id IN (` + placeholders(len(f.Visible)) + `) OR user_id = ?)`
+		for _, id := range f.Visible {
+			args = append(args, id)
+		}
+		args = append(args, f.VisibleUser)
+	}
+	if f.OnlyUser != 0 {
+		q += ` AND user_id = ?`
+		args = append(args, f.OnlyUser)
+	}
 	if f.ArrayID != 0 {
 		q += ` AND array_id = ?`
 		args = append(args, f.ArrayID)
