@@ -294,9 +294,9 @@ type RunFilter struct {
 	VisibleUser int64
 	// OnlyUser, when not 0, keeps the runs of this user ID.
 	OnlyUser int64
-	All       bool  // include final runs
-	Limit     int   // 0: no limit
-	ArrayID   int64 // only the tasks of this array
+	All      bool  // include final runs
+	Limit    int   // 0: no limit
+	ArrayID  int64 // only the tasks of this array
 	// Brief reads only what an array's restart needs of its tasks: ID,
 	// status, start, array ID and index (the rest zero; no spec).
 	Brief bool
