@@ -41,6 +41,8 @@ type Store interface {
 	UsageSince(ctx context.Context, since time.Time) ([]*JobUsage, error)
 
 	// EnsureProject and EnsureUser create the record when missing and return its ID.
+	// A user made (here or by CreateUser) is a member of the default
+	// project (DefaultProject), as a user, when that project exists.
 	EnsureProject(ctx context.Context, name string) (int64, error)
 	EnsureUser(ctx context.Context, name string, admin bool) (int64, error)
 	AddToken(ctx context.Context, userID int64, hash string, name string) error
@@ -50,7 +52,8 @@ type Store interface {
 	UserByToken(ctx context.Context, hash string) (*User, error)
 
 	// CreateUser makes a user, or makes a deleted one live again with
-	// admin as given; a live user of that name is ErrExists.
+	// admin as given (a member of the default project, as EnsureUser
+	// says); a live user of that name is ErrExists.
 	CreateUser(ctx context.Context, name string, admin bool) (*User, error)
 	// UserByName returns a user, deleted or not (User.Deleted).
 	UserByName(ctx context.Context, name string) (*User, error)
