@@ -126,9 +126,9 @@ type Server struct {
 	// projectID is the default project's (projects.go).
 	projectID int64
 	// roles are users' memberships by user ID (cachedRoles, for tokenTTL).
-	roles     sync.Map
-	names     sync.Map // "u<id>" / "p<id>" -> name
-	tokens    sync.Map // token hash -> cachedCred
+	roles  sync.Map
+	names  sync.Map // "u<id>" / "p<id>" -> name
+	tokens sync.Map // token hash -> cachedCred
 	// assertedUsers are the users nodes vouched for, by name (cachedCred,
 	// for tokenTTL); legacyAgents the admin tokens seen acting as agents.
 	assertedUsers sync.Map
