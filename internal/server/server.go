@@ -92,7 +92,9 @@ type Config struct {
 	// AllowUsers, when set, are the only Unix logins made users so.
 	AllowUsers []string
 	// PrivateData is what members do not see of each other's runs in
-	// their projects (Slurm's PrivateData; projects.go).
+	// their projects (Slurm's PrivateData; projects.go). The zero value
+	// hides nothing; berth server's default (--private-data logs) hides
+	// others' output.
 	PrivateData PrivateData
 }
 
