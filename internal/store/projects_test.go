@@ -2,11 +2,15 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
+	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/pressly/goose/v3"
 )
 
 // Projects are created, listed, deleted (their row stays for their runs,
@@ -166,4 +170,52 @@ func TestListRunsVisible(t *testing.T) {
 			t.Errorf("user 1's (-want +got):\n%s", d)
 		}
 	})
+}
+
+// Upgrading a database of 00010 (one project, main, where every run went)
+// makes every live user a member of main, as a user.
+func TestMigrationMembersOfMain(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "old.db")
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := fs.Sub(sqliteMigrations, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 10); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`INSERT INTO projects (name, created_at) VALUES ('main', 1)`,
+		`INSERT INTO users (name, admin, created_at) VALUES ('admin', 1, 1), ('alice', 0, 2), ('gone', 0, 3)`,
+		`UPDATE users SET deleted_at = 4 WHERE name = 'gone'`,
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	db.Close()
+	s := openTest(t, path)
+	ms, err := s.ListMembers(ctx, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range ms {
+		got = append(got, m.Project+"/"+m.User+"/"+m.Role)
+	}
+	if d := cmp.Diff([]string{"main/admin/user", "main/alice/user"}, got); d != "" {
+		t.Errorf("members after the upgrade (-want +got):\n%s", d)
+	}
+	var deleted int
+	if err := s.w.QueryRowContext(ctx, `SELECT COUNT(*) FROM project_members m JOIN users u ON u.id = m.user_id WHERE u.name = 'gone'`).Scan(&deleted); err != nil || deleted != 0 {
+		t.Errorf("a deleted user made a member: %d %v", deleted, err)
+	}
 }
