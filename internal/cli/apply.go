@@ -30,6 +30,7 @@ func newApplyCmd() *cobra.Command {
 		file, name          string
 		yes, detach, dryRun bool
 		envs                []string
+		project             string
 	)
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE",
@@ -55,6 +56,9 @@ exits with the run's exit code. Ctrl-C detaches without stopping the run; stop i
 			t, err := spec.ParseLimits(file, data, limits)
 			if err != nil {
 				return &ExitError{Code: 1, Err: err}
+			}
+			if project != "" {
+				t.Project = project
 			}
 			if name != "" {
 				t.Name = name
@@ -118,6 +122,7 @@ exits with the run's exit code. Ctrl-C detaches without stopping the run; stop i
 	f := cmd.Flags()
 	f.StringVarP(&file, "file", "f", "", "the configuration file")
 	f.StringVarP(&name, "name", "n", "", "the run's name (overrides the file's)")
+	f.StringVarP(&project, "project", "P", "", "the project the run goes to, one of yours (overrides the file's project:; default: your default project)")
 	f.BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
 	f.BoolVarP(&detach, "detach", "d", false, "print the run's name and ID and return")
 	f.BoolVar(&dryRun, "dry-run", false, "validate and show the plan without submitting")

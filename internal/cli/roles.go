@@ -43,7 +43,7 @@ func newServerCmd() *cobra.Command {
 		agentRes                                                             resourceFlags
 		agentMon                                                             monitorFlags
 		autoUsers                                                            bool
-		allowUsers                                                           []string
+		allowUsers, privateData                                              []string
 		agentSocket                                                          string
 		agentRunAs                                                           runAsFlags
 	)
@@ -82,6 +82,10 @@ func newServerCmd() *cobra.Command {
 			}
 			defer unlock()
 			defer st.Close()
+			private, err := parsePrivateData(privateData)
+			if err != nil {
+				return err
+			}
 			pol, err := sched.ParsePolicy(policy)
 			if err != nil {
 				return err
@@ -103,7 +107,8 @@ func newServerCmd() *cobra.Command {
 			}
 			srv, err := server.New(ctx, server.Config{SecretsKey: key, SecretsKeySource: keySource, Store: st, Logger: log, StopGrace: grace, Policy: pol, Weights: wts, HalfLife: halfLife, Depth: depth, Rules: rules,
 				PolicyFile: policyFile, NodeTimeout: nodeTimeout, UnkillableTimeout: unkillable, MetricsRetention: metricsRetention, MaxArraySize: maxArray, MaxScriptBytes: maxScript, MaxNodesPerRun: maxNodes,
-				Metrics: server.NewMetrics(metricsOptions(metrics)), NoAutoUsers: !autoUsers, AllowUsers: allowUsers})
+				Metrics: server.NewMetrics(metricsOptions(metrics)), NoAutoUsers: !autoUsers, AllowUsers: allowUsers,
+				PrivateData: private})
 			if err != nil {
 				return err
 			}
@@ -198,6 +203,7 @@ func newServerCmd() *cobra.Command {
 	f.BoolVar(&metrics.Public, "metrics-public", false, "GET /metrics: any client may scrape, with no token")
 	f.BoolVar(&autoUsers, "auto-users", true, "make a Berth user of a Unix login at its first request through an agent's local socket (false: an admin makes users)")
 	f.StringSliceVar(&allowUsers, "allow-users", nil, "only these Unix logins are made users so (comma-separated; default: any)")
+	f.StringSliceVar(&privateData, "private-data", []string{"logs"}, "what members of a project do not see of each other's runs (Slurm's PrivateData): jobs (others' runs are not found), logs (others' output and metrics are refused), none; the project's admins and managers see all")
 	f.StringVar(&agentSocket, "socket", socketPath(), "local agent's socket for this host's users, who need no token there (default $BERTH_SOCKET, else "+api.DefaultSocket+"; none: no socket)")
 	agentRes.add(cmd, "local agent's ")
 	agentMon.add(cmd, "local agent's ")

@@ -92,7 +92,7 @@ func NewRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newServerCmd(), newAgentCmd(), newShimCmd(), newApplyCmd(), newPsCmd(), newLogsCmd(),
+	root.AddCommand(newServerCmd(), newProjectCmd(), newAgentCmd(), newShimCmd(), newApplyCmd(), newPsCmd(), newLogsCmd(),
 		newStopCmd(), newFleetCmd(), newBenchCmd(), newSimCmd(), newSprioCmd(), newMetricsCmd(), newNodeCmd(), newStepHostCmd(),
 		newUserCmd(), newTokenCmd(), newLoginCmd(), newAdminCmd(), newSecretCmd())
 	root.AddGroup(&cobra.Group{ID: "slurm", Title: "Slurm commands (also as links named after them: berth install-slurm-shims DIR):"})

@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/berth-hq/berth/internal/client"
 	"github.com/spf13/cobra"
 )
 
@@ -20,9 +21,10 @@ func newSecretCmd() *cobra.Command {
 names one as ${{ secrets.NAME }} in env values, commands and registry_auth; the server puts the value
 in only as it hands the job to its agent, and a job that prints it gets *** in its stored log.
 Values are encrypted at rest (docs/operations.md, "Secrets"). Anyone in the project may list the
-names and set a value; only who last set a secret, or an admin, may read or delete it.`,
+names and set a value; only who last set a secret, the project's admins or an admin may read or
+delete it. A run uses the secrets of its own project.`,
 	}
-	var fromFile string
+	var fromFile, project string
 	set := &cobra.Command{
 		Use:   "set NAME [VALUE]",
 		Short: "Create a secret or replace its value: VALUE, --from-file F, or standard input",
@@ -53,7 +55,7 @@ A VALUE on the command line is seen by ps and kept in shell history: prefer the 
 			if value == "" {
 				return errors.New("secret set: the value is empty")
 			}
-			c, err := newClient()
+			c, err := secretsClient(project)
 			if err != nil {
 				return err
 			}
@@ -70,7 +72,7 @@ A VALUE on the command line is seen by ps and kept in shell history: prefer the 
 		Short: "Print a secret's value (who set it, or an admin)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := newClient()
+			c, err := secretsClient(project)
 			if err != nil {
 				return err
 			}
@@ -87,7 +89,7 @@ A VALUE on the command line is seen by ps and kept in shell history: prefer the 
 		Short: "List the project's secrets: names and who set them, never values",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := newClient()
+			c, err := secretsClient(project)
 			if err != nil {
 				return err
 			}
@@ -108,7 +110,7 @@ A VALUE on the command line is seen by ps and kept in shell history: prefer the 
 		Short: "Delete secrets (who set each, or an admin); a waiting run that uses one fails when it starts",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := newClient()
+			c, err := secretsClient(project)
 			if err != nil {
 				return err
 			}
@@ -122,5 +124,15 @@ A VALUE on the command line is seen by ps and kept in shell history: prefer the 
 		},
 	}
 	cmd.AddCommand(set, get, list, del)
+	cmd.PersistentFlags().StringVarP(&project, "project", "P", "", "the project whose secrets these are (default: yours, main where you are a member)")
 	return cmd
+}
+
+// secretsClient is the client of the secrets commands, about project.
+func secretsClient(project string) (*client.Client, error) {
+	c, err := newClient()
+	if err != nil {
+		return nil, err
+	}
+	return c.InProject(project), nil
 }

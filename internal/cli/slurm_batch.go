@@ -383,6 +383,7 @@ func buildBatchRun(job *slurm.BatchJob, scriptPath string, s submitter, known fu
 	setTag(tagGID, strconv.Itoa(s.gid))
 	setTag(tagSubmitHost, s.host)
 	setTag(tagAccount, o.Account)
+	t.Project = o.Account // -A chooses among the submitter's projects
 	setTag(tagComment, o.Comment)
 	if o.Wrap == "" && scriptPath != "" {
 		p := scriptPath

@@ -34,7 +34,7 @@ func runSacctmgr(e *slurmEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	var noHeader, parsable, parsable2, immediate bool
+	var noHeader, parsable, parsable2, immediate, withAssoc bool
 	for _, g := range got {
 		switch g.name {
 		case "help":
@@ -51,6 +51,8 @@ func runSacctmgr(e *slurmEnv, args []string) error {
 			parsable = true
 		case "parsable2":
 			parsable2 = true
+		case "associations":
+			withAssoc = true
 		}
 	}
 	if len(rest) == 0 {
@@ -77,6 +79,8 @@ func runSacctmgr(e *slurmEnv, args []string) error {
 	if err != nil {
 		return slurmFail(1, "sacctmgr: error: "+err.Error())
 	}
+	cond := parseListArgs(entity, rest[2:])
+	members := sacctmgrMembers(e)
 	var header []string
 	var rows [][]string
 	switch {
@@ -103,18 +107,41 @@ func runSacctmgr(e *slurmEnv, args []string) error {
 		}
 	case strings.HasPrefix(entity, "account"):
 		header = []string{"Account", "Descr", "Org"}
-		for _, a := range projects(p) {
-			rows = append(rows, []string{a, a, a})
+		for _, a := range members.accounts(p) {
+			if cond.keepAccount(a) {
+				rows = append(rows, []string{a, a, a})
+			}
+		}
+	case strings.HasPrefix(entity, "user") && !withAssoc:
+		header = []string{"User", "Def Acct", "Admin"}
+		pairs := members.users(p)
+		seen := map[string]bool{}
+		for _, u := range pairs {
+			if !seen[u[1]] && cond.keepUser(u[1]) {
+				seen[u[1]] = true
+				rows = append(rows, []string{u[1], defAcct(pairs, u[1]), adminLevel(u[1])})
+			}
 		}
 	case strings.HasPrefix(entity, "user"):
-		header = []string{"User", "Def Acct", "Admin"}
-		for _, u := range users(p) {
-			rows = append(rows, []string{u[1], u[0], "None"})
+		// -s: the users with their associations, one row each.
+		header = []string{"User", "Def Acct", "Admin", "Cluster", "Account", "Partition", "Share", "MaxJobs", "MaxNodes", "MaxCPUs", "MaxSubmit", "MaxWall", "MaxCPUMins", "QOS", "Def QOS"}
+		def := orStr(p.DefaultQOS, "normal")
+		pairs := members.users(p)
+		for _, u := range pairs {
+			if !cond.keepUser(u[1]) || !cond.keepAccount(u[0]) {
+				continue
+			}
+			l := p.Limits[sched.LimitKey{Scope: sched.ScopeUser, Name: u[1]}]
+			rows = append(rows, []string{u[1], defAcct(pairs, u[1]), adminLevel(u[1]), clusterName, u[0], "", userShare(p, u), countLimit(l.Jobs), "", "",
+				countLimit(p.Submit[sched.LimitKey{Scope: sched.ScopeUser, Name: u[1]}]), wallLimit(l), "", def, ""})
 		}
 	case strings.HasPrefix(entity, "assoc"):
 		header = []string{"Cluster", "Account", "User", "Partition", "Share", "GrpJobs", "GrpTRES", "MaxJobs", "MaxTRES", "MaxSubmit", "MaxWall", "QOS", "Def QOS"}
 		def := orStr(p.DefaultQOS, "normal")
-		for _, a := range projects(p) {
+		for _, a := range members.accounts(p) {
+			if !cond.keepAccount(a) || len(cond.users) > 0 {
+				continue
+			}
 			l := p.Limits[sched.LimitKey{Scope: sched.ScopeProject, Name: a}]
 			share := "1"
 			if p.Shares != nil && p.Shares.Projects[a] > 0 {
@@ -122,13 +149,12 @@ func runSacctmgr(e *slurmEnv, args []string) error {
 			}
 			rows = append(rows, []string{clusterName, a, "", "", share, countLimit(l.Jobs), tresLimit(l.TRES), "", "", countLimit(p.Submit[sched.LimitKey{Scope: sched.ScopeProject, Name: a}]), wallLimit(l), def, ""})
 		}
-		for _, u := range users(p) {
-			l := p.Limits[sched.LimitKey{Scope: sched.ScopeUser, Name: u[1]}]
-			share := "1"
-			if p.Shares != nil && p.Shares.Users[u[0]][u[1]] > 0 {
-				share = strconv.Itoa(p.Shares.Users[u[0]][u[1]])
+		for _, u := range members.users(p) {
+			if !cond.keepUser(u[1]) || !cond.keepAccount(u[0]) {
+				continue
 			}
-			rows = append(rows, []string{clusterName, u[0], u[1], "", share, "", "", countLimit(l.Jobs), tresLimit(l.TRES), countLimit(p.Submit[sched.LimitKey{Scope: sched.ScopeUser, Name: u[1]}]), wallLimit(l), def, ""})
+			l := p.Limits[sched.LimitKey{Scope: sched.ScopeUser, Name: u[1]}]
+			rows = append(rows, []string{clusterName, u[0], u[1], "", userShare(p, u), "", "", countLimit(l.Jobs), tresLimit(l.TRES), countLimit(p.Submit[sched.LimitKey{Scope: sched.ScopeUser, Name: u[1]}]), wallLimit(l), def, ""})
 		}
 	case strings.HasPrefix(entity, "cluster"):
 		header = []string{"Cluster", "ControlHost", "ControlPort", "RPC", "Share", "QOS", "Def QOS"}
@@ -136,7 +162,11 @@ func runSacctmgr(e *slurmEnv, args []string) error {
 	default:
 		return slurmFail(1, "sacctmgr: error: Berth's sacctmgr shows qos, account, user, association and cluster; not "+rest[1])
 	}
-	printSacctmgr(e.stdout, header, rows, noHeader, parsable, parsable2)
+	header, widths, rows, err := cond.columns(header, rows)
+	if err != nil {
+		return err
+	}
+	printSacctmgr(e.stdout, header, widths, rows, noHeader, parsable, parsable2)
 	return nil
 }
 
@@ -273,7 +303,13 @@ func tresLimit(t sched.TRES) string {
 
 // printSacctmgr writes rows as sacctmgr does: right-aligned columns of 10
 // characters cut with "+", or "|"-separated with -p/-P.
-func printSacctmgr(w io.Writer, header []string, rows [][]string, noHeader, parsable, parsable2 bool) {
+func printSacctmgr(w io.Writer, header []string, widths []int, rows [][]string, noHeader, parsable, parsable2 bool) {
+	width := func(i int) int {
+		if i < len(widths) && widths[i] != 0 {
+			return widths[i]
+		}
+		return 10
+	}
 	line := func(cells []string) {
 		var b strings.Builder
 		for i, c := range cells {
@@ -286,10 +322,18 @@ func printSacctmgr(w io.Writer, header []string, rows [][]string, noHeader, pars
 			case parsable:
 				b.WriteString(c + "|")
 			default:
-				if len(c) > 10 {
-					c = c[:9] + "+"
+				// As Slurm's print_fields_str: cut with "+", a
+				// positive width right-aligned, a negative one left.
+				n := width(i)
+				abs := max(n, -n)
+				if len(c) > abs {
+					c = c[:abs-1] + "+"
 				}
-				fmt.Fprintf(&b, "%10s ", c)
+				if n > 0 {
+					fmt.Fprintf(&b, "%*s ", abs, c)
+				} else {
+					fmt.Fprintf(&b, "%-*s ", abs, c)
+				}
 			}
 		}
 		fmt.Fprintln(w, b.String())
@@ -299,7 +343,8 @@ func printSacctmgr(w io.Writer, header []string, rows [][]string, noHeader, pars
 		if !parsable && !parsable2 {
 			dashes := make([]string, len(header))
 			for i := range dashes {
-				dashes[i] = strings.Repeat("-", 10)
+				n := width(i)
+				dashes[i] = strings.Repeat("-", max(n, -n))
 			}
 			line(dashes)
 		}

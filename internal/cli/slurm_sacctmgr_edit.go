@@ -482,7 +482,7 @@ func runAccount(r *api.Run) string {
 
 // userChange edits users' associations (projects.A.users.U) and their
 // limits (users.U.limits: Berth's user limits hold over all accounts).
-func userChange(doc *policy.Doc, verb string, a acctArgs, active []api.Run) (*acctChange, error) {
+func userChange(doc *policy.Doc, verb string, a acctArgs, active []api.Run, known []string) (*acctChange, error) {
 	c := &acctChange{}
 	var accounts []string
 	rest := a.set
@@ -543,7 +543,7 @@ func userChange(doc *policy.Doc, verb string, a acctArgs, active []api.Run) (*ac
 			return nil, acctFail(" Need a default account for these users to add.")
 		}
 		for _, acct := range accounts {
-			if !doc.Has("projects", acct) && acct != defaultAccount {
+			if !doc.Has("projects", acct) && acct != defaultAccount && !slices.Contains(known, acct) {
 				return nil, acctFail(fmt.Sprintf(" This account '%s' doesn't exist.", acct), "        Contact your admin to add this account.")
 			}
 		}
@@ -727,11 +727,62 @@ func runSacctmgrChange(e *slurmEnv, verb, entity string, args []string, immediat
 		if err != nil {
 			return slurmFail(1, " Error with request: "+err.Error())
 		}
-		return nil
+		return syncProjects(e, c, verb, entity, a, text.edits)
 	}
 }
 
-type editedPolicy struct{ out, text string }
+// syncProjects carries a change of the file's accounts and users to the
+// server's projects and members, which decide who may submit where and
+// see what: the server makes the file's accounts projects, and its users
+// (those who are Berth users) members, as it reads the file; what is
+// removed from the file is removed here, and a user added who is not a
+// Berth user is made one (as sacctmgr add user makes Slurm's).
+func syncProjects(e *slurmEnv, c *client.Client, verb, entity string, a acctArgs, edits []acctEdit) error {
+	var failed []string
+	note := func(err error) {
+		if err != nil && !errors.Is(err, client.ErrNotFound) && !errors.Is(err, client.ErrConflict) {
+			failed = append(failed, err.Error())
+		}
+	}
+	switch {
+	case entity == "account" && verb == "add":
+		for _, ed := range edits {
+			if len(ed.path) == 2 && ed.path[0] == "projects" && !ed.del {
+				_, err := c.CreateProject(e.ctx, ed.path[1])
+				note(err)
+			}
+		}
+	case entity == "account" && verb == "delete":
+		for _, ed := range edits {
+			if len(ed.path) == 2 && ed.path[0] == "projects" && ed.del {
+				note(c.DeleteProject(e.ctx, ed.path[1]))
+			}
+		}
+	case entity == "user" && verb == "add":
+		for _, u := range a.names {
+			if _, err := c.CreateUser(e.ctx, api.UserRequest{Name: u}); err == nil {
+				fmt.Fprintf(e.stderr, " Berth user %s created (a member of the accounts above)\n", u)
+			} else {
+				note(err)
+			}
+		}
+	case entity == "user" && verb == "delete":
+		for _, ed := range edits {
+			if len(ed.path) == 4 && ed.path[0] == "projects" && ed.path[2] == "users" && ed.del {
+				note(c.RemoveMember(e.ctx, ed.path[1], ed.path[3]))
+			}
+		}
+	}
+	if len(failed) > 0 {
+		return slurmFail(1, append([]string{" The policy file is changed, but not all of the projects' members:"}, failed...)...)
+	}
+	return nil
+}
+
+type editedPolicy struct {
+	out, text string
+	edits     []acctEdit
+}
 
 // editPolicy makes the change on the file's text and checks the result.
 func editPolicy(ctx context.Context, c *client.Client, f *api.PolicyFile, verb, entity string, a acctArgs) (*editedPolicy, error) {
@@ -757,7 +808,18 @@ func editPolicy(ctx context.Context, c *client.Client, f *api.PolicyFile, verb, 
 	case "account":
 		ch, err = accountChange(doc, verb, a, active)
 	default:
-		ch, err = userChange(doc, verb, a, active)
+		var known []string
+		if verb == "add" {
+			// Projects made with berth project create are accounts too.
+			ps, err := c.Projects(ctx, false)
+			if err != nil {
+				return nil, slurmFail(1, "sacctmgr: error: "+err.Error())
+			}
+			for _, p := range ps {
+				known = append(known, p.Name)
+			}
+		}
+		ch, err = userChange(doc, verb, a, active, known)
 	}
 	if err != nil {
 		return nil, err
@@ -773,7 +835,7 @@ func editPolicy(ctx context.Context, c *client.Client, f *api.PolicyFile, verb, 
 	if _, err := policy.Parse(name, text); err != nil {
 		return nil, slurmFail(1, " Error with request: the change would leave the policy file invalid: "+err.Error(), " Nothing changed")
 	}
-	return &editedPolicy{out: ch.out.String(), text: string(text)}, nil
+	return &editedPolicy{out: ch.out.String(), text: string(text), edits: ch.edits}, nil
 }
 
 // commitAnswer asks as sacctmgr does and reads the answer: y commits;

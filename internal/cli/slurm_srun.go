@@ -241,6 +241,7 @@ func allocTask(r *allocRequest, tool, defaultName string, s submitter, commands 
 			tagUID: strconv.Itoa(s.uid), tagGID: strconv.Itoa(s.gid), tagSubmitHost: s.host}}
 	if o.Account != "" {
 		t.Tags[tagAccount] = o.Account
+		t.Project = o.Account // -A chooses among the submitter's projects
 	}
 	if o.Comment != "" {
 		t.Tags[tagComment] = o.Comment

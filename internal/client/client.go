@@ -30,6 +30,9 @@ type Client struct {
 	// stream is used for long-lived responses (log follow, agent stream): no
 	// overall timeout.
 	stream *http.Client
+	// project is the project the secrets calls are about ("": the
+	// caller's default); see InProject.
+	project string
 }
 
 // APIError is a non-2xx answer of the server.
@@ -78,6 +81,14 @@ func NewDial(baseURL, token string, dial func(ctx context.Context, network, addr
 }
 
 // WithToken is c acting with another token, on c's connections.
+// InProject is c with its secrets calls about the project name ("": the
+// caller's default project).
+func (c *Client) InProject(name string) *Client {
+	cc := *c
+	cc.project = name
+	return &cc
+}
+
 func (c *Client) WithToken(token string) *Client {
 	cc := *c
 	cc.token = token

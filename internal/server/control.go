@@ -18,9 +18,9 @@ func (s *Server) handleControl(w http.ResponseWriter, r *http.Request, u *store.
 		writeError(w, err)
 		return
 	}
-	run, err := s.findRun(r.Context(), r.PathValue("ref"))
+	run, err := s.findRun(r.Context(), u, r.PathValue("ref"))
 	if err == nil {
-		err = mayChange(u, run)
+		err = s.mayChange(u, run)
 	}
 	if err != nil {
 		writeError(w, err)
@@ -57,9 +57,9 @@ func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request, u *store.U
 		writeError(w, fmt.Errorf("%w: signal %d: want 1..64", ErrInvalid, req.Signal))
 		return
 	}
-	run, err := s.findRun(r.Context(), r.PathValue("ref"))
+	run, err := s.findRun(r.Context(), u, r.PathValue("ref"))
 	if err == nil {
-		err = mayChange(u, run)
+		err = s.mayChange(u, run)
 	}
 	if err != nil {
 		writeError(w, err)

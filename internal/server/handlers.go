@@ -25,8 +25,8 @@ import (
 
 // readSpec reads a submission's configuration, normalized and validated
 // again on the server: clients are not trusted to have done it.
-func (s *Server) readSpec(r *http.Request) (*spec.Task, error) {
-	req, err := s.readSubmit(r)
+func (s *Server) readSpec(r *http.Request, u *store.User) (*spec.Task, error) {
+	req, err := s.readSubmit(r, u)
 	if err != nil {
 		return nil, err
 	}
@@ -35,7 +35,7 @@ func (s *Server) readSpec(r *http.Request) (*spec.Task, error) {
 
 // readSubmit reads a submission: its configuration, checked as readSpec
 // says, and its options.
-func (s *Server) readSubmit(r *http.Request) (*api.SubmitRequest, error) {
+func (s *Server) readSubmit(r *http.Request, u *store.User) (*api.SubmitRequest, error) {
 	// The configuration is decoded on its own, by the YAML path's rules:
 	// unknown fields, values out of bounds and commands over the script
 	// limit are refused with their field, line and column.
@@ -59,7 +59,12 @@ func (s *Server) readSubmit(r *http.Request) (*api.SubmitRequest, error) {
 	if err := s.admit(t); err != nil {
 		return nil, err
 	}
-	if err := s.checkSecretRefs(t, what, s.projectID); err != nil {
+	// The secrets it references are its project's (the one it goes to).
+	pid, _, err := s.projectFor(r.Context(), u, t.Project)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkSecretRefs(t, what, pid); err != nil {
 		return nil, err
 	}
 	return &req, nil
@@ -87,7 +92,7 @@ func (s *Server) admit(t *spec.Task) error {
 }
 
 func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, u *store.User) {
-	req, err := s.readSubmit(r)
+	req, err := s.readSubmit(r, u)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -98,7 +103,7 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, u *store.U
 		writeError(w, fmt.Errorf("%w: nice %d: only an administrator may set a negative nice (Slurm: Access/permission denied)", ErrForbidden, t.Nice))
 		return
 	}
-	seen, err := s.resolveDeps(r.Context(), t)
+	seen, err := s.resolveDeps(r.Context(), u, t)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -121,14 +126,14 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, u *store.U
 var supported = map[string]bool{
 	"type": true, "name": true, "commands": true, "env": true, "resources.cpu": true, "resources.memory": true,
 	"resources.gpu": true, "max_duration": true, "working_dir": true, "priority": true, "nodes": true, "fleets": true,
-	"qos": true, "nice": true, "exclusive": true, "stop_duration": true,
+	"qos": true, "project": true, "nice": true, "exclusive": true, "stop_duration": true,
 	"array": true, "depends_on": true, "dependency_policy": true, "singleton": true, "kill_invalid_depend": true, "schedule": true, "groups": true,
 	"image": true, "registry_auth": true, "shell": true, "user": true, "privileged": true, "volumes": true, "ports": true,
 	"resources.shm_size": true, "signal": true, "startup_order": true, "stop_criteria": true,
 }
 
-func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request, _ *store.User) {
-	t, err := s.readSpec(r)
+func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request, u *store.User) {
+	t, err := s.readSpec(r, u)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -178,12 +183,15 @@ func nodeResources(n *sched.Node) string {
 
 // handleListRuns lists runs, newest first: active ones, or with all=1
 // every one, narrowed by ids (runs and the tasks of arrays among them),
-// user and status (comma-separated), since and until (RFC 3339: runs not
+// user, project and status (comma-separated), since and until (RFC 3339: runs not
 // final before since, submitted before until: sacct's window) and limit;
 // jobs=1 adds their jobs (one query for all), spec=1 their configuration.
-func (s *Server) handleListRuns(w http.ResponseWriter, r *http.Request, _ *store.User) {
+func (s *Server) handleListRuns(w http.ResponseWriter, r *http.Request, u *store.User) {
 	q := r.URL.Query()
 	f, err := s.runFilter(q)
+	if err == nil {
+		err = s.visibleTo(r.Context(), u, &f, q.Get("project"))
+	}
 	if err != nil {
 		writeError(w, err)
 		return
@@ -294,7 +302,7 @@ func (s *Server) withUnmade(run *store.Run, jobs []*store.Job) []*store.Job {
 
 // runFilter reads the list's query parameters.
 func (s *Server) runFilter(q url.Values) (store.RunFilter, error) {
-	f := store.RunFilter{ProjectID: s.projectID, All: q.Get("all") == "1"}
+	f := store.RunFilter{All: q.Get("all") == "1"}
 	f.Limit, _ = strconv.Atoi(q.Get("limit"))
 	list := func(key string) []string {
 		if v := q.Get(key); v != "" {
@@ -325,17 +333,20 @@ func (s *Server) runFilter(q url.Values) (store.RunFilter, error) {
 	return f, nil
 }
 
-// findRun resolves a run by ID or by name (the newest run of that name).
-func (s *Server) findRun(ctx context.Context, ref string) (*store.Run, error) {
+// findRun resolves a run by ID or by name (the newest run of that name
+// that u sees) for u: a run u may not see is not found, with the same
+// answer as a run that does not exist (nil u: any run, for the server's
+// own use).
+func (s *Server) findRun(ctx context.Context, u *store.User, ref string) (*store.Run, error) {
 	if id, err := strconv.ParseInt(ref, 10, 64); err == nil {
-		if run, err := s.store.GetRun(ctx, id); err == nil {
+		if run, err := s.store.GetRun(ctx, id); err == nil && s.sees(u, run) {
 			return run, nil
 		}
 	}
-	run, err := s.store.FindRun(ctx, s.projectID, ref)
+	run, err := s.findNamed(ctx, u, ref)
 	if errors.Is(err, store.ErrNotFound) {
 		// ARRAYID_INDEX, as Slurm names array tasks.
-		if array, index, ok := s.arrayTaskRef(ctx, ref); ok {
+		if array, index, ok := s.arrayTaskRef(ctx, u, ref); ok {
 			if task, err := s.store.FindArrayTask(ctx, array, index); err == nil {
 				return task, nil
 			}
@@ -344,8 +355,50 @@ func (s *Server) findRun(ctx context.Context, ref string) (*store.Run, error) {
 	return run, err
 }
 
-// arrayTaskRef reads ARRAYID_INDEX or NAME_INDEX where the array exists.
-func (s *Server) arrayTaskRef(ctx context.Context, ref string) (int64, int, bool) {
+// sees is seesRun, where a nil user is the server itself.
+func (s *Server) sees(u *store.User, run *store.Run) bool {
+	return u == nil || s.seesRun(u, run)
+}
+
+// findNamed is the newest run named name that u sees, in the projects u
+// reads (every project: an admin, or the server itself).
+func (s *Server) findNamed(ctx context.Context, u *store.User, name string) (*store.Run, error) {
+	var projects []int64
+	if u == nil || u.Admin {
+		ps, err := s.store.ListProjects(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range ps {
+			projects = append(projects, p.ID)
+		}
+	} else {
+		for id := range s.rolesOf(ctx, u) {
+			projects = append(projects, id)
+		}
+	}
+	var best *store.Run
+	for _, pid := range projects {
+		run, err := s.store.FindRun(ctx, pid, name)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if s.sees(u, run) && (best == nil || run.ID > best.ID) {
+			best = run
+		}
+	}
+	if best == nil {
+		return nil, fmt.Errorf("run %q: %w", name, store.ErrNotFound)
+	}
+	return best, nil
+}
+
+// arrayTaskRef reads ARRAYID_INDEX or NAME_INDEX where the array exists
+// and u sees it.
+func (s *Server) arrayTaskRef(ctx context.Context, u *store.User, ref string) (int64, int, bool) {
 	m := control.TaskRef.FindStringSubmatch(ref)
 	if m == nil {
 		return 0, 0, false
@@ -355,8 +408,11 @@ func (s *Server) arrayTaskRef(ctx context.Context, ref string) (int64, int, bool
 	var err error
 	if id, perr := strconv.ParseInt(m[1], 10, 64); perr == nil {
 		array, err = s.store.GetRun(ctx, id)
+		if err == nil && !s.sees(u, array) {
+			err = store.ErrNotFound
+		}
 	} else {
-		array, err = s.store.FindRun(ctx, s.projectID, m[1])
+		array, err = s.findNamed(ctx, u, m[1])
 	}
 	if err != nil || !control.IsArrayRun(array) {
 		return 0, 0, false
@@ -370,8 +426,8 @@ func (s *Server) cancelTask(array int64, index int) error {
 	return err
 }
 
-func (s *Server) handleGetRun(w http.ResponseWriter, r *http.Request, _ *store.User) {
-	run, err := s.findRun(r.Context(), r.PathValue("ref"))
+func (s *Server) handleGetRun(w http.ResponseWriter, r *http.Request, u *store.User) {
+	run, err := s.findRun(r.Context(), u, r.PathValue("ref"))
 	if err != nil {
 		writeError(w, err)
 		return
@@ -400,15 +456,6 @@ func (s *Server) handleGetRun(w http.ResponseWriter, r *http.Request, _ *store.U
 	writeJSON(w, http.StatusOK, out)
 }
 
-// mayChange refuses a user's change to another user's run, as Slurm does;
-// an admin changes any run.
-func mayChange(u *store.User, run *store.Run) error {
-	if u == nil || u.Admin || u.ID == run.UserID {
-		return nil
-	}
-	return fmt.Errorf("%w: run %d is another user's (Slurm: Access/permission denied)", ErrForbidden, run.ID)
-}
-
 func (s *Server) handleStop(w http.ResponseWriter, r *http.Request, u *store.User) {
 	var req api.StopRequest
 	if err := decode(r, &req); err != nil {
@@ -416,13 +463,13 @@ func (s *Server) handleStop(w http.ResponseWriter, r *http.Request, u *store.Use
 		return
 	}
 	ref := r.PathValue("ref")
-	run, err := s.findRun(r.Context(), ref)
+	run, err := s.findRun(r.Context(), u, ref)
 	if errors.Is(err, store.ErrNotFound) {
 		// A task of an array that does not exist yet: it never will.
-		if array, index, ok := s.arrayTaskRef(r.Context(), ref); ok {
+		if array, index, ok := s.arrayTaskRef(r.Context(), u, ref); ok {
 			parent, err := s.store.GetRun(r.Context(), array)
 			if err == nil {
-				err = mayChange(u, parent)
+				err = s.mayChange(u, parent)
 			}
 			if err == nil {
 				err = s.cancelTask(array, index)
@@ -436,7 +483,7 @@ func (s *Server) handleStop(w http.ResponseWriter, r *http.Request, u *store.Use
 		}
 	}
 	if err == nil {
-		err = mayChange(u, run)
+		err = s.mayChange(u, run)
 	}
 	if err != nil {
 		writeError(w, err)
@@ -473,14 +520,23 @@ func (s *Server) handleStatus(w http.ResponseWriter, _ *http.Request, _ *store.U
 }
 
 // handlePriorities lists every pending run's priority factors, highest first.
-func (s *Server) handlePriorities(w http.ResponseWriter, _ *http.Request, _ *store.User) {
+func (s *Server) handlePriorities(w http.ResponseWriter, _ *http.Request, u *store.User) {
 	now := s.clock.Now()
 	s.mu.Lock()
 	snap, names := s.Priorities(now)
+	owners := make(map[int64]store.Run, len(names))
+	for id := range names {
+		if rec, _, ok := s.ActiveRun(id); ok {
+			owners[id] = rec
+		}
+	}
 	s.unlock()
 	wt := s.cfg.Weights
 	out := []api.RunPriority{}
 	for id, f := range sched.Priorities(snap, now) {
+		if rec, ok := owners[id]; u != nil && !u.Admin && (!ok || !s.seesRun(u, &rec)) {
+			continue // a run the caller may not see is not listed
+		}
 		out = append(out, api.RunPriority{RunID: id, Name: names[id][0], User: names[id][1], Priority: f.Total,
 			Age: weighted(wt.Age, f.Age), Fairshare: weighted(wt.Fairshare, f.Fairshare), JobSize: weighted(wt.Size, f.Size),
 			QOS: weighted(wt.QOS, f.QOS), Partition: weighted(wt.Partition, f.Partition), Expansion: weighted(wt.Expansion, f.Expansion), Own: weighted(wt.Priority, f.Priority), Nice: f.Nice})

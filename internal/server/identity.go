@@ -174,6 +174,7 @@ func (s *Server) assertedUser(ctx context.Context, name, uid, via string) (*stor
 			u, err = s.store.UserByName(ctx, name)
 		}
 		if err == nil {
+			s.joinPolicy(ctx, u)
 			s.log.Info("user created from a Unix login", "user", name, "uid", uid, "via", via)
 		}
 	}
@@ -247,7 +248,7 @@ func (s *Server) runAuth(h func(http.ResponseWriter, *http.Request, *store.User)
 	return func(w http.ResponseWriter, r *http.Request) {
 		p, err := s.authenticate(r)
 		if err == nil && p.run != 0 {
-			if id, ok := s.refID(r.Context(), r.PathValue("ref")); !ok || id != p.run {
+			if id, ok := s.refID(r.Context(), p.user, r.PathValue("ref")); !ok || id != p.run {
 				err = fmt.Errorf("%w: the job credential of run %d acts only on that run", ErrForbidden, p.run)
 			}
 		} else if err == nil {
@@ -262,11 +263,11 @@ func (s *Server) runAuth(h func(http.ResponseWriter, *http.Request, *store.User)
 }
 
 // refID is the ID of the run ref names.
-func (s *Server) refID(ctx context.Context, ref string) (int64, bool) {
+func (s *Server) refID(ctx context.Context, u *store.User, ref string) (int64, bool) {
 	if id, err := strconv.ParseInt(ref, 10, 64); err == nil {
 		return id, true
 	}
-	run, err := s.findRun(ctx, ref)
+	run, err := s.findRun(ctx, u, ref)
 	if err != nil {
 		return 0, false
 	}

@@ -45,6 +45,7 @@ func (s *Server) handleUserCreate(w http.ResponseWriter, r *http.Request, u *sto
 		writeError(w, err)
 		return
 	}
+	s.joinPolicy(r.Context(), nu)
 	s.forgetTokens(func(c cachedCred) bool { return c.user != nil && c.user.ID == nu.ID })
 	s.log.Info("user created", "user", nu.Name, "admin", nu.Admin, "by", u.Name)
 	writeJSON(w, http.StatusCreated, apiUser(nu))

@@ -62,7 +62,10 @@ func (h *hub) notify(runID int64) {
 // handleLogs streams a run's output as JSON lines; with follow=1 it goes on
 // until the run has ended and all of its output was sent, then sends the run.
 func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request, u *store.User) {
-	run, err := s.findRun(r.Context(), r.PathValue("ref"))
+	run, err := s.findRun(r.Context(), u, r.PathValue("ref"))
+	if err == nil {
+		err = s.mayLog(u, run)
+	}
 	if err != nil {
 		writeError(w, err)
 		return

@@ -180,7 +180,7 @@ func (s *Server) handleAgentMetrics(w http.ResponseWriter, r *http.Request, scop
 // handleRunMetrics answers a run's metrics: each job that was sampled or
 // runs, its latest sample, and its history, oldest first and the latest
 // included: the newest ?history=N samples, or all kept.
-func (s *Server) handleRunMetrics(w http.ResponseWriter, r *http.Request, _ *store.User) {
+func (s *Server) handleRunMetrics(w http.ResponseWriter, r *http.Request, u *store.User) {
 	n := -1
 	if v := r.URL.Query().Get("history"); v != "" {
 		var err error
@@ -189,7 +189,10 @@ func (s *Server) handleRunMetrics(w http.ResponseWriter, r *http.Request, _ *sto
 			return
 		}
 	}
-	run, err := s.findRun(r.Context(), r.PathValue("ref"))
+	run, err := s.findRun(r.Context(), u, r.PathValue("ref"))
+	if err == nil {
+		err = s.mayLog(u, run)
+	}
 	if err != nil {
 		writeError(w, err)
 		return

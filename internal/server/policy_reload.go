@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -56,6 +57,7 @@ func (s *Server) setRules(p *policy.Policy) {
 	if _, err := s.do(control.RulesInput{Rules: p}); err != nil {
 		s.log.Warn("policy in force, not all of it durable", "err", err)
 	}
+	s.syncPolicyProjects(context.Background(), p)
 	s.wakeScheduler()
 }
 

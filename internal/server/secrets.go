@@ -223,21 +223,30 @@ const (
 )
 
 // maySecrets is the one access rule of secrets; setBy is the user who
-// last set the secret (for secretRead and secretDelete). Today every run
-// and secret is in the default project and every authenticated user
-// belongs to it: any user may list the names and set a value; only the
-// user who last set a secret, or an admin, may read its value or delete
-// it. (To be rewired to project roles: a project's members list and set,
-// its admins read and delete too.)
+// last set the secret (for secretRead and secretDelete). A project's
+// members list its secrets' names and set values; only the user who last
+// set a secret, the project's admins, or a global admin read its value or
+// delete it.
 func (s *Server) maySecrets(u *store.User, projectID int64, op secretOp, setBy int64) bool {
-	if u == nil || projectID != s.projectID {
+	if u == nil || !s.mayRead(u, projectID) {
 		return false
 	}
 	switch op {
 	case secretList, secretSet:
 		return true
 	}
-	return u.Admin || u.ID == setBy
+	return u.ID == setBy || s.mayAdmin(u, projectID)
+}
+
+// secretsProject is the project a secrets request is about: ?project=NAME
+// among the caller's projects, else their default one. A node's or a
+// job's credential has none (the request is refused, 403).
+func (s *Server) secretsProject(r *http.Request, u *store.User) (int64, error) {
+	if u == nil {
+		return 0, fmt.Errorf("%w: secrets are users'", ErrForbidden)
+	}
+	pid, _, err := s.projectFor(r.Context(), u, r.URL.Query().Get("project"))
+	return pid, err
 }
 
 func (s *Server) secretsOn() error {
@@ -256,11 +265,16 @@ func secretName(r *http.Request) (string, error) {
 }
 
 func (s *Server) handleSecretList(w http.ResponseWriter, r *http.Request, u *store.User) {
-	if !s.maySecrets(u, s.projectID, secretList, 0) {
+	pid, err := s.secretsProject(r, u)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if !s.maySecrets(u, pid, secretList, 0) {
 		writeError(w, fmt.Errorf("%w: listing secrets", ErrForbidden))
 		return
 	}
-	xs, err := s.store.ListSecrets(r.Context(), s.projectID)
+	xs, err := s.store.ListSecrets(r.Context(), pid)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -275,7 +289,11 @@ func (s *Server) handleSecretList(w http.ResponseWriter, r *http.Request, u *sto
 
 func (s *Server) handleSecretSet(w http.ResponseWriter, r *http.Request, u *store.User) {
 	var req api.SecretValue
-	name, err := secretName(r)
+	pid, err := s.secretsProject(r, u)
+	name := ""
+	if err == nil {
+		name, err = secretName(r)
+	}
 	if err == nil {
 		err = s.secretsOn()
 	}
@@ -284,7 +302,7 @@ func (s *Server) handleSecretSet(w http.ResponseWriter, r *http.Request, u *stor
 	}
 	switch {
 	case err != nil:
-	case !s.maySecrets(u, s.projectID, secretSet, 0):
+	case !s.maySecrets(u, pid, secretSet, 0):
 		err = fmt.Errorf("%w: setting secrets", ErrForbidden)
 	case req.Value == "":
 		err = fmt.Errorf("%w: secret %s: the value is empty", ErrInvalid, name)
@@ -292,29 +310,33 @@ func (s *Server) handleSecretSet(w http.ResponseWriter, r *http.Request, u *stor
 		err = fmt.Errorf("%w: secret %s: the value is %d bytes, at most %d", ErrInvalid, name, len(req.Value), maxSecretBytes)
 	}
 	if err == nil {
-		err = s.store.PutSecret(r.Context(), &store.Secret{ProjectID: s.projectID, Name: name, SetBy: u.ID,
-			Value: s.secrets.seal(s.projectID, name, []byte(req.Value))})
+		err = s.store.PutSecret(r.Context(), &store.Secret{ProjectID: pid, Name: name, SetBy: u.ID,
+			Value: s.secrets.seal(pid, name, []byte(req.Value))})
 	}
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	s.secrets.put(s.projectID, name, req.Value)
-	s.log.Info("secret set", "secret", name, "project", s.name(r.Context(), 'p', s.projectID), "by", u.Name)
+	s.secrets.put(pid, name, req.Value)
+	s.log.Info("secret set", "secret", name, "project", s.name(r.Context(), 'p', pid), "by", u.Name)
 	writeJSON(w, http.StatusOK, api.SecretValue{Name: name})
 }
 
 func (s *Server) handleSecretGet(w http.ResponseWriter, r *http.Request, u *store.User) {
-	name, err := secretName(r)
+	pid, err := s.secretsProject(r, u)
+	name := ""
+	if err == nil {
+		name, err = secretName(r)
+	}
 	if err == nil {
 		err = s.secretsOn()
 	}
 	var x *store.Secret
 	if err == nil {
-		x, err = s.store.GetSecret(r.Context(), s.projectID, name)
+		x, err = s.store.GetSecret(r.Context(), pid, name)
 	}
-	if err == nil && !s.maySecrets(u, s.projectID, secretRead, x.SetBy) {
-		err = fmt.Errorf("%w: secret %s: only who set it (%s) or an admin may read its value", ErrForbidden, name, s.name(r.Context(), 'u', x.SetBy))
+	if err == nil && !s.maySecrets(u, pid, secretRead, x.SetBy) {
+		err = fmt.Errorf("%w: secret %s: only who set it (%s), the project's admins or an admin may read its value", ErrForbidden, name, s.name(r.Context(), 'u', x.SetBy))
 	}
 	var v []byte
 	if err == nil {
@@ -331,22 +353,26 @@ func (s *Server) handleSecretGet(w http.ResponseWriter, r *http.Request, u *stor
 }
 
 func (s *Server) handleSecretDelete(w http.ResponseWriter, r *http.Request, u *store.User) {
-	name, err := secretName(r)
+	pid, err := s.secretsProject(r, u)
+	name := ""
+	if err == nil {
+		name, err = secretName(r)
+	}
 	var x *store.Secret
 	if err == nil {
-		x, err = s.store.GetSecret(r.Context(), s.projectID, name)
+		x, err = s.store.GetSecret(r.Context(), pid, name)
 	}
-	if err == nil && !s.maySecrets(u, s.projectID, secretDelete, x.SetBy) {
-		err = fmt.Errorf("%w: secret %s: only who set it (%s) or an admin may delete it", ErrForbidden, name, s.name(r.Context(), 'u', x.SetBy))
+	if err == nil && !s.maySecrets(u, pid, secretDelete, x.SetBy) {
+		err = fmt.Errorf("%w: secret %s: only who set it (%s), the project's admins or an admin may delete it", ErrForbidden, name, s.name(r.Context(), 'u', x.SetBy))
 	}
 	if err == nil {
-		err = s.store.DeleteSecret(r.Context(), s.projectID, name)
+		err = s.store.DeleteSecret(r.Context(), pid, name)
 	}
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	s.secrets.drop(s.projectID, name)
+	s.secrets.drop(pid, name)
 	s.log.Info("secret deleted", "secret", name, "by", u.Name)
 	w.WriteHeader(http.StatusNoContent)
 }

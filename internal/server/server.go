@@ -102,6 +102,11 @@ type Config struct {
 	// came from, for messages.
 	SecretsKey       []byte
 	SecretsKeySource string
+	// PrivateData is what members do not see of each other's runs in
+	// their projects (Slurm's PrivateData; projects.go). The zero value
+	// hides nothing; berth server's default (--private-data logs) hides
+	// others' output.
+	PrivateData PrivateData
 }
 
 // Server is the control plane. New loads its state; Run runs its loops;
@@ -135,9 +140,12 @@ type Server struct {
 	fatal   chan error
 	hub     *hub
 
+	// projectID is the default project's (projects.go).
 	projectID int64
-	names     sync.Map // "u<id>" / "p<id>" -> name
-	tokens    sync.Map // token hash -> cachedCred
+	// roles are users' memberships by user ID (cachedRoles, for tokenTTL).
+	roles  sync.Map
+	names  sync.Map // "u<id>" / "p<id>" -> name
+	tokens sync.Map // token hash -> cachedCred
 	// assertedUsers are the users nodes vouched for, by name (cachedCred,
 	// for tokenTTL); legacyAgents the admin tokens seen acting as agents.
 	assertedUsers sync.Map
@@ -216,9 +224,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		HalfLife: cfg.HalfLife, Depth: cfg.Depth, Rules: cfg.Rules, NodeTimeout: cfg.NodeTimeout,
 		UnkillableTimeout: cfg.UnkillableTimeout, MaxArraySize: cfg.MaxArraySize})
 	var err error
-	if s.projectID, err = s.store.EnsureProject(ctx, "main"); err != nil {
+	if s.projectID, err = s.store.EnsureProject(ctx, DefaultProject); err != nil {
 		return nil, err
 	}
+	s.syncPolicyProjects(ctx, cfg.Rules)
 	if err := s.loadJobKey(ctx); err != nil {
 		return nil, err
 	}
@@ -319,6 +328,13 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("PUT "+v+"/secrets/{name}", s.auth(s.handleSecretSet))
 	mux.HandleFunc("GET "+v+"/secrets/{name}", s.auth(s.handleSecretGet))
 	mux.HandleFunc("DELETE "+v+"/secrets/{name}", s.auth(s.handleSecretDelete))
+	// Projects and their members (projects_api.go).
+	mux.HandleFunc("POST "+v+"/projects", s.auth(s.handleProjectCreate))
+	mux.HandleFunc("GET "+v+"/projects", s.auth(s.handleProjectList))
+	mux.HandleFunc("DELETE "+v+"/projects/{name}", s.auth(s.handleProjectDelete))
+	mux.HandleFunc("GET "+v+"/projects/{name}/members", s.auth(s.handleMemberList))
+	mux.HandleFunc("PUT "+v+"/projects/{name}/members/{user}", s.auth(s.handleMemberSet))
+	mux.HandleFunc("DELETE "+v+"/projects/{name}/members/{user}", s.auth(s.handleMemberRemove))
 	// The agents' endpoints take a node's credential, which acts as its
 	// node only (identity.go).
 	mux.HandleFunc("POST "+v+"/agent/register", s.agentAuth(s.handleRegister))

@@ -95,8 +95,11 @@ func (s *Server) submit(user *store.User, t *spec.Task, ended map[int64]control.
 		return nil, fmt.Errorf("server: encode spec: %w", err)
 	}
 	ctx := context.Background()
-	project := s.name(ctx, 'p', s.projectID) // may read the store: not under the lock
-	r, err := s.do(control.SubmitInput{UserID: user.ID, User: user.Name, ProjectID: s.projectID, Project: project,
+	pid, project, err := s.projectFor(ctx, user, t.Project) // reads the store: not under the lock
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.do(control.SubmitInput{UserID: user.ID, User: user.Name, ProjectID: pid, Project: project,
 		Task: t, Body: body, Ended: ended, Opts: opts})
 	if err != nil {
 		return nil, err

@@ -46,7 +46,7 @@ func stepIdle(poll time.Duration) time.Duration { return 2*poll + 15*time.Second
 func (s *Server) activeRun(ctx context.Context, ref string, u *store.User) (int64, []string, error) {
 	id, err := strconv.ParseInt(ref, 10, 64)
 	if err != nil {
-		run, ferr := s.findRun(ctx, ref)
+		run, ferr := s.findRun(ctx, u, ref)
 		if ferr != nil {
 			return 0, nil, ferr
 		}
@@ -66,7 +66,7 @@ func (s *Server) activeRun(ctx context.Context, ref string, u *store.User) (int6
 		}
 	}
 	s.unlock()
-	if !ok {
+	if !ok || !s.sees(u, &rec) {
 		return 0, nil, fmt.Errorf("%w: run %s is not active: it has no steps", ErrNotFound, ref)
 	}
 	if u != nil && !u.Admin && u.ID != owner {
@@ -439,7 +439,7 @@ func (s *Server) handleStepStatus(w http.ResponseWriter, r *http.Request, u *sto
 }
 
 // handleListSteps lists the steps of runs (ids=1,2,…): sacct's step rows.
-func (s *Server) handleListSteps(w http.ResponseWriter, r *http.Request, _ *store.User) {
+func (s *Server) handleListSteps(w http.ResponseWriter, r *http.Request, u *store.User) {
 	var ids []int64
 	for _, v := range strings.Split(r.URL.Query().Get("runs"), ",") {
 		if v == "" {
@@ -451,6 +451,11 @@ func (s *Server) handleListSteps(w http.ResponseWriter, r *http.Request, _ *stor
 			return
 		}
 		ids = append(ids, id)
+	}
+	ids, err := s.seenIDs(r.Context(), u, ids)
+	if err != nil {
+		writeError(w, err)
+		return
 	}
 	steps, err := s.store.ListSteps(r.Context(), ids)
 	if err != nil {

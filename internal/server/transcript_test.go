@@ -442,7 +442,7 @@ func (e *transcriptEnv) submit(t testing.TB, name string, flags []string, args m
 	if err := e.srv.admit(task); err != nil {
 		return err
 	}
-	seen, err := e.srv.resolveDeps(context.Background(), task)
+	seen, err := e.srv.resolveDeps(context.Background(), nil, task)
 	if err != nil {
 		return err
 	}

@@ -158,6 +158,8 @@ func (w *walker) field(t *Task, e entry) {
 		}
 	case "qos":
 		str(&t.QOS)
+	case "project":
+		str(&t.Project)
 	case "nice":
 		if n, ok := w.integer(v, p); ok {
 			t.Nice = int64(n)

@@ -33,7 +33,10 @@ type Task struct {
 	// QOS, Nice and Exclusive are Berth's, after Slurm's --qos, --nice and
 	// --exclusive: a quality of service the server defines, a priority
 	// decrease, and a whole node for each job.
-	QOS       string `json:"qos,omitempty"`
+	QOS string `json:"qos,omitempty"`
+	// Project is the project (Slurm's account) the run goes to, among
+	// its submitter's (empty: their default).
+	Project   string `json:"project,omitempty"`
 	Nice      int64  `json:"nice,omitempty"`
 	Exclusive bool   `json:"exclusive,omitempty"`
 	// Array, DependsOn, DependencyPolicy, Singleton, KillInvalidDepend and
@@ -226,6 +229,7 @@ var taskFields = []field{
 	{"volumes", func(t *Task) bool { return len(t.Volumes) > 0 }},
 	{"priority", func(t *Task) bool { return t.Priority != 0 }},
 	{"qos", func(t *Task) bool { return t.QOS != "" }},
+	{"project", func(t *Task) bool { return t.Project != "" }},
 	{"nice", func(t *Task) bool { return t.Nice != 0 }},
 	{"exclusive", func(t *Task) bool { return t.Exclusive }},
 	{"array", func(t *Task) bool { return t.Array != "" }},

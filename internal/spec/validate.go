@@ -186,6 +186,9 @@ func (t *Task) check(l Limits) []problem {
 	if t.Nice < -MaxNice || t.Nice > MaxNice {
 		add("nice", "must be between -2147483645 and 2147483645 (Slurm's range), got %d", t.Nice)
 	}
+	if t.Project != "" && !qosName().MatchString(t.Project) {
+		add("project", "%q is not a project name: use letters, digits, '-', '_' and '.' (at most 64)", t.Project)
+	}
 	if t.QOS != "" && !qosName().MatchString(t.QOS) {
 		add("qos", "%q is not a QOS name: use letters, digits, '-', '_' and '.'", t.QOS)
 	}

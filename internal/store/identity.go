@@ -72,7 +72,11 @@ func (s *sqlDB) CreateUser(ctx context.Context, name string, admin bool) (*User,
 			return nil, fmt.Errorf("user %q: %w", name, ErrExists)
 		}
 	}
-	return scanUser(s.w.QueryRowContext(ctx, s.q(`SELECT `+userCols+` FROM users WHERE name = ?`), name))
+	u, err := scanUser(s.w.QueryRowContext(ctx, s.q(`SELECT `+userCols+` FROM users WHERE name = ?`), name))
+	if err == nil {
+		err = s.joinDefault(ctx, u.ID)
+	}
+	return u, err
 }
 
 // UserByName returns a user, deleted or not.

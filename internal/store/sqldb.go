@@ -450,6 +450,17 @@ func (s *sqlDB) ListRuns(ctx context.Context, f RunFilter) ([]*Run, error) {
 		q += ` AND ` + s.d.hint + `project_id = ?`
 		args = append(args, f.ProjectID)
 	}
+	if f.Visible != nil {
+		q += ` AND (project_id IN (` + placeholders(len(f.Visible)) + `) OR user_id = ?)`
+		for _, id := range f.Visible {
+			args = append(args, id)
+		}
+		args = append(args, f.VisibleUser)
+	}
+	if f.OnlyUser != 0 {
+		q += ` AND user_id = ?`
+		args = append(args, f.OnlyUser)
+	}
 	if f.ArrayID != 0 {
 		q += ` AND array_id = ?`
 		args = append(args, f.ArrayID)
@@ -633,8 +644,35 @@ func (s *sqlDB) EnsureUser(ctx context.Context, name string, admin bool) (int64,
 	if admin {
 		a = 1
 	}
-	return s.ensure(ctx, `INSERT INTO users (name, created_at, admin) VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING`,
-		`SELECT id FROM users WHERE name = ?`, name, time.Now().UnixNano(), a)
+	res, err := s.w.ExecContext(ctx, s.q(`INSERT INTO users (name, created_at, admin) VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING`), name, time.Now().UnixNano(), a)
+	if err != nil {
+		return 0, fmt.Errorf("store: create %q: %w", name, err)
+	}
+	var id int64
+	if err := s.w.QueryRowContext(ctx, s.q(`SELECT id FROM users WHERE name = ?`), name).Scan(&id); err != nil {
+		return 0, fmt.Errorf("store: look up %q: %w", name, err)
+	}
+	if n, _ := res.RowsAffected(); n > 0 {
+		if err := s.joinDefault(ctx, id); err != nil {
+			return 0, err
+		}
+	}
+	return id, nil
+}
+
+// DefaultProject is the project every user is made a member of (as a
+// user) when the user is made: the one every run went to before projects.
+const DefaultProject = "main"
+
+// joinDefault makes user id a member of the default project, when it
+// exists, unless they are one.
+func (s *sqlDB) joinDefault(ctx context.Context, id int64) error {
+	_, err := s.w.ExecContext(ctx, s.q(`INSERT INTO project_members (project_id, user_id, role, created_at)
+  SELECT id, ?, 'user', ? FROM projects WHERE name = ? ON CONFLICT (project_id, user_id) DO NOTHING`), id, time.Now().UnixNano(), DefaultProject)
+	if err != nil {
+		return fmt.Errorf("store: user %d in the default project: %w", id, err)
+	}
+	return nil
 }
 
 func (s *sqlDB) ensure(ctx context.Context, insert, sel string, name string, extra ...any) (int64, error) {

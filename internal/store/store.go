@@ -47,6 +47,8 @@ type Store interface {
 	UsageSince(ctx context.Context, since time.Time) ([]*JobUsage, error)
 
 	// EnsureProject and EnsureUser create the record when missing and return its ID.
+	// A user made (here or by CreateUser) is a member of the default
+	// project (DefaultProject), as a user, when that project exists.
 	EnsureProject(ctx context.Context, name string) (int64, error)
 	EnsureUser(ctx context.Context, name string, admin bool) (int64, error)
 	AddToken(ctx context.Context, userID int64, hash string, name string) error
@@ -56,7 +58,8 @@ type Store interface {
 	UserByToken(ctx context.Context, hash string) (*User, error)
 
 	// CreateUser makes a user, or makes a deleted one live again with
-	// admin as given; a live user of that name is ErrExists.
+	// admin as given (a member of the default project, as EnsureUser
+	// says); a live user of that name is ErrExists.
 	CreateUser(ctx context.Context, name string, admin bool) (*User, error)
 	// UserByName returns a user, deleted or not (User.Deleted).
 	UserByName(ctx context.Context, name string) (*User, error)
@@ -95,6 +98,27 @@ type Store interface {
 	// FindArrayTask returns an array's task by index (ErrNotFound: not
 	// created yet, or no such task).
 	FindArrayTask(ctx context.Context, arrayID int64, index int) (*Run, error)
+	// CreateProject makes a project, or a deleted one live again; a live
+	// project of that name is ErrExists.
+	CreateProject(ctx context.Context, name string) (*Project, error)
+	// ProjectByName returns a live project (a deleted one: ErrNotFound).
+	ProjectByName(ctx context.Context, name string) (*Project, error)
+	// ListProjects lists the live projects by name.
+	ListProjects(ctx context.Context) ([]*Project, error)
+	// DeleteProject marks a project deleted and removes its members; its
+	// row stays, for its runs.
+	DeleteProject(ctx context.Context, name string) error
+	// SetMember makes a user a member of a project with a role, or
+	// changes a member's role.
+	SetMember(ctx context.Context, projectID, userID int64, role string) error
+	// AddMember makes a user a member with role unless they are one
+	// already (their role stays); it reports whether it added them.
+	AddMember(ctx context.Context, projectID, userID int64, role string) (bool, error)
+	// RemoveMember ends a membership (none: ErrNotFound).
+	RemoveMember(ctx context.Context, projectID, userID int64) error
+	// ListMembers lists live users' memberships of live projects, by
+	// project and user name: of a project, of a user, or all (0, 0).
+	ListMembers(ctx context.Context, projectID, userID int64) ([]*Member, error)
 	ProjectName(ctx context.Context, id int64) (string, error)
 	UserName(ctx context.Context, id int64) (string, error)
 
@@ -323,9 +347,15 @@ type Active struct {
 // RunFilter selects runs for ListRuns, newest first.
 type RunFilter struct {
 	ProjectID int64 // 0: every project
-	All       bool  // include final runs
-	Limit     int   // 0: no limit
-	ArrayID   int64 // only the tasks of this array
+	// Visible, when not nil, keeps the runs of these projects and those of
+	// VisibleUser (the runs a user may see; nil: no such bound).
+	Visible     []int64
+	VisibleUser int64
+	// OnlyUser, when not 0, keeps the runs of this user ID.
+	OnlyUser int64
+	All      bool  // include final runs
+	Limit    int   // 0: no limit
+	ArrayID  int64 // only the tasks of this array
 	// Brief reads only what an array's restart needs of its tasks: ID,
 	// status, start, array ID and index (the rest zero; no spec).
 	Brief bool
