@@ -52,7 +52,11 @@ func startAgent(t *testing.T, h *harness, o agentOpts) (stop func()) {
 	}
 	cfg := agent.Config{Server: h.http.URL, Token: o.token, Name: o.name, Fleet: o.fleet, DataDir: o.dir, CPUs: o.cpus,
 		ShimCommand: []string{os.Args[0], "berth-shim"}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), LogTick: 20 * time.Millisecond,
-		Monitor: o.mon}
+		Monitor: o.mon,
+		// The tests' users (alice, bob…) have no Unix accounts here: their
+		// jobs run as the agent's user (running as the user is the agent's
+		// and the cli's tests).
+		RunAsAgent: true}
 	if o.gpus != "" {
 		g, err := agent.ParseGPUs(o.gpus, func(s string) (int64, error) { b, err := spec.ParseBytes(s); return int64(b), err })
 		if err != nil {
