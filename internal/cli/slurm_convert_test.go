@@ -589,3 +589,30 @@ func TestWaitingArrayTasks(t *testing.T) {
 		t.Errorf("squeue -r -h -o '%%i %%t %%r':\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// squeue --start lists pending jobs only (squeue/opts.c sets -t PD when no
+// state is given), byte for byte as Slurm printed the golden queue, which
+// had array tasks 10_1 and 10_2 running.
+func TestSqueueStartListsPendingJobs(t *testing.T) {
+	runs, prio := queueAt0118()
+	for i := range runs {
+		if runs[i].ID == 18 {
+			runs[i].EstimatedStart = atPtr("02:26:09")
+		}
+	}
+	v := newSlurmView(runs, goldenNodes(), at("01:26:18"))
+	v.prio = prio
+	o := slurm.SqueueOptions{Start: true, Now: v.now}
+	got, _, err := slurm.FormatSqueue(slurm.FilterJobs(v.jobs(), startStates(o, slurm.JobFilter{}, false)), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, want := readSlurmGolden(t, "squeue-start.txt")
+	if d := cmp.Diff(strings.Split(want, "\n"), strings.Split(got, "\n")); d != "" {
+		t.Errorf("squeue --start differs from Slurm's (-want +got):\n%s", d)
+	}
+	o.Array = true
+	if got, _, _ := slurm.FormatSqueue(slurm.FilterJobs(v.jobs(), startStates(o, slurm.JobFilter{States: []slurm.JobState{slurm.JobRunning}}, false)), o); !strings.Contains(got, "10_1") {
+		t.Errorf("squeue --start -t R -r: the running tasks are missing:\n%s", got)
+	}
+}
