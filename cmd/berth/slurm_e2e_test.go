@@ -214,6 +214,11 @@ echo "to stderr" >&2
 	if r.code != 3 {
 		t.Errorf("sbatch -W of a job exiting 3: %s", r)
 	}
+	// On an array, the highest of its tasks' codes (sbatch.c: _job_wait).
+	r = s.sh("sbatch -W --array=1-3 --wrap 'exit $((SLURM_ARRAY_TASK_ID % 3 + 4))'")
+	if r.code != 6 {
+		t.Errorf("sbatch -W of an array whose tasks exit 5, 6, 4: %s", r)
+	}
 
 	// squeue while a job runs, then scancel: CANCELLED in sacct.
 	long := strings.TrimSpace(s.must("sbatch --parsable -J sleeper --wrap 'sleep 300'"))

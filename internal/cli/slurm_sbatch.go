@@ -165,7 +165,19 @@ func runSbatch(e *slurmEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	return waitExit(end)
+	ended := []api.Run{*end}
+	if end.Array != nil {
+		// An array's exit status is its tasks' highest.
+		v, err := fetchView(e, "sbatch", runSelection{all: true, ids: []int64{run.ID}})
+		if err != nil {
+			return err
+		}
+		ended = v.runs
+	}
+	if code := waitExit(ended); code != 0 {
+		return &ExitError{Code: code}
+	}
+	return nil
 }
 
 // knownPartitions are the partitions a job may name: the default one, every
@@ -292,17 +304,23 @@ func waitRun(ctx context.Context, c *client.Client, id int64) (*api.Run, error) 
 	}
 }
 
-// waitExit is sbatch -W's exit status: the job's exit code, 0 when it
-// completed, and at least 1 when it did not.
-func waitExit(r *api.Run) error {
-	if r.Status == api.StatusDone {
-		return nil
+// waitExit is sbatch -W's exit status (_job_wait): the highest of the
+// jobs' (an array's tasks') exit codes, where a job ended by a signal
+// counts 1 and one cancelled before it ran 0, as WEXITSTATUS reads them.
+func waitExit(runs []api.Run) int {
+	ec := 0
+	for i := range runs {
+		r := &runs[i]
+		if r.Array != nil || !r.Status.Finished() {
+			continue
+		}
+		code, sig := exitCode(r, slurmState(r))
+		if sig != 0 {
+			code = 1
+		}
+		ec = max(ec, code&0xff)
 	}
-	code := 1
-	if r.ExitCode != nil && *r.ExitCode > 0 && *r.ExitCode < 256 {
-		code = *r.ExitCode
-	}
-	return &ExitError{Code: code}
+	return ec
 }
 
 // runSelection is what a listing command asks the server for: the
