@@ -19,6 +19,7 @@ import (
 	"github.com/berth-hq/berth/internal/client"
 	"github.com/berth-hq/berth/internal/policy"
 	"github.com/berth-hq/berth/internal/slurm"
+	"github.com/berth-hq/berth/internal/spec"
 )
 
 // slurmVersion is what the commands' --version prints: the Slurm release
@@ -146,6 +147,9 @@ func runSbatch(e *slurmEnv, args []string) error {
 	br, err := buildBatchRun(job, name, s, known, knownPartitions(nodes))
 	if err != nil {
 		return err
+	}
+	if !gpusAvailable(br.req.Spec, nodes) {
+		return slurmFail(1, "sbatch: error: Batch job submission failed: Requested node configuration is not available")
 	}
 	o := br.opt
 	if o.TestOnly {
@@ -502,4 +506,48 @@ func splitOutsideBrackets(s string) []string {
 		}
 	}
 	return append(out, s[start:])
+}
+
+// gpusAvailable reports whether some node has as many GPUs (of the model
+// asked for) as each of the job's components asks for on one node.
+// slurmctld refuses a job no node's configuration could ever hold
+// (ESLURM_REQUESTED_NODE_CONFIG_UNAVAILABLE) at submission; with no node
+// known at all there is nothing to judge by.
+func gpusAvailable(t *spec.Task, nodes []api.Node) bool {
+	if t == nil || len(nodes) == 0 {
+		return true
+	}
+	fits := func(r spec.Resources) bool {
+		if r.GPU == nil || r.GPU.Count.Min <= 0 {
+			return true
+		}
+		for _, n := range nodes {
+			have := 0
+			for _, g := range n.GPUs {
+				if len(r.GPU.Names) == 0 || slices.ContainsFunc(r.GPU.Names, func(m string) bool { return gpuModelIs(m, g.Name) }) {
+					have++
+				}
+			}
+			if have >= r.GPU.Count.Min {
+				return true
+			}
+		}
+		return false
+	}
+	if !fits(t.Resources) {
+		return false
+	}
+	for _, g := range t.Groups {
+		if !fits(g.Resources) {
+			return false
+		}
+	}
+	return true
+}
+
+// gpuModelIs is the scheduler's model match: "a100" is a whole word of
+// "NVIDIA A100-SXM4-80GB", ignoring case.
+func gpuModelIs(want, have string) bool {
+	return slices.ContainsFunc(strings.FieldsFunc(have, func(r rune) bool { return r == ' ' || r == '-' || r == '_' }),
+		func(w string) bool { return strings.EqualFold(w, want) }) || strings.EqualFold(want, have)
 }
