@@ -110,3 +110,29 @@ func TestSbatchRefusesGPUsBeyondEveryNode(t *testing.T) {
 		t.Errorf("sbatch --gres=gpu:a100:4: exit %d, %q %q", code, out, errs)
 	}
 }
+
+// scancel of another user's job prints slurmctld's refusal without -v and
+// exits with its code's low byte (ESLURM_ACCESS_DENIED, 2002: 210), as
+// scancel.c's _cancel_job_id does; the job goes on waiting.
+func TestScancelOthersJob(t *testing.T) {
+	policyServer(t, "")
+	id, _, code := slurmCmd("sbatch", "--parsable", "--hold", "--wrap", "true")
+	id = strings.TrimSpace(id)
+	if code != 0 || id == "" {
+		t.Fatalf("sbatch: exit %d %q", code, id)
+	}
+	t.Setenv("BERTH_TOKEN", "bob-token")
+	for _, args := range [][]string{{"scancel", id}, {"scancel", "--signal=USR1", id}} {
+		out, errs, code := slurmCmd(args...)
+		if d := cmp.Diff([]any{"", "scancel: error: Kill job error on job id " + id + ": Access/permission denied\n", 210}, []any{out, errs, code}); d != "" {
+			t.Errorf("%s as bob (-want +got):\n%s", strings.Join(args, " "), d)
+		}
+	}
+	if _, errs, code := slurmCmd("scancel", "99999"); errs != "" || code != 0 {
+		t.Errorf("scancel of an unknown job without -v: exit %d, %q (Slurm: nothing, 0)", code, errs)
+	}
+	t.Setenv("BERTH_TOKEN", "tok")
+	if out, _, _ := slurmCmd("squeue", "-h", "-o", "%i %T", "-j", id); out != id+" PENDING\n" {
+		t.Errorf("after bob's scancel: %q", out)
+	}
+}
