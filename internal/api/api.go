@@ -159,6 +159,9 @@ type NodeInfo struct {
 	// (the engine and its API version), or "none (why)". See CanRunContainers.
 	Containers string `json:"containers"`
 	Version    string `json:"version"`
+	// Features are the node's features (berth agent --features; Slurm's
+	// node features), which a run's constraint asks for.
+	Features []string `json:"features,omitempty"`
 }
 
 // Node is a host of the cluster as the server sees it.

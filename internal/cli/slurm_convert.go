@@ -1013,6 +1013,9 @@ func slurmNodes(nodes []api.Node, now time.Time, pol *api.PolicyInfo) ([]slurm.P
 			CPUs: n.CPUs, CPUsAlloc: n.AllocCPUs, Addr: n.Addr, Hostname: n.Name, Version: n.Version, OS: "Linux",
 			RealMemoryMB: uint64(n.Memory) / slurm.MiB, AllocMemMB: uint64(n.AllocMemory) / slurm.MiB,
 			Weight: 1, Partitions: []string{defaultPartition}, LastBusy: n.LastSeen.Local(),
+			// A node's features are all active: Berth has no node
+			// features plugin to change them.
+			Features: strings.Join(n.Features, ","), ActiveFeatures: strings.Join(n.Features, ","),
 		}
 		if len(n.GPUs) > 0 {
 			sn.Gres = fmt.Sprintf("gpu:%d", len(n.GPUs))

@@ -144,12 +144,18 @@ func runSbatch(e *slurmEnv, args []string) error {
 		_, err := c.Run(e.ctx, strconv.FormatUint(uint64(id), 10))
 		return err == nil
 	}
+	for i := range job.Components {
+		spreadTasks(&job.Components[i], nodes)
+	}
 	br, err := buildBatchRun(job, name, s, known, knownPartitions(nodes))
 	if err != nil {
 		return err
 	}
 	if !gpusAvailable(br.req.Spec, nodes) {
 		return slurmFail(1, "sbatch: error: Batch job submission failed: Requested node configuration is not available")
+	}
+	if reason := unknownNodesOrFeatures(br.req.Spec, nodes); reason != "" {
+		return slurm.SubmitFailed(reason)
 	}
 	o := br.opt
 	if o.TestOnly {
@@ -550,4 +556,58 @@ func gpusAvailable(t *spec.Task, nodes []api.Node) bool {
 func gpuModelIs(want, have string) bool {
 	return slices.ContainsFunc(strings.FieldsFunc(have, func(r rune) bool { return r == ' ' || r == '-' || r == '_' }),
 		func(w string) bool { return strings.EqualFold(w, want) }) || strings.EqualFold(want, have)
+}
+
+// spreadTasks gives a job of -n tasks without -N or --ntasks-per-node as
+// many nodes as its tasks need when no node it may use holds them all, as
+// slurmctld spreads such a job's tasks over nodes (its node count is a
+// range from 1): -n 4 on 2-CPU nodes takes 2 nodes. The nodes it may use
+// are those of its partitions, -w, -x and -C.
+func spreadTasks(o *slurm.BatchOptions, nodes []api.Node) {
+	if o.NTasks <= 0 || o.Nodes > 0 || o.NTasksPerNode > 0 || o.Nodelist != "" {
+		return
+	}
+	cpt := max(o.CPUsPerTask, 1)
+	var exclude []string
+	if o.Exclude != "" {
+		exclude, _ = slurm.ExpandHostlist(o.Exclude)
+	}
+	features := strings.FieldsFunc(o.Constraint, func(r rune) bool { return r == '&' || r == ',' })
+	most := 0
+	for _, n := range nodes {
+		fleets := slices.DeleteFunc(slices.Clone(o.Partition), func(p string) bool { return p == "" || p == defaultPartition })
+		if len(fleets) > 0 && !slices.Contains(fleets, n.Fleet) || slices.Contains(exclude, n.Name) {
+			continue
+		}
+		if slices.ContainsFunc(features, func(f string) bool { return !slices.Contains(n.Features, strings.TrimSpace(f)) }) {
+			continue
+		}
+		most = max(most, n.CPUs/cpt)
+	}
+	if most >= 1 && o.NTasks > most {
+		o.Nodes = (o.NTasks + most - 1) / most
+	}
+}
+
+// unknownNodesOrFeatures is slurmctld's refusal of a job that names a node
+// (-w, -x) no one knows, or asks for a feature (-C) no node has; "" when
+// there is none to make (or no node is known to judge by).
+func unknownNodesOrFeatures(t *spec.Task, nodes []api.Node) string {
+	if t == nil || len(nodes) == 0 {
+		return ""
+	}
+	known := func(name string) bool {
+		return slices.ContainsFunc(nodes, func(n api.Node) bool { return n.Name == name })
+	}
+	for _, h := range append(slices.Clone(t.Nodelist), t.Exclude...) {
+		if !known(h) {
+			return "Invalid node name specified"
+		}
+	}
+	for _, f := range t.Constraint {
+		if !slices.ContainsFunc(nodes, func(n api.Node) bool { return slices.Contains(n.Features, f) }) {
+			return "Invalid feature specification"
+		}
+	}
+	return ""
 }
