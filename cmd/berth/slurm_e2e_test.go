@@ -214,6 +214,11 @@ echo "to stderr" >&2
 	if r.code != 3 {
 		t.Errorf("sbatch -W of a job exiting 3: %s", r)
 	}
+	// On an array, the highest of its tasks' codes (sbatch.c: _job_wait).
+	r = s.sh("sbatch -W --array=1-3 --wrap 'exit $((SLURM_ARRAY_TASK_ID % 3 + 4))'")
+	if r.code != 6 {
+		t.Errorf("sbatch -W of an array whose tasks exit 5, 6, 4: %s", r)
+	}
 
 	// squeue while a job runs, then scancel: CANCELLED in sacct.
 	long := strings.TrimSpace(s.must("sbatch --parsable -J sleeper --wrap 'sleep 300'"))
@@ -226,6 +231,13 @@ echo "to stderr" >&2
 	}
 	if line := s.must("squeue -h -j " + long + ` -o "%i|%j|%T|%D|%R"`); !regexp.MustCompile(`^` + long + `\|sleeper\|RUNNING\|1\|sl-n[12]\n$`).MatchString(line) {
 		t.Errorf("squeue -o of the sleeper: %q", line)
+	}
+	// sstat of a job running its batch step only: the header, nothing on
+	// stderr (sstat-j.txt).
+	golden := string(mustRead(t, "../../internal/slurm/testdata/golden/sstat-j.txt"))
+	header := golden[strings.Index(golden, "\n")+1 : strings.Index(golden, "--- exit")]
+	if r := s.sh("sstat -j " + long); r.code != 0 || r.stdout != header || r.stderr != "" {
+		t.Errorf("sstat -j of a job running its batch step only: %s", r)
 	}
 	s.must("scancel " + long)
 	if st := s.waitState(long, 30*time.Second, "CANCELLED"); !strings.HasPrefix(st[0], "CANCELLED") || st[1] != "0:15" {

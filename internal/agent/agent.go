@@ -38,6 +38,8 @@ type Config struct {
 	Addr string
 	// Fleet is the fleet (Slurm: partition) the node belongs to.
 	Fleet string
+	// Features are the node's features (Slurm's node features).
+	Features []string
 	// CPUs, Memory and GPUs declare resources instead of detecting them
 	// (0 / nil: detect).
 	CPUs         int
@@ -248,7 +250,7 @@ func (a *Agent) detect(ctx context.Context) error {
 		addr = routeAddr(a.cfg.Server)
 	}
 	version, limits := a.detectCgroups()
-	a.info = api.NodeInfo{Name: a.cfg.Name, Fleet: a.cfg.Fleet, Addr: addr, CPUs: cpus, Memory: mem, GPUs: gpus, Declared: declared,
+	a.info = api.NodeInfo{Name: a.cfg.Name, Fleet: a.cfg.Fleet, Features: a.cfg.Features, Addr: addr, CPUs: cpus, Memory: mem, GPUs: gpus, Declared: declared,
 		Cgroups: version, Limits: limits, RunAs: a.runAsMode(), Version: a.cfg.Version}
 	return nil
 }

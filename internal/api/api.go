@@ -162,6 +162,9 @@ type NodeInfo struct {
 	// ...); empty: an agent older than the field, whose jobs ran as itself.
 	RunAs   string `json:"run_as,omitempty"`
 	Version string `json:"version"`
+	// Features are the node's features (berth agent --features; Slurm's
+	// node features), which a run's constraint asks for.
+	Features []string `json:"features,omitempty"`
 }
 
 // A node's RunAs: how its agent runs jobs. As RunAsUser, jobs run as their
@@ -425,6 +428,37 @@ type ServerStatus struct {
 	HeapGoal int64 `json:"heap_goal"`
 	// MaxScriptBytes bounds a run's commands (Slurm's max_script_size).
 	MaxScriptBytes int64 `json:"max_script_bytes,omitempty"`
+	// Config is the server's settings that scontrol show config and sprio
+	// show (absent from servers before it).
+	Config *ServerConfig `json:"config,omitempty"`
+}
+
+// ServerConfig is the server's scheduling and lifecycle settings, as its
+// flags set them. Durations are in seconds.
+type ServerConfig struct {
+	Policy            string   `json:"policy"` // berth, easy, conservative, fcfs
+	Depth             int      `json:"depth"`  // pending runs a pass considers, 0 all
+	StopGrace         float64  `json:"stop_grace"`
+	UnkillableTimeout float64  `json:"unkillable_timeout"`
+	NodeTimeout       float64  `json:"node_timeout"`
+	MaxArraySize      int      `json:"max_array_size"`
+	MaxNodesPerRun    int      `json:"max_nodes_per_run"`
+	FairshareHalfLife float64  `json:"fairshare_half_life"`
+	Weights           *Weights `json:"weights"`
+}
+
+// Weights are the multifactor priority's weights (berth server
+// --priority-weights).
+type Weights struct {
+	Age        int64   `json:"age"`
+	Fairshare  int64   `json:"fairshare"`
+	JobSize    int64   `json:"job_size"`
+	QOS        int64   `json:"qos"`
+	Partition  int64   `json:"partition"`
+	Own        int64   `json:"own"`
+	Expansion  int64   `json:"expansion"`
+	MaxAge     float64 `json:"max_age"` // seconds
+	FavorSmall bool    `json:"favor_small"`
 }
 
 // RunPriority is a pending run's multifactor priority, factor by factor,

@@ -6,6 +6,7 @@ import (
 	"os/user"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -447,6 +448,9 @@ func buildBatchRun(job *slurm.BatchJob, scriptPath string, s submitter, known fu
 	if o.Exclusive == "exclusive" {
 		t.Exclusive = true
 	}
+	if err := nodeFilters(t, &job.Components[0]); err != nil {
+		return nil, err
+	}
 	if o.TimeLimit > 0 && o.TimeLimit != slurm.Unlimited {
 		d := spec.Duration(o.TimeLimit / time.Second)
 		t.MaxDuration = &d
@@ -863,4 +867,40 @@ func shellFilename(pattern string, c shellFilenameContext) string {
 		return "''"
 	}
 	return w.String()
+}
+
+// nodeFilters puts -w/--nodelist, -x/--exclude and -C/--constraint in the
+// run: the nodes its jobs may use (as many jobs as nodes named, when -N
+// does not say, as slurmctld makes the node count the list's), those they
+// may not, and the features each node must have (joined by & or ,; Slurm's
+// | [] * ! forms are refused).
+func nodeFilters(t *spec.Task, o *slurm.BatchOptions) error {
+	if o.Nodelist != "" {
+		hosts, err := slurm.ExpandHostlist(o.Nodelist)
+		if err != nil {
+			return slurm.SubmitFailed("Invalid node name specified")
+		}
+		t.Nodelist = hosts
+		if o.Nodes == 0 {
+			o.Nodes = len(hosts)
+		}
+	}
+	if o.Exclude != "" {
+		hosts, err := slurm.ExpandHostlist(o.Exclude)
+		if err != nil {
+			return slurm.SubmitFailed("Invalid node name specified")
+		}
+		t.Exclude = hosts
+	}
+	if o.Constraint != "" {
+		if strings.ContainsAny(o.Constraint, "|[]*!") {
+			return slurm.SubmitFailed("Invalid feature specification (Berth takes features joined by & only: " + o.Constraint + ")")
+		}
+		for _, f := range strings.FieldsFunc(o.Constraint, func(r rune) bool { return r == '&' || r == ',' }) {
+			if f = strings.TrimSpace(f); f != "" && !slices.Contains(t.Constraint, f) {
+				t.Constraint = append(t.Constraint, f)
+			}
+		}
+	}
+	return nil
 }

@@ -591,3 +591,35 @@ func TestSrunLabelWidth(t *testing.T) {
 		}
 	}
 }
+
+// sbatch -W exits with the highest exit code of the job or of an array's
+// tasks (sbatch.c: _job_wait); a job ended by a signal counts 1, one
+// cancelled before it ran 0, as WEXITSTATUS reads Slurm's exit_code.
+func TestSbatchWaitExit(t *testing.T) {
+	arr := aRun(63, "wrap").ended(api.StatusFailed, "", 1, "01:00:00", "01:00:09").with(func(r *api.Run) {
+		r.Array = &api.ArrayInfo{Indices: "1-3", Count: 3}
+		r.ExitCode = nil
+	}).build()
+	tasks := []api.Run{
+		arr,
+		aRun(64, "wrap").task(63, 1).ended(api.StatusDone, "", 0, "01:00:00", "01:00:01").build(),
+		aRun(65, "wrap").task(63, 2).ended(api.StatusFailed, api.ReasonExitedWithError, 6, "01:00:00", "01:00:02").build(),
+		aRun(66, "wrap").task(63, 3).ended(api.StatusFailed, api.ReasonExitedWithError, 4, "01:00:00", "01:00:03").build(),
+	}
+	for name, tc := range map[string]struct {
+		runs []api.Run
+		want int
+	}{
+		"array":     {tasks, 6},
+		"completed": {tasks[1:2], 0},
+		"exit 4":    {tasks[3:], 4},
+		"timeout":   {[]api.Run{aRun(3, "t").ended(api.StatusTerminated, api.ReasonMaxDuration, 143, "01:00:00", "01:01:00").build()}, 1},
+		"cancelled while pending": {[]api.Run{aRun(5, "c").with(func(r *api.Run) {
+			r.Status, r.Reason, r.FinishedAt = api.StatusTerminated, api.ReasonTerminatedByUser, atPtr("01:00:00")
+		}).build()}, 0},
+	} {
+		if got := waitExit(tc.runs); got != tc.want {
+			t.Errorf("%s: sbatch -W exits %d, want %d", name, got, tc.want)
+		}
+	}
+}

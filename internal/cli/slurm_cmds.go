@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -43,19 +42,32 @@ type slurmEnv struct {
 type slurmCommand struct {
 	name, short string
 	run         func(e *slurmEnv, args []string) error
+	// berthName is the command's name under berth when berth's own
+	// command has the Slurm name (berth sprio): a hidden one. The link
+	// keeps the Slurm name.
+	berthName string
+}
+
+// berthName is the command line's name of the Slurm command.
+func (sc slurmCommand) berthCmd() string {
+	if sc.berthName != "" {
+		return sc.berthName
+	}
+	return sc.name
 }
 
 var slurmCommands = []slurmCommand{
-	{"sbatch", "Submit a batch script, as Slurm's sbatch", runSbatch},
-	{"squeue", "List pending and running jobs, as Slurm's squeue", runSqueue},
-	{"scancel", "Cancel or signal jobs, as Slurm's scancel", runScancel},
-	{"sinfo", "Show partitions and nodes, as Slurm's sinfo", runSinfo},
-	{"sacct", "Show finished and running jobs from the accounting records, as Slurm's sacct", runSacct},
-	{"scontrol", "Show and change jobs, nodes and partitions, as Slurm's scontrol", runScontrol},
-	{"srun", "Run a command on the cluster and wait for it, or a job step inside an allocation, as Slurm's srun", runSrun},
-	{"salloc", "Hold an allocation and start a shell in it, as Slurm's salloc", runSalloc},
-	{"sstat", "Show the usage of running job steps, as Slurm's sstat", runSstat},
-	{"sacctmgr", "Show accounts, users and QOS, as Slurm's sacctmgr", runSacctmgr},
+	{"sbatch", "Submit a batch script, as Slurm's sbatch", runSbatch, ""},
+	{"squeue", "List pending and running jobs, as Slurm's squeue", runSqueue, ""},
+	{"scancel", "Cancel or signal jobs, as Slurm's scancel", runScancel, ""},
+	{"sinfo", "Show partitions and nodes, as Slurm's sinfo", runSinfo, ""},
+	{"sacct", "Show finished and running jobs from the accounting records, as Slurm's sacct", runSacct, ""},
+	{"scontrol", "Show and change jobs, nodes and partitions, as Slurm's scontrol", runScontrol, ""},
+	{"srun", "Run a command on the cluster and wait for it, or a job step inside an allocation, as Slurm's srun", runSrun, ""},
+	{"salloc", "Hold an allocation and start a shell in it, as Slurm's salloc", runSalloc, ""},
+	{"sstat", "Show the usage of running job steps, as Slurm's sstat", runSstat, ""},
+	{"sacctmgr", "Show accounts, users and QOS, as Slurm's sacctmgr", runSacctmgr, ""},
+	{"sprio", "Show the pending jobs' priority factors, as Slurm's sprio (berth sprio is Berth's own table)", runSprio, "slurm-sprio"},
 }
 
 // SlurmCommandNames are the names Berth answers to as a Slurm command.
@@ -74,8 +86,11 @@ func Argv(osArgs []string) []string {
 	if len(osArgs) == 0 {
 		return nil
 	}
-	if name := filepath.Base(osArgs[0]); slices.Contains(SlurmCommandNames(), name) {
-		return append([]string{name}, osArgs[1:]...)
+	name := filepath.Base(osArgs[0])
+	for _, sc := range slurmCommands {
+		if sc.name == name {
+			return append([]string{sc.berthCmd()}, osArgs[1:]...)
+		}
 	}
 	return osArgs[1:]
 }
@@ -103,8 +118,9 @@ func newSlurmCmds() []*cobra.Command {
 	for _, sc := range slurmCommands {
 		sc := sc
 		out = append(out, &cobra.Command{
-			Use:                sc.name + " [SLURM OPTIONS]",
+			Use:                sc.berthCmd() + " [SLURM OPTIONS]",
 			Short:              sc.short,
+			Hidden:             sc.berthName != "",
 			GroupID:            "slurm",
 			DisableFlagParsing: true,
 			Args:               cobra.ArbitraryArgs,

@@ -553,13 +553,15 @@ func (v *slurmView) job(r *api.Run) slurm.Job {
 		if j.ArrayTasks == nil {
 			j.ArrayTasks = []int{}
 		}
-		if st.Pending() && r.Array.Throttle > 0 && v.runningTasks(r.ID) >= r.Array.Throttle {
-			j.Reason = slurm.ReasonJobArrayTaskLimit
-		}
-		// The folded record is pending, whatever its tasks do.
+		// The folded record is pending, whatever its tasks do; while as
+		// many tasks run as the throttle allows, it waits for that alone.
 		if !st.Finished() {
 			j.State, j.Start, j.End, j.NodeList, j.BatchHost = slurm.JobPending, time.Time{}, time.Time{}, "", ""
-			if j.Reason == slurm.ReasonNone {
+			switch {
+			case held:
+			case r.Array.Throttle > 0 && v.runningTasks(r.ID) >= r.Array.Throttle:
+				j.Reason = slurm.ReasonJobArrayTaskLimit
+			case j.Reason == slurm.ReasonNone || !st.Pending():
 				j.Reason = slurm.ReasonPriority
 			}
 		}
@@ -710,15 +712,22 @@ func (v *slurmView) acct() []slurm.AcctRecord {
 	runs := make([]*api.Run, 0, len(v.runs))
 	for i := range v.runs {
 		r := &v.runs[i]
-		if r.Array != nil || r.Status == api.StatusScheduled {
-			continue // an array is listed by its tasks; a schedule by its runs
+		if r.Status == api.StatusScheduled {
+			continue // a schedule is listed by its runs
+		}
+		if r.Array != nil && (r.Array.NWaiting == 0 || r.Status.Finished()) {
+			continue // an array is listed by its tasks, and its waiting ones
 		}
 		runs = append(runs, r)
 	}
 	// sacct lists an array's tasks together, by index, where the array
-	// was submitted.
+	// was submitted; the record of its waiting tasks last (sacct sorts by
+	// array_task_id, NO_VAL on that record).
 	key := func(r *api.Run) (int64, int) {
-		if r.ArrayID != 0 && r.ArrayIndex != nil {
+		switch {
+		case r.Array != nil:
+			return r.ID, math.MaxInt
+		case r.ArrayID != 0 && r.ArrayIndex != nil:
 			return r.ArrayID, *r.ArrayIndex
 		}
 		return r.ID, -1
@@ -733,6 +742,10 @@ func (v *slurmView) acct() []slurm.AcctRecord {
 	})
 	var out []slurm.AcctRecord
 	for _, r := range runs {
+		if r.Array != nil {
+			out = append(out, v.waitingTasksRecord(r))
+			continue
+		}
 		if v.duplicates {
 			for i := range v.earlier[r.ID] {
 				out = v.acctRun(out, &v.earlier[r.ID][i], true)
@@ -741,6 +754,20 @@ func (v *slurmView) acct() []slurm.AcctRecord {
 		out = v.acctRun(out, r, false)
 	}
 	return out
+}
+
+// waitingTasksRecord is the line sacct shows for an array's tasks not
+// created yet: slurmdbd keeps the array's job record PENDING, with the
+// waiting tasks as its array_task_str (63_[2-3%1]), until its last task
+// starts.
+func (v *slurmView) waitingTasksRecord(r *api.Run) slurm.AcctRecord {
+	j := v.job(r)
+	rec := v.acctRecord(r)
+	rec.ArrayJobID, rec.ArrayTaskID = u32(r.ID), slurm.NoArrayTask
+	rec.ArrayTasks = slurm.FormatArrayTasks(j.ArrayTasks, j.ArrayThrottle)
+	rec.State, rec.Reason, rec.ExitCode, rec.ExitSignal, rec.CancelledBy = slurm.JobPending, j.Reason, 0, 0, nil
+	rec.Start, rec.End, rec.Elapsed, rec.CPUTime, rec.AllocTRES, rec.NodeList = time.Time{}, time.Time{}, 0, 0, "", "None assigned"
+	return rec
 }
 
 // acctRun appends the run's record and its steps'. An earlier attempt of a
@@ -986,6 +1013,9 @@ func slurmNodes(nodes []api.Node, now time.Time, pol *api.PolicyInfo) ([]slurm.P
 			CPUs: n.CPUs, CPUsAlloc: n.AllocCPUs, Addr: n.Addr, Hostname: n.Name, Version: n.Version, OS: "Linux",
 			RealMemoryMB: uint64(n.Memory) / slurm.MiB, AllocMemMB: uint64(n.AllocMemory) / slurm.MiB,
 			Weight: 1, Partitions: []string{defaultPartition}, LastBusy: n.LastSeen.Local(),
+			// A node's features are all active: Berth has no node
+			// features plugin to change them.
+			Features: strings.Join(n.Features, ","), ActiveFeatures: strings.Join(n.Features, ","),
 		}
 		if len(n.GPUs) > 0 {
 			sn.Gres = fmt.Sprintf("gpu:%d", len(n.GPUs))

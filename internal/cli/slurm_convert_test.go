@@ -537,3 +537,82 @@ func TestRequeuedJobShowsCurrentAttempt(t *testing.T) {
 		t.Errorf("sacct -D -j 30,31 (-want +got):\n%s", d)
 	}
 }
+
+// An array's tasks not created yet are one sacct line, PENDING, named as
+// slurmdbd names the array's own record (63_[2-3%1]) and listed after the
+// tasks that exist; while as many tasks run as the throttle allows, that
+// line and every waiting task wait for JobArrayTaskLimit alone, in sacct,
+// squeue (folded, where reasons merge) and scontrol.
+func TestWaitingArrayTasks(t *testing.T) {
+	array := func(waiting string, n int) func(*api.Run) {
+		return func(r *api.Run) {
+			r.Spec.Array = "1-3%1"
+			r.Array = &api.ArrayInfo{Indices: "1-3", Count: 3, Throttle: 1, Waiting: waiting, NWaiting: n}
+		}
+	}
+	sacct := func(runs []api.Run) string {
+		v := newSlurmView(runs, goldenNodes(), at("01:26:18"))
+		recs := slurm.FilterAcct(v.acct(), slurm.AcctFilter{Jobs: []slurm.JobSelector{{JobID: 63, Task: slurm.NoArrayTask}}, Now: v.now})
+		got, err := slurm.FormatSacct(recs, slurm.SacctOptions{Parsable2: true, NoHeader: true, Format: "JobID,JobIDRaw,State,Reason"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	fresh := []api.Run{aRun(63, "wrap").pending("Priority").with(array("1-3", 3)).build()}
+	if got, want := sacct(fresh), "63_[1-3%1]|63|PENDING|Priority\n"; got != want {
+		t.Errorf("sacct of an array none of whose tasks exist:\n%s\nwant:\n%s", got, want)
+	}
+	// The array's run is running (a task runs), task 2 exists and waits.
+	busy := []api.Run{
+		aRun(63, "wrap").running("01:26:09").with(array("3", 1)).with(func(r *api.Run) { r.Jobs, r.Nodes = nil, nil }).build(),
+		aRun(64, "wrap").task(63, 1).running("01:26:09").build(),
+		aRun(65, "wrap").task(63, 2).pending("Priority").build(),
+	}
+	want := "63_1|64|RUNNING|None\n63_1.batch|64.batch|RUNNING|\n63_2|65|PENDING|Priority\n63_[3%1]|63|PENDING|JobArrayTaskLimit\n"
+	if got := sacct(busy); got != want {
+		t.Errorf("sacct of a throttled array:\n%s\nwant:\n%s", got, want)
+	}
+	v := newSlurmView(busy, goldenNodes(), at("01:26:18"))
+	got, _, err := slurm.FormatSqueue(v.jobs(), slurm.SqueueOptions{Format: "%i %t %r", NoHeader: true, Now: v.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "63_[2-3%1] PD JobArrayTaskLimit\n63_1 R None\n"; got != want {
+		t.Errorf("squeue -h -o '%%i %%t %%r':\n%s\nwant:\n%s", got, want)
+	}
+	got, _, err = slurm.FormatSqueue(v.jobs(), slurm.SqueueOptions{Format: "%i %t %r", NoHeader: true, Now: v.now, Array: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "63_3 PD JobArrayTaskLimit\n63_2 PD JobArrayTaskLimit\n63_1 R None\n"; got != want {
+		t.Errorf("squeue -r -h -o '%%i %%t %%r':\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// squeue --start lists pending jobs only (squeue/opts.c sets -t PD when no
+// state is given), byte for byte as Slurm printed the golden queue, which
+// had array tasks 10_1 and 10_2 running.
+func TestSqueueStartListsPendingJobs(t *testing.T) {
+	runs, prio := queueAt0118()
+	for i := range runs {
+		if runs[i].ID == 18 {
+			runs[i].EstimatedStart = atPtr("02:26:09")
+		}
+	}
+	v := newSlurmView(runs, goldenNodes(), at("01:26:18"))
+	v.prio = prio
+	o := slurm.SqueueOptions{Start: true, Now: v.now}
+	got, _, err := slurm.FormatSqueue(slurm.FilterJobs(v.jobs(), startStates(o, slurm.JobFilter{}, false)), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, want := readSlurmGolden(t, "squeue-start.txt")
+	if d := cmp.Diff(strings.Split(want, "\n"), strings.Split(got, "\n")); d != "" {
+		t.Errorf("squeue --start differs from Slurm's (-want +got):\n%s", d)
+	}
+	o.Array = true
+	if got, _, _ := slurm.FormatSqueue(slurm.FilterJobs(v.jobs(), startStates(o, slurm.JobFilter{States: []slurm.JobState{slurm.JobRunning}}, false)), o); !strings.Contains(got, "10_1") {
+		t.Errorf("squeue --start -t R -r: the running tasks are missing:\n%s", got)
+	}
+}

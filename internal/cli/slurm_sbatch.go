@@ -19,6 +19,7 @@ import (
 	"github.com/berth-hq/berth/internal/client"
 	"github.com/berth-hq/berth/internal/policy"
 	"github.com/berth-hq/berth/internal/slurm"
+	"github.com/berth-hq/berth/internal/spec"
 )
 
 // slurmVersion is what the commands' --version prints: the Slurm release
@@ -143,9 +144,18 @@ func runSbatch(e *slurmEnv, args []string) error {
 		_, err := c.Run(e.ctx, strconv.FormatUint(uint64(id), 10))
 		return err == nil
 	}
+	for i := range job.Components {
+		spreadTasks(&job.Components[i], nodes)
+	}
 	br, err := buildBatchRun(job, name, s, known, knownPartitions(nodes))
 	if err != nil {
 		return err
+	}
+	if !gpusAvailable(br.req.Spec, nodes) {
+		return slurmFail(1, "sbatch: error: Batch job submission failed: Requested node configuration is not available")
+	}
+	if reason := unknownNodesOrFeatures(br.req.Spec, nodes); reason != "" {
+		return slurm.SubmitFailed(reason)
 	}
 	o := br.opt
 	if o.TestOnly {
@@ -165,7 +175,19 @@ func runSbatch(e *slurmEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	return waitExit(end)
+	ended := []api.Run{*end}
+	if end.Array != nil {
+		// An array's exit status is its tasks' highest.
+		v, err := fetchView(e, "sbatch", runSelection{all: true, ids: []int64{run.ID}})
+		if err != nil {
+			return err
+		}
+		ended = v.runs
+	}
+	if code := waitExit(ended); code != 0 {
+		return &ExitError{Code: code}
+	}
+	return nil
 }
 
 // knownPartitions are the partitions a job may name: the default one, every
@@ -292,17 +314,23 @@ func waitRun(ctx context.Context, c *client.Client, id int64) (*api.Run, error) 
 	}
 }
 
-// waitExit is sbatch -W's exit status: the job's exit code, 0 when it
-// completed, and at least 1 when it did not.
-func waitExit(r *api.Run) error {
-	if r.Status == api.StatusDone {
-		return nil
+// waitExit is sbatch -W's exit status (_job_wait): the highest of the
+// jobs' (an array's tasks') exit codes, where a job ended by a signal
+// counts 1 and one cancelled before it ran 0, as WEXITSTATUS reads them.
+func waitExit(runs []api.Run) int {
+	ec := 0
+	for i := range runs {
+		r := &runs[i]
+		if r.Array != nil || !r.Status.Finished() {
+			continue
+		}
+		code, sig := exitCode(r, slurmState(r))
+		if sig != 0 {
+			code = 1
+		}
+		ec = max(ec, code&0xff)
 	}
-	code := 1
-	if r.ExitCode != nil && *r.ExitCode > 0 && *r.ExitCode < 256 {
-		code = *r.ExitCode
-	}
-	return &ExitError{Code: code}
+	return ec
 }
 
 // runSelection is what a listing command asks the server for: the
@@ -484,4 +512,102 @@ func splitOutsideBrackets(s string) []string {
 		}
 	}
 	return append(out, s[start:])
+}
+
+// gpusAvailable reports whether some node has as many GPUs (of the model
+// asked for) as each of the job's components asks for on one node.
+// slurmctld refuses a job no node's configuration could ever hold
+// (ESLURM_REQUESTED_NODE_CONFIG_UNAVAILABLE) at submission; with no node
+// known at all there is nothing to judge by.
+func gpusAvailable(t *spec.Task, nodes []api.Node) bool {
+	if t == nil || len(nodes) == 0 {
+		return true
+	}
+	fits := func(r spec.Resources) bool {
+		if r.GPU == nil || r.GPU.Count.Min <= 0 {
+			return true
+		}
+		for _, n := range nodes {
+			have := 0
+			for _, g := range n.GPUs {
+				if len(r.GPU.Names) == 0 || slices.ContainsFunc(r.GPU.Names, func(m string) bool { return gpuModelIs(m, g.Name) }) {
+					have++
+				}
+			}
+			if have >= r.GPU.Count.Min {
+				return true
+			}
+		}
+		return false
+	}
+	if !fits(t.Resources) {
+		return false
+	}
+	for _, g := range t.Groups {
+		if !fits(g.Resources) {
+			return false
+		}
+	}
+	return true
+}
+
+// gpuModelIs is the scheduler's model match: "a100" is a whole word of
+// "NVIDIA A100-SXM4-80GB", ignoring case.
+func gpuModelIs(want, have string) bool {
+	return slices.ContainsFunc(strings.FieldsFunc(have, func(r rune) bool { return r == ' ' || r == '-' || r == '_' }),
+		func(w string) bool { return strings.EqualFold(w, want) }) || strings.EqualFold(want, have)
+}
+
+// spreadTasks gives a job of -n tasks without -N or --ntasks-per-node as
+// many nodes as its tasks need when no node it may use holds them all, as
+// slurmctld spreads such a job's tasks over nodes (its node count is a
+// range from 1): -n 4 on 2-CPU nodes takes 2 nodes. The nodes it may use
+// are those of its partitions, -w, -x and -C.
+func spreadTasks(o *slurm.BatchOptions, nodes []api.Node) {
+	if o.NTasks <= 0 || o.Nodes > 0 || o.NTasksPerNode > 0 || o.Nodelist != "" {
+		return
+	}
+	cpt := max(o.CPUsPerTask, 1)
+	var exclude []string
+	if o.Exclude != "" {
+		exclude, _ = slurm.ExpandHostlist(o.Exclude)
+	}
+	features := strings.FieldsFunc(o.Constraint, func(r rune) bool { return r == '&' || r == ',' })
+	most := 0
+	for _, n := range nodes {
+		fleets := slices.DeleteFunc(slices.Clone(o.Partition), func(p string) bool { return p == "" || p == defaultPartition })
+		if len(fleets) > 0 && !slices.Contains(fleets, n.Fleet) || slices.Contains(exclude, n.Name) {
+			continue
+		}
+		if slices.ContainsFunc(features, func(f string) bool { return !slices.Contains(n.Features, strings.TrimSpace(f)) }) {
+			continue
+		}
+		most = max(most, n.CPUs/cpt)
+	}
+	if most >= 1 && o.NTasks > most {
+		o.Nodes = (o.NTasks + most - 1) / most
+	}
+}
+
+// unknownNodesOrFeatures is slurmctld's refusal of a job that names a node
+// (-w, -x) no one knows, or asks for a feature (-C) no node has; "" when
+// there is none to make (or no node is known to judge by).
+func unknownNodesOrFeatures(t *spec.Task, nodes []api.Node) string {
+	if t == nil || len(nodes) == 0 {
+		return ""
+	}
+	known := func(name string) bool {
+		return slices.ContainsFunc(nodes, func(n api.Node) bool { return n.Name == name })
+	}
+	for _, h := range append(slices.Clone(t.Nodelist), t.Exclude...) {
+		if !known(h) {
+			return "Invalid node name specified"
+		}
+	}
+	for _, f := range t.Constraint {
+		if !slices.ContainsFunc(nodes, func(n api.Node) bool { return slices.Contains(n.Features, f) }) {
+			return "Invalid feature specification"
+		}
+	}
+	return ""
 }

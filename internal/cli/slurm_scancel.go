@@ -224,5 +224,8 @@ func runScancel(e *slurmEnv, args []string) error {
 	for _, l := range slurm.ScancelMessages(ids, verbose, failed) {
 		fmt.Fprintln(e.stderr, l)
 	}
+	if code := slurm.ScancelExit(failed); code != 0 {
+		return &ExitError{Code: code}
+	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"sort"
 	"strconv"
@@ -185,6 +186,8 @@ func scontrolShow(e *slurmEnv, args []string, oneLiner bool) error {
 		}
 		io.WriteString(e.stdout, slurm.ShowPartitions(parts, oneLiner))
 		return nil
+	case len(entity) >= 4 && strings.HasPrefix("config", entity):
+		return scontrolShowConfig(e)
 	case entity == "step" || entity == "steps":
 		fmt.Fprintln(e.stdout, "No job steps in the system")
 		return nil
@@ -588,4 +591,74 @@ func scontrolRun(e *slurmEnv, ref string) (*api.Run, error) {
 		return nil, controlError("slurm_update error", err)
 	}
 	return r, nil
+}
+
+// scontrolShowConfig is scontrol show config: the slurm.conf keys Berth has
+// a value for, in Slurm's order, with the server's settings.
+func scontrolShowConfig(e *slurmEnv) error {
+	c, err := e.newClient()
+	if err != nil {
+		return slurmFail(1, "slurm_load_ctl_conf error: Unable to contact slurm controller (connect failure)")
+	}
+	st, err := c.Status(e.ctx)
+	if err != nil || st.Config == nil {
+		return slurmFail(1, "slurm_load_ctl_conf error: Unable to contact slurm controller (connect failure)")
+	}
+	host := "localhost"
+	if u, err := url.Parse(c.BaseURL()); err == nil && u.Hostname() != "" {
+		host = u.Hostname()
+	}
+	io.WriteString(e.stdout, slurm.ShowConfig(e.now(), configPairs(st), host))
+	return nil
+}
+
+// configPairs are the keys scontrol show config prints for a Berth server.
+func configPairs(st *api.ServerStatus) []slurm.ConfigPair {
+	cfg := st.Config
+	secs := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+	sched := "sched/backfill"
+	if cfg.Policy == "fcfs" {
+		sched = "sched/builtin"
+	}
+	var params []string
+	if cfg.Depth > 0 {
+		params = append(params, fmt.Sprintf("bf_max_job_test=%d", cfg.Depth))
+	}
+	if st.MaxScriptBytes > 0 && st.MaxScriptBytes != 4<<20 {
+		params = append(params, fmt.Sprintf("max_script_size=%d", st.MaxScriptBytes))
+	}
+	schedParams := "(null)"
+	if len(params) > 0 {
+		schedParams = strings.Join(params, ",")
+	}
+	w := cfg.Weights
+	if w == nil {
+		w = &api.Weights{}
+	}
+	yesNo := map[bool]string{true: "Yes", false: "No"}
+	return []slurm.ConfigPair{
+		{"ClusterName", clusterName},
+		{"EnforcePartLimits", "NO"},
+		{"FirstJobId", "1"},
+		{"KillWait", slurm.ConfigSeconds(secs(cfg.StopGrace))},
+		{"MaxArraySize", strconv.Itoa(cfg.MaxArraySize)},
+		{"MinJobAge", slurm.ConfigSeconds(minJobAge)},
+		{"PriorityDecayHalfLife", slurm.FormatElapsed(secs(cfg.FairshareHalfLife))},
+		{"PriorityFavorSmall", yesNo[w.FavorSmall]},
+		{"PriorityMaxAge", slurm.FormatElapsed(secs(w.MaxAge))},
+		{"PriorityType", "priority/multifactor"},
+		{"PriorityWeightAge", strconv.FormatInt(w.Age, 10)},
+		{"PriorityWeightAssoc", "0"},
+		{"PriorityWeightFairShare", strconv.FormatInt(w.Fairshare, 10)},
+		{"PriorityWeightJobSize", strconv.FormatInt(w.JobSize, 10)},
+		{"PriorityWeightPartition", strconv.FormatInt(w.Partition, 10)},
+		{"PriorityWeightQOS", strconv.FormatInt(w.QOS, 10)},
+		{"PriorityWeightTRES", "(null)"},
+		{"SchedulerParameters", schedParams},
+		{"SchedulerType", sched},
+		{"SelectType", "select/cons_tres"},
+		{"SlurmdTimeout", slurm.ConfigSeconds(secs(cfg.NodeTimeout))},
+		{"SLURM_VERSION", strings.TrimPrefix(slurmVersion, "slurm ")},
+		{"UnkillableStepTimeout", slurm.ConfigSeconds(secs(cfg.UnkillableTimeout))},
+	}
 }

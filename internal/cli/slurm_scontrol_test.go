@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/berth-hq/berth/internal/api"
 )
 
 // slurmCmd runs a Slurm command through Main and returns what it printed
@@ -76,5 +78,61 @@ func TestScontrolUpdateNodeAndPartition(t *testing.T) {
 		if errs != "slurm_update error: Access/permission denied\n" || code != 1 {
 			t.Errorf("%s as bob: exit %d, %q", strings.Join(args, " "), code, errs)
 		}
+	}
+}
+
+// A job asking for more GPUs on a node than any node has is refused at
+// submission with slurmctld's words (sbatch-err-too-many-gpus.txt), and
+// nothing is stored; one that some node could hold is accepted.
+func TestSbatchRefusesGPUsBeyondEveryNode(t *testing.T) {
+	c := testServer(t)
+	gpus := make([]api.GPU, 4)
+	for i := range gpus {
+		gpus[i] = api.GPU{Index: i, Name: "NVIDIA A100-SXM4-80GB", Memory: 80 << 30}
+	}
+	if err := c.Register(context.Background(), api.NodeInfo{Name: "g1", CPUs: 8, Memory: 8 << 30, GPUs: gpus}); err != nil {
+		t.Fatal(err)
+	}
+	_, want := readSlurmGolden(t, "sbatch-err-too-many-gpus.txt")
+	if want != "" {
+		t.Fatalf("the golden printed %q on stdout", want)
+	}
+	for _, args := range [][]string{{"--gres=gpu:8"}, {"--gres=gpu:a100:5"}, {"--gpus-per-node=t4:1"}} {
+		out, errs, code := slurmCmd(append(append([]string{"sbatch"}, args...), "--wrap", "true")...)
+		if d := cmp.Diff([]any{"", "sbatch: error: Batch job submission failed: Requested node configuration is not available\n", 1}, []any{out, errs, code}); d != "" {
+			t.Errorf("sbatch %s (-want +got):\n%s", args, d)
+		}
+	}
+	if out, _, _ := slurmCmd("squeue", "-h"); out != "" {
+		t.Errorf("a refused job was stored:\n%s", out)
+	}
+	if out, errs, code := slurmCmd("sbatch", "--parsable", "--gres=gpu:a100:4", "--wrap", "true"); code != 0 || strings.TrimSpace(out) == "" {
+		t.Errorf("sbatch --gres=gpu:a100:4: exit %d, %q %q", code, out, errs)
+	}
+}
+
+// scancel of another user's job prints slurmctld's refusal without -v and
+// exits with its code's low byte (ESLURM_ACCESS_DENIED, 2002: 210), as
+// scancel.c's _cancel_job_id does; the job goes on waiting.
+func TestScancelOthersJob(t *testing.T) {
+	policyServer(t, "")
+	id, _, code := slurmCmd("sbatch", "--parsable", "--hold", "--wrap", "true")
+	id = strings.TrimSpace(id)
+	if code != 0 || id == "" {
+		t.Fatalf("sbatch: exit %d %q", code, id)
+	}
+	t.Setenv("BERTH_TOKEN", "bob-token")
+	for _, args := range [][]string{{"scancel", id}, {"scancel", "--signal=USR1", id}} {
+		out, errs, code := slurmCmd(args...)
+		if d := cmp.Diff([]any{"", "scancel: error: Kill job error on job id " + id + ": Access/permission denied\n", 210}, []any{out, errs, code}); d != "" {
+			t.Errorf("%s as bob (-want +got):\n%s", strings.Join(args, " "), d)
+		}
+	}
+	if _, errs, code := slurmCmd("scancel", "99999"); errs != "" || code != 0 {
+		t.Errorf("scancel of an unknown job without -v: exit %d, %q (Slurm: nothing, 0)", code, errs)
+	}
+	t.Setenv("BERTH_TOKEN", "tok")
+	if out, _, _ := slurmCmd("squeue", "-h", "-o", "%i %T", "-j", id); out != id+" PENDING\n" {
+		t.Errorf("after bob's scancel: %q", out)
 	}
 }

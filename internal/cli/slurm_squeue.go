@@ -177,6 +177,7 @@ func runSqueue(e *slurmEnv, args []string) error {
 		}
 		f.Jobs = sel
 	}
+	f = startStates(o, f, steps)
 	if steps {
 		if o.Format != "" || o.LongFormat != "" {
 			return slurmFail(1, "squeue: error: -o/-O with -s is not supported by Berth: squeue -s prints its default step columns")
@@ -320,4 +321,13 @@ func squeueSteps(e *slurmEnv, f slurm.JobFilter, only []string, long, noHeader b
 	}
 	io.WriteString(e.stdout, slurm.FormatSqueueSteps(rows, long, noHeader, v.now))
 	return nil
+}
+
+// startStates is squeue --start's default state list (opts.c): pending
+// jobs only, unless -t names states.
+func startStates(o slurm.SqueueOptions, f slurm.JobFilter, steps bool) slurm.JobFilter {
+	if o.Start && !steps && f.States == nil && !f.AllStates {
+		f.States = []slurm.JobState{slurm.JobPending}
+	}
+	return f
 }

@@ -175,6 +175,11 @@ func sstatSteps(e *slurmEnv, c *client.Client, w sstatWanted, all bool) ([]slurm
 		}
 	}
 	if len(chosen) == 0 {
+		if w.step == "" && len(running) > 0 {
+			// Only the batch step runs: sstat skips it without -a and
+			// says nothing (sstat.c: the special steps are skipped).
+			return nil, ""
+		}
 		if w.step == "" {
 			return nil, fmt.Sprintf("No steps running for job %d", w.job.JobID)
 		}

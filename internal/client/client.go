@@ -64,6 +64,9 @@ func New(baseURL, token string) *Client {
 	return newClient(baseURL, token, (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
 }
 
+// BaseURL is the server's URL the client talks to.
+func (c *Client) BaseURL() string { return c.base }
+
 // NewUnix returns a client of the server through a node's agent, on its
 // local socket at path: no token; the agent tells the server who the
 // caller is (its Unix user) and vouches for it.

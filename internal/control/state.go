@@ -216,6 +216,7 @@ type requestKey struct {
 	vendor, names                string
 	fleets, notFleets            string
 	exclusive, containers        bool
+	nodes, exclude, features     string
 }
 
 // requests interns the waiting runs' requests: most runs of a long queue
@@ -231,7 +232,8 @@ type requests struct {
 func (rq *requests) intern(r *sched.Request) *sched.Request {
 	k := requestKey{cpus: r.CPUs, count: r.GPU.Count, memory: r.Memory, minMemory: r.GPU.MinMemory, maxMemory: r.GPU.MaxMemory,
 		vendor: r.GPU.Vendor, names: strings.Join(r.GPU.Names, "\x00"), fleets: strings.Join(r.Fleets, "\x00"),
-		notFleets: strings.Join(r.NotFleets, "\x00"), exclusive: r.Exclusive, containers: r.Containers}
+		notFleets: strings.Join(r.NotFleets, "\x00"), exclusive: r.Exclusive, containers: r.Containers,
+		nodes: strings.Join(r.Nodes, "\x00"), exclude: strings.Join(r.Exclude, "\x00"), features: strings.Join(r.Features, "\x00")}
 	if rq.m == nil {
 		rq.m = map[requestKey]weak.Pointer[sched.Request]{}
 	}
@@ -344,6 +346,7 @@ func requestOf(t *spec.Task, res spec.Resources) sched.Request {
 	r.Fleets = t.Fleets
 	r.Exclusive = t.Exclusive
 	r.Containers = t.Image != ""
+	r.Nodes, r.Exclude, r.Features = t.Nodelist, t.Exclude, t.Constraint
 	r.CPUs = 1
 	if res.CPU != nil {
 		r.CPUs = res.CPU.Count.Min
@@ -904,7 +907,7 @@ func (s *Cluster) schedNode(ns *nodeState) sched.Node {
 	// A drained node is offline to the scheduler: no new jobs (nodes.go).
 	n := sched.Node{Name: ns.info.Name, Fleet: ns.info.Fleet, Online: ns.online && !ns.condition().drained(), CPUs: ns.info.CPUs, Memory: sched.Bytes(ns.info.Memory),
 		FreeCPUs: ns.info.CPUs - ns.usedCPU, FreeMemory: sched.Bytes(ns.info.Memory - ns.usedMem), Blocks: s.rules.Load().Fleets[ns.info.Fleet].Blocks,
-		Containers: ns.info.CanRunContainers()}
+		Containers: ns.info.CanRunContainers(), Features: ns.info.Features}
 	for _, g := range ns.info.GPUs {
 		n.GPUs = append(n.GPUs, sched.GPU{Index: g.Index, Vendor: g.Vendor, Name: g.Name, Memory: sched.Bytes(g.Memory)})
 		if _, used := ns.usedGPU[g.Index]; !used {

@@ -562,6 +562,9 @@ func dominates(a, b *Pending) bool {
 		len(b.Request.NotFleets) > 0 && !slices.Equal(a.Request.NotFleets, b.Request.NotFleets) {
 		return false // other nodes
 	}
+	if narrowsNodes(b.Request) && !sameNodeFilter(a.Request, b.Request) {
+		return false // other nodes
+	}
 	ga, gb := a.Request.GPU, b.Request.GPU
 	if gb.Count == 0 {
 		return true

@@ -32,6 +32,9 @@ type Node struct {
 	Blocks int
 	// Containers: the node has a container engine.
 	Containers bool
+	// Features are the node's features (Slurm's node features), which a
+	// request's Features must all be among.
+	Features []string
 }
 
 // GPURequest is what a run needs of GPUs on each node.
@@ -57,11 +60,17 @@ type Request struct {
 	Exclusive bool
 	// Containers: the run has an image and needs a node with an engine.
 	Containers bool
+	// Nodes, Exclude and Features narrow the nodes the run may use
+	// (nodefilter.go): Slurm's --nodelist, --exclude and --constraint.
+	Nodes, Exclude, Features []string
 }
 
 // inFleet tells whether r may use node n.
 func (r Request) inFleet(n *Node) bool {
 	if r.Containers && !n.Containers {
+		return false
+	}
+	if !r.nodeAllowed(n) {
 		return false
 	}
 	if len(r.Fleets) == 0 {

@@ -509,7 +509,18 @@ func (s *Server) handleNodes(w http.ResponseWriter, r *http.Request, _ *store.Us
 
 func (s *Server) handleStatus(w http.ResponseWriter, _ *http.Request, _ *store.User) {
 	s.mu.Lock()
-	st := api.ServerStatus{MaxScriptBytes: s.cfg.MaxScriptBytes}
+	wt := s.cfg.Weights
+	unkillable := s.cfg.UnkillableTimeout
+	if unkillable == 0 {
+		unkillable = time.Minute // control's default
+	}
+	st := api.ServerStatus{MaxScriptBytes: s.cfg.MaxScriptBytes, Config: &api.ServerConfig{
+		Policy: s.cfg.Policy.String(), Depth: s.cfg.Depth, StopGrace: s.cfg.StopGrace.Seconds(),
+		UnkillableTimeout: unkillable.Seconds(), NodeTimeout: s.cfg.NodeTimeout.Seconds(),
+		MaxArraySize: s.cfg.MaxArraySize, MaxNodesPerRun: s.cfg.MaxNodesPerRun, FairshareHalfLife: s.cfg.HalfLife.Seconds(),
+		Weights: &api.Weights{Age: wt.Age, Fairshare: wt.Fairshare, JobSize: wt.Size, QOS: wt.QOS, Partition: wt.Partition,
+			Own: wt.Priority, Expansion: wt.Expansion, MaxAge: wt.MaxAge.Seconds(), FavorSmall: wt.FavorSmall},
+	}}
 	st.ActiveRuns, st.PendingRuns, _, st.Nodes = s.Counts()
 	s.unlock()
 	st.Commits, st.Batches, st.Passes = s.metrics.commits.Load(), s.metrics.batches.Load(), s.metrics.cycles.Load()

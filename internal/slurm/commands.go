@@ -35,18 +35,43 @@ func InvalidPartitionError(name string) *CommandError {
 }
 
 // ScancelMessages is what scancel writes to stderr for each job id it was
-// given: with -v, "Terminating job N", and for an id the controller did not
-// know, an error; scancel exits 0 either way. failed maps ids to Slurm's
-// reason ("Invalid job id specified").
+// given: with -v, "Terminating job N", and for a job it could not cancel
+// an error, which without -v only for other reasons than a job unknown or
+// already done (scancel.c: _cancel_job_id). failed maps ids to Slurm's
+// reason ("Invalid job id specified", "Access/permission denied").
 func ScancelMessages(ids []string, verbose bool, failed map[string]string) []string {
 	var out []string
 	for _, id := range ids {
 		if verbose {
 			out = append(out, "scancel: Terminating job "+id)
 		}
-		if reason, ok := failed[id]; ok && verbose {
+		if reason, ok := failed[id]; ok && (verbose || !quietKillError(reason)) {
 			out = append(out, fmt.Sprintf("scancel: error: Kill job error on job id %s: %s", id, reason))
 		}
 	}
 	return out
+}
+
+// quietKillError reports the errors scancel prints only with -v, and which
+// do not change its exit status when it kills (ESLURM_INVALID_JOB_ID,
+// ESLURM_ALREADY_DONE).
+func quietKillError(reason string) bool {
+	return reason == "Invalid job id specified" || reason == "Job/step already completing or completed"
+}
+
+// ScancelExit is scancel's exit status: the highest Slurm error code of
+// the jobs it could not cancel, as exit() keeps its low byte; a job
+// unknown or already done counts 0. ESLURM_ACCESS_DENIED (2002) exits 210.
+func ScancelExit(failed map[string]string) int {
+	rc := 0
+	for _, reason := range failed {
+		switch {
+		case quietKillError(reason):
+		case reason == "Access/permission denied":
+			rc = max(rc, 2002)
+		default:
+			rc = max(rc, 1)
+		}
+	}
+	return rc & 0xff
 }

@@ -536,8 +536,14 @@ func sacctJSONJob(r *AcctRecord, cluster string, steps []any) jobj {
 	maxo.add("running", running)
 	limits.add("max", maxo)
 	array.add("limits", limits)
-	array.add("task", orNil(r.ArrayJobID != 0, strconv.Itoa(r.ArrayTaskID)))
-	array.add("task_id", orNil(r.ArrayJobID != 0, r.ArrayTaskID))
+	switch {
+	case r.ArrayTasks != "":
+		array.add("task", r.ArrayTasks)
+		array.add("task_id", nil)
+	default:
+		array.add("task", orNil(r.ArrayJobID != 0, strconv.Itoa(r.ArrayTaskID)))
+		array.add("task_id", orNil(r.ArrayJobID != 0, r.ArrayTaskID))
+	}
 	o.add("array", array)
 	var assoc jobj
 	assoc.add("account", r.Account)

@@ -13,9 +13,13 @@ import (
 // name, state, exit code, times, nodes and TRES; sacct takes the account
 // and user from their job.
 type AcctRecord struct {
-	JobID        uint32 // the raw id (JobIDRaw)
-	ArrayJobID   uint32 // 0 when not an array task
-	ArrayTaskID  int
+	JobID       uint32 // the raw id (JobIDRaw)
+	ArrayJobID  uint32 // 0 when not an array task
+	ArrayTaskID int
+	// ArrayTasks is, on an array's own record while tasks of it wait to
+	// be created, those tasks as slurmdbd's array_task_str prints them
+	// ("2-3%1"): the line's JobID is 63_[2-3%1].
+	ArrayTasks   string
 	HetJobID     uint32
 	HetJobOffset uint32
 	Step         string // "" for the job itself; "batch", "extern", "0", "1"... for a step
@@ -272,6 +276,8 @@ func abs(n int) int {
 // idString is slurmdb_get_job_id_str: "10_4", "7+1", "19".
 func (r *AcctRecord) idString() string {
 	switch {
+	case r.ArrayTasks != "":
+		return fmt.Sprintf("%d_[%s]", r.ArrayJobID, r.ArrayTasks)
 	case r.ArrayJobID != 0:
 		return fmt.Sprintf("%d_%d", r.ArrayJobID, r.ArrayTaskID)
 	case r.HetJobID != 0:

@@ -212,6 +212,12 @@ func (w *walker) field(t *Task, e entry) {
 		t.IdleDuration = w.offDuration(v, p, &off)
 	case "fleets":
 		t.Fleets = w.strings(v, p, "[gpu-fleet]")
+	case "nodelist":
+		t.Nodelist = w.strings(v, p, "[node1, node2]")
+	case "exclude":
+		t.Exclude = w.strings(v, p, "[node3]")
+	case "constraint":
+		t.Constraint = w.strings(v, p, "[infiniband, a100]")
 	case "tags":
 		t.Tags = w.tags(v, p)
 	default:

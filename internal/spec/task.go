@@ -56,17 +56,24 @@ type Task struct {
 	Signal            string             `json:"signal,omitempty"`        // Berth's (Slurm's --signal): [B:]SIG[@TIME] as written; see ParseSignal
 	UtilizationPolicy *UtilizationPolicy `json:"utilization_policy,omitempty"`
 
-	SpotPolicy        string            `json:"spot_policy,omitempty"`
-	Backends          []string          `json:"backends,omitempty"`
-	Regions           []string          `json:"regions,omitempty"`
-	AvailabilityZones []string          `json:"availability_zones,omitempty"`
-	InstanceTypes     []string          `json:"instance_types,omitempty"`
-	Reservation       string            `json:"reservation,omitempty"`
-	MaxPrice          *float64          `json:"max_price,omitempty"` // dollars per hour
-	CreationPolicy    string            `json:"creation_policy,omitempty"`
-	IdleDuration      *Duration         `json:"idle_duration,omitempty"` // nil = default; DurationOff = off
-	Fleets            []string          `json:"fleets,omitempty"`
-	Tags              map[string]string `json:"tags,omitempty"`
+	SpotPolicy        string    `json:"spot_policy,omitempty"`
+	Backends          []string  `json:"backends,omitempty"`
+	Regions           []string  `json:"regions,omitempty"`
+	AvailabilityZones []string  `json:"availability_zones,omitempty"`
+	InstanceTypes     []string  `json:"instance_types,omitempty"`
+	Reservation       string    `json:"reservation,omitempty"`
+	MaxPrice          *float64  `json:"max_price,omitempty"` // dollars per hour
+	CreationPolicy    string    `json:"creation_policy,omitempty"`
+	IdleDuration      *Duration `json:"idle_duration,omitempty"` // nil = default; DurationOff = off
+	Fleets            []string  `json:"fleets,omitempty"`
+	// Nodelist, Exclude and Constraint are Berth's, after Slurm's
+	// -w/--nodelist, -x/--exclude and -C/--constraint: the only nodes the
+	// run's jobs may use, nodes they may not, and the features (berth agent
+	// --features) a node must have, all of them.
+	Nodelist   []string          `json:"nodelist,omitempty"`
+	Exclude    []string          `json:"exclude,omitempty"`
+	Constraint []string          `json:"constraint,omitempty"`
+	Tags       map[string]string `json:"tags,omitempty"`
 }
 
 // Dependency is one condition on other runs: Type is after, afterany,
@@ -254,6 +261,9 @@ var taskFields = []field{
 	{"creation_policy", func(t *Task) bool { return t.CreationPolicy != "" }},
 	{"idle_duration", func(t *Task) bool { return t.IdleDuration != nil }},
 	{"fleets", func(t *Task) bool { return len(t.Fleets) > 0 }},
+	{"nodelist", func(t *Task) bool { return len(t.Nodelist) > 0 }},
+	{"exclude", func(t *Task) bool { return len(t.Exclude) > 0 }},
+	{"constraint", func(t *Task) bool { return len(t.Constraint) > 0 }},
 	{"tags", func(t *Task) bool { return len(t.Tags) > 0 }},
 }
 

@@ -258,6 +258,12 @@ func (t *Task) check(l Limits) []problem {
 		duration("idle_duration", *t.IdleDuration, true)
 	}
 	nonEmpty("fleets", t.Fleets)
+	nonEmpty("nodelist", t.Nodelist)
+	nonEmpty("exclude", t.Exclude)
+	nonEmpty("constraint", t.Constraint)
+	if len(t.Nodelist) > 0 && t.Nodes > len(t.Nodelist) {
+		add("nodelist", "names %d nodes for nodes: %d; name at least as many nodes as the run has jobs", len(t.Nodelist), t.Nodes)
+	}
 	for k := range t.Tags {
 		if k == "" {
 			add("tags", "empty tag name")

@@ -1,0 +1,77 @@
+package sched
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// --nodelist, --exclude and --constraint narrow the nodes a run may use:
+// it starts on an allowed node even when another is first, waits for
+// Resources when the allowed ones are busy, and never fits
+// (ReqNodeNotAvail) when no node is allowed; a run without a filter is
+// not judged by the miss of a run with one (dominates).
+func TestNodeFilters(t *testing.T) {
+	feat := func(n Node, f ...string) Node { n.Features = f; return n }
+	nodes := []Node{feat(aNode("n1", 2, 8*gb), "ib"), feat(aNode("n2", 2, 8*gb), "ib", "a100"), aNode("n3", 2, 8*gb)}
+	with := func(p Pending, f func(*Request)) Pending { f(&p.Request); return p }
+	tests := map[string]struct {
+		pending    []Pending
+		wantStarts map[int64][]string
+		wantReason map[int64]string
+	}{
+		"nodelist": {
+			pending:    []Pending{with(aRun(1, 1), func(r *Request) { r.Nodes = []string{"n3"} })},
+			wantStarts: map[int64][]string{1: {"n3"}},
+		},
+		"exclude": {
+			pending:    []Pending{with(aRun(1, 2), func(r *Request) { r.Exclude = []string{"n1", "n2"} })},
+			wantStarts: map[int64][]string{1: {"n3"}},
+		},
+		"every feature": {
+			pending:    []Pending{with(aRun(1, 1), func(r *Request) { r.Features = []string{"a100", "ib"} })},
+			wantStarts: map[int64][]string{1: {"n2"}},
+		},
+		"two nodes with a feature": {
+			pending:    []Pending{with(aRun(1, 2).nodes(2), func(r *Request) { r.Features = []string{"ib"} })},
+			wantStarts: map[int64][]string{1: {"n1", "n2"}},
+		},
+		"no such feature": {
+			pending:    []Pending{with(aRun(1, 1), func(r *Request) { r.Features = []string{"gpu"} })},
+			wantReason: map[int64]string{1: ReasonNoNode},
+		},
+		"the allowed node busy, another run goes elsewhere": {
+			pending: []Pending{
+				aRun(1, 2).prio(90),
+				with(aRun(2, 2).prio(80), func(r *Request) { r.Nodes = []string{"n1"} }),
+				aRun(3, 2).prio(70),
+			},
+			wantStarts: map[int64][]string{1: {"n1"}, 3: {"n2"}},
+			wantReason: map[int64]string{2: ReasonResources},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			snap := Snapshot{Nodes: nodes, Pending: tc.pending}
+			got := Schedule(snap, t0)
+			starts := map[int64][]string{}
+			for _, s := range got.Starts {
+				for _, p := range s.Placements {
+					starts[s.RunID] = append(starts[s.RunID], p.Node)
+				}
+			}
+			if tc.wantStarts == nil {
+				tc.wantStarts = map[int64][]string{}
+			}
+			if tc.wantReason == nil {
+				tc.wantReason = map[int64]string{}
+			}
+			if d := cmp.Diff(tc.wantStarts, starts); d != "" {
+				t.Errorf("starts (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(tc.wantReason, got.Reasons); d != "" {
+				t.Errorf("reasons (-want +got):\n%s", d)
+			}
+		})
+	}
+}
