@@ -10,7 +10,6 @@ import (
 
 	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/lifecycle"
-	"github.com/berth-hq/berth/internal/sched"
 	"github.com/berth-hq/berth/internal/spec"
 	"github.com/berth-hq/berth/internal/store"
 )
@@ -172,6 +171,10 @@ func (s *Cluster) arrayFinishedLocked(rs *runState, now time.Time) {
 	status, reason := lifecycle.ArrayEnd(a.Stopped, len(a.Cancel) > 0 && len(a.tasks) < a.count(), a.Failed)
 	rs.rec.Status, rs.rec.Reason, rs.rec.FinishedAt = string(status), string(reason), now
 	rs.saveMeta()
+	if a.Throttle > 0 {
+		s.cycle.SetArrayLimit(strconv.FormatInt(rs.rec.ID, 10), 0)
+		s.cycDirty = true
+	}
 	delete(s.arrays, rs.rec.ID)
 	delete(s.runs, rs.rec.ID)
 	s.countActive(rs, -1)
@@ -211,27 +214,6 @@ func (s *Cluster) cancelTaskLocked(rs *runState, index int, now time.Time, b *st
 	s.changedLocked(rs.rec.ID, 0)
 	s.arrayFinishedLocked(rs, now)
 	return nil
-}
-
-// arrayLimitsLocked adds each throttled array's limit on running tasks to
-// the policy's limits, for one pass.
-func (s *Cluster) arrayLimitsLocked(base map[sched.LimitKey]sched.Limits) map[sched.LimitKey]sched.Limits {
-	var out map[sched.LimitKey]sched.Limits
-	for id, rs := range s.arrays {
-		if t := rs.array.Throttle; t > 0 {
-			if out == nil {
-				out = maps.Clone(base)
-				if out == nil {
-					out = map[sched.LimitKey]sched.Limits{}
-				}
-			}
-			out[sched.LimitKey{Scope: sched.ScopeArray, Name: strconv.FormatInt(id, 10)}] = sched.Limits{Jobs: t}
-		}
-	}
-	if out == nil {
-		return base
-	}
-	return out
 }
 
 // pendingIndices is the array's tasks not created yet and not cancelled,

@@ -23,7 +23,7 @@ func (s *Cluster) onRegister(now time.Time, in RegisterInput) {
 		s.nodes[info.Name] = ns
 	}
 	ns.info = info
-	staleNode(ns)
+	s.syncNode(ns)
 	ns.rec.Name, ns.rec.Info, ns.rec.LastSeen = info.Name, in.Body, now
 	s.freed = true
 	if ns.rec.RegisteredAt.IsZero() {
@@ -41,7 +41,7 @@ func (s *Cluster) onConnect(now time.Time, in ConnectInput) (uint64, error) {
 		return 0, fmt.Errorf("node %q: %w (register first)", in.Node, ErrNotFound)
 	}
 	ns.online = true
-	staleNode(ns)
+	s.syncNode(ns)
 	ns.epoch++
 	ns.downSince, ns.unreachable = time.Time{}, false
 	for _, js := range ns.jobs {
@@ -64,7 +64,7 @@ func (s *Cluster) onDisconnect(now time.Time, in DisconnectInput) {
 		return
 	}
 	ns.online = false
-	staleNode(ns)
+	s.syncNode(ns)
 	ns.rec.LastSeen = now
 	ns.downSince = now
 	rec := ns.rec

@@ -27,13 +27,13 @@ type Cluster struct {
 	runs    map[int64]*runState // active runs
 	jobs    map[int64]*jobState // active jobs
 	pending map[int64]*runState // runs waiting to be placed
-	// fresh are the pending runs no pass has seen yet; freed says resources
-	// were released or added since the last full pass. Until something is
-	// freed, a run that did not fit still does not, so a pass need only try
-	// the fresh runs (see preparePassLocked). Every change to a waiting run that
-	// the scheduler sees must put it in fresh: that also drops its kept
-	// view (pass.go) and any start of it in a plan computed meanwhile
-	// (plan_apply.go).
+	// fresh are the pending runs changed since the last pass: the next
+	// pass queues them in the Cycle again (pass.go). Every change to a
+	// waiting run that the scheduler sees must put it in fresh: that also
+	// drops any start of it in a plan computed meanwhile (plan_apply.go).
+	// freed says resources were released or added since the last pass:
+	// the scheduler may run at once, and the holds other runs may end are
+	// decided again.
 	fresh map[int64]*runState
 	freed bool
 	// reasons are pending runs whose reason or estimated start changed but
@@ -44,20 +44,19 @@ type Cluster struct {
 	// holdUntil is the earliest time a run held for a while (a retry's
 	// back-off) becomes eligible: a full pass is due then.
 	holdUntil time.Time
-	// reserved are the runs the last pass gave reservations, in order.
-	reserved []int64
 	// applied is what the passes applied of the waiting runs' reasons
 	// (pass.go); only the pass in progress uses it.
 	applied map[int64]uint64 // reasonEntry.sum
-	// waiting keeps the waiting runs' views between passes (pass.go);
-	// only the pass in progress uses it.
-	waiting waitingIndex
-	// usage is each user's past CPU-seconds, decayed to usageAt (fairshare).
-	usage   sched.Usage
-	usageAt time.Time
-	nodes   map[string]*nodeState
-	reqs    requests // the runs' requests, interned
-	accts   accounts // the views' accounts, interned
+	// cycle is the scheduler's state between passes (pass.go): nodes,
+	// running and waiting runs as it sees them, fairshare usage and its
+	// decay, throttles, the last pass's reservations. cycDirty: it was
+	// told of a change since the last pass was prepared. maybeHeld are the
+	// waiting runs queued in it that a hold may apply to (runState.plain).
+	cycle     *sched.Cycle
+	cycDirty  bool
+	maybeHeld map[int64]*runState
+	nodes     map[string]*nodeState
+	reqs      requests // the runs' requests, interned
 	// nodeNames are the nodes' names, sorted, for the passes (rebuilt
 	// when a node comes).
 	nodeNames []string

@@ -30,6 +30,10 @@ type Config struct {
 	HalfLife time.Duration
 	// Depth bounds the pending runs a pass considers (0: all).
 	Depth int
+	// Drift is how long passes may stay incremental while the clock moves
+	// (sched.CycleConfig.Drift): the server's resync period. 0: a pass at
+	// a new instant considers every waiting run.
+	Drift time.Duration
 	// Rules are the policy in force at start.
 	Rules *policy.Policy
 	// NodeTimeout is how long a node's agent may stay disconnected before
@@ -73,10 +77,11 @@ func New(cfg Config) *Cluster {
 		cfg.Weights = &w
 	}
 	c := &Cluster{cfg: cfg, log: cfg.Logger,
-		runs: map[int64]*runState{}, jobs: map[int64]*jobState{}, pending: map[int64]*runState{}, fresh: map[int64]*runState{}, reasons: map[int64]*runState{}, usage: sched.Usage{},
+		runs: map[int64]*runState{}, jobs: map[int64]*jobState{}, pending: map[int64]*runState{}, fresh: map[int64]*runState{}, reasons: map[int64]*runState{}, maybeHeld: map[int64]*runState{},
 		active: map[sched.LimitKey]int{}, waiters: map[int64][]int64{}, ended: map[int64]Outcome{}, arrays: map[int64]*runState{}, schedules: map[int64]*runState{}, doneArrays: map[int64]*arrayState{},
-		nodes: map[string]*nodeState{}, accts: accounts{},
+		nodes: map[string]*nodeState{},
 	}
 	c.rules.Store(cfg.Rules)
+	c.cycle = sched.NewCycle(c.cycleConfig(cfg.Rules))
 	return c
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -124,7 +125,6 @@ func (s *Cluster) onControl(now time.Time, in ControlInput) error {
 }
 
 func (s *Cluster) updateLocked(rs *runState, req api.ControlRequest, admin bool, now time.Time, b *store.Batch) (after []Effect, err error) {
-	s.staleNodesOf(rs) // its limit, priority or QOS, as a pass sees its jobs
 	id := rs.rec.ID
 	_, waiting := s.pending[id]
 	var changed []string
@@ -185,6 +185,8 @@ func (s *Cluster) updateLocked(rs *runState, req api.ControlRequest, admin bool,
 	}
 	if req.ArrayThrottle != nil {
 		rs.array.Throttle = *req.ArrayThrottle
+		s.cycle.SetArrayLimit(strconv.FormatInt(id, 10), rs.array.Throttle)
+		s.cycDirty = true
 		s.freed = true // the throttle may let more start
 		changed = append(changed, fmt.Sprintf("array throttle %d", rs.array.Throttle))
 	}
@@ -224,6 +226,7 @@ func (s *Cluster) updateLocked(rs *runState, req api.ControlRequest, admin bool,
 	}
 	for i, t := range targets {
 		t.setTask(tasks[i])
+		s.syncRun(t) // a placed run's new time limit: its expected end
 		if t == rs {
 			continue // the caller stores rs
 		}

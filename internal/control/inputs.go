@@ -95,8 +95,8 @@ type (
 	// TickInput: time passed (schedules' ticks, nodes away too long).
 	TickInput struct{}
 	// ResyncInput: the safety net's timer: the next pass is a full one
-	// (Rebuild: its waiting index built again).
-	ResyncInput struct{ Rebuild bool }
+	// (the Cycle's Rescan), every hold decided again.
+	ResyncInput struct{}
 	// RulesInput: a new policy is in force.
 	RulesInput struct{ Rules *policy.Policy }
 	// PassInput: a scheduling pass begins; PlanInput: its plan, computed
@@ -160,7 +160,8 @@ func (s *Cluster) Step(now time.Time, in Input) (any, error) {
 		return s.onTick(now), nil
 	case ResyncInput:
 		s.freed = true
-		s.waiting.ok = s.waiting.ok && !in.Rebuild
+		s.cycle.Rescan()
+		s.cycDirty = true
 	case RulesInput:
 		s.onRules(in)
 	case PassInput:
@@ -181,8 +182,14 @@ func (s *Cluster) onRules(in RulesInput) {
 	for _, rs := range s.runs {
 		s.countActive(rs, 1)
 	}
-	for _, rs := range s.pending {
+	s.cycle.Configure(s.cycleConfig(p))
+	s.cycDirty = true
+	for _, ns := range s.nodes {
+		s.syncNode(ns) // its fleet's blocks
+	}
+	for id, rs := range s.pending {
 		s.resolveFleets(rs, *rs.req, rs.groups, p)
+		s.fresh[id] = rs // queued again with what the policy makes of it
 	}
 	s.freed = true
 }

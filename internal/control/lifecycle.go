@@ -43,7 +43,6 @@ func (s *Cluster) stepLocked(rs *runState, ev lifecycle.Event, now time.Time, b 
 // held), are asked to stop, or start; the run becomes what the decision
 // says, goes back to the queue as a new attempt, or ends and leaves memory.
 func (s *Cluster) applyLocked(rs *runState, d lifecycle.Decision, now time.Time, b *store.Batch) []Effect {
-	s.staleNodesOf(rs) // what its placed jobs are to a pass (stop, status)
 	var after []Effect
 	notes := d.Notes
 	record := func(done int) {
@@ -94,8 +93,21 @@ func (s *Cluster) applyLocked(rs *runState, d lifecycle.Decision, now time.Time,
 			s.parentRunningLocked(rs, b)
 		}
 	}
+	if d.Stop != lifecycle.StopNone && rs.stopBy.IsZero() {
+		rs.stopBy = s.stopByOf(rs, now)
+	}
+	s.syncRun(rs) // what it holds, until when, as the scheduler sees it
 	b.Runs = append(b.Runs, runCopy(rs))
 	return after
+}
+
+// stopByOf is when a run asked to stop at now is gone at the latest: its
+// grace period on (none when aborted: SIGKILL at once).
+func (s *Cluster) stopByOf(rs *runState, now time.Time) time.Time {
+	if lifecycle.StopCause(rs.rec.StopReq) == lifecycle.StopAbort {
+		return now
+	}
+	return now.Add(s.graceOf(rs))
 }
 
 // aggregate derives the run's status from its jobs' as they are (after a

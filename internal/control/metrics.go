@@ -124,15 +124,7 @@ func (s *Cluster) Figures(now time.Time, ageBounds []float64) Figures {
 		f.Nodes = append(f.Nodes, n)
 	}
 	sort.Slice(f.Nodes, func(i, k int) bool { return f.Nodes[i].Name < f.Nodes[k].Name })
-	// Decayed as a pass would see them, without ageing the sums kept.
-	f.Usage = make(map[sched.Account]float64, len(s.usage))
-	d := 1.0
-	if now.After(s.usageAt) {
-		d = s.decay(now.Sub(s.usageAt))
-	}
-	for a, v := range s.usage {
-		f.Usage[a] = v * d
-	}
+	f.Usage = s.cycle.Usage(now) // decayed to now
 	return f
 }
 
@@ -153,19 +145,23 @@ func (s *Cluster) PlacedJobs(ids []int64) []JobFigures {
 	return out
 }
 
-// Examined is how many waiting runs the pass considers: its candidates,
-// at most the configured depth.
+// Examined is how many waiting runs the computed pass considered: those
+// it started and those it gave a reason (at most the configured depth).
 func (p *Pass) Examined() int {
-	n := len(p.views) - len(p.gone)
-	if d := p.snap.Depth; d > 0 && n > d {
-		n = d
+	n := len(p.plan.Starts) + len(p.plan.Reasons)
+	if p.depth > 0 && n > p.depth {
+		n = p.depth
 	}
 	return n
 }
 
-// Full reports whether every waiting run was a candidate of the pass (a
-// full pass), not only those submitted or changed since the last one.
-func (p *Pass) Full() bool { return p.full }
+// Full reports whether every waiting run was considered by the pass (a
+// full pass), not only those changed since the last one and those it
+// left holding something (the Cycle's incremental rule).
+func (p *Pass) Full() bool {
+	full, _ := p.round.Full()
+	return full
+}
 
 // WaitingIDs are the waiting runs' IDs, for AddWaiting.
 func (s *Cluster) WaitingIDs() []int64 {

@@ -47,12 +47,12 @@ func (ns *nodeState) condition() *nodeCond {
 // the record; the scheduler reconsiders everything (a drain may end a
 // reservation, a resume frees a node).
 func (s *Cluster) saveCondLocked(ns *nodeState) {
-	staleNode(ns)
 	c := ns.condition()
 	ns.rec.Drain = nil
 	if c.Manual != nil || c.Health != nil && c.Health.Status != api.HealthOK {
 		ns.rec.Drain, _ = json.Marshal(c)
 	}
+	s.syncNode(ns)
 	s.freed = true
 	rec := ns.rec
 	s.emit(&store.Batch{Nodes: []*store.Node{&rec}}, wakeEffect)

@@ -11,9 +11,10 @@ import (
 	"github.com/berth-hq/berth/internal/store"
 )
 
-// The plan applier. A plan is computed off the lock against the pass's
-// copy of the state (pass.go); by the time it is applied, the state may
-// have moved on. As Nomad's plan applier does (nomad/plan_apply.go), each
+// The plan applier. A plan is computed off the lock against the round's
+// copy of the Cycle (pass.go); by the time it is applied, the state may
+// have moved on. The round is committed first (the Cycle records what
+// the pass reserved), then, As Nomad's plan applier does (nomad/plan_apply.go), each
 // decision is checked again against the state as it is now, and only what
 // still holds is applied:
 //
@@ -23,8 +24,9 @@ import (
 //     placed on is still there, online, not drained, the same node, and has
 //     what the placement takes free. A start that fails the check is
 //     dropped whole; the run stays waiting, and a full pass follows at once
-//     (what it would have taken is free, and the plan's later decisions
-//     counted on it);
+//     (the Cycle's Rescan: what it would have taken is free, and the
+//     plan's later decisions counted on it); one that holds is the
+//     Cycle's Start;
 //   - a preemption, if its victim still runs and is not being stopped, and
 //     the run it makes room for still waits unchanged;
 //   - a pending reason, estimate or blocker, if the run still waits
@@ -32,9 +34,9 @@ import (
 //     differ from what was last applied to the run are looked at under
 //     the lock (newReasons, pass.go).
 //
-// A plan computed under a policy that has since been reloaded is dropped:
-// its fleets, limits and QOS no longer hold, and the reload asked for a
-// full pass.
+// A plan computed under a policy that has since been reloaded is dropped,
+// its round not committed: its fleets, limits and QOS no longer hold, and
+// the reload asked for a full pass.
 
 // applyPlanLocked applies plan's starts and preemptions that still hold,
 // and the given reasons (NewReasons) of the runs that still wait
@@ -44,13 +46,13 @@ func (s *Cluster) applyPlanLocked(p *Pass, plan sched.Plan, reasons []reasonUpda
 	var after []Effect
 	if s.rules.Load() != p.rules {
 		s.log.Debug("plan dropped: the policy changed during the pass")
-		s.freed = true
 		s.flushReasonsLocked(b, now)
 		if !b.Empty() {
 			s.emit(b)
 		}
 		return
 	}
+	s.cycle.Commit(p.round)
 	for _, pr := range plan.Preemptions {
 		if why := s.preemptionStaleLocked(pr); why != "" {
 			s.log.Debug("preemption dropped", "run_id", pr.Victim, "by", pr.By, "why", why)
@@ -58,7 +60,6 @@ func (s *Cluster) applyPlanLocked(p *Pass, plan sched.Plan, reasons []reasonUpda
 		}
 		after = append(after, s.preemptLocked(pr, now, b)...)
 	}
-	s.reserved = plan.Reserved
 	skipped := false
 	for _, st := range plan.Starts {
 		rs, why := s.startStaleLocked(p, st)
@@ -69,12 +70,12 @@ func (s *Cluster) applyPlanLocked(p *Pass, plan sched.Plan, reasons []reasonUpda
 		}
 		after = s.startLocked(rs, st, now, b, after)
 		delete(s.applied, st.RunID)
-		s.waiting.removeLocked(st.RunID)
 	}
 	if skipped {
 		// What the dropped starts would have taken is free, and the plan's
 		// later decisions counted on it: a full pass, at once.
-		s.freed, s.wakeNow = true, true
+		s.cycle.Rescan()
+		s.cycDirty, s.wakeNow = true, true
 	}
 	if s.applied == nil {
 		s.applied = map[int64]uint64{}
@@ -184,20 +185,13 @@ func (s *Cluster) placementStaleLocked(p *Pass, pl sched.Placement) string {
 	return ""
 }
 
-// node is the pass's copy of a node (its Nodes are sorted by name).
+// node is the pass's copy of a node (its nodes are sorted by name).
 func (p *Pass) node(name string) (*sched.Node, bool) {
-	i := sort.Search(len(p.nodes), func(i int) bool { return p.nodes[i].node.Name >= name })
-	if i == len(p.nodes) || p.nodes[i].node.Name != name {
+	i := sort.Search(len(p.nodes), func(i int) bool { return p.nodes[i].Name >= name })
+	if i == len(p.nodes) || p.nodes[i].Name != name {
 		return nil, false
 	}
-	return &p.nodes[i].node, true
-}
-
-// sameNode reports whether two views of a node agree on what it is (not
-// on what is free on it).
-func sameNode(a *sched.Node, b sched.Node) bool {
-	return a.Name == b.Name && a.Fleet == b.Fleet && a.Online == b.Online && a.CPUs == b.CPUs && a.Memory == b.Memory &&
-		a.Blocks == b.Blocks && a.Containers == b.Containers && slices.Equal(a.GPUs, b.GPUs)
+	return p.nodes[i], true
 }
 
 // nodesSameLocked reports whether the nodes are those the pass saw: none
@@ -206,8 +200,7 @@ func (s *Cluster) nodesSameLocked(p *Pass) bool {
 	if len(s.nodes) != len(p.nodes) {
 		return false
 	}
-	for _, v := range p.nodes {
-		was := &v.node
+	for _, was := range p.nodes {
 		ns, ok := s.nodes[was.Name]
 		if !ok || !sameNode(was, s.schedNode(ns)) {
 			return false
@@ -236,8 +229,7 @@ func (s *Cluster) preemptionStaleLocked(pr sched.Preemption) string {
 // startLocked places rs's jobs as st says, records it in b and adds to
 // after the assignments to send once b is committed.
 func (s *Cluster) startLocked(rs *runState, st sched.Start, now time.Time, b *store.Batch, after []Effect) []Effect {
-	rs.placedAt, rs.rec.EstimatedStart = now.UnixNano(), time.Time{}
-	rs.view = nil // if it waits again (requeued), it is with other jobs
+	rs.placedAt, rs.rec.EstimatedStart, rs.stopBy = now.UnixNano(), time.Time{}, time.Time{}
 	delete(s.pending, st.RunID)
 	// Placed: its agents need all of its configuration.
 	rs.keepTask()
@@ -266,6 +258,16 @@ func (s *Cluster) startLocked(rs *runState, st sched.Start, now time.Time, b *st
 			asg := s.assignment(js, hosts, nodeIPs)
 			after = append(after, sendEffect(ns, api.AgentMessage{Type: "assign", Jobs: []api.Assignment{asg}}))
 		}
+	}
+	// The Cycle places it as the plan did (the placements in job order, as
+	// runningOf reads them back).
+	if err := s.cycle.Start(st, now); err != nil {
+		s.log.Error("the scheduler's cycle did not hold a run it started", "run_id", rs.rec.ID, "err", err)
+		s.cycle.Rescan()
+	}
+	s.unqueueLocked(rs, true)
+	if r, ok := s.runningOf(rs); ok {
+		rs.cyc = &r
 	}
 	b.Events = append(b.Events, &store.Event{RunID: rs.rec.ID, Time: now, Type: "placed", Message: "on " + strings.Join(hosts, ",")})
 	s.aggregate(rs, now, b)

@@ -142,8 +142,11 @@ func (s *passServer) run(id int64) runView {
 	return v
 }
 
+// isFreed tells whether the Cycle's next pass is a full one (a Round
+// prepared and never committed changes nothing).
 func (s *passServer) isFreed() bool {
-	return s.freed
+	full, _ := s.cycle.Prepare(s.now).Full()
+	return full
 }
 
 // TestPlanRecheckedAtApply changes the state between a pass's snapshot and
@@ -222,7 +225,8 @@ func TestPlanRecheckedAtApply(t *testing.T) {
 			between: func(t *testing.T, s *passServer, id int64) {
 				s.setRules(policy.Empty())
 			},
-			want: runView{Status: string(api.StatusSubmitted), Waiting: true},
+			// Queued again at the next pass, under the new policy.
+			want: runView{Status: string(api.StatusSubmitted), Waiting: true, Fresh: true},
 			full: true,
 		},
 	}
@@ -360,9 +364,10 @@ func TestPassKeepsWhatHappensMeanwhile(t *testing.T) {
 	})
 }
 
-// TestViewsFollowChanges checks the waiting runs' kept views against
-// views built anew, after every kind of change to a waiting run.
-func TestViewsFollowChanges(t *testing.T) {
+// TestCycleFollowsChanges checks the waiting runs the scheduler's Cycle
+// holds against entries built anew, after every kind of change to a
+// waiting run.
+func TestCycleFollowsChanges(t *testing.T) {
 	s := newPassServer(t)
 	s.node("n1", 1)
 	blocker := s.submit(t, "type: task\nresources: {cpu: 1}\ncommands: [\"sleep 60\"]\n")
@@ -372,19 +377,25 @@ func TestViewsFollowChanges(t *testing.T) {
 	}
 	id := s.submit(t, "type: task\nresources: {cpu: 1}\nmax_duration: 1h\ncommands: [\"true\"]\n")
 	dep := s.submit(t, "type: task\nresources: {cpu: 1}\ncommands: [\"true\"]\ndepends_on: [{afterok: \""+itoa(id)+"\"}]\n")
-	fresh := func() sched.Snapshot {
-		for _, rs := range s.pending {
-			rs.view = nil
+	// What the Cycle holds of the waiting runs once a pass has queued the
+	// changes, and what they are, built anew (holds aside).
+	queued := func(t *testing.T) map[int64]sched.Pending {
+		if r, _ := s.feed(PassInput{}); r != nil {
+			if p := r.(*Pass); p != nil {
+				s.apply(p, plan(p))
+			}
 		}
-		return s.snapshotLocked(s.pending, nil, s.now)
-	}
-	kept := func() sched.Snapshot {
-		return s.snapshotLocked(s.pending, nil, s.now)
-	}
-	byID := func(snap sched.Snapshot) map[int64]sched.Pending {
 		out := map[int64]sched.Pending{}
-		for _, p := range snap.Pending {
+		for _, p := range s.cycle.Snapshot(s.now).Pending {
+			p.Hold = ""
 			out[p.RunID] = p
+		}
+		return out
+	}
+	built := func() map[int64]sched.Pending {
+		out := map[int64]sched.Pending{}
+		for id, rs := range s.pending {
+			out[id] = s.pendingOf(rs, "")
 		}
 		return out
 	}
@@ -406,13 +417,16 @@ func TestViewsFollowChanges(t *testing.T) {
 		{"nice", ctl(api.ControlRequest{Action: "update", Nice: &nice})},
 		{"time limit", ctl(api.ControlRequest{Action: "update", TimeLimit: &limit})},
 		{"policy", func(*testing.T) { s.setRules(policy.Empty()) }},
-		{"a pass", func(t *testing.T) { s.pass(t) }},
+		{"a full pass", func(t *testing.T) { _, _ = s.feed(ResyncInput{}) }},
 	}
 	for _, st := range steps {
 		st.change(t)
-		got := byID(kept())
-		if diff := cmp.Diff(byID(fresh()), got); diff != "" {
-			t.Errorf("after %s: kept views differ from new ones (-new +kept):\n%s", st.name, diff)
+		got := queued(t)
+		if diff := cmp.Diff(built(), got); diff != "" {
+			t.Errorf("after %s: the Cycle's waiting runs differ from new ones (-new +queued):\n%s", st.name, diff)
+		}
+		if err := s.Check(); err != nil {
+			t.Errorf("after %s: %v", st.name, err)
 		}
 		if _, ok := got[dep]; !ok {
 			t.Errorf("after %s: run %d missing", st.name, dep)
@@ -480,11 +494,12 @@ func TestReasonAfterRequeue(t *testing.T) {
 	}
 }
 
-// TestWaitingIndexFollowsQueue changes the queue at random between passes
-// — submissions, stops, holds, releases, updates, ends — and checks that
-// every full pass schedules exactly the waiting runs, each as a view built
-// anew would show it.
-func TestWaitingIndexFollowsQueue(t *testing.T) {
+// TestCycleFollowsQueue changes the queue at random between passes —
+// submissions, stops, holds, releases, updates, ends — and checks that
+// every pass the Cycle prepares holds exactly the waiting runs, each as an
+// entry built anew would show it, and the cluster's nodes and running runs
+// (Check).
+func TestCycleFollowsQueue(t *testing.T) {
 	s := newPassServer(t)
 	s.node("n1", 4)
 	s.node("n2", 4)
@@ -532,35 +547,33 @@ func TestWaitingIndexFollowsQueue(t *testing.T) {
 				}
 			}
 		case 6:
-			s.freed = true
+			_, _ = s.feed(ResyncInput{})
 			fallthrough
 		default:
 			r, _ := s.feed(PassInput{})
 			p, _ := r.(*Pass)
-			var want map[int64]sched.Pending
-			if p != nil && p.full {
-				fullPasses++
-				want = map[int64]sched.Pending{}
-				for id, rs := range s.pending {
-					v := s.newView(rs, p.rules)
-					want[id] = v.pending(make([]int64, v.nodes))
-				}
-			}
 			if p == nil {
 				continue
 			}
-			snap := p.snapshot()
-			if want != nil {
-				got := map[int64]sched.Pending{}
-				for _, pd := range snap.Pending {
-					pd.Hold = ""
-					got[pd.RunID] = pd
-				}
-				if diff := cmp.Diff(want, got); diff != "" {
-					t.Fatalf("step %d: the full pass's waiting runs (-waiting +scheduled):\n%s", step, diff)
-				}
+			want := map[int64]sched.Pending{}
+			for id, rs := range s.pending {
+				want[id] = s.pendingOf(rs, "")
 			}
-			s.apply(p, sched.Schedule(snap, p.now))
+			got := map[int64]sched.Pending{}
+			for _, pd := range s.cycle.Snapshot(s.now).Pending {
+				pd.Hold = ""
+				got[pd.RunID] = pd
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Fatalf("step %d: the Cycle's waiting runs (-waiting +queued):\n%s", step, diff)
+			}
+			s.apply(p, plan(p))
+			if p.Full() {
+				fullPasses++
+			}
+			if err := s.Check(); err != nil {
+				t.Fatalf("step %d: %v", step, err)
+			}
 		}
 	}
 	if fullPasses < 20 {

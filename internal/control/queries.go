@@ -3,7 +3,7 @@ package control
 import (
 	"cmp"
 	"fmt"
-	"reflect"
+	"maps"
 	"slices"
 	"sort"
 	"time"
@@ -80,9 +80,27 @@ func (s *Cluster) RunIDs() []int64 {
 }
 
 // Priorities is the scheduler's view of every waiting run at now, for
-// their priority factors, with each run's name and user.
+// their priority factors, with each run's name and user: the Cycle's
+// (its usage scaled by a factor common to all accounts, which fairshare
+// does not see), with the runs changed since the last pass as they are
+// now.
 func (s *Cluster) Priorities(now time.Time) (sched.Snapshot, map[int64][2]string) {
-	snap := s.snapshotLocked(s.pending, nil, now)
+	snap := s.cycle.Snapshot(now)
+	at := make(map[int64]int, len(snap.Pending))
+	for i, p := range snap.Pending {
+		at[p.RunID] = i
+	}
+	for _, id := range slices.Sorted(maps.Keys(s.fresh)) {
+		rs, ok := s.pending[id]
+		if !ok {
+			continue
+		}
+		if i, ok := at[id]; ok {
+			snap.Pending[i] = s.pendingOf(rs, snap.Pending[i].Hold)
+		} else {
+			snap.Pending = append(snap.Pending, s.pendingOf(rs, ""))
+		}
+	}
 	names := map[int64][2]string{}
 	for id, rs := range s.pending {
 		names[id] = [2]string{rs.rec.Name, rs.user}
@@ -118,8 +136,8 @@ func (s *Cluster) Due() time.Time {
 // Check verifies what must hold of the cluster after every input, and
 // names the first thing that does not: every job is held by at most one
 // node, the node it is placed on; a node's count of used CPUs is the sum
-// of its jobs' and within what it has; no final run stays in memory; a
-// node's kept view (pass.go) is what a new one would be.
+// of its jobs' and within what it has; no final run stays in memory; the
+// scheduler's Cycle holds what the cluster does (checkCycle).
 func (s *Cluster) Check() error {
 	seen := map[int64]string{}
 	for name, ns := range s.nodes {
@@ -143,21 +161,57 @@ func (s *Cluster) Check() error {
 			return fmt.Errorf("final run %d is still in memory", id)
 		}
 	}
-	rules := s.rules.Load()
-	for name, ns := range s.nodes {
-		kept := ns.view
-		if kept == nil || kept.rules != rules {
+	return s.checkCycle()
+}
+
+// checkCycle verifies that the scheduler's Cycle holds what the cluster
+// does: every node as it is now (syncNode was called at each change), what
+// is free on it counted from the running runs it was told of, each placed
+// run as runningOf reads it (syncRun), and no run waiting in it that does
+// not wait here.
+func (s *Cluster) checkCycle() error {
+	snap := s.cycle.Snapshot(time.Time{})
+	if len(snap.Nodes) != len(s.nodes) {
+		return fmt.Errorf("the cycle has %d nodes, the cluster %d", len(snap.Nodes), len(s.nodes))
+	}
+	for _, n := range snap.Nodes {
+		ns, ok := s.nodes[n.Name]
+		if !ok {
+			return fmt.Errorf("the cycle has node %s, the cluster none", n.Name)
+		}
+		now := s.schedNode(ns)
+		if !sameNode(&n, now) || n.FreeCPUs != now.FreeCPUs || n.FreeMemory != now.FreeMemory || !slices.Equal(n.FreeGPUs, now.FreeGPUs) {
+			return fmt.Errorf("node %s: the cycle has %+v, the cluster %+v", n.Name, n, now)
+		}
+	}
+	held := 0
+	for id, rs := range s.runs {
+		r, ok := s.runningOf(rs)
+		if !ok {
+			if rs.cyc != nil {
+				return fmt.Errorf("run %d holds nothing, the cycle has it running", id)
+			}
 			continue
 		}
-		ns.view = nil
-		fresh := s.nodeViewLocked(ns, rules)
-		ns.view = kept
-		byJob := func(a, b heldJob) int { return cmp.Compare(a.job, b.job) }
-		k, f := slices.Clone(kept.held), slices.Clone(fresh.held)
-		slices.SortFunc(k, byJob)
-		slices.SortFunc(f, byJob)
-		if !reflect.DeepEqual(kept.node, fresh.node) || !reflect.DeepEqual(k, f) {
-			return fmt.Errorf("node %s: the kept view is stale:\n kept %+v %+v\n  new %+v %+v", name, kept.node, k, fresh.node, f)
+		held++
+		if rs.cyc == nil || !sameRunning(rs.cyc, &r) {
+			return fmt.Errorf("run %d: the cycle has it running as %+v, the cluster as %+v", id, rs.cyc, r)
+		}
+	}
+	running := map[int64]bool{}
+	for _, r := range snap.Running {
+		running[r.RunID] = true
+		rs, ok := s.runs[r.RunID]
+		if !ok || rs.cyc == nil || !sameRunning(rs.cyc, &r) {
+			return fmt.Errorf("run %d: the cycle has it running as %+v, the cluster does not", r.RunID, r)
+		}
+	}
+	if held != len(snap.Running) {
+		return fmt.Errorf("the cycle has %d runs running, the cluster %d", len(snap.Running), held)
+	}
+	for _, p := range snap.Pending {
+		if rs, ok := s.pending[p.RunID]; !ok || !rs.queued {
+			return fmt.Errorf("run %d waits in the cycle, not in the cluster", p.RunID)
 		}
 	}
 	return nil

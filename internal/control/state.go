@@ -21,10 +21,7 @@ import (
 
 // runState is an active run in memory.
 type runState struct {
-	// view is how the scheduler sees it while it waits (pass.go); first,
-	// so that a pass over a long queue reads one cache line of each run.
-	view *pendingView
-	rec  store.Run
+	rec store.Run
 	// parsed is its configuration decoded, kept while it is placed (the
 	// agents need all of it) and for arrays and schedules; a waiting run
 	// holds only its stored form (rec.Spec) and what passes read of it
@@ -70,6 +67,14 @@ type runState struct {
 	depAny      bool // dependency_policy: any
 	singleton   bool
 	killInvalid bool // kill_invalid_depend
+	// What the scheduler's Cycle was told of the run (pass.go): queued,
+	// waiting with queuedHold; cyc, holding resources as it says; stopBy,
+	// when a run being stopped is gone at the latest (its stop's time
+	// plus its grace period).
+	queued     bool
+	queuedHold string
+	cyc        *sched.Running
+	stopBy     time.Time
 }
 
 // beginAt is when the run may start at the earliest (zero: now).
@@ -300,8 +305,9 @@ type nodeState struct {
 	// unreachable: it stayed away longer than NodeTimeout.
 	downSince   time.Time
 	unreachable bool
-	// view is how the last pass saw it (pass.go); nil when stale.
-	view *nodeView
+	// cyc is the node as the scheduler's Cycle was last told of it
+	// (syncNode); never changed in place.
+	cyc *sched.Node
 	// cond is its drain and health (nodes.go), read from rec.Drain
 	// when first needed.
 	cond *nodeCond
@@ -312,7 +318,6 @@ func newNode(info api.NodeInfo) *nodeState {
 }
 
 func (n *nodeState) take(j *jobState) {
-	staleNode(n)
 	n.jobs[j.rec.ID] = j
 	n.usedCPU += j.alloc.CPUs
 	n.usedMem += j.alloc.Memory
@@ -325,7 +330,6 @@ func (n *nodeState) release(j *jobState) {
 	if _, ok := n.jobs[j.rec.ID]; !ok {
 		return
 	}
-	staleNode(n)
 	delete(n.jobs, j.rec.ID)
 	n.usedCPU -= j.alloc.CPUs
 	n.usedMem -= j.alloc.Memory
@@ -399,6 +403,9 @@ func (s *Cluster) Restore(l *Loaded, now time.Time) error {
 		ns.rec = *n
 		s.nodes[n.Name] = ns
 	}
+	for _, name := range slices.Sorted(maps.Keys(s.nodes)) {
+		s.syncNode(s.nodes[name]) // before the runs: the Cycle counts what they hold
+	}
 	for _, r := range a.Runs {
 		var t spec.Task
 		if err := json.Unmarshal(r.Spec, &t); err != nil {
@@ -462,8 +469,15 @@ func (s *Cluster) Restore(l *Loaded, now time.Time) error {
 			s.schedules[rs.rec.ID] = rs
 			continue
 		}
+		if lifecycle.StopCause(rs.rec.StopReq) != lifecycle.StopNone {
+			// Asked to stop before the restart: gone within its grace
+			// period counting from now (the resync asks again).
+			rs.stopBy = s.stopByOf(rs, now)
+		}
+		s.syncRun(rs)
 		if api.Status(rs.rec.Status) == api.StatusSubmitted {
 			s.pending[rs.rec.ID] = rs
+			s.fresh[rs.rec.ID] = rs
 			if len(rs.jobs) == 0 {
 				// Never placed: its jobs get IDs again (nothing durable
 				// named the ones it had).
@@ -500,8 +514,13 @@ func (s *Cluster) Restore(l *Loaded, now time.Time) error {
 		s.watchLocked(rs)
 		rs.dropTask()
 	}
+	for id, rs := range s.arrays {
+		if t := rs.array.Throttle; t > 0 {
+			s.cycle.SetArrayLimit(strconv.FormatInt(id, 10), t)
+		}
+	}
 	s.freed = true
-	s.restoreUsage(l, now)
+	s.restoreUsage(l)
 	for _, k := range l.Keys {
 		s.rememberKey(userKey{k.UserID, k.Key}, k.RunID, k.Created)
 	}
@@ -588,6 +607,10 @@ func (s *Cluster) onSubmit(now time.Time, in SubmitInput) (any, error) {
 	s.runs[id] = rs
 	if rs.array != nil {
 		s.arrays[id] = rs
+		if t := rs.array.Throttle; t > 0 {
+			s.cycle.SetArrayLimit(strconv.FormatInt(id, 10), t)
+			s.cycDirty = true
+		}
 	} else if rs.sched != nil {
 		s.schedules[id] = rs
 	} else {
@@ -727,7 +750,6 @@ func (s *Cluster) finishJob(js *jobState, status lifecycle.Status, reason lifecy
 	js.rec.Status, js.rec.Reason, js.rec.ExitCode = string(status), string(reason), code
 	js.rec.FinishedAt = now
 	if !js.rec.StartedAt.IsZero() {
-		s.decayTo(now)
 		s.addUsage(sched.Account{Project: js.run.project, User: js.run.user}, js.alloc.CPUs, js.rec.StartedAt, now)
 	}
 	if ns, ok := s.nodes[js.rec.Node]; ok {
@@ -753,6 +775,7 @@ func (s *Cluster) finalRun(rs *runState, now time.Time) {
 	delete(s.runs, rs.rec.ID)
 	delete(s.pending, rs.rec.ID)
 	delete(s.fresh, rs.rec.ID)
+	s.unqueueLocked(rs, false)
 	s.countActive(rs, -1)
 	s.changedLocked(rs.rec.ID, rs.rec.ArrayID)
 	s.endedLocked(rs)
@@ -808,8 +831,7 @@ func (s *Cluster) onReport(now time.Time, in ReportInput) Report {
 			if st := api.Status(js.rec.Status); st == api.StatusProvisioning || st == api.StatusPulling {
 				js.rec.StartedAt = ev.Time
 				if js.run.rec.StartedAt.IsZero() {
-					js.run.rec.StartedAt = ev.Time
-					s.staleNodesOf(js.run)                             // its expected end counts from now
+					js.run.rec.StartedAt = ev.Time                     // its expected end counts from now (stepLocked tells the Cycle)
 					s.changedLocked(js.run.rec.ID, js.run.rec.ArrayID) // for `after` dependencies
 				}
 				extra = append(extra, s.stepLocked(js.run, lifecycle.Event{Kind: lifecycle.Started, Job: js.rec.Num, Time: ev.Time}, now, b)...)
@@ -893,16 +915,6 @@ func (s *Cluster) flushReasonsLocked(b *store.Batch, now time.Time) {
 	clear(s.reasons)
 }
 
-// snapshotLocked builds the scheduler's view of the cluster, with the given
-// pending runs and their holds (by ID).
-func (s *Cluster) snapshotLocked(pending map[int64]*runState, holds map[int64]string, now time.Time) sched.Snapshot {
-	s.dropChangedViewsLocked()
-	p := s.copyClusterLocked(now)
-	p.views, _ = s.viewsLocked(pending, p.rules)
-	p.holds = holds
-	return p.snapshot()
-}
-
 func (s *Cluster) schedNode(ns *nodeState) sched.Node {
 	// A drained node is offline to the scheduler: no new jobs (nodes.go).
 	n := sched.Node{Name: ns.info.Name, Fleet: ns.info.Fleet, Online: ns.online && !ns.condition().drained(), CPUs: ns.info.CPUs, Memory: sched.Bytes(ns.info.Memory),
@@ -957,7 +969,7 @@ func (s *Cluster) requeueLocked(rs *runState, attempt int, now time.Time, b *sto
 	rs.jobs = nil
 	s.newJobsLocked(rs, attempt, now, b)
 	rs.dropTask()
-	rs.rec.StartedAt, rs.placedAt = time.Time{}, 0
+	rs.rec.StartedAt, rs.placedAt, rs.stopBy = time.Time{}, 0, time.Time{}
 	s.pending[rs.rec.ID] = rs
 	s.fresh[rs.rec.ID] = rs
 }

@@ -400,13 +400,29 @@ func (c *Cycle) SetNode(n Node) {
 	}
 	slices.Sort(n.FreeGPUs)
 	if i, ok := c.nodeAt[n.Name]; ok {
-		c.nodes[i] = n
-	} else {
-		i, _ := slices.BinarySearchFunc(c.nodes, n.Name, func(m Node, name string) int { return strings.Compare(m.Name, name) })
-		c.nodes = slices.Insert(c.nodes, i, n)
-		for k := i; k < len(c.nodes); k++ {
-			c.nodeAt[c.nodes[k].Name] = k
+		// What the running runs hold on it is what they held before: no
+		// walk over them (a cluster's nodes connecting one by one would
+		// make it quadratic).
+		old := &c.nodes[i]
+		n.FreeCPUs -= old.CPUs - old.FreeCPUs
+		n.FreeMemory -= old.Memory - old.FreeMemory
+		var used []int
+		for _, g := range old.GPUs {
+			if !slices.Contains(old.FreeGPUs, g.Index) {
+				used = append(used, g.Index)
+			}
 		}
+		if len(used) > 0 {
+			n.FreeGPUs = without(n.FreeGPUs, used)
+		}
+		c.nodes[i] = n
+		c.needFull("a node came or changed")
+		return
+	}
+	i, _ := slices.BinarySearchFunc(c.nodes, n.Name, func(m Node, name string) int { return strings.Compare(m.Name, name) })
+	c.nodes = slices.Insert(c.nodes, i, n)
+	for k := i; k < len(c.nodes); k++ {
+		c.nodeAt[c.nodes[k].Name] = k
 	}
 	for _, r := range c.running {
 		for _, pl := range r.Placements {

@@ -17,6 +17,7 @@
 // running runs, fairshare usage and its decay, array throttles, the last
 // pass's reservations — fed with changes, and decides each pass with
 // Schedule, full or incremental (only what changed since), an incremental
-// pass deciding what a full one would. README.md has the pipeline, the
-// vocabulary and how to drive a Cycle.
+// pass deciding what a full one would; the server's control plane and the
+// simulator each keep one. README.md has the pipeline, the vocabulary and
+// how to drive a Cycle.
 package sched

@@ -221,7 +221,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.tokenTTL.Store(int64(tokenCache))
 	s.Cluster = control.New(control.Config{Logger: cfg.Logger, StopGrace: cfg.StopGrace, Policy: cfg.Policy, Weights: cfg.Weights,
-		HalfLife: cfg.HalfLife, Depth: cfg.Depth, Rules: cfg.Rules, NodeTimeout: cfg.NodeTimeout,
+		HalfLife: cfg.HalfLife, Depth: cfg.Depth, Drift: cfg.ResyncEvery, Rules: cfg.Rules, NodeTimeout: cfg.NodeTimeout,
 		UnkillableTimeout: cfg.UnkillableTimeout, MaxArraySize: cfg.MaxArraySize})
 	var err error
 	if s.projectID, err = s.store.EnsureProject(ctx, DefaultProject); err != nil {

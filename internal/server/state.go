@@ -166,7 +166,7 @@ func (s *Server) schedLoop(ctx context.Context) {
 		case <-t.C:
 			if now := s.clock.Now(); now.Sub(lastFull) >= s.cfg.ResyncEvery {
 				lastFull = now
-				_, _, _ = s.queue(func() control.Input { return control.ResyncInput{Rebuild: true} })
+				_, _, _ = s.queue(func() control.Input { return control.ResyncInput{} })
 			}
 		}
 		next := s.tick()
