@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -270,5 +271,68 @@ func TestSubmitRetriesLostAnswers(t *testing.T) {
 	runs, err := h.st.ListRuns(ctx, store.RunFilter{All: true})
 	if err != nil || len(runs) != 1 || runs[0].ID != r.ID || answered.Load() != 2 {
 		t.Errorf("%d runs stored (%v), answer %d after %d tries; want one, the answer's, after 2", len(runs), err, r.ID, answered.Load())
+	}
+}
+
+// gatedReader gives r's bytes once gate is closed.
+type gatedReader struct {
+	gate <-chan struct{}
+	r    io.Reader
+}
+
+func (g gatedReader) Read(p []byte) (int, error) {
+	<-g.gate
+	return g.r.Read(p)
+}
+
+// The server answers everyone else while one client sends the largest
+// submission it allows (a script near the 4 MB limit), however slowly:
+// half the body is sent, then twenty other submissions and a listing are
+// answered, and only then is the rest sent and the large one answered.
+// A server that read or checked bodies under its state's lock would hang
+// here.
+func TestOthersAnsweredDuringALargeSubmission(t *testing.T) {
+	h := newHarness(t, t.TempDir())
+	ctx := context.Background()
+	script := "#!/bin/bash\n" + strings.Repeat("# padding padding padding\n", (4<<20-4096)/26) + "true\n"
+	b, err := json.Marshal(map[string]any{"spec": map[string]any{"commands": []string{script}}, "hold": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := make(chan struct{})
+	half := len(b) / 2
+	req, err := http.NewRequest("POST", h.http.URL+"/api/v1/runs", io.MultiReader(bytes.NewReader(b[:half]), gatedReader{gate, bytes.NewReader(b[half:])}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	req.Header.Set("Content-Type", "application/json")
+	big := make(chan int, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			big <- 0
+			return
+		}
+		resp.Body.Close()
+		big <- resp.StatusCode
+	}()
+	for i := range 20 {
+		if _, err := h.c.Submit(ctx, api.SubmitRequest{Spec: task(t, fmt.Sprintf("type: task\nname: small-%d\ncommands: [\"true\"]\n", i)), Hold: true}); err != nil {
+			t.Fatalf("a small submission while the large one is sent: %v", err)
+		}
+	}
+	if runs, err := h.c.Runs(ctx, client.ListOptions{}); err != nil || len(runs) != 20 {
+		t.Fatalf("the listing while the large one is sent: %d runs, %v", len(runs), err)
+	}
+	select {
+	case code := <-big:
+		t.Fatalf("the large submission was answered (%d) before its body was all sent", code)
+	default:
+	}
+	close(gate)
+	if code := <-big; code != http.StatusCreated {
+		t.Errorf("the large submission: %d", code)
 	}
 }
