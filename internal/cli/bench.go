@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -48,6 +49,8 @@ var benchPolicy string
 // benchServer is a berth server started for a benchmark.
 type benchServer struct {
 	home string
+	exe  string
+	args []string
 	url  string
 	tok  string
 	cmd  *exec.Cmd
@@ -56,12 +59,24 @@ type benchServer struct {
 }
 
 func startBenchServer(ctx context.Context, localAgent bool) (*benchServer, error) {
-	return startBenchServerWith(ctx, localAgent, nil)
+	return startBench(ctx, benchOpts{localAgent: localAgent})
 }
 
-// startBenchServerWith is startBenchServer with seed, when given, run on
-// the fresh $BERTH_HOME before the server starts (to fill its store).
-func startBenchServerWith(ctx context.Context, localAgent bool, seed func(home string) error) (*benchServer, error) {
+// benchOpts are how a benchmark's server is started.
+type benchOpts struct {
+	localAgent bool
+	// seed, when given, runs on the fresh $BERTH_HOME before the server
+	// starts (to fill its store).
+	seed func(home string) error
+	// listen is the server's address (default a free port, chosen by the
+	// server); a fixed one lets the server be started again at the same
+	// URL (kill9AndRestart).
+	listen string
+}
+
+// startBench starts a server as o says, in a fresh $BERTH_HOME, and waits
+// until it answers (and its local agent is connected).
+func startBench(ctx context.Context, o benchOpts) (*benchServer, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -70,59 +85,80 @@ func startBenchServerWith(ctx context.Context, localAgent bool, seed func(home s
 	if err != nil {
 		return nil, err
 	}
-	b := &benchServer{home: home}
-	if seed != nil {
-		if err := seed(home); err != nil {
+	b := &benchServer{home: home, exe: exe}
+	if o.seed != nil {
+		if err := o.seed(home); err != nil {
 			_ = os.RemoveAll(home)
 			return nil, err
 		}
 	}
-	args := []string{"server", "--listen", "127.0.0.1:0"}
-	if !localAgent {
-		args = append(args, "--no-local-agent")
+	b.args = []string{"server", "--listen", cmp.Or(o.listen, "127.0.0.1:0"), "--socket", filepath.Join(home, "sock")}
+	if !o.localAgent {
+		b.args = append(b.args, "--no-local-agent")
 	}
 	if benchNoCgroups {
-		args = append(args, "--no-cgroups")
+		b.args = append(b.args, "--no-cgroups")
 	}
 	if benchPolicy != "" {
-		args = append(args, "--policy", benchPolicy)
+		b.args = append(b.args, "--policy", benchPolicy)
 	}
-	logf, err := os.Create(filepath.Join(home, "server.log"))
-	if err != nil {
+	if err := b.launch(ctx); err != nil {
+		b.stop()
 		return nil, err
-	}
-	defer logf.Close()
-	b.cmd = exec.Command(exe, args...)
-	b.cmd.Env = append(os.Environ(), "BERTH_HOME="+home)
-	b.cmd.Stdout, b.cmd.Stderr = logf, logf
-	if err := b.cmd.Start(); err != nil {
-		return nil, err
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		conf, err := readClientConfig(filepath.Join(home, "config.yml"))
-		if err == nil && conf.URL != "" {
-			resp, herr := http.Get(conf.URL + "/healthz")
-			if herr == nil {
-				resp.Body.Close()
-				b.url, b.tok = conf.URL, conf.Token
-				break
-			}
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			b.stop()
-			return nil, errors.New("bench: the server did not start; see its log")
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	b.c = client.New(b.url, b.tok)
-	if localAgent {
+	if o.localAgent {
 		if err := b.waitNodes(ctx, 1); err != nil {
 			b.stop()
 			return nil, err
 		}
 	}
 	return b, nil
+}
+
+// launch starts the server process (again, after a kill) and waits until
+// it answers; its output goes on at the end of server.log.
+func (b *benchServer) launch(ctx context.Context) error {
+	logf, err := os.OpenFile(filepath.Join(b.home, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	b.cmd = exec.Command(b.exe, b.args...)
+	b.cmd.Env = append(os.Environ(), "BERTH_HOME="+b.home)
+	b.cmd.Stdout, b.cmd.Stderr = logf, logf
+	if err := b.cmd.Start(); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		conf, err := readClientConfig(filepath.Join(b.home, "config.yml"))
+		if err == nil && conf.URL != "" {
+			resp, herr := http.Get(conf.URL + "/healthz")
+			if herr == nil {
+				resp.Body.Close()
+				b.url, b.tok = conf.URL, conf.Token
+				return nil
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return errors.New("bench: the server did not start; see " + filepath.Join(b.home, "server.log"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// kill9AndRestart kills the server with SIGKILL and starts it again (at
+// the same address only with benchOpts.listen): the time from the kill to
+// its answering again.
+func (b *benchServer) kill9AndRestart(ctx context.Context) (time.Duration, error) {
+	t0 := time.Now()
+	_ = b.cmd.Process.Signal(syscall.SIGKILL)
+	_ = b.cmd.Wait()
+	if err := b.launch(ctx); err != nil {
+		return 0, err
+	}
+	return time.Since(t0), nil
 }
 
 func (b *benchServer) waitNodes(ctx context.Context, n int) error {

@@ -8,13 +8,10 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -40,12 +37,20 @@ duplicated runs, and the time from each kill to the server answering again (min,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			out := cmd.OutOrStdout()
-			cs, err := startCrashServer(ctx)
+			// A fixed address: the clients reach the server again after
+			// each restart.
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				return err
+			}
+			addr := l.Addr().String()
+			l.Close()
+			cs, err := startBench(ctx, benchOpts{localAgent: true, listen: addr})
 			if err != nil {
 				return err
 			}
 			defer cs.stop()
-			c := client.New(cs.url, cs.tok)
+			c := cs.c
 			var mu sync.Mutex
 			acked := map[int]int64{} // run number -> ID
 			var wg sync.WaitGroup
@@ -180,100 +185,4 @@ func submitUntilAnswered(ctx context.Context, c *client.Client, t *spec.Task, ke
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// crashServer is a server with its local agent on a fixed address, which
-// the benchmark kills and starts again.
-type crashServer struct {
-	home, addr, url, tok string
-	cmd                  *exec.Cmd
-	exe                  string
-}
-
-func startCrashServer(ctx context.Context) (*crashServer, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	home, err := os.MkdirTemp("", "berth-bench-crash-")
-	if err != nil {
-		return nil, err
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	addr := l.Addr().String()
-	l.Close()
-	cs := &crashServer{home: home, addr: addr, url: "http://" + addr, exe: exe}
-	if _, err := cs.start(ctx); err != nil {
-		cs.stop()
-		return nil, err
-	}
-	conf, err := readClientConfig(filepath.Join(home, "config.yml"))
-	if err != nil {
-		cs.stop()
-		return nil, err
-	}
-	cs.tok = conf.Token
-	return cs, nil
-}
-
-// start starts the server and waits until it answers; it answers how long
-// that took.
-func (cs *crashServer) start(ctx context.Context) (time.Duration, error) {
-	t0 := time.Now()
-	args := []string{"server", "--listen", cs.addr, "--socket", filepath.Join(cs.home, "sock")}
-	if benchNoCgroups {
-		args = append(args, "--no-cgroups")
-	}
-	logf, err := os.OpenFile(filepath.Join(cs.home, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return 0, err
-	}
-	defer logf.Close()
-	cs.cmd = exec.Command(cs.exe, args...)
-	cs.cmd.Env = append(os.Environ(), "BERTH_HOME="+cs.home)
-	cs.cmd.Stdout, cs.cmd.Stderr = logf, logf
-	if err := cs.cmd.Start(); err != nil {
-		return 0, err
-	}
-	for deadline := time.Now().Add(60 * time.Second); ; {
-		if resp, err := http.Get(cs.url + "/healthz"); err == nil {
-			resp.Body.Close()
-			return time.Since(t0), nil
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return 0, errors.New("bench: the server did not start; see " + filepath.Join(cs.home, "server.log"))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// kill9AndRestart kills the server with SIGKILL and starts it again: the
-// time from the kill to its answering again.
-func (cs *crashServer) kill9AndRestart(ctx context.Context) (time.Duration, error) {
-	t0 := time.Now()
-	_ = cs.cmd.Process.Signal(syscall.SIGKILL)
-	_ = cs.cmd.Wait()
-	if _, err := cs.start(ctx); err != nil {
-		return 0, err
-	}
-	return time.Since(t0), nil
-}
-
-func (cs *crashServer) stop() {
-	if cs.cmd != nil && cs.cmd.Process != nil {
-		_ = cs.cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cs.cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cs.cmd.Process.Kill()
-			<-done
-		}
-	}
-	// The jobs' supervisors of killed servers' agents end with their jobs.
-	_ = os.RemoveAll(cs.home)
 }

@@ -32,7 +32,7 @@ peak resident memory, and the server's resident memory before and after (its pea
 			ctx := cmd.Context()
 			out := cmd.OutOrStdout()
 			t0 := time.Now()
-			b, err := startBenchServerWith(ctx, false, func(home string) error { return seedHistory(ctx, home, runs) })
+			b, err := startBench(ctx, benchOpts{seed: func(home string) error { return seedHistory(ctx, home, runs) }})
 			if err != nil {
 				return err
 			}

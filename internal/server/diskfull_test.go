@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -62,11 +61,11 @@ func TestDatabaseDiskFull(t *testing.T) {
 	}
 	f.Close()
 	body := `{"spec":{"name":"during","commands":["true"]},"hold":true}`
-	code, b, hdr := sendH(t, h, "/api/v1/runs", body, "k-during")
+	code, b, hdr := sendFull(t, h, testToken, "/api/v1/runs", body, "Idempotency-Key", "k-during")
 	if code != http.StatusServiceUnavailable || hdr.Get("Retry-After") == "" || !strings.Contains(string(b), "the database cannot be written") {
 		t.Fatalf("a submission on a full disk: %d %s (Retry-After %q)", code, b, hdr.Get("Retry-After"))
 	}
-	if code, b, _ := sendH(t, h, "/api/v1/runs", `{"spec":{"commands":["true"]},"hold":true}`, ""); code != http.StatusServiceUnavailable {
+	if code, b, _ := sendFull(t, h, testToken, "/api/v1/runs", `{"spec":{"commands":["true"]},"hold":true}`); code != http.StatusServiceUnavailable {
 		t.Errorf("the next submission: %d %s", code, b)
 	}
 	if runs, err := h.c.Runs(ctx, client.ListOptions{All: true}); err != nil || len(runs) < 3 {
@@ -79,7 +78,7 @@ func TestDatabaseDiskFull(t *testing.T) {
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		code, b, _ = sendH(t, h, "/api/v1/runs", `{"spec":{"name":"after","commands":["true"]},"hold":true}`, "")
+		code, b, _ = sendFull(t, h, testToken, "/api/v1/runs", `{"spec":{"name":"after","commands":["true"]},"hold":true}`)
 		if code == http.StatusCreated || time.Now().After(deadline) {
 			break
 		}
@@ -88,7 +87,7 @@ func TestDatabaseDiskFull(t *testing.T) {
 	if code != http.StatusCreated {
 		t.Fatalf("a submission once there is room: %d %s", code, b)
 	}
-	code, b, _ = sendH(t, h, "/api/v1/runs", body, "k-during")
+	code, b, _ = sendFull(t, h, testToken, "/api/v1/runs", body, "Idempotency-Key", "k-during")
 	var again api.Run
 	if err := json.Unmarshal(b, &again); err != nil || code/100 != 2 || again.Name != "during" {
 		t.Fatalf("the retry of the refused submission: %d %s", code, b)
@@ -107,25 +106,4 @@ func TestDatabaseDiskFull(t *testing.T) {
 	if len(runs) != 5 || names["during"] != 1 || names["after"] != 1 {
 		t.Errorf("after a restart: %d runs %v, want the 3 before, the refused one once, the one after", len(runs), names)
 	}
-}
-
-// sendH posts body to path as the harness's admin, with an Idempotency-Key
-// when key is set, and answers the status, body and headers.
-func sendH(t *testing.T, h *harness, path, body, key string) (int, []byte, http.Header) {
-	t.Helper()
-	req, err := http.NewRequest("POST", h.http.URL+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+testToken)
-	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
-	}
-	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b, resp.Header
 }

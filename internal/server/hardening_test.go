@@ -23,6 +23,13 @@ import (
 // value pairs, and answers the status and the body.
 func send(t *testing.T, h *harness, token, path, body string, header ...string) (int, []byte) {
 	t.Helper()
+	code, b, _ := sendFull(t, h, token, path, body, header...)
+	return code, b
+}
+
+// sendFull is send that also answers the response's headers.
+func sendFull(t *testing.T, h *harness, token, path, body string, header ...string) (int, []byte, http.Header) {
+	t.Helper()
 	req, err := http.NewRequest("POST", h.http.URL+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -34,11 +41,11 @@ func send(t *testing.T, h *harness, token, path, body string, header ...string) 
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Error(err)
-		return 0, nil
+		return 0, nil, nil
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
+	return resp.StatusCode, b, resp.Header
 }
 
 // post sends body to path with token and answers the status and error.

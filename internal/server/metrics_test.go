@@ -375,10 +375,10 @@ func TestMetricsStoreBounds(t *testing.T) {
 
 // A minute's samples fold into one: the mean of the CPU and GPU use that
 // was measured, the most memory, the last limit.
-func TestFoldSamples(t *testing.T) {
+func TestFoldMinute(t *testing.T) {
 	at := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
 	pct := func(v float64) *float64 { return &v }
-	got := foldSamples(at, []api.JobSample{
+	got := foldMinute(at, []api.JobSample{
 		{Time: at.Add(5 * time.Second), CPUSeconds: 1, MemoryUsed: 10, MemoryPeak: 12, MemoryLimit: 100, GPUs: []api.GPUSample{{Index: 1, Util: 50, MemoryUsed: 5, MemoryTotal: 80}}},
 		{Time: at.Add(10 * time.Second), CPUPercent: pct(40), CPUSeconds: 2, MemoryUsed: 30, MemoryPeak: 31, MemoryLimit: 100, GPUs: []api.GPUSample{{Index: 1, Util: 100, MemoryUsed: 9, MemoryTotal: 80}}},
 		{Time: at.Add(15 * time.Second), CPUPercent: pct(80), CPUSeconds: 3, MemoryUsed: 20, MemoryPeak: 31, MemoryLimit: 100, GPUs: []api.GPUSample{{Index: 1, Util: 0, MemoryUsed: 7, MemoryTotal: 80}}},

@@ -147,7 +147,7 @@ func foldRows(rows []*store.MetricSample, upto time.Time) *store.Batch {
 	}
 	b := &store.Batch{}
 	for _, k := range order {
-		data, err := json.Marshal(foldSamples(k.at, groups[k]))
+		data, err := json.Marshal(foldMinute(k.at, groups[k]))
 		if err != nil {
 			continue
 		}
@@ -161,8 +161,9 @@ func foldRows(rows []*store.MetricSample, upto time.Time) *store.Batch {
 	return b
 }
 
-// foldSamples is one sample standing for ss (in time order), taken at at.
-func foldSamples(at time.Time, ss []api.JobSample) api.JobSample {
+// foldMinute is one sample standing for a minute's ss (in time order),
+// taken at at, the minute's start.
+func foldMinute(at time.Time, ss []api.JobSample) api.JobSample {
 	out := api.JobSample{Time: at}
 	var cpu float64
 	var cpus int
