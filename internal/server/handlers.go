@@ -259,25 +259,27 @@ func (s *Server) listPage(r *http.Request, runs []*store.Run, withJobs, withSpec
 			jobsOf[j.RunID] = append(jobsOf[j.RunID], j)
 		}
 	}
-	if withJobs {
-		for _, run := range runs {
-			jobsOf[run.ID] = s.withUnmade(run, jobsOf[run.ID])
+	// What the cluster holds of the waiting runs, under one turn of the
+	// lock: their jobs when never placed, and whom they wait behind.
+	blocked := map[int64][]int64{}
+	s.mu.Lock()
+	for _, run := range runs {
+		if withJobs {
+			jobsOf[run.ID] = s.withUnmadeLocked(run, jobsOf[run.ID])
 		}
+		blocked[run.ID], _ = s.BlockedBy(run.ID)
 	}
+	s.unlock()
 	out := make([]*api.Run, len(runs))
 	for i, run := range runs {
 		out[i] = s.apiRun(run, jobsOf[run.ID], s.name(r.Context(), 'u', run.UserID), nil)
 		if withSpecs {
 			out[i] = withSpec(out[i], run)
 		}
-	}
-	s.mu.Lock()
-	for _, o := range out {
-		if o.Status == api.StatusSubmitted {
-			o.BlockedBy, _ = s.BlockedBy(o.ID)
+		if out[i].Status == api.StatusSubmitted {
+			out[i].BlockedBy = blocked[run.ID]
 		}
 	}
-	s.unlock()
 	return out, nil
 }
 
@@ -285,12 +287,17 @@ func (s *Server) listPage(r *http.Request, runs []*store.Run, withJobs, withSpec
 // was never placed (its job rows are written at placement), its jobs as
 // the cluster holds them.
 func (s *Server) withUnmade(run *store.Run, jobs []*store.Job) []*store.Job {
+	s.mu.Lock()
+	defer s.unlock()
+	return s.withUnmadeLocked(run, jobs)
+}
+
+// withUnmadeLocked is withUnmade with s.mu held.
+func (s *Server) withUnmadeLocked(run *store.Run, jobs []*store.Job) []*store.Job {
 	if len(jobs) > 0 || api.Status(run.Status) != api.StatusSubmitted {
 		return jobs
 	}
-	s.mu.Lock()
 	_, held, ok := s.ActiveRun(run.ID)
-	s.unlock()
 	if !ok {
 		return jobs
 	}
