@@ -172,15 +172,16 @@ func (s *Cluster) pendingOf(rs *runState, hold string) sched.Pending {
 		}
 	}
 	return sched.Pending{RunID: rs.rec.ID, Priority: rs.rec.Priority, SubmittedAt: rs.rec.SubmittedAt, Nodes: len(ids), JobIDs: ids,
-		Request: *rs.req, Limit: rs.limit, User: rs.user, Project: rs.project, QOS: rs.qos, Tier: int(rs.tier), Nice: rs.nice,
-		Array: arrayKey(rs), Groups: rs.groups, Hold: hold}
+		Request: rs.req, Limit: rs.limit, User: rs.user, Project: rs.project, QOS: rs.qos, Tier: int(rs.tier), Nice: rs.nice,
+		Array: arrayKey(rs), Groups: rs.r().groups, Hold: hold}
 }
 
 // plain tells whether no hold can apply to the run (no partition hold,
 // user hold, begin time, retry, dependency or singleton): its hold need
 // not be decided again when time passes or other runs change.
 func (rs *runState) plain() bool {
-	return rs.hold == "" && !rs.held && rs.begin == nil && rs.retry == nil && rs.retryPolicy == nil && len(rs.deps) == 0 && !rs.singleton
+	x := rs.r()
+	return rs.hold == "" && !rs.held && x.begin.IsZero() && x.retry == nil && x.retryPolicy == nil && len(x.deps) == 0 && !x.singleton
 }
 
 // queueLocked queues (or queues again) a waiting run in the Cycle, with
@@ -270,7 +271,7 @@ func (s *Cluster) queueChangesLocked(now time.Time, recheck bool, b *store.Batch
 	for id, rs := range fresh {
 		if s.pending[id] == rs {
 			cands[id] = rs
-			single = single || rs.singleton
+			single = single || rs.r().singleton
 		}
 	}
 	if recheck || single {

@@ -87,7 +87,7 @@ func (s *Cluster) applyPlanLocked(p *Pass, plan sched.Plan, reasons []reasonUpda
 		if rs == nil {
 			continue // its next pass gives it its reason
 		}
-		if reason == sched.ReasonNoNode && rs.retryPolicy != nil {
+		if reason == sched.ReasonNoNode && rs.r().retryPolicy != nil {
 			// It fails the run unless it may wait: only on the nodes it
 			// was judged against.
 			if sameNodes == nil {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"sort"
 	"time"
@@ -139,6 +140,9 @@ func (s *Cluster) Due() time.Time {
 // of its jobs' and within what it has; no final run stays in memory; the
 // scheduler's Cycle holds what the cluster does (checkCycle).
 func (s *Cluster) Check() error {
+	if !reflect.ValueOf(noRare).IsZero() {
+		return fmt.Errorf("the shared empty rare part of runs was written: %+v", noRare)
+	}
 	seen := map[int64]string{}
 	for name, ns := range s.nodes {
 		cpus := 0

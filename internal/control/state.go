@@ -1,6 +1,8 @@
 package control
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -28,15 +30,14 @@ type runState struct {
 	// (below), so that a long queue costs little memory. task() reads it.
 	parsed *spec.Task
 	// What the control plane reads of the configuration while the run
-	// waits: its QOS and nice (every pass), its retry policy and stop
-	// criteria (lifecycle), and its dependencies.
-	qos         string
-	nice        int64
-	retryPolicy *lifecycle.RetryPolicy
-	deps        []spec.Dependency
-	fleets      []string       // the fleets it names (resolveFleets)
-	req         *sched.Request // never changed in place (resolve)
-	limit       time.Duration  // max_duration; 0 none
+	// waits: its QOS and nice (every pass), its stop criteria (lifecycle);
+	// its retry policy and dependencies are in rare.
+	qos   string
+	nice  int64
+	req   *sched.Request // never changed in place (resolve)
+	limit time.Duration  // max_duration; 0 none
+	// rare holds what few runs have (see runRare); nil for a plain run.
+	rare *runRare
 	// jobs are its jobs of the current attempt, once made (see unmade).
 	jobs   []*jobState
 	unmade unmadeJobs
@@ -50,23 +51,14 @@ type runState struct {
 	// hold, when set, is why the run may not be scheduled at all (a reason
 	// the scheduler need not see, e.g. PartitionTimeLimit).
 	hold string
-	// groups are a heterogeneous run's components (nil: one request, req).
-	groups []sched.Group
-	retry  *lifecycle.Retries // see faults.go; nil until it first failed
-	// begin: not before then (BeginTime; nil: none).
-	begin *time.Time
-	// array is set on an array's own run; parent on each of its tasks;
-	// sched on a schedule's own run.
+	// array is set on an array's own run; parent on each of its tasks
+	// (a schedule's own run has rare.sched).
 	array  *arrayState
 	parent *runState
-	sched  *scheduleState
 	tier   int32 // the highest tier of the fleets it may use
 	// held: a user's hold (JobHeldUser).
-	held        bool
-	masterDone  bool
-	depAny      bool // dependency_policy: any
-	singleton   bool
-	killInvalid bool // kill_invalid_depend
+	held       bool
+	masterDone bool
 	// What the scheduler's Cycle was told of the run (pass.go): queued,
 	// waiting with queuedHold; cyc, holding resources as it says; stopBy,
 	// when a run being stopped is gone at the latest (its stop's time
@@ -77,19 +69,50 @@ type runState struct {
 	stopBy     time.Time
 }
 
-// beginAt is when the run may start at the earliest (zero: now).
-func (rs *runState) beginAt() time.Time {
-	if rs.begin == nil {
-		return time.Time{}
-	}
-	return *rs.begin
+// runRare is what few runs have, kept apart so that a long queue of plain
+// runs does not pay for it: a run's retry policy and retry state, its
+// dependencies, the fleets it names, a heterogeneous run's groups, its
+// begin time, a schedule's state. Read it with r(), change it with w().
+type runRare struct {
+	retryPolicy *lifecycle.RetryPolicy
+	retry       *lifecycle.Retries // see faults.go; nil until it first failed
+	deps        []spec.Dependency
+	fleets      []string      // the fleets it names (resolveFleets)
+	groups      []sched.Group // a heterogeneous run's components (nil: one request, req)
+	begin       time.Time     // not before then (BeginTime; zero: none)
+	sched       *scheduleState
+	depAny      bool // dependency_policy: any
+	singleton   bool
+	killInvalid bool // kill_invalid_depend
 }
+
+// noRare is the rare part of a run that has none: read, never written
+// (Check verifies it stays zero).
+var noRare runRare
+
+// r is the run's rare part, to read.
+func (rs *runState) r() *runRare {
+	if rs.rare != nil {
+		return rs.rare
+	}
+	return &noRare
+}
+
+// w is the run's rare part, to change (made when the run has none).
+func (rs *runState) w() *runRare {
+	if rs.rare == nil {
+		rs.rare = &runRare{}
+	}
+	return rs.rare
+}
+
+// beginAt is when the run may start at the earliest (zero: now).
+func (rs *runState) beginAt() time.Time { return rs.r().begin }
 
 // setBegin sets when the run may start at the earliest (zero: now).
 func (rs *runState) setBegin(t time.Time) {
-	rs.begin = nil
-	if !t.IsZero() {
-		rs.begin = &t
+	if !t.IsZero() || rs.rare != nil {
+		rs.w().begin = t
 	}
 }
 
@@ -109,15 +132,20 @@ func (rs *runState) configure(t *spec.Task) {
 	if t.MaxDuration != nil {
 		rs.limit = t.MaxDuration.Std()
 	}
-	rs.retryPolicy = nil
+	var policy *lifecycle.RetryPolicy
 	if p := t.Retry; p != nil {
-		rs.retryPolicy = &lifecycle.RetryPolicy{OnEvents: p.OnEvents}
+		policy = &lifecycle.RetryPolicy{OnEvents: p.OnEvents}
 		if p.Duration != nil {
-			rs.retryPolicy.Duration = time.Duration(*p.Duration) * time.Second
+			policy.Duration = time.Duration(*p.Duration) * time.Second
 		}
 	}
 	rs.masterDone = t.StopCriteria == "master-done"
-	rs.deps, rs.depAny, rs.singleton, rs.killInvalid = t.DependsOn, t.DependencyPolicy == "any", t.Singleton, t.KillInvalidDepend
+	depAny := t.DependencyPolicy == "any"
+	if policy != nil || len(t.DependsOn) > 0 || depAny || t.Singleton || t.KillInvalidDepend || rs.rare != nil {
+		x := rs.w()
+		x.retryPolicy = policy
+		x.deps, x.depAny, x.singleton, x.killInvalid = t.DependsOn, depAny, t.Singleton, t.KillInvalidDepend
+	}
 }
 
 // task is the run's configuration: the parsed one when kept, else decoded
@@ -149,7 +177,7 @@ func (rs *runState) setTask(t *spec.Task) {
 func (rs *runState) keepTask() { rs.parsed = rs.task() }
 
 func (rs *runState) dropTask() {
-	if rs.array == nil && rs.sched == nil {
+	if rs.array == nil && rs.r().sched == nil {
 		rs.parsed = nil
 	}
 }
@@ -157,7 +185,9 @@ func (rs *runState) dropTask() {
 // resolve sets what a run asks for from its configuration and time limit,
 // then resolveFleets what the policy makes of it.
 func (s *Cluster) resolve(rs *runState, t *spec.Task, rules *policy.Policy) {
-	rs.fleets = t.Fleets
+	if len(t.Fleets) > 0 || rs.rare != nil {
+		rs.w().fleets = t.Fleets
+	}
 	var groups []sched.Group
 	for _, g := range t.Groups {
 		groups = append(groups, sched.Group{Nodes: max(g.Nodes, 1), Request: requestOf(t, g.Resources)})
@@ -176,7 +206,7 @@ func (s *Cluster) resolveFleets(rs *runState, req sched.Request, groups []sched.
 	rs.hold = ""
 	// Partitions set DOWN (scontrol update PartitionName=X State=DOWN)
 	// take no new starts: the run uses the others it names, or waits.
-	names, up := rules.UpPartitions(rs.fleets)
+	names, up := rules.UpPartitions(rs.r().fleets)
 	req.Fleets, req.NotFleets = rules.ResolveFleets(names), nil
 	rs.tier = int32(rules.Tier(req.Fleets))
 	if rs.limit > 0 {
@@ -191,7 +221,7 @@ func (s *Cluster) resolveFleets(rs *runState, req sched.Request, groups []sched.
 			rs.hold = api.ReasonPartitionTimeLimit
 		}
 		req.Fleets = ok
-		if len(rs.fleets) == 0 {
+		if len(rs.r().fleets) == 0 {
 			for name, f := range rules.Fleets {
 				if f.MaxWall > 0 && f.MaxWall < rs.limit {
 					req.NotFleets = append(req.NotFleets, name)
@@ -200,13 +230,16 @@ func (s *Cluster) resolveFleets(rs *runState, req sched.Request, groups []sched.
 			slices.Sort(req.NotFleets)
 		}
 	}
-	rs.groups = nil
+	var resolved []sched.Group
 	for _, g := range groups {
 		g.Request.Fleets, g.Request.NotFleets = req.Fleets, req.NotFleets
-		rs.groups = append(rs.groups, g)
+		resolved = append(resolved, g)
 	}
-	if len(rs.groups) > 0 {
-		req = rs.groups[0].Request
+	if len(resolved) > 0 || rs.rare != nil {
+		rs.w().groups = resolved
+	}
+	if len(resolved) > 0 {
+		req = resolved[0].Request
 	}
 	if !up {
 		rs.hold = api.ReasonPartitionDown
@@ -487,7 +520,7 @@ func (s *Cluster) Restore(l *Loaded, now time.Time) error {
 		}
 	}
 	for _, rs := range s.pending {
-		for _, d := range rs.deps {
+		for _, d := range rs.r().deps {
 			for _, ref := range d.Runs {
 				id, index := ParseRef(ref)
 				r, ok := l.Ended[id]
@@ -522,7 +555,7 @@ func (s *Cluster) Restore(l *Loaded, now time.Time) error {
 	s.freed = true
 	s.restoreUsage(l)
 	for _, k := range l.Keys {
-		s.rememberKey(userKey{k.UserID, k.Key}, k.RunID, k.Created)
+		s.rememberKey(keyOf(k.UserID, k.Key), k.RunID, k.Created)
 	}
 	return nil
 }
@@ -551,8 +584,9 @@ type SubmitOpts struct {
 // onSubmit creates a run of the valid configuration in.Task.
 func (s *Cluster) onSubmit(now time.Time, in SubmitInput) (any, error) {
 	t := in.Task
-	key := userKey{in.UserID, in.Opts.Key}
+	var key userKey
 	if in.Opts.Key != "" {
+		key = keyOf(in.UserID, in.Opts.Key)
 		if k, ok := s.keys[key]; ok {
 			// Answered once the first submission is durable: an empty
 			// batch is queued behind it.
@@ -601,7 +635,7 @@ func (s *Cluster) onSubmit(now time.Time, in SubmitInput) (any, error) {
 	}
 	s.watchLocked(rs)
 	b := &store.Batch{}
-	if rs.array == nil && rs.sched == nil { // an array's tasks, a schedule's runs have the jobs
+	if rs.array == nil && rs.r().sched == nil { // an array's tasks, a schedule's runs have the jobs
 		s.newJobsLocked(rs, 0, now, b)
 	}
 	s.runs[id] = rs
@@ -611,7 +645,7 @@ func (s *Cluster) onSubmit(now time.Time, in SubmitInput) (any, error) {
 			s.cycle.SetArrayLimit(strconv.FormatInt(id, 10), t)
 			s.cycDirty = true
 		}
-	} else if rs.sched != nil {
+	} else if rs.r().sched != nil {
 		s.schedules[id] = rs
 	} else {
 		s.pending[id] = rs
@@ -632,17 +666,25 @@ func (s *Cluster) onSubmit(now time.Time, in SubmitInput) (any, error) {
 // before: nothing new is made.
 type Resubmitted struct{ ID int64 }
 
-// userKey is a user's idempotency key; keyedRun the run it made, when.
+// userKey is a user's idempotency key, as a digest of the user and the
+// key (a long burst of keyed submissions is remembered in little memory);
+// keyedRun is the run it made, and when (Unix ns).
 type (
-	userKey struct {
-		user int64
-		key  string
-	}
+	userKey  [16]byte
 	keyedRun struct {
 		run int64
-		at  time.Time
+		at  int64
 	}
 )
+
+// keyOf is the digest of user's idempotency key (128 bits of SHA-256: no
+// two keys of a server's memory share one).
+func keyOf(user int64, key string) userKey {
+	b := make([]byte, 8, 8+len(key))
+	binary.BigEndian.PutUint64(b, uint64(user))
+	sum := sha256.Sum256(append(b, key...))
+	return userKey(sum[:16])
+}
 
 // KeyMemory is how long an idempotency key is remembered, and
 // keysMemoryCap how many at most (the oldest go first): a client retries
@@ -661,7 +703,7 @@ func (s *Cluster) rememberKey(key userKey, run int64, at time.Time) {
 	if _, ok := s.keys[key]; ok {
 		return
 	}
-	s.keys[key] = keyedRun{run: run, at: at}
+	s.keys[key] = keyedRun{run: run, at: at.UnixNano()}
 	s.keyOrder = append(s.keyOrder, key)
 	for len(s.keyOrder) > keysMemoryCap {
 		s.forgetOldestKey()
@@ -677,7 +719,7 @@ func (s *Cluster) forgetOldestKey() {
 
 // forgetKeysLocked forgets the keys older than KeyMemory.
 func (s *Cluster) forgetKeysLocked(now time.Time) {
-	for len(s.keyOrder) > 0 && now.Sub(s.keys[s.keyOrder[0]].at) > KeyMemory {
+	for len(s.keyOrder) > 0 && now.Sub(time.Unix(0, s.keys[s.keyOrder[0]].at)) > KeyMemory {
 		s.forgetOldestKey()
 	}
 }
@@ -707,7 +749,7 @@ func (s *Cluster) onStop(now time.Time, in StopInput) {
 	}
 	b := &store.Batch{}
 	var after []Effect
-	if rs.sched != nil {
+	if rs.r().sched != nil {
 		s.stopScheduleLocked(rs, now, b)
 	} else if rs.array != nil {
 		// An array: no more tasks, and every live one stops.
