@@ -93,8 +93,8 @@ func (s *Cluster) applyLocked(rs *runState, d lifecycle.Decision, now time.Time,
 			s.parentRunningLocked(rs, b)
 		}
 	}
-	if d.Stop != lifecycle.StopNone && rs.stopBy.IsZero() {
-		rs.stopBy = s.stopByOf(rs, now)
+	if d.Stop != lifecycle.StopNone && rs.r().stopBy.IsZero() {
+		rs.w().stopBy = s.stopByOf(rs, now)
 	}
 	s.syncRun(rs) // what it holds, until when, as the scheduler sees it
 	b.Runs = append(b.Runs, runCopy(rs))

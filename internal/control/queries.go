@@ -192,21 +192,21 @@ func (s *Cluster) checkCycle() error {
 	for id, rs := range s.runs {
 		r, ok := s.runningOf(rs)
 		if !ok {
-			if rs.cyc != nil {
+			if rs.r().cyc != nil {
 				return fmt.Errorf("run %d holds nothing, the cycle has it running", id)
 			}
 			continue
 		}
 		held++
-		if rs.cyc == nil || !sameRunning(rs.cyc, &r) {
-			return fmt.Errorf("run %d: the cycle has it running as %+v, the cluster as %+v", id, rs.cyc, r)
+		if cyc := rs.r().cyc; cyc == nil || !sameRunning(cyc, &r) {
+			return fmt.Errorf("run %d: the cycle has it running as %+v, the cluster as %+v", id, cyc, r)
 		}
 	}
 	running := map[int64]bool{}
 	for _, r := range snap.Running {
 		running[r.RunID] = true
 		rs, ok := s.runs[r.RunID]
-		if !ok || rs.cyc == nil || !sameRunning(rs.cyc, &r) {
+		if cyc := rs.r().cyc; !ok || cyc == nil || !sameRunning(cyc, &r) {
 			return fmt.Errorf("run %d: the cycle has it running as %+v, the cluster does not", r.RunID, r)
 		}
 	}

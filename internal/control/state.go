@@ -24,16 +24,9 @@ import (
 // runState is an active run in memory.
 type runState struct {
 	rec store.Run
-	// parsed is its configuration decoded, kept while it is placed (the
-	// agents need all of it) and for arrays and schedules; a waiting run
-	// holds only its stored form (rec.Spec) and what passes read of it
-	// (below), so that a long queue costs little memory. task() reads it.
-	parsed *spec.Task
 	// What the control plane reads of the configuration while the run
-	// waits: its QOS and nice (every pass), its stop criteria (lifecycle);
-	// its retry policy and dependencies are in rare.
-	qos   string
-	nice  int64
+	// waits: its request and time limit (every pass), its stop criteria
+	// (lifecycle); its QOS, nice, retry policy and dependencies are in rare.
 	req   *sched.Request // never changed in place (resolve)
 	limit time.Duration  // max_duration; 0 none
 	// rare holds what few runs have (see runRare); nil for a plain run.
@@ -41,10 +34,6 @@ type runState struct {
 	// jobs are its jobs of the current attempt, once made (see unmade).
 	jobs   []*jobState
 	unmade unmadeJobs
-	// placedAt is when the scheduler placed it (Unix ns; 0: not placed):
-	// its expected end counts from its start, or from here until it has
-	// started.
-	placedAt  int64
 	user      string  // the owner's name (fairshare, limits)
 	project   string  // its project's name
 	blockedBy []int64 // from the last pass that considered it
@@ -59,21 +48,34 @@ type runState struct {
 	// held: a user's hold (JobHeldUser).
 	held       bool
 	masterDone bool
-	// What the scheduler's Cycle was told of the run (pass.go): queued,
-	// waiting with queuedHold; cyc, holding resources as it says; stopBy,
-	// when a run being stopped is gone at the latest (its stop's time
-	// plus its grace period).
+	// What the scheduler's Cycle was told of the waiting run (pass.go):
+	// queued, waiting with queuedHold (a placed run's view is rare.cyc).
 	queued     bool
 	queuedHold string
-	cyc        *sched.Running
-	stopBy     time.Time
 }
 
-// runRare is what few runs have, kept apart so that a long queue of plain
-// runs does not pay for it: a run's retry policy and retry state, its
-// dependencies, the fleets it names, a heterogeneous run's groups, its
-// begin time, a schedule's state. Read it with r(), change it with w().
+// runRare is what few runs of a long queue have, kept apart so that
+// plain waiting runs do not pay for it: a QOS or nice, a retry policy and
+// retry state, dependencies, named fleets, a heterogeneous run's groups, a
+// begin time, a schedule's state; and what a placed run holds. Read it
+// with r(), change it with w(); dropTask lets an empty one go.
 type runRare struct {
+	qos  string
+	nice int64
+	// parsed is the run's configuration decoded, kept while it is placed
+	// (the agents need all of it) and for arrays and schedules; a waiting
+	// run holds only its stored form (rec.Spec) and what passes read of
+	// it, so that a long queue costs little memory. task() reads it.
+	parsed *spec.Task
+	// placedAt is when the scheduler placed it (Unix ns; 0: not placed):
+	// its expected end counts from its start, or from here until it has
+	// started.
+	placedAt int64
+	// cyc is what the scheduler's Cycle was told of the run holding
+	// resources; stopBy, when a run being stopped is gone at the latest
+	// (its stop's time plus its grace period).
+	cyc    *sched.Running
+	stopBy time.Time
 	retryPolicy *lifecycle.RetryPolicy
 	retry       *lifecycle.Retries // see faults.go; nil until it first failed
 	deps        []spec.Dependency
@@ -84,6 +86,13 @@ type runRare struct {
 	depAny      bool // dependency_policy: any
 	singleton   bool
 	killInvalid bool // kill_invalid_depend
+}
+
+// empty tells whether nothing is set.
+func (x *runRare) empty() bool {
+	return x.qos == "" && x.nice == 0 && x.parsed == nil && x.placedAt == 0 && x.cyc == nil && x.stopBy.IsZero() &&
+		x.retryPolicy == nil && x.retry == nil && x.deps == nil && x.fleets == nil && x.groups == nil && x.begin.IsZero() &&
+		x.sched == nil && !x.depAny && !x.singleton && !x.killInvalid
 }
 
 // noRare is the rare part of a run that has none: read, never written
@@ -119,7 +128,10 @@ func (rs *runState) setBegin(t time.Time) {
 // newRunState builds an active run from its record and configuration,
 // resolving its fleets, tier and time limit against the policy.
 func (s *Cluster) newRunState(rec store.Run, t *spec.Task, user, project string) *runState {
-	rs := &runState{rec: rec, parsed: t, user: user, project: project}
+	rs := &runState{rec: rec, user: user, project: project}
+	if t != nil {
+		rs.w().parsed = t
+	}
 	rs.configure(t)
 	s.resolve(rs, t, s.rules.Load())
 	return rs
@@ -127,7 +139,9 @@ func (s *Cluster) newRunState(rec store.Run, t *spec.Task, user, project string)
 
 // configure keeps what the control plane reads of t while the run waits.
 func (rs *runState) configure(t *spec.Task) {
-	rs.qos, rs.nice = t.QOS, t.Nice
+	if t.QOS != "" || t.Nice != 0 || rs.rare != nil {
+		rs.w().qos, rs.rare.nice = t.QOS, t.Nice
+	}
 	rs.limit = 0
 	if t.MaxDuration != nil {
 		rs.limit = t.MaxDuration.Std()
@@ -151,8 +165,8 @@ func (rs *runState) configure(t *spec.Task) {
 // task is the run's configuration: the parsed one when kept, else decoded
 // from its stored form (a copy: changes to it are saved with setTask).
 func (rs *runState) task() *spec.Task {
-	if rs.parsed != nil {
-		return rs.parsed
+	if p := rs.r().parsed; p != nil {
+		return p
 	}
 	var t spec.Task
 	if err := json.Unmarshal(rs.rec.Spec, &t); err != nil {
@@ -166,19 +180,25 @@ func (rs *runState) setTask(t *spec.Task) {
 	if body, err := json.Marshal(t); err == nil {
 		rs.rec.Spec = body
 	}
-	if rs.parsed != nil {
-		rs.parsed = t
+	if rs.r().parsed != nil {
+		rs.rare.parsed = t
 	}
 	rs.configure(t)
 }
 
 // keepTask keeps the configuration parsed (the run is placed);
 // dropTask lets a plain waiting run hold only its stored form.
-func (rs *runState) keepTask() { rs.parsed = rs.task() }
+func (rs *runState) keepTask() {
+	t := rs.task()
+	rs.w().parsed = t
+}
 
 func (rs *runState) dropTask() {
-	if rs.array == nil && rs.r().sched == nil {
-		rs.parsed = nil
+	if rs.array == nil && rs.r().sched == nil && rs.rare != nil {
+		rs.rare.parsed = nil
+		if rs.rare.empty() {
+			rs.rare = nil
+		}
 	}
 }
 
@@ -289,7 +309,7 @@ func (rq *requests) intern(r *sched.Request) *sched.Request {
 // keys are the limit keys the run counts under.
 func (rs *runState) keys() []sched.LimitKey {
 	return []sched.LimitKey{{Scope: sched.ScopeUser, Name: rs.user}, {Scope: sched.ScopeProject, Name: rs.project},
-		{Scope: sched.ScopeQOS, Name: rs.qos}, {Scope: sched.ScopeQOSUser, Name: rs.qos + "\x00" + rs.user}}
+		{Scope: sched.ScopeQOS, Name: rs.r().qos}, {Scope: sched.ScopeQOSUser, Name: rs.r().qos + "\x00" + rs.user}}
 }
 
 // expectedEnd is when the run should give its resources back (zero: no
@@ -300,7 +320,7 @@ func (rs *runState) expectedEnd() time.Time {
 	}
 	start := rs.rec.StartedAt
 	if start.IsZero() {
-		start = time.Unix(0, rs.placedAt).UTC()
+		start = time.Unix(0, rs.r().placedAt).UTC()
 	}
 	return start.Add(rs.limit)
 }
@@ -445,7 +465,7 @@ func (s *Cluster) Restore(l *Loaded, now time.Time) error {
 			return fmt.Errorf("server: run %d: %w", r.ID, err)
 		}
 		rs := s.newRunState(*r, &t, l.Users[r.UserID], l.Projects[r.ProjectID])
-		rs.placedAt = now.UnixNano()
+		rs.w().placedAt = now.UnixNano()
 		rs.loadMeta()
 		s.runs[r.ID] = rs
 		s.countActive(rs, 1)
@@ -505,7 +525,7 @@ func (s *Cluster) Restore(l *Loaded, now time.Time) error {
 		if lifecycle.StopCause(rs.rec.StopReq) != lifecycle.StopNone {
 			// Asked to stop before the restart: gone within its grace
 			// period counting from now (the resync asks again).
-			rs.stopBy = s.stopByOf(rs, now)
+			rs.w().stopBy = s.stopByOf(rs, now)
 		}
 		s.syncRun(rs)
 		if api.Status(rs.rec.Status) == api.StatusSubmitted {
@@ -990,15 +1010,15 @@ func (s *Cluster) submitLimitLocked(rs *runState) error {
 	for _, k := range rs.keys() {
 		lk := k
 		if k.Scope == sched.ScopeQOSUser {
-			lk.Name = rs.qos
+			lk.Name = rs.r().qos
 		}
 		max, ok := rules.Submit[lk]
 		if !ok || s.active[k] < max {
 			continue
 		}
 		what := map[sched.Scope]string{sched.ScopeUser: "AssocMaxSubmitJobLimit: user " + rs.user,
-			sched.ScopeProject: "AssocGrpSubmitJobsLimit: project " + rs.project, sched.ScopeQOS: "QOSGrpSubmitJobsLimit: QOS " + rs.qos,
-			sched.ScopeQOSUser: "QOSMaxSubmitJobPerUserLimit: QOS " + rs.qos + " for user " + rs.user}[k.Scope]
+			sched.ScopeProject: "AssocGrpSubmitJobsLimit: project " + rs.project, sched.ScopeQOS: "QOSGrpSubmitJobsLimit: QOS " + rs.r().qos,
+			sched.ScopeQOSUser: "QOSMaxSubmitJobPerUserLimit: QOS " + rs.r().qos + " for user " + rs.user}[k.Scope]
 		return fmt.Errorf("%w: %s already has %d active runs, the most it may have (Slurm: Job violates accounting/QOS policy)", ErrInvalid, what, s.active[k])
 	}
 	return nil
@@ -1010,8 +1030,11 @@ func (s *Cluster) submitLimitLocked(rs *runState) error {
 func (s *Cluster) requeueLocked(rs *runState, attempt int, now time.Time, b *store.Batch) {
 	rs.jobs = nil
 	s.newJobsLocked(rs, attempt, now, b)
+	rs.rec.StartedAt = time.Time{}
+	if rs.rare != nil {
+		rs.rare.placedAt, rs.rare.stopBy = 0, time.Time{}
+	}
 	rs.dropTask()
-	rs.rec.StartedAt, rs.placedAt, rs.stopBy = time.Time{}, 0, time.Time{}
 	s.pending[rs.rec.ID] = rs
 	s.fresh[rs.rec.ID] = rs
 }
