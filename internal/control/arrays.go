@@ -42,6 +42,7 @@ type arrayState struct {
 	// created tasks not final yet.
 	tasks map[int]int64
 	live  map[int64]*runState
+	key   string // the array's limit key (arrayKey), made once
 }
 
 func (a *arrayState) cancelled(index int) bool { return slices.Contains(a.Cancel, index) }

@@ -1059,6 +1059,12 @@ func arrayKey(rs *runState) string {
 	if rs.rec.ArrayID == 0 {
 		return ""
 	}
+	if p := rs.parent; p != nil && p.rec.ID == rs.rec.ArrayID && p.array != nil {
+		if p.array.key == "" {
+			p.array.key = strconv.FormatInt(p.rec.ID, 10)
+		}
+		return p.array.key // one string for all its tasks
+	}
 	return strconv.FormatInt(rs.rec.ArrayID, 10)
 }
 
