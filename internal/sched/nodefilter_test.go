@@ -14,7 +14,7 @@ import (
 func TestNodeFilters(t *testing.T) {
 	feat := func(n Node, f ...string) Node { n.Features = f; return n }
 	nodes := []Node{feat(aNode("n1", 2, 8*gb), "ib"), feat(aNode("n2", 2, 8*gb), "ib", "a100"), aNode("n3", 2, 8*gb)}
-	with := func(p Pending, f func(*Request)) Pending { f(&p.Request); return p }
+	with := func(p Pending, f func(*Request)) Pending { p.Request = p.req(); f(p.Request); return p }
 	tests := map[string]struct {
 		pending    []Pending
 		wantStarts map[int64][]string
