@@ -16,6 +16,7 @@ import (
 
 	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/client"
+	"github.com/klauspost/compress/gzhttp"
 )
 
 //go:embed templates/*.html
@@ -46,11 +47,12 @@ type Options struct {
 
 // UI is the dashboard's HTTP handler.
 type UI struct {
-	api   http.Handler
-	opt   Options
-	log   *slog.Logger
-	pages map[string]*template.Template
-	mux   *http.ServeMux
+	api     http.Handler
+	opt     Options
+	log     *slog.Logger
+	pages   map[string]*template.Template
+	mux     *http.ServeMux
+	handler http.Handler // mux, compressing
 
 	once sync.Once
 	base *client.Client
@@ -98,6 +100,14 @@ func New(apiHandler http.Handler, opt Options) *UI {
 	m.HandleFunc("POST /ui/nodes/{name}/resume", u.signedIn(u.resume))
 	m.HandleFunc("GET /ui/queue", u.signedIn(u.queuePage))
 	u.mux = m
+	// Pages, fragments and assets go gzipped to a browser that takes it
+	// (the page weight is a fifth); the live streams do not: each event is
+	// small and must leave at once.
+	gz, err := gzhttp.NewWrapper(gzhttp.ExceptContentTypes([]string{"text/event-stream"}), gzhttp.EnableZstd(false))
+	if err != nil {
+		panic(err) // fixed options
+	}
+	u.handler = gz(m)
 	return u
 }
 
@@ -107,7 +117,7 @@ func (u *UI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "same-origin")
-	u.mux.ServeHTTP(w, r)
+	u.handler.ServeHTTP(w, r)
 }
 
 func cacheFor(h http.Handler) http.Handler {

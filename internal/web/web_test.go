@@ -2,6 +2,8 @@ package web_test
 
 import (
 	"bufio"
+	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
@@ -316,5 +318,61 @@ func TestLiveViewsFollowChanges(t *testing.T) {
 	}
 	if e := fleets("live-check"); !strings.HasPrefix(e, "node-node1:") {
 		t.Errorf("the drain came as %q", e)
+	}
+}
+
+// TestCompressed: pages and assets go gzipped to a client that takes it
+// (and plain to one that does not); live streams never.
+func TestCompressed(t *testing.T) {
+	c := newCluster(t)
+	tr := &http.Transport{DisableCompression: true} // see the bytes as sent
+	hc := &http.Client{Transport: tr}
+	fetch := func(path, enc string) (*http.Response, []byte) {
+		req, _ := http.NewRequest(http.MethodGet, c.url+path, nil)
+		req.AddCookie(&http.Cookie{Name: "berth_token", Value: adminToken})
+		if enc != "" {
+			req.Header.Set("Accept-Encoding", enc)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, b
+	}
+	for _, path := range []string{"/ui/runs", "/ui/static/htmx.min.js"} {
+		plainResp, plain := fetch(path, "")
+		gzResp, packed := fetch(path, "gzip")
+		if plainResp.Header.Get("Content-Encoding") != "" || gzResp.Header.Get("Content-Encoding") != "gzip" {
+			t.Fatalf("%s: Content-Encoding %q without gzip, %q with", path, plainResp.Header.Get("Content-Encoding"), gzResp.Header.Get("Content-Encoding"))
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(packed))
+		if err != nil {
+			t.Fatal(err)
+		}
+		unpacked, _ := io.ReadAll(zr)
+		if path != "/ui/runs" && !bytes.Equal(unpacked, plain) { // the page has its clock
+			t.Errorf("%s: gzipped body differs", path)
+		}
+		if len(packed)*2 > len(plain) {
+			t.Errorf("%s: %d bytes gzipped of %d", path, len(packed), len(plain))
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.url+"/ui/runs/events", nil)
+	req.AddCookie(&http.Cookie{Name: "berth_token", Value: adminToken})
+	req.Header.Set("Accept-Encoding", "gzip")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ce := resp.Header.Get("Content-Encoding"); ce != "" {
+		t.Errorf("the live stream is sent with Content-Encoding %q", ce)
+	}
+	if e, err := sseReader(resp.Body)(); err != nil || !strings.HasPrefix(e, "runs:") {
+		t.Errorf("the live stream's first event: %q, %v", e, err)
 	}
 }
