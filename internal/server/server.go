@@ -47,6 +47,10 @@ type Config struct {
 	Clock  Clock
 	// StopGrace is the time between SIGTERM and SIGKILL when a run is stopped.
 	StopGrace time.Duration
+	// DashboardPoll is how often the dashboard's live views would be read
+	// again without the server's change hook (web.Options.Poll; tests set
+	// it long to prove the views follow changes).
+	DashboardPoll time.Duration
 	// ResyncEvery is the scheduler's safety-net timer; changes wake it at once.
 	ResyncEvery time.Duration
 	// PingEvery is how often agent streams carry a keep-alive.
@@ -116,6 +120,8 @@ type Server struct {
 	store store.Store
 	log   *slog.Logger
 	clock Clock
+	// changes wakes the dashboard's live views when the cluster changed.
+	changes changes
 	// fileMu serialises the policy file's readers and writers; it is taken
 	// before mu, never while holding it.
 	fileMu sync.Mutex
@@ -359,7 +365,7 @@ func (s *Server) Handler() http.Handler {
 	})
 	mux.Handle("GET /metrics", s.metricsHandler())
 	// The dashboard (internal/web) at / and /ui/, over this same API.
-	ui := web.New(mux, web.Options{Logger: s.log})
+	ui := web.New(mux, web.Options{Logger: s.log, Changed: s.changes.Next, Poll: s.cfg.DashboardPoll})
 	mux.Handle("GET /{$}", ui)
 	mux.Handle("/ui/", ui)
 	return s.cfg.Metrics.instrument(mux)
