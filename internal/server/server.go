@@ -160,6 +160,8 @@ type Server struct {
 	// steps relays srun's steps to the step hosts (steps.go); its own lock.
 	steps        stepRelay
 	stepPollWait atomic.Int64 // nanoseconds; tests shorten the step polls
+	// fleets run the SSH fleets' installations (fleets.go).
+	fleets fleetWorkers
 }
 
 // New opens the server's state from the store. The "main" project and the
@@ -278,6 +280,7 @@ func (s *Server) Run(ctx context.Context) error {
 	go s.schedLoop(ctx)
 	go s.reapSteps(ctx)
 	go s.foldLoop(ctx)
+	go s.fleetLoop(ctx)
 	s.wakeScheduler()
 	select {
 	case <-ctx.Done():
@@ -329,6 +332,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET "+v+"/secrets/{name}", s.auth(s.handleSecretGet))
 	mux.HandleFunc("DELETE "+v+"/secrets/{name}", s.auth(s.handleSecretDelete))
 	// Projects and their members (projects_api.go).
+	s.fleetRoutes(mux, v)
 	mux.HandleFunc("POST "+v+"/projects", s.auth(s.handleProjectCreate))
 	mux.HandleFunc("GET "+v+"/projects", s.auth(s.handleProjectList))
 	mux.HandleFunc("DELETE "+v+"/projects/{name}", s.auth(s.handleProjectDelete))
