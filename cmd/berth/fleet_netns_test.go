@@ -177,34 +177,32 @@ func TestSSHFleetInNetworkNamespaces(t *testing.T) {
 	}
 	startSSHD(t, filepath.Join(c.home, "sshd-h3"), nn.hosts["h3"], nn.addr["h3"], authorized, nn.addr["bastion"])
 
-	_, m := c.startIn(nn.srv, "server", filepath.Join(c.home, "server.log"), c.env(), regexp.MustCompile(`Berth server on (http://\S+) `),
-		"server", "--listen", nn.prefix+".1:0", "--no-local-agent", "--stop-grace", "1s")
-	t.Logf("server at %s", m[1])
+	// A fixed port (the namespace is the test's own): the agents find the
+	// server again after it is killed and started again.
+	serverLog := filepath.Join(c.home, "server.log")
+	startServer := func() *proc {
+		p, m := c.startIn(nn.srv, "server", serverLog, c.env(), regexp.MustCompile(`Berth server on (http://\S+) `),
+			"server", "--listen", nn.prefix+".1:8080", "--no-local-agent", "--stop-grace", "1s")
+		t.Logf("server at %s", m[1])
+		return p
+	}
+	srv := startServer()
 
 	dirs := map[string]string{}
 	for _, h := range []string{"h1", "h2", "h3"} {
 		dirs[h] = filepath.Join(c.home, "hosts", h, "berth")
 	}
-	file := c.writeConfig("fleet.yml", fmt.Sprintf(`type: fleet
-name: lab
-placement: cluster
-ssh_config:
-  user: root
-  identity_file: %s
-  network: %s.0/24
-  hosts:
-    - hostname: %s
-      install_dir: %s
-    - hostname: %s
-      install_dir: %s
-    - hostname: %s
-      install_dir: %s
-      proxy_jump:
-        hostname: %s
-        user: root
-        identity_file: %s
-`, keyFile, nn.prefix, nn.addr["h1"], dirs["h1"], nn.addr["h2"], dirs["h2"], nn.addr["h3"], dirs["h3"], nn.addr["bastion"], keyFile))
-
+	fleetFile := func(hosts ...string) string {
+		text := fmt.Sprintf("type: fleet\nname: lab\nplacement: cluster\nssh_config:\n  user: root\n  identity_file: %s\n  network: %s.0/24\n  hosts:\n", keyFile, nn.prefix)
+		for _, h := range hosts {
+			text += fmt.Sprintf("    - hostname: %s\n      install_dir: %s\n", nn.addr[h], dirs[h])
+			if h == "h3" {
+				text += fmt.Sprintf("      proxy_jump: {hostname: %s, user: root, identity_file: %s}\n", nn.addr["bastion"], keyFile)
+			}
+		}
+		return c.writeConfig("fleet-"+strings.Join(hosts, "-")+".yml", text)
+	}
+	file := fleetFile("h1", "h2", "h3")
 	start := time.Now()
 	r := c.berthIn(nn.srv, "apply", "-y", "-f", file)
 	t.Logf("apply took %s:\n%s\n%s", time.Since(start), r.stderr, r.stdout)
@@ -223,8 +221,8 @@ ssh_config:
 	}
 	addrOf := map[string]string{}
 	for _, n := range nodes {
-		if n.Fleet != "lab" || n.Status == "offline" {
-			t.Errorf("node %s: fleet %q, status %s", n.Name, n.Fleet, n.Status)
+		if n.Fleet != "lab" || n.Status == "offline" || strings.Join(n.Features, ",") != "segment:"+nn.prefix+".0/24" {
+			t.Errorf("node %s: fleet %q, status %s, features %v", n.Name, n.Fleet, n.Status, n.Features)
 		}
 		addrOf[n.Name] = n.Addr
 	}
@@ -243,6 +241,67 @@ ssh_config:
 	}
 	if r := c.berthIn(nn.srv, "fleet"); !strings.Contains(r.stdout, "SSH FLEET") || strings.Count(r.stdout, " ready ") != 3 {
 		t.Errorf("berth fleet:\n%s", r.stdout)
+	}
+
+	// Re-applied without h2: h2 is drained and uninstalled, the others kept.
+	r = c.berthIn(nn.srv, "apply", "-y", "-f", fleetFile("h1", "h3"))
+	if r.code != 0 || !strings.Contains(r.stderr, "lab-1  uninstall") || strings.Count(r.stderr, "  keep  ") != 2 || !strings.Contains(r.stdout, "2 of 2 hosts ready") {
+		t.Fatalf("apply without h2: %s", r)
+	}
+	if _, err := os.Stat(dirs["h2"]); !os.IsNotExist(err) {
+		t.Errorf("h2's %s is still there after its removal from the fleet (%v)", dirs["h2"], err)
+	}
+	if left := waitNone(func() []int { return procsWith(dirs["h2"]) }, 10*time.Second); len(left) > 0 {
+		t.Errorf("h2: processes left: %v", left)
+	}
+
+	// Added back, and the server killed (-9) half-way through its
+	// installation: started again, it takes the host up where it stopped.
+	logAt := func() int64 { st, _ := os.Stat(serverLog); return st.Size() }
+	from := logAt()
+	bg := exec.Command(in(nn.srv, "apply", "-y", "-f", fleetFile("h1", "h2", "h3"))[0], in(nn.srv, "apply", "-y", "-f", fleetFile("h1", "h2", "h3"))[1:]...)
+	bg.Env, bg.Dir = c.env(), c.home
+	if err := bg.Start(); err != nil {
+		t.Fatal(err)
+	}
+	step := regexp.MustCompile(`node=lab-1 .*state=(checked|uploaded|installed)`)
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		b, _ := os.ReadFile(serverLog)
+		if m := step.FindSubmatch(b[from:]); m != nil {
+			t.Logf("killing the server with lab-1 %s", m[1])
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lab-1's installation did not start:\n%s", b[from:])
+		}
+	}
+	srv.kill()
+	_ = bg.Wait()
+	srv = startServer()
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		r = c.berthIn(nn.srv, "fleet")
+		if strings.Count(r.stdout, " ready ") == 3 && strings.Contains(r.stdout, "lab-1") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the fleet did not converge after the restart:\n%s", r.stdout)
+		}
+	}
+	if b, _ := os.ReadFile(serverLog); !strings.Contains(string(b[from:]), `msg="fleet: resuming" fleet=lab`) {
+		t.Errorf("the restarted server did not say it resumed the fleet")
+	}
+	// lab-1, drained when it left the fleet, is back in service.
+	nodes = nil
+	if r := c.berthIn(nn.srv, "fleet", "--json"); r.code != 0 || json.Unmarshal([]byte(r.stdout), &nodes) != nil {
+		t.Fatalf("berth fleet --json: %s", r)
+	}
+	for _, n := range nodes {
+		if n.Name == "lab-1" && (n.Drain != nil || n.Status == "offline") {
+			t.Errorf("lab-1 after it was added again: status %s, drain %+v", n.Status, n.Drain)
+		}
+	}
+	if pids := procsWith(dirs["h2"] + "/supervise.sh"); len(pids) != 1 {
+		t.Errorf("h2 runs %d agent supervisors after the restart, want 1: %v", len(pids), describe(pids))
 	}
 
 	// A two-node task on the fleet runs on two of its hosts.

@@ -39,7 +39,9 @@ func newApplyCmd() *cobra.Command {
 		Long: `Submit a run from a dstack-style YAML configuration (type: task). apply shows the plan (which
 nodes could run it now), asks for confirmation (-y skips it), then streams the run's output and
 exits with the run's exit code. Ctrl-C detaches without stopping the run; stop it with berth stop.
---dry-run validates and shows the plan without submitting, so configurations can be checked in CI.`,
+--dry-run validates and shows the plan without submitting, so configurations can be checked in CI.
+A type: fleet with ssh_config installs the agent on each host over SSH: the plan lists each host,
+then apply prints each host's progress (see docs/configuration.md, Fleets).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()

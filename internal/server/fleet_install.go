@@ -14,6 +14,7 @@ import (
 
 	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/control"
+	"github.com/berth-hq/berth/internal/sched"
 	"github.com/berth-hq/berth/internal/spec"
 	"github.com/berth-hq/berth/internal/store"
 )
@@ -387,6 +388,14 @@ func (j *fleetJob) install(ctx context.Context, h *fleetHost) error {
 	if h.Config.InternalIP != "" {
 		args = append(args, "--addr", h.Config.InternalIP)
 	}
+	if j.spec.Placement == "cluster" {
+		// Multi-node runs stay within one network segment (sched).
+		seg := j.spec.SSHConfig.Network
+		if seg == "" {
+			seg = "fleet-" + j.name
+		}
+		args = append(args, "--features", sched.SegmentFeature+seg)
+	}
 	var quoted []string
 	for _, a := range args {
 		quoted = append(quoted, shellQuote(a))
@@ -414,8 +423,23 @@ func (j *fleetJob) install(ctx context.Context, h *fleetHost) error {
 		logTail, _ := conn.run(ctx, "tail -n 5 "+q+"/agent.log 2>/dev/null || journalctl -u "+unitName(h.Node)+" -n 5 --no-pager 2>/dev/null", nil, sudo)
 		return fail("the agent did not register within %s; its log ends: %s", fleetRegisterTimeout, strings.TrimSpace(logTail))
 	}
+	// A host removed from the fleet and added again comes back drained by
+	// the fleet: lift that drain (never an administrator's).
+	drainedByFleet := false
+	_ = j.s.waitNode(ctx, h.Node, func(n *api.Node) bool {
+		drainedByFleet = n.Drain != nil && n.Drain.By == fleetDrainer
+		return true
+	}, time.Second)
+	if drainedByFleet {
+		if _, err := j.s.do(control.DrainInput{Node: h.Node, By: fleetDrainer}); err != nil {
+			return fail("resume the node: %v", err)
+		}
+	}
 	return j.set(ctx, h, api.HostReady, "")
 }
+
+// fleetDrainer is who a fleet's drains are by.
+const fleetDrainer = "fleet"
 
 // stopScript stops the host's agent, whichever way it was installed.
 func stopScript(dir, node string) string {
@@ -434,7 +458,7 @@ func (j *fleetJob) uninstall(ctx context.Context, h *fleetHost, force bool) erro
 			return err
 		}
 	}
-	if _, err := j.s.do(control.DrainInput{Node: h.Node, Drain: &api.DrainRequest{Reason: "fleet " + j.name + ": host removed"}, By: "fleet"}); err == nil && !force {
+	if _, err := j.s.do(control.DrainInput{Node: h.Node, Drain: &api.DrainRequest{Reason: "fleet " + j.name + ": host removed"}, By: fleetDrainer}); err == nil && !force {
 		if err := j.s.waitNode(ctx, h.Node, func(n *api.Node) bool { return n.Jobs == 0 }, 0); err != nil {
 			return err
 		}
