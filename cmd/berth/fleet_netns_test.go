@@ -39,7 +39,7 @@ type sshNet struct {
 	addr   map[string]string // name → address
 }
 
-func newSSHNet(t *testing.T, names ...string) *sshNet {
+func newSSHNet(t testing.TB, names ...string) *sshNet {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("the SSH fleet test needs root (network namespaces, sshd)")
@@ -97,7 +97,7 @@ func newSSHNet(t *testing.T, names ...string) *sshNet {
 // startSSHD starts sshd in ns on port 22 with its own host key and
 // authorized_keys (root may log in with the key only; allowFrom, when
 // set, is the only address it lets in), killed when the test ends.
-func startSSHD(t *testing.T, dir, ns, addr, authorized, allowFrom string) {
+func startSSHD(t testing.TB, dir, ns, addr, authorized, allowFrom string) {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
@@ -155,23 +155,67 @@ func startSSHD(t *testing.T, dir, ns, addr, authorized, allowFrom string) {
 	}
 }
 
+// fleetKey writes a new private key for the fleet into the cluster's home
+// and returns its path and the authorized_keys line of its public key.
+func fleetKey(tb testing.TB, c *cluster) (path, authorized string) {
+	tb.Helper()
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "berth fleet test")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	path = c.writeConfig("fleet_key", string(pem.EncodeToMemory(block)))
+	sshPub, _ := ssh.NewPublicKey(pub)
+	return path, string(ssh.MarshalAuthorizedKey(sshPub))
+}
+
+// BenchmarkSSHFleetApply is the time from `berth apply -y -f` of a 3-host
+// SSH fleet to its return, when every host's agent has registered (its
+// node idle): connect, check, upload the binary, install, register, on
+// three hosts at once. Each iteration then deletes the fleet, untimed.
+// load1 is the machine's 1-minute load average at the start.
+//
+//	sudo go test ./cmd/berth -run XXX -bench SSHFleetApply -benchtime 3x
+func BenchmarkSSHFleetApply(b *testing.B) {
+	nn := newSSHNet(b, "h1", "h2", "h3")
+	c := newCluster(b)
+	keyFile, authorized := fleetKey(b, c)
+	text := fmt.Sprintf("type: fleet\nname: bench\nssh_config:\n  user: root\n  identity_file: %s\n  hosts:\n", keyFile)
+	for _, h := range []string{"h1", "h2", "h3"} {
+		startSSHD(b, filepath.Join(c.home, "sshd-"+h), nn.hosts[h], nn.addr[h], authorized, "")
+		text += fmt.Sprintf("    - hostname: %s\n      install_dir: %s\n", nn.addr[h], filepath.Join(c.home, "hosts", h, "berth"))
+	}
+	file := c.writeConfig("bench.yml", text)
+	c.startIn(nn.srv, "server", filepath.Join(c.home, "server.log"), c.env(), regexp.MustCompile(`Berth server on (http://\S+) `),
+		"server", "--listen", nn.prefix+".1:8080", "--no-local-agent", "--stop-grace", "1s")
+	var load1 float64
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		_, _ = fmt.Sscan(string(b), &load1)
+	}
+	b.ResetTimer()
+	for range b.N {
+		if r := c.berthIn(nn.srv, "apply", "-y", "-f", file); r.code != 0 || !strings.Contains(r.stdout, "3 of 3 hosts ready") {
+			b.Fatalf("apply: %s", r)
+		}
+		b.StopTimer()
+		if r := c.berthIn(nn.srv, "fleet", "delete", "bench"); r.code != 0 {
+			b.Fatalf("delete: %s", r)
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(load1, "load1")
+}
+
 func TestSSHFleetInNetworkNamespaces(t *testing.T) {
 	t.Parallel()
 	nn := newSSHNet(t, "h1", "h2", "h3", "bastion")
 	c := newCluster(t)
 
 	// The fleet's key, and each host's sshd.
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, err := ssh.MarshalPrivateKey(priv, "berth fleet test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyFile := c.writeConfig("fleet_key", string(pem.EncodeToMemory(block)))
-	sshPub, _ := ssh.NewPublicKey(pub)
-	authorized := string(ssh.MarshalAuthorizedKey(sshPub))
+	keyFile, authorized := fleetKey(t, c)
 	for _, h := range []string{"h1", "h2", "bastion"} {
 		startSSHD(t, filepath.Join(c.home, "sshd-"+h), nn.hosts[h], nn.addr[h], authorized, "")
 	}
