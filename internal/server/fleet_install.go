@@ -338,16 +338,13 @@ func (j *fleetJob) install(ctx context.Context, h *fleetHost) error {
 	if facts.os != "Linux" {
 		return fail("the host runs %s; the agent runs on Linux only", facts.os)
 	}
-	if a := goArch(facts.arch); a != runtime.GOARCH {
-		return fail("the host is %s and this server's berth binary is %s: no binary for the host (run the server on a %s host, or install the agent by hand)", a, runtime.GOARCH, a)
-	}
-	self, err := os.Executable()
+	binPath, err := j.s.fleetBinary(goArch(facts.arch))
 	if err != nil {
-		return fail("this server's own binary: %v", err)
+		return fail("%v", err)
 	}
-	bin, err := os.Open(self)
+	bin, err := os.Open(binPath)
 	if err != nil {
-		return fail("this server's own binary: %v", err)
+		return fail("the berth binary for the host: %v", err)
 	}
 	defer bin.Close()
 	if st, err := bin.Stat(); err == nil && facts.diskKB<<10 < 2*st.Size() {
@@ -440,6 +437,22 @@ func (j *fleetJob) install(ctx context.Context, h *fleetHost) error {
 
 // fleetDrainer is who a fleet's drains are by.
 const fleetDrainer = "fleet"
+
+// fleetBinary is the berth binary for hosts of arch: the server's own,
+// or one configured for that architecture (Config.FleetBinaries).
+func (s *Server) fleetBinary(arch string) (string, error) {
+	if p, ok := s.cfg.FleetBinaries[arch]; ok {
+		return p, nil
+	}
+	if arch == runtime.GOARCH {
+		self, err := os.Executable()
+		if err != nil {
+			return "", fmt.Errorf("this server's own binary: %w", err)
+		}
+		return self, nil
+	}
+	return "", fmt.Errorf("the host is %s and this server's berth binary is %s: give the server a binary for %s (berth server --fleet-binary %s=PATH)", arch, runtime.GOARCH, arch, arch)
+}
 
 // stopScript stops the host's agent, whichever way it was installed.
 func stopScript(dir, node string) string {

@@ -9,6 +9,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"net"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -180,5 +181,35 @@ func TestFleetAccessAndKey(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the fleet is still there: %d %s", code, out)
 		}
+	}
+}
+
+// The host check's output is read into facts, and the binary chosen for
+// the host's architecture: the server's own, a configured one, or a
+// refusal that says how to give one.
+func TestFleetHostFactsAndBinary(t *testing.T) {
+	f := parseFacts("os=Linux\narch=aarch64\ncpus=8\nmem_kb=1024\ngpu=NVIDIA A100-SXM4-80GB, 81920\ngpu=NVIDIA A100-SXM4-80GB, 81920\ndocker=yes\ndisk_kb=2048\ninit=systemd\nsystemctl=yes\nuid=1000\n")
+	want := hostFacts{os: "Linux", arch: "aarch64", init: "systemd", cpus: 8, memKB: 1024, diskKB: 2048,
+		gpus: []string{"NVIDIA A100-SXM4-80GB 81920MiB", "NVIDIA A100-SXM4-80GB 81920MiB"}, docker: true, sysctl: true, uid: 1000}
+	if d := cmp.Diff(want, f, cmp.AllowUnexported(hostFacts{})); d != "" {
+		t.Errorf("facts (-want +got):\n%s", d)
+	}
+	if goArch(f.arch) != "arm64" || goArch("x86_64") != "amd64" {
+		t.Errorf("goArch: %s %s", goArch(f.arch), goArch("x86_64"))
+	}
+	other := "arm64"
+	if runtime.GOARCH == "arm64" {
+		other = "amd64"
+	}
+	s := &Server{}
+	if p, err := s.fleetBinary(runtime.GOARCH); err != nil || p == "" {
+		t.Errorf("own arch: %q %v", p, err)
+	}
+	if _, err := s.fleetBinary(other); err == nil || !strings.Contains(err.Error(), "berth server --fleet-binary "+other+"=PATH") {
+		t.Errorf("another arch without a binary: %v", err)
+	}
+	s.cfg.FleetBinaries = map[string]string{other: "/opt/berth-" + other}
+	if p, err := s.fleetBinary(other); err != nil || p != "/opt/berth-"+other {
+		t.Errorf("another arch with a binary: %q %v", p, err)
 	}
 }

@@ -96,6 +96,9 @@ type Config struct {
 	NoAutoUsers bool
 	// AllowUsers, when set, are the only Unix logins made users so.
 	AllowUsers []string
+	// FleetBinaries are berth binaries for SSH fleets' hosts of other CPU
+	// architectures than the server's, by Go's name (arm64 → path).
+	FleetBinaries map[string]string
 	// SecretsKey seals the projects' secrets (AES-256-GCM, 32 bytes;
 	// LoadSecretsKey): never kept in the database. Nil: secrets are off
 	// (berth server always gives one). SecretsKeySource says where it
