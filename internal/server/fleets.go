@@ -230,6 +230,9 @@ func (s *Server) applyFleet(ctx context.Context, u *store.User, req *api.FleetAp
 		if _, ok := req.Keys[id]; !ok {
 			return nil, 0, fmt.Errorf("%w: identity_file %s: the request carries no key for it", ErrInvalid, id)
 		}
+		if _, err := clientConfig("check", id, req.Keys, nil); err != nil {
+			return nil, 0, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
 	}
 	s.fleets.mu.Lock() // one apply or delete of a fleet at a time
 	defer s.fleets.mu.Unlock()

@@ -213,3 +213,49 @@ func TestFleetHostFactsAndBinary(t *testing.T) {
 		t.Errorf("another arch with a binary: %q %v", p, err)
 	}
 }
+
+// --all-or-nothing: when a host fails, every host is rolled back and the
+// fleet is failed, saying which host and why.
+func TestFleetAllOrNothing(t *testing.T) {
+	h := newHarnessCfg(t, t.TempDir(), "127.0.0.1:0", func(c *Config) { c.SecretsKey = testKey(t) })
+	ctx := context.Background()
+	var ports []int
+	for range 2 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+		ln.Close()
+	}
+	sp := fleetSpec(t, fmt.Sprintf("type: fleet\nname: duo\nssh_config:\n  user: root\n  identity_file: /k\n  hosts:\n    - {hostname: 127.0.0.1, port: %d}\n    - {hostname: 127.0.0.1, port: %d}\n", ports[0], ports[1]))
+	if _, err := h.c.ApplyFleet(ctx, api.FleetApplyRequest{Spec: sp, Keys: map[string]string{"/k": "not a key"}, ServerURL: h.http.URL}); err == nil || !strings.Contains(err.Error(), "identity_file /k") {
+		t.Fatalf("a key that is not one: %v", err)
+	}
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	block, err := ssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]string{"/k": string(pem.EncodeToMemory(block))}
+	if _, err := h.c.ApplyFleet(ctx, api.FleetApplyRequest{Spec: sp, Keys: keys, ServerURL: h.http.URL, AllOrNothing: true}); err != nil {
+		t.Fatal(err)
+	}
+	var fl *api.Fleet
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if fl, err = h.c.Fleet(ctx, "duo"); err != nil {
+			t.Fatal(err)
+		}
+		if fl.Status != api.FleetProvisioning || time.Now().After(deadline) {
+			break
+		}
+	}
+	if fl.Status != api.FleetFailed || !strings.Contains(fl.Message, "rolled back (--all-or-nothing): duo-") {
+		t.Fatalf("fleet: %+v", fl)
+	}
+	for _, host := range fl.Hosts {
+		if host.State != api.HostFailed || !strings.Contains(host.Message, "rolled back") || !strings.Contains(host.Message, "connect to 127.0.0.1:") {
+			t.Errorf("host %s: %s %q", host.Node, host.State, host.Message)
+		}
+	}
+}
