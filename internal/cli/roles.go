@@ -44,6 +44,7 @@ func newServerCmd() *cobra.Command {
 		agentMon                                                             monitorFlags
 		autoUsers                                                            bool
 		allowUsers, privateData                                              []string
+		fleetBinaries                                                        map[string]string
 		agentSocket                                                          string
 		agentRunAs                                                           runAsFlags
 	)
@@ -108,7 +109,7 @@ func newServerCmd() *cobra.Command {
 			srv, err := server.New(ctx, server.Config{SecretsKey: key, SecretsKeySource: keySource, Store: st, Logger: log, StopGrace: grace, Policy: pol, Weights: wts, HalfLife: halfLife, Depth: depth, Rules: rules,
 				PolicyFile: policyFile, NodeTimeout: nodeTimeout, UnkillableTimeout: unkillable, MetricsRetention: metricsRetention, MaxArraySize: maxArray, MaxScriptBytes: maxScript, MaxNodesPerRun: maxNodes,
 				Metrics: server.NewMetrics(metricsOptions(metrics)), NoAutoUsers: !autoUsers, AllowUsers: allowUsers,
-				PrivateData: private})
+				PrivateData: private, FleetBinaries: fleetBinaries})
 			if err != nil {
 				return err
 			}
@@ -203,6 +204,7 @@ func newServerCmd() *cobra.Command {
 	f.BoolVar(&metrics.Public, "metrics-public", false, "GET /metrics: any client may scrape, with no token")
 	f.BoolVar(&autoUsers, "auto-users", true, "make a Berth user of a Unix login at its first request through an agent's local socket (false: an admin makes users)")
 	f.StringSliceVar(&allowUsers, "allow-users", nil, "only these Unix logins are made users so (comma-separated; default: any)")
+	f.StringToStringVar(&fleetBinaries, "fleet-binary", nil, "a berth binary for SSH fleet hosts of another CPU architecture, ARCH=PATH (Go's names: arm64, amd64; repeatable)")
 	f.StringSliceVar(&privateData, "private-data", []string{"logs"}, "what members of a project do not see of each other's runs (Slurm's PrivateData): jobs (others' runs are not found), logs (others' output and metrics are refused), none; the project's admins and managers see all")
 	f.StringVar(&agentSocket, "socket", socketPath(), "local agent's socket for this host's users, who need no token there (default $BERTH_SOCKET, else "+api.DefaultSocket+"; none: no socket)")
 	agentRes.add(cmd, "local agent's ")

@@ -32,7 +32,8 @@ func placeInto(buf []pick, profiles []*profile, at time.Time, pd *Pending, topo 
 	to := end(at, pd.Limit)
 	picks := buf[:0]
 	now := len(profiles) > 0 && at.Equal(profiles[0].segs[0].at)
-	collect := topo != nil && want > 1
+	segmented := want > 1 && anySegment(profiles)
+	collect := (topo != nil || segmented) && want > 1
 	exclusive := pd.Request.Exclusive
 	for _, p := range profiles {
 		r := pd.Request
@@ -56,6 +57,14 @@ func placeInto(buf []pick, profiles []*profile, at time.Time, pd *Pending, topo 
 		}
 	}
 	if collect && len(picks) >= want {
+		if segmented {
+			if picks = oneSegment(picks, want); picks == nil {
+				return nil, false
+			}
+		}
+		if topo == nil {
+			return picks[:want], true
+		}
 		return topo.choose(picks, want), true
 	}
 	return nil, false

@@ -100,6 +100,9 @@ type Config struct {
 	NoAutoUsers bool
 	// AllowUsers, when set, are the only Unix logins made users so.
 	AllowUsers []string
+	// FleetBinaries are berth binaries for SSH fleets' hosts of other CPU
+	// architectures than the server's, by Go's name (arm64 → path).
+	FleetBinaries map[string]string
 	// SecretsKey seals the projects' secrets (AES-256-GCM, 32 bytes;
 	// LoadSecretsKey): never kept in the database. Nil: secrets are off
 	// (berth server always gives one). SecretsKeySource says where it
@@ -166,6 +169,8 @@ type Server struct {
 	// steps relays srun's steps to the step hosts (steps.go); its own lock.
 	steps        stepRelay
 	stepPollWait atomic.Int64 // nanoseconds; tests shorten the step polls
+	// fleets run the SSH fleets' installations (fleets.go).
+	fleets fleetWorkers
 }
 
 // New opens the server's state from the store. The "main" project and the
@@ -284,6 +289,7 @@ func (s *Server) Run(ctx context.Context) error {
 	go s.schedLoop(ctx)
 	go s.reapSteps(ctx)
 	go s.foldLoop(ctx)
+	go s.fleetLoop(ctx)
 	s.wakeScheduler()
 	select {
 	case <-ctx.Done():
@@ -335,6 +341,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET "+v+"/secrets/{name}", s.auth(s.handleSecretGet))
 	mux.HandleFunc("DELETE "+v+"/secrets/{name}", s.auth(s.handleSecretDelete))
 	// Projects and their members (projects_api.go).
+	s.fleetRoutes(mux, v)
 	mux.HandleFunc("POST "+v+"/projects", s.auth(s.handleProjectCreate))
 	mux.HandleFunc("GET "+v+"/projects", s.auth(s.handleProjectList))
 	mux.HandleFunc("DELETE "+v+"/projects/{name}", s.auth(s.handleProjectDelete))
