@@ -47,8 +47,8 @@ type PostgresOptions struct {
 	// Exclusive takes a session advisory lock on a connection of its own
 	// (serverLockID) and refuses to open when another process holds it:
 	// one berth server per database, as the lock file next to a SQLite
-	// database. It is a guard, not a lease: several replicas with a
-	// leader are a later step (docs/design.md).
+	// database. It is a guard, not a lease; replicas (Replica) take the
+	// same lock as their lease instead (lease.go).
 	Exclusive bool
 	// MaxConns bounds the connections (0: 16).
 	MaxConns int
