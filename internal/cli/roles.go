@@ -145,22 +145,25 @@ func newServerCmd() *cobra.Command {
 					}
 				}
 			}()
-			var url string
+			var ln net.Listener
+			url := ""
 			if rp == nil {
-				ln, err := net.Listen("tcp", listen)
-				if err != nil {
+				if ln, err = net.Listen("tcp", listen); err != nil {
 					return fmt.Errorf("listen on %s: %w", listen, err)
 				}
 				url = "http://" + ln.Addr().String()
-				hs = &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
-				go func() { errc <- hs.Serve(ln) }()
 			} else {
 				url = rp.self
-				rp.lead(srv.Handler())
-				go func() { errc <- rp.leaseCheck(ctx) }()
 			}
 			if _, err := adminToken(ctx, srv, url); err != nil {
 				return err
+			}
+			if rp == nil {
+				hs = &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+				go func() { errc <- hs.Serve(ln) }()
+			} else {
+				rp.lead(srv.Handler())
+				go func() { errc <- rp.leaseCheck(ctx) }()
 			}
 			go func() { errc <- srv.Run(ctx) }()
 			if !noAgent {
