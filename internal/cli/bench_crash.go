@@ -114,6 +114,12 @@ that took over (the killed replica is started again, as a follower).`,
 			if firstErr != nil {
 				return firstErr
 			}
+			if replicas > 0 {
+				// Said now: the wait for every run below may be long.
+				slices.Sort(outages)
+				fmt.Fprintf(out, "crash: %d kills of the leader of %d replicas; failover (kill to the API answering again): min %s, median %s, max %s\n",
+					len(outages), replicas, ms(percentile(outages, 0)), ms(percentile(outages, 0.5)), ms(percentile(outages, 1)))
+			}
 			submitted := time.Since(start)
 			// Every acknowledged run ends.
 			deadline := time.Now().Add(10 * time.Minute)

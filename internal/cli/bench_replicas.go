@@ -83,7 +83,8 @@ func startBenchReplicas(ctx context.Context, n int, db string) (*benchReplicas, 
 		return nil, err
 	}
 	defer logf.Close()
-	args := []string{"agent", "--server", r.urls(), "--name", "bench-agent", "--data-dir", filepath.Join(home, "agent"), "--socket", "none"}
+	args := []string{"agent", "--server", r.urls(), "--name", "bench-agent", "--data-dir", filepath.Join(home, "agent"), "--socket", "none",
+		"--cpus", "8"} // the runs are two echos: more at once than the host's cores
 	if benchNoCgroups {
 		args = append(args, "--no-cgroups")
 	}
