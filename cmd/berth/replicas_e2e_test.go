@@ -95,6 +95,9 @@ func TestReplicasFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	list := strings.Join(urls, ",")
+	// The client configuration names every replica; a replica that takes
+	// the lead keeps the list (it names it).
+	c.writeConfig("config.yml", fmt.Sprintf("url: %s\ntoken: %s\n", list, cfg.Token))
 	(&server{c: c, url: list, token: cfg.Token}).startAgent("n1", filepath.Join(c.home, "data-n1"), "--cpus", "2", "--memory", "1GB")
 	cl := client.New(list, cfg.Token)
 
@@ -161,6 +164,13 @@ func TestReplicasFailover(t *testing.T) {
 	t.Logf("failover after kill -9 (measured, not asserted): a submission acknowledged %v and placed %v after the kill", acked.Round(time.Millisecond), time.Since(killed).Round(time.Millisecond))
 	done("long")
 	done("after-kill")
+	if b, _ := os.ReadFile(filepath.Join(c.home, "config.yml")); !strings.Contains(string(b), "url: "+list+"\n") {
+		t.Errorf("config.yml after the takeover:\n%s\nwant url: %s", b, list)
+	}
+	// The commands, through the configuration's list, reach the new leader.
+	if r := c.berth("", "ps", "-a"); r.code != 0 || !strings.Contains(r.stdout, "after-kill") {
+		t.Errorf("berth ps -a after the takeover: %s", r)
+	}
 
 	// A partition: PostgreSQL ends the leader's lease session.
 	pg, err := sql.Open("pgx", db)

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/berth-hq/berth/internal/agent"
 	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/client"
 	rules "github.com/berth-hq/berth/internal/policy"
 	"github.com/berth-hq/berth/internal/sched"
 	"github.com/berth-hq/berth/internal/server"
@@ -365,7 +367,10 @@ func adminToken(ctx context.Context, srv *server.Server, url string) (string, er
 			return "", err
 		}
 	}
-	c.URL = url
+	// A list of replicas' URLs that names this server stays (replica.go).
+	if !slices.Contains(client.SplitURLs(c.URL), url) || !strings.Contains(c.URL, ",") {
+		c.URL = url
+	}
 	if err := writeClientConfig(path, c); err != nil {
 		return "", fmt.Errorf("write client config: %w", err)
 	}
