@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/berth-hq/berth/internal/agent"
 	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/client"
 	rules "github.com/berth-hq/berth/internal/policy"
 	"github.com/berth-hq/berth/internal/sched"
 	"github.com/berth-hq/berth/internal/server"
@@ -47,6 +49,7 @@ func newServerCmd() *cobra.Command {
 		fleetBinaries                                                        map[string]string
 		agentSocket                                                          string
 		agentRunAs                                                           runAsFlags
+		replicaOpts                                                          replicaFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -77,12 +80,29 @@ func newServerCmd() *cobra.Command {
 					}
 				}
 			}
-			st, unlock, err := openStore(ctx, db, sync, cmd.Flags().Changed("sync"))
+			st, unlock, err := openStore(ctx, db, sync, cmd.Flags().Changed("sync"), replicaOpts.on)
 			if err != nil {
 				return err
 			}
 			defer unlock()
 			defer st.Close()
+			errc := make(chan error, 4)
+			var rp *replica // --replica: follows until it leads (replica.go)
+			var hs *http.Server
+			if replicaOpts.on {
+				if rp, err = startReplica(st, listen, replicaOpts, log); err != nil {
+					return err
+				}
+				hs = &http.Server{Handler: rp, ReadHeaderTimeout: 10 * time.Second}
+				go func() { errc <- hs.Serve(rp.ln) }()
+				defer hs.Close()
+				if _, err := rp.waitLead(ctx); err != nil {
+					if ctx.Err() != nil {
+						return nil
+					}
+					return err
+				}
+			}
 			private, err := parsePrivateData(privateData)
 			if err != nil {
 				return err
@@ -128,17 +148,26 @@ func newServerCmd() *cobra.Command {
 					}
 				}
 			}()
-			ln, err := net.Listen("tcp", listen)
-			if err != nil {
-				return fmt.Errorf("listen on %s: %w", listen, err)
+			var ln net.Listener
+			url := ""
+			if rp == nil {
+				if ln, err = net.Listen("tcp", listen); err != nil {
+					return fmt.Errorf("listen on %s: %w", listen, err)
+				}
+				url = "http://" + ln.Addr().String()
+			} else {
+				url = rp.self
 			}
-			url := "http://" + ln.Addr().String()
 			if _, err := adminToken(ctx, srv, url); err != nil {
 				return err
 			}
-			hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
-			errc := make(chan error, 3)
-			go func() { errc <- hs.Serve(ln) }()
+			if rp == nil {
+				hs = &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+				go func() { errc <- hs.Serve(ln) }()
+			} else {
+				rp.lead(srv.Handler())
+				go func() { errc <- rp.leaseCheck(ctx) }()
+			}
 			go func() { errc <- srv.Run(ctx) }()
 			if !noAgent {
 				unlockAgent, err := lockDir(filepath.Join(home, "agent"), "agent")
@@ -170,6 +199,13 @@ func newServerCmd() *cobra.Command {
 			select {
 			case <-ctx.Done():
 			case err = <-errc:
+			}
+			if rp != nil && err != nil {
+				// Deposed, or a commit refused: stop serving at once (the
+				// agents' streams too), not after a graceful shutdown.
+				log.Error("replica stepping down", "err", err)
+				_ = hs.Close()
+				return err
 			}
 			shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
@@ -210,6 +246,7 @@ func newServerCmd() *cobra.Command {
 	agentRes.add(cmd, "local agent's ")
 	agentMon.add(cmd, "local agent's ")
 	agentRunAs.add(cmd, "local agent's ")
+	replicaOpts.add(cmd)
 	return cmd
 }
 
@@ -226,16 +263,20 @@ func secretsKeyDir(db, home string) string {
 	return filepath.Join(home, "server")
 }
 
-func openStore(ctx context.Context, db, sync string, syncSet bool) (store.Store, func(), error) {
+func openStore(ctx context.Context, db, sync string, syncSet, replica bool) (store.Store, func(), error) {
 	kind, target, err := store.ParseLocation(db)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--db: %w", err)
+	}
+	if replica && kind != store.KindPostgres {
+		return nil, nil, errors.New("--replica: replicas share a PostgreSQL database: give --db postgres://…")
 	}
 	if kind == store.KindPostgres {
 		if syncSet {
 			return nil, nil, fmt.Errorf("--sync is SQLite's durability; PostgreSQL's commits are durable (its synchronous_commit): drop --sync, or give --db a SQLite file")
 		}
-		st, err := store.OpenPostgres(ctx, target, store.PostgresOptions{Exclusive: true})
+		// A replica takes the lock later, as its lease (replica.go).
+		st, err := store.OpenPostgres(ctx, target, store.PostgresOptions{Exclusive: !replica, Replica: replica})
 		if err != nil {
 			return nil, nil, fmt.Errorf("--db %s: %w", store.Redact(db), err)
 		}
@@ -328,7 +369,10 @@ func adminToken(ctx context.Context, srv *server.Server, url string) (string, er
 			return "", err
 		}
 	}
-	c.URL = url
+	// A list of replicas' URLs that names this server stays (replica.go).
+	if !slices.Contains(client.SplitURLs(c.URL), url) || !strings.Contains(c.URL, ",") {
+		c.URL = url
+	}
 	if err := writeClientConfig(path, c); err != nil {
 		return "", fmt.Errorf("write client config: %w", err)
 	}
