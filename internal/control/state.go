@@ -32,8 +32,8 @@ type runState struct {
 	// rare holds what few runs have (see runRare); nil for a plain run.
 	rare *runRare
 	// jobs are its jobs of the current attempt, once made (see unmade).
-	jobs   []*jobState
-	unmade unmadeJobs
+	jobs      []*jobState
+	unmade    unmadeJobs
 	user      string  // the owner's name (fairshare, limits)
 	project   string  // its project's name
 	blockedBy []int64 // from the last pass that considered it
@@ -74,8 +74,8 @@ type runRare struct {
 	// cyc is what the scheduler's Cycle was told of the run holding
 	// resources; stopBy, when a run being stopped is gone at the latest
 	// (its stop's time plus its grace period).
-	cyc    *sched.Running
-	stopBy time.Time
+	cyc         *sched.Running
+	stopBy      time.Time
 	retryPolicy *lifecycle.RetryPolicy
 	retry       *lifecycle.Retries // see faults.go; nil until it first failed
 	deps        []spec.Dependency
