@@ -750,7 +750,9 @@ func (s *Cluster) finishJob(js *jobState, status lifecycle.Status, reason lifecy
 	js.rec.Status, js.rec.Reason, js.rec.ExitCode = string(status), string(reason), code
 	js.rec.FinishedAt = now
 	if !js.rec.StartedAt.IsZero() {
-		s.addUsage(sched.Account{Project: js.run.project, User: js.run.user}, js.alloc.CPUs, js.rec.StartedAt, now)
+		u := s.jobUsage(js, now)
+		js.rec.Usage, _ = json.Marshal(u)
+		s.chargeUsage(sched.Account{Project: js.run.project, User: js.run.user}, u.Billing*u.Seconds, now)
 	}
 	if ns, ok := s.nodes[js.rec.Node]; ok {
 		ns.release(js)

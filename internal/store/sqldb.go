@@ -115,10 +115,10 @@ ON CONFLICT (id) DO UPDATE SET name=excluded.name, status=excluded.status, reaso
   finished_at=excluded.finished_at, stop_req=excluded.stop_req, active=excluded.active,
   estimated_start=excluded.estimated_start, meta=excluded.meta, spec=excluded.spec`
 	upsertJob = `INSERT INTO jobs (id, run_id, num, attempt, status, reason, exit_code, node, alloc,
-  submitted_at, started_at, finished_at, log_size, active, max_rss) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+  submitted_at, started_at, finished_at, log_size, active, max_rss, usage) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
 ON CONFLICT (id) DO UPDATE SET status=excluded.status, reason=excluded.reason, exit_code=excluded.exit_code,
   node=excluded.node, alloc=excluded.alloc, started_at=excluded.started_at, finished_at=excluded.finished_at,
-  log_size=excluded.log_size, active=excluded.active, max_rss=excluded.max_rss`
+  log_size=excluded.log_size, active=excluded.active, max_rss=excluded.max_rss, usage=excluded.usage`
 	upsertNode = `INSERT INTO nodes (name, info, registered_at, last_seen, drain) VALUES (?,?,?,?,?)
 ON CONFLICT (name) DO UPDATE SET info=excluded.info, registered_at=excluded.registered_at, last_seen=excluded.last_seen,
   drain=excluded.drain`
@@ -205,7 +205,7 @@ func (s *sqlDB) applyBatch(ctx context.Context, tx *sql.Tx, b *Batch) error {
 		}
 		if _, err := st(ctx, j.ID, j.RunID, j.Num, j.Attempt, j.Status, j.Reason, j.ExitCode,
 			j.Node, string(alloc), nanos(j.SubmittedAt), nanos(j.StartedAt), nanos(j.FinishedAt),
-			j.LogSize, isActive(j.Status), j.MaxRSS); err != nil {
+			j.LogSize, isActive(j.Status), j.MaxRSS, string(j.Usage)); err != nil {
 			return fmt.Errorf("store: job %d: %w", j.ID, err)
 		}
 	}
@@ -276,7 +276,7 @@ func (s *sqlDB) insertLogs(ctx context.Context, tx *sql.Tx, logs []*LogChunk) er
 }
 
 const runCols = `id, project_id, user_id, name, status, reason, exit_code, priority, spec, submitted_at, started_at, finished_at, stop_req, estimated_start, array_id, array_index, meta`
-const jobCols = `id, run_id, num, attempt, status, reason, exit_code, node, alloc, submitted_at, started_at, finished_at, log_size, max_rss`
+const jobCols = `id, run_id, num, attempt, status, reason, exit_code, node, alloc, submitted_at, started_at, finished_at, log_size, max_rss, usage`
 
 type scanner interface{ Scan(...any) error }
 
@@ -315,12 +315,15 @@ func scanBriefRun(sc scanner) (*Run, error) {
 
 func scanJob(sc scanner) (*Job, error) {
 	var j Job
-	var alloc string
+	var alloc, usage string
 	var ec sql.NullInt64
 	var sub, st, fin int64
 	if err := sc.Scan(&j.ID, &j.RunID, &j.Num, &j.Attempt, &j.Status, &j.Reason, &ec, &j.Node, &alloc,
-		&sub, &st, &fin, &j.LogSize, &j.MaxRSS); err != nil {
+		&sub, &st, &fin, &j.LogSize, &j.MaxRSS, &usage); err != nil {
 		return nil, err
+	}
+	if usage != "" {
+		j.Usage = []byte(usage)
 	}
 	if ec.Valid {
 		v := int(ec.Int64)
@@ -710,15 +713,28 @@ func (s *sqlDB) nameOf(ctx context.Context, table string, id int64) (string, err
 
 // UsageSince lists the jobs that ended at or after since, with their run's user.
 func (s *sqlDB) UsageSince(ctx context.Context, since time.Time) ([]*JobUsage, error) {
+	return s.usage(ctx, `WHERE j.active = 0 AND j.started_at > 0 AND j.finished_at >= ? ORDER BY j.finished_at, j.id`, nanos(since))
+}
+
+// UsageBetween lists the jobs that ended and ran within [since, until).
+func (s *sqlDB) UsageBetween(ctx context.Context, since, until time.Time) ([]*JobUsage, error) {
+	return s.usage(ctx, `WHERE j.active = 0 AND j.started_at > 0 AND j.finished_at > ? AND j.started_at < ? ORDER BY j.finished_at, j.id`,
+		nanos(since), nanos(until))
+}
+
+func (s *sqlDB) usage(ctx context.Context, where string, args ...any) ([]*JobUsage, error) {
 	return query(ctx, s.r, func(sc scanner) (*JobUsage, error) {
 		var u JobUsage
-		var alloc string
+		var alloc, usage string
 		var st, fin int64
-		if err := sc.Scan(&u.ProjectID, &u.UserID, &alloc, &st, &fin); err != nil {
+		if err := sc.Scan(&u.RunID, &u.JobID, &u.ProjectID, &u.UserID, &alloc, &usage, &st, &fin); err != nil {
 			return nil, err
 		}
 		u.Alloc, u.StartedAt, u.FinishedAt = []byte(alloc), fromNanos(st), fromNanos(fin)
+		if usage != "" {
+			u.Usage = []byte(usage)
+		}
 		return &u, nil
-	}, s.q(`SELECT r.project_id, r.user_id, j.alloc, j.started_at, j.finished_at FROM jobs j JOIN runs r ON r.id = j.run_id
- WHERE j.active = 0 AND j.started_at > 0 AND j.finished_at >= ? ORDER BY j.finished_at`), nanos(since))
+	}, s.q(`SELECT j.run_id, j.id, r.project_id, r.user_id, j.alloc, j.usage, j.started_at, j.finished_at FROM jobs j JOIN runs r ON r.id = j.run_id
+ `+where), args...)
 }
