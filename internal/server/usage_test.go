@@ -36,15 +36,19 @@ func TestAccountingUsage(t *testing.T) {
 	ctx := context.Background()
 	startAgent(t, h, agentOpts{name: "n1", cpus: 2, fleet: "cpu"})
 	startAgent(t, h, agentOpts{name: "g1", cpus: 2, fleet: "gpu", gpus: "A100:80GB:2"})
-	a := submit(t, h, "type: task\nfleets: [cpu]\nresources: {cpu: 2}\ncommands: [\"sleep 0.3\"]\n")
+	a := submit(t, h, "type: task\nfleets: [cpu]\nresources: {cpu: 2}\ncommands: [\"sleep 0.3\", \"echo $SLURM_JOB_ACCOUNT\"]\n")
 	b := submit(t, h, "type: task\nfleets: [gpu]\nresources: {cpu: 1, gpu: 1}\ncommands: [\"sleep 0.3\"]\n")
 	var ua, ub *api.JobUsage
 	for _, r := range []struct {
 		run  *api.Run
 		into **api.JobUsage
 	}{{a, &ua}, {b, &ub}} {
-		if _, end := follow(t, h, r.run.ID); end.Status != api.StatusDone {
+		out, end := follow(t, h, r.run.ID)
+		if end.Status != api.StatusDone {
 			t.Fatalf("run %d ended %s", r.run.ID, end.Status)
+		}
+		if r.run == a && out != DefaultProject+"\n" {
+			t.Errorf("SLURM_JOB_ACCOUNT = %q, want the run's project %s", out, DefaultProject)
 		}
 		got, err := h.c.Run(ctx, r.run.Name)
 		if err != nil || len(got.Jobs) != 1 || got.Jobs[0].Usage == nil {
