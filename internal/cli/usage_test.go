@@ -76,3 +76,52 @@ func TestSacctBilling(t *testing.T) {
 		t.Error("a run with a job still running has its billing")
 	}
 }
+
+// sreport's layout: the header block, its columns and widths, and its
+// time formats, as src/sreport prints them.
+func TestSreport(t *testing.T) {
+	policyServer(t, labPolicy)
+	out, errs, code := berthCmd("sreport", "-t", "hours", "cluster", "AccountUtilizationByUser", "start=2026-01-01", "end=2026-01-02")
+	dashes := strings.Repeat("-", 80)
+	want := dashes + "\n" +
+		"Cluster/Account/User Utilization 2026-01-01T00:00:00 - 2026-01-01T23:59:59 (86400 secs)\n" +
+		"Usage reported in CPU Hours\n" + dashes + "\n" +
+		"  Cluster         Account     Login     Proper Name     Used   Energy \n" +
+		"--------- --------------- --------- --------------- -------- -------- \n" +
+		"    berth            root                                  0        0 \n"
+	if time.Local.String() == "UTC" || time.Local.String() == "Local" {
+		if code != 0 || out != want {
+			t.Errorf("sreport cluster AccountUtilizationByUser: %d %s\n%s", code, errs, out)
+		}
+	}
+	out, _, code = berthCmd("sreport", "-P", "-n", "user", "TopUsage")
+	if code != 0 || out != "" {
+		t.Errorf("sreport -P -n user TopUsage with no usage: %d %q", code, out)
+	}
+	if _, errs, code := berthCmd("sreport", "job", "SizesByAccount"); code != 1 || !strings.Contains(errs, "not job SizesByAccount") {
+		t.Errorf("sreport job SizesByAccount: %d %s", code, errs)
+	}
+	for _, tc := range []struct {
+		format       string
+		value, total float64
+		want         string
+		width        int
+	}{
+		{"minutes", 5430, 86400, "90", 8},
+		{"hours", 5400, 86400, "2", 8},
+		{"seconds", 123456789, 1e9, "123456789", 9},
+		{"percent", 21600, 86400, "25.00%", 8},
+		{"minper", 21600, 86400, "360(25.00%)", 17},
+	} {
+		tf, err := parseSreportTime(tc.format)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tf.format(tc.value, tc.total); got != tc.want {
+			t.Errorf("-t %s of %v: %q, want %q", tc.format, tc.value, got, tc.want)
+		}
+		if got := tf.usageWidth(tc.value); got != tc.width {
+			t.Errorf("-t %s width for %v: %d, want %d", tc.format, tc.value, got, tc.width)
+		}
+	}
+}
