@@ -115,10 +115,13 @@ ON CONFLICT (id) DO UPDATE SET name=excluded.name, status=excluded.status, reaso
   finished_at=excluded.finished_at, stop_req=excluded.stop_req, active=excluded.active,
   estimated_start=excluded.estimated_start, meta=excluded.meta, spec=excluded.spec`
 	upsertJob = `INSERT INTO jobs (id, run_id, num, attempt, status, reason, exit_code, node, alloc,
-  submitted_at, started_at, finished_at, log_size, active, max_rss, usage) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+  submitted_at, started_at, finished_at, log_size, active, max_rss) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
 ON CONFLICT (id) DO UPDATE SET status=excluded.status, reason=excluded.reason, exit_code=excluded.exit_code,
   node=excluded.node, alloc=excluded.alloc, started_at=excluded.started_at, finished_at=excluded.finished_at,
-  log_size=excluded.log_size, active=excluded.active, max_rss=excluded.max_rss, usage=excluded.usage`
+  log_size=excluded.log_size, active=excluded.active, max_rss=excluded.max_rss`
+	// setJobUsage records an ended job's usage (migration 00020), apart from
+	// the upsert so that a job without one writes what it wrote before.
+	setJobUsage = `UPDATE jobs SET usage = ? WHERE id = ?`
 	upsertNode = `INSERT INTO nodes (name, info, registered_at, last_seen, drain) VALUES (?,?,?,?,?)
 ON CONFLICT (name) DO UPDATE SET info=excluded.info, registered_at=excluded.registered_at, last_seen=excluded.last_seen,
   drain=excluded.drain`
@@ -205,8 +208,25 @@ func (s *sqlDB) applyBatch(ctx context.Context, tx *sql.Tx, b *Batch) error {
 		}
 		if _, err := st(ctx, j.ID, j.RunID, j.Num, j.Attempt, j.Status, j.Reason, j.ExitCode,
 			j.Node, string(alloc), nanos(j.SubmittedAt), nanos(j.StartedAt), nanos(j.FinishedAt),
-			j.LogSize, isActive(j.Status), j.MaxRSS, string(j.Usage)); err != nil {
+			j.LogSize, isActive(j.Status), j.MaxRSS); err != nil {
 			return fmt.Errorf("store: job %d: %w", j.ID, err)
+		}
+	}
+	used := 0
+	for _, j := range b.Jobs {
+		if len(j.Usage) > 0 {
+			used++
+		}
+	}
+	if st, err = prep(setJobUsage, used); err != nil {
+		return err
+	}
+	for _, j := range b.Jobs {
+		if len(j.Usage) == 0 {
+			continue
+		}
+		if _, err := st(ctx, string(j.Usage), j.ID); err != nil {
+			return fmt.Errorf("store: job %d's usage: %w", j.ID, err)
 		}
 	}
 	if st, err = prep(upsertNode, len(b.Nodes)); err != nil {
