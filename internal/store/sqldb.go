@@ -122,7 +122,7 @@ ON CONFLICT (id) DO UPDATE SET status=excluded.status, reason=excluded.reason, e
 	// setJobUsage records an ended job's usage (migration 00020), apart from
 	// the upsert so that a job without one writes what it wrote before.
 	setJobUsage = `UPDATE jobs SET usage = ? WHERE id = ?`
-	upsertNode = `INSERT INTO nodes (name, info, registered_at, last_seen, drain) VALUES (?,?,?,?,?)
+	upsertNode  = `INSERT INTO nodes (name, info, registered_at, last_seen, drain) VALUES (?,?,?,?,?)
 ON CONFLICT (name) DO UPDATE SET info=excluded.info, registered_at=excluded.registered_at, last_seen=excluded.last_seen,
   drain=excluded.drain`
 	insertKey    = `INSERT INTO idempotency_keys (user_id, key, run_id, created_at) VALUES (?,?,?,?)`
