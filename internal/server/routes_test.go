@@ -164,7 +164,7 @@ func TestRouteTable(t *testing.T) {
 		{"GET", "/server", "", "200 200 200 200 " + authed, nil},
 		{"GET", "/priorities", "", "200 200 200 200 " + authed, nil},
 		{"GET", "/policy", "", "200 200 200 200 " + authed, nil},
-		{"GET", "/usage?project={project}", "", "200 200 200 200 " + authed, nil},
+		{"GET", "/usage?project=" + DefaultProject + "&since=2020-01-01T00:00:00Z", "", "200 200 200 200 " + authed, nil},
 		{"GET", "/usage", "", "200 200 200 200 " + authed, nil},
 		{"GET", "/fairshare", "", "200 200 200 200 " + authed, nil},
 		{"POST", "/policy/reload", "", "403 403 403 403 " + authed, nil},
