@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/berth-hq/berth/internal/api"
@@ -155,14 +156,14 @@ func (r resources) spec() spec.Resources {
 	if r.gpus > 0 {
 		g := r.gpus
 		res.GPU = &spec.GPUSpec{Count: spec.IntRange{Min: g, Max: &g}}
-		if validGPUName.MatchString(r.gpuType) {
+		if validGPUName().MatchString(r.gpuType) {
 			res.GPU.Names = []string{r.gpuType}
 		}
 	}
 	return res
 }
 
-var validGPUName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9._-]*$`)
+var validGPUName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z][A-Za-z0-9._-]*$`) })
 
 // runNameFor makes a run name of a Slurm job name: run names are 2 to 41
 // lowercase letters, digits and hyphens, starting with a letter ("train.sh"

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the pure-Go "pgx" driver
@@ -169,13 +170,13 @@ const (
 	KindPostgres = "postgres"
 )
 
-var schemeRE = regexp.MustCompile(`^([a-zA-Z][a-zA-Z0-9+.-]*):`)
+var schemeRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^([a-zA-Z][a-zA-Z0-9+.-]*):`) })
 
 // ParseLocation tells what --db names: postgres://… or postgresql://… is
 // a PostgreSQL database, sqlite:PATH or a bare path a SQLite file. target
 // is what the store's Open takes (the URL, the path).
 func ParseLocation(loc string) (kind, target string, err error) {
-	m := schemeRE.FindStringSubmatch(loc)
+	m := schemeRE().FindStringSubmatch(loc)
 	if m == nil || !strings.HasPrefix(loc[len(m[0]):], "//") && m[1] != "sqlite" {
 		// No scheme: a path (a colon later in it, as in "a:b/berth.db",
 		// is part of the name).
