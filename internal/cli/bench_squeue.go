@@ -134,7 +134,6 @@ func timeClient(ctx context.Context, home, path string, args []string) (time.Dur
 	return took, peak, lc.n, nil
 }
 
-
 // stopActive stops the benchmark's running run and waits until nothing
 // runs: no job outlives the benchmark.
 func stopActive(ctx context.Context, c *client.Client) {
