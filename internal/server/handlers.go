@@ -272,9 +272,17 @@ func (s *Server) listPage(r *http.Request, runs []*store.Run, withJobs, withSpec
 	s.unlock()
 	out := make([]*api.Run, len(runs))
 	for i, run := range runs {
-		out[i] = s.apiRun(run, jobsOf[run.ID], s.name(r.Context(), 'u', run.UserID), nil)
-		if withSpecs {
-			out[i] = withSpec(out[i], run)
+		// The configuration is decoded once, for the resources apiRun
+		// shows and for spec=1: the Slurm commands show what only it holds
+		// (time limit, partitions, QOS, the Slurm options in its tags) for
+		// every run at once, without one request per run.
+		t := &spec.Task{}
+		if json.Unmarshal(run.Spec, t) != nil {
+			t = nil
+		}
+		out[i] = s.apiRun(run, jobsOf[run.ID], s.name(r.Context(), 'u', run.UserID), t)
+		if withSpecs && t != nil {
+			out[i].Spec = t
 		}
 		if out[i].Status == api.StatusSubmitted {
 			out[i].BlockedBy = blocked[run.ID]
