@@ -150,7 +150,7 @@ func TestSelectionKeepsOutput(t *testing.T) {
 	}
 	// squeue -j and scontrol show job N ask for the jobs they name only.
 	named := 0
-	for i := 0; i < 300; i++ {
+	for i := 0; i < 60; i++ {
 		var f slurm.JobFilter
 		for range rng.IntN(3) + 1 {
 			s := slurm.JobSelector{JobID: uint32(rng.IntN(len(runs)) + 1), Task: slurm.NoArrayTask}
