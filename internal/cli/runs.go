@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -431,12 +432,12 @@ func newSprioCmd() *cobra.Command {
 }
 
 // taskRange matches NAME_[INDICES]: several tasks of an array at once.
-var taskRange = regexp.MustCompile(`^(.+)_\[(.+)\]$`)
+var taskRange = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(.+)_\[(.+)\]$`) })
 
 // expandTaskRange turns NAME_[3-5,9] into NAME_3, NAME_4, NAME_5, NAME_9;
 // any other reference is itself.
 func expandTaskRange(ref string) ([]string, error) {
-	m := taskRange.FindStringSubmatch(ref)
+	m := taskRange().FindStringSubmatch(ref)
 	if m == nil {
 		return []string{ref}, nil
 	}

@@ -308,6 +308,23 @@ func (c *Client) Priorities(ctx context.Context) ([]api.RunPriority, error) {
 	return out, c.do(ctx, c.http, http.MethodGet, "/priorities", nil, &out)
 }
 
+// PrioritiesOf is Priorities for the waiting runs among ids only (nil:
+// every waiting run; empty: none, without asking).
+func (c *Client) PrioritiesOf(ctx context.Context, ids []int64) ([]api.RunPriority, error) {
+	if ids == nil {
+		return c.Priorities(ctx)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	list := make([]string, len(ids))
+	for i, id := range ids {
+		list[i] = strconv.FormatInt(id, 10)
+	}
+	var out []api.RunPriority
+	return out, c.do(ctx, c.http, http.MethodGet, "/priorities?ids="+strings.Join(list, ","), nil, &out)
+}
+
 // Status is the server's account of itself.
 func (c *Client) Status(ctx context.Context) (*api.ServerStatus, error) {
 	var st api.ServerStatus

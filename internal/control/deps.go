@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/berth-hq/berth/internal/api"
@@ -36,7 +37,7 @@ type Outcome struct {
 	ok      bool // ended done
 }
 
-var TaskRef = regexp.MustCompile(`^(.+)_(\d+)$`)
+var TaskRef = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(.+)_(\d+)$`) })
 
 func OutcomeOf(r *store.Run) Outcome {
 	st := api.Status(r.Status)

@@ -109,6 +109,38 @@ func (s *Cluster) Priorities(now time.Time) (sched.Snapshot, map[int64][2]string
 	return snap, names
 }
 
+// PrioritiesOf is Priorities for the waiting runs among ids only: their
+// factors (Priorities' over every waiting run) and names and users,
+// computed without copying the queue. False when it cannot: a run queued
+// since the last pass brings an account the Cycle's fairshare tree does
+// not count yet (the caller copies the queue then, as Priorities does).
+func (s *Cluster) PrioritiesOf(now time.Time, ids []int64) (map[int64]sched.Factors, map[int64][2]string, bool) {
+	for _, rs := range s.fresh {
+		if _, waits := s.pending[rs.rec.ID]; waits && !s.cycle.Counts(sched.Account{Project: rs.project, User: rs.user}) {
+			return nil, nil, false
+		}
+	}
+	var ps []sched.Pending
+	names := map[int64][2]string{}
+	for _, id := range ids {
+		rs, ok := s.pending[id]
+		if !ok || names[id] != ([2]string{}) {
+			continue
+		}
+		p, ok := s.cycle.PendingOf(id)
+		if _, fresh := s.fresh[id]; fresh || !ok {
+			p = s.pendingOf(rs, p.Hold)
+		}
+		ps = append(ps, p)
+		names[id] = [2]string{rs.rec.Name, rs.user}
+	}
+	out := make(map[int64]sched.Factors, len(ps))
+	for i, f := range s.cycle.FactorsOf(now, ps) {
+		out[ps[i].RunID] = f
+	}
+	return out, names, true
+}
+
 // Plan is what a configuration would ask of the nodes under the rules in
 // force (held: its time limit is over every fleet's), and the nodes as the
 // scheduler sees them now, by name, with their container engines.

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/goccy/go-yaml"
@@ -151,7 +152,7 @@ type Fleet struct {
 }
 
 // yamlPos splits the library's "[3:5] message" form.
-var yamlPos = regexp.MustCompile(`(?s)^\[(\d+):(\d+)\] (.*)$`)
+var yamlPos = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?s)^\[(\d+):(\d+)\] (.*)$`) })
 
 // Empty is the policy with no file: one implicit QOS "normal", no limits.
 func Empty() *Policy {
@@ -173,7 +174,7 @@ func Parse(name string, data []byte) (*Policy, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data), yaml.DisallowUnknownField())
 	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) { // empty: no policy
 		msg := strings.TrimSpace(yaml.FormatError(err, false, false))
-		if m := yamlPos.FindStringSubmatch(msg); m != nil {
+		if m := yamlPos().FindStringSubmatch(msg); m != nil {
 			return nil, fmt.Errorf("%s:%s:%s: %s", name, m[1], m[2], m[3])
 		}
 		return nil, fmt.Errorf("%s: %s", name, msg)

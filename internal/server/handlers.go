@@ -272,9 +272,17 @@ func (s *Server) listPage(r *http.Request, runs []*store.Run, withJobs, withSpec
 	s.unlock()
 	out := make([]*api.Run, len(runs))
 	for i, run := range runs {
-		out[i] = s.apiRun(run, jobsOf[run.ID], s.name(r.Context(), 'u', run.UserID), nil)
-		if withSpecs {
-			out[i] = withSpec(out[i], run)
+		// The configuration is decoded once, for the resources apiRun
+		// shows and for spec=1: the Slurm commands show what only it holds
+		// (time limit, partitions, QOS, the Slurm options in its tags) for
+		// every run at once, without one request per run.
+		t := &spec.Task{}
+		if json.Unmarshal(run.Spec, t) != nil {
+			t = nil
+		}
+		out[i] = s.apiRun(run, jobsOf[run.ID], s.name(r.Context(), 'u', run.UserID), t)
+		if withSpecs && t != nil {
+			out[i].Spec = t
 		}
 		if out[i].Status == api.StatusSubmitted {
 			out[i].BlockedBy = blocked[run.ID]
@@ -406,7 +414,7 @@ func (s *Server) findNamed(ctx context.Context, u *store.User, name string) (*st
 // arrayTaskRef reads ARRAYID_INDEX or NAME_INDEX where the array exists
 // and u sees it.
 func (s *Server) arrayTaskRef(ctx context.Context, u *store.User, ref string) (int64, int, bool) {
-	m := control.TaskRef.FindStringSubmatch(ref)
+	m := control.TaskRef().FindStringSubmatch(ref)
 	if m == nil {
 		return 0, 0, false
 	}
@@ -537,11 +545,34 @@ func (s *Server) handleStatus(w http.ResponseWriter, _ *http.Request, _ *store.U
 	writeJSON(w, http.StatusOK, st)
 }
 
-// handlePriorities lists every pending run's priority factors, highest first.
-func (s *Server) handlePriorities(w http.ResponseWriter, _ *http.Request, u *store.User) {
+// handlePriorities lists every pending run's priority factors, highest
+// first; ids=1,2,… only those runs' (squeue -j asks for its jobs only).
+func (s *Server) handlePriorities(w http.ResponseWriter, r *http.Request, u *store.User) {
+	var ids []int64
+	if v := r.URL.Query().Get("ids"); v != "" {
+		for _, x := range strings.Split(v, ",") {
+			id, err := strconv.ParseInt(x, 10, 64)
+			if err != nil {
+				writeError(w, fmt.Errorf("%w: ids: %q is not a run ID", ErrInvalid, x))
+				return
+			}
+			ids = append(ids, id)
+		}
+	}
 	now := s.clock.Now()
+	var (
+		factors map[int64]sched.Factors
+		names   map[int64][2]string
+		snap    sched.Snapshot
+	)
 	s.mu.Lock()
-	snap, names := s.Priorities(now)
+	cheap := false
+	if ids != nil {
+		factors, names, cheap = s.PrioritiesOf(now, ids)
+	}
+	if !cheap {
+		snap, names = s.Priorities(now)
+	}
 	owners := make(map[int64]store.Run, len(names))
 	for id := range names {
 		if rec, _, ok := s.ActiveRun(id); ok {
@@ -549,9 +580,23 @@ func (s *Server) handlePriorities(w http.ResponseWriter, _ *http.Request, u *sto
 		}
 	}
 	s.unlock()
+	if !cheap {
+		factors = sched.Priorities(snap, now) // outside the lock: it reads its own copy
+		if ids != nil {
+			want := make(map[int64]bool, len(ids))
+			for _, id := range ids {
+				want[id] = true
+			}
+			for id := range factors {
+				if !want[id] {
+					delete(factors, id)
+				}
+			}
+		}
+	}
 	wt := s.cfg.Weights
 	out := []api.RunPriority{}
-	for id, f := range sched.Priorities(snap, now) {
+	for id, f := range factors {
 		if rec, ok := owners[id]; u != nil && !u.Admin && (!ok || !s.seesRun(u, &rec)) {
 			continue // a run the caller may not see is not listed
 		}

@@ -188,13 +188,13 @@ const (
 	KindPostgres = "postgres"
 )
 
-var schemeRE = regexp.MustCompile(`^([a-zA-Z][a-zA-Z0-9+.-]*):`)
+var schemeRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^([a-zA-Z][a-zA-Z0-9+.-]*):`) })
 
 // ParseLocation tells what --db names: postgres://… or postgresql://… is
 // a PostgreSQL database, sqlite:PATH or a bare path a SQLite file. target
 // is what the store's Open takes (the URL, the path).
 func ParseLocation(loc string) (kind, target string, err error) {
-	m := schemeRE.FindStringSubmatch(loc)
+	m := schemeRE().FindStringSubmatch(loc)
 	if m == nil || !strings.HasPrefix(loc[len(m[0]):], "//") && m[1] != "sqlite" {
 		// No scheme: a path (a colon later in it, as in "a:b/berth.db",
 		// is part of the name).
