@@ -27,23 +27,29 @@ import (
 
 func newApplyCmd() *cobra.Command {
 	var (
-		file, name          string
-		yes, detach, dryRun bool
-		envs                []string
-		project             string
+		file                       string
+		yes, detach, dryRun, force bool
+		project                    string
+		over                       applyOverrides
 	)
 	cmd := &cobra.Command{
-		Use:   "apply -f FILE",
+		Use:   "apply [-f FILE]",
 		Short: "Submit a configuration: show the plan, confirm, run it and stream its output",
 		Long: `Submit a run from a dstack-style YAML configuration (type: task). apply shows the plan (which
 nodes could run it now), asks for confirmation (-y skips it), then streams the run's output and
 exits with the run's exit code. Ctrl-C detaches without stopping the run; stop it with berth stop.
---dry-run validates and shows the plan without submitting, so configurations can be checked in CI.`,
+--dry-run validates and shows the plan without submitting, so configurations can be checked in CI.
+Without -f, apply reads .dstack.yml (or .dstack.yaml, .berth.yml, .berth.yaml) in the working
+directory. --gpu, --cpu, --memory, --disk, --max-duration, --fleet, --retry-duration, --name and
+--env override the file, as dstack apply's options do.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
+			var err error
 			if file == "" {
-				return errors.New("apply: -f FILE is required")
+				if file, err = defaultConfig("."); err != nil {
+					return &ExitError{Code: 1, Err: err}
+				}
 			}
 			limits, err := submitLimits(os.Getenv)
 			if err != nil {
@@ -60,15 +66,8 @@ exits with the run's exit code. Ctrl-C detaches without stopping the run; stop i
 			if project != "" {
 				t.Project = project
 			}
-			if name != "" {
-				t.Name = name
-			}
-			for _, e := range envs {
-				k, v, ok := strings.Cut(e, "=")
-				if !ok || k == "" {
-					return fmt.Errorf("--env %q: want NAME=value", e)
-				}
-				t.SetEnv(k, v)
+			if err := over.apply(t, os.LookupEnv); err != nil {
+				return &ExitError{Code: 1, Err: err}
 			}
 			if err := t.Env.Resolve(os.LookupEnv); err != nil {
 				if !dryRun {
@@ -96,20 +95,34 @@ exits with the run's exit code. Ctrl-C detaches without stopping the run; stop i
 				return placeError(err, file, data)
 			}
 			printPlan(errw, file, plan)
-			if dryRun {
+			var decision replaceDecision
+			if plan.Active != nil {
+				decision = decideReplace(errw, plan.Active, t, yes, force)
+			}
+			if dryRun || decision.done {
 				return nil
 			}
 			label := t.Name
 			if label == "" {
 				label = "from " + file
 			}
-			if !yes && !confirm(cmd.InOrStdin(), errw, fmt.Sprintf("Submit the run %s? [y/n]: ", label)) {
+			prompt := cmp.Or(decision.prompt, fmt.Sprintf("Submit the run %s? [y/n]: ", label))
+			if !yes && !confirm(cmd.InOrStdin(), errw, prompt) {
 				fmt.Fprintln(errw, "Nothing submitted.")
 				return &ExitError{Code: 1}
 			}
+			if decision.replace {
+				if err := stopAndWait(ctx, c, errw, plan.Active); err != nil {
+					return err
+				}
+			}
+			req.UniqueName = true
 			run, err := c.Submit(ctx, req)
 			if err != nil {
 				return placeError(err, file, data)
+			}
+			if t.Schedule != nil {
+				return scheduled(ctx, c, out, run)
 			}
 			if detach {
 				fmt.Fprintf(out, "Submitted run %s (ID %d)\n", run.Name, run.ID)
@@ -121,12 +134,12 @@ exits with the run's exit code. Ctrl-C detaches without stopping the run; stop i
 	}
 	f := cmd.Flags()
 	f.StringVarP(&file, "file", "f", "", "the configuration file")
-	f.StringVarP(&name, "name", "n", "", "the run's name (overrides the file's)")
 	f.StringVarP(&project, "project", "P", "", "the project the run goes to, one of yours (overrides the file's project:; default: your default project)")
 	f.BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
 	f.BoolVarP(&detach, "detach", "d", false, "print the run's name and ID and return")
 	f.BoolVar(&dryRun, "dry-run", false, "validate and show the plan without submitting")
-	f.StringArrayVarP(&envs, "env", "e", nil, "set an environment variable, NAME=value (repeatable)")
+	f.BoolVar(&force, "force", false, "with -y, replace an active run of the same name even when nothing changed")
+	over.register(f)
 	return cmd
 }
 

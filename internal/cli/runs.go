@@ -261,10 +261,13 @@ func newLogsCmd() *cobra.Command {
 }
 
 func newStopCmd() *cobra.Command {
-	var abort bool
+	var abort, yes bool
 	cmd := &cobra.Command{
 		Use:   "stop RUN... (an array's tasks: NAME_7, NAME_[3-5,9])",
 		Short: "Stop runs: SIGTERM, a grace period, then SIGKILL (--abort: SIGKILL at once)",
+		Long: `Stop runs, each given by ID or by name. A name means the active run of that name (a
+schedule, for a scheduled configuration), never a finished one. stop does not ask for
+confirmation; -y is accepted for dstack's habits.`,
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := newClient()
@@ -284,13 +287,18 @@ func newStopCmd() *cobra.Command {
 				if err != nil {
 					return fmt.Errorf("stop %s: %w", ref, err)
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "Run %s (ID %d): %s\n", r.Name, r.ID, r.Status)
+				note := ""
+				if r.Status.Finished() && r.Reason != api.ReasonTerminatedByUser && r.Reason != api.ReasonAbortedByUser {
+					note = " (it had ended: nothing to stop)"
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "Run %s (ID %d): %s%s\n", r.Name, r.ID, r.Status, note)
 			}
 			return nil
 		},
 	}
 	cmd.ValidArgsFunction = completeRuns(true)
 	cmd.Flags().BoolVarP(&abort, "abort", "x", false, "kill at once, without a grace period")
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation (stop never asks; accepted as dstack's stop accepts it)")
 	return cmd
 }
 

@@ -48,7 +48,7 @@ func (s *Server) readSubmit(r *http.Request, u *store.User) (*api.SubmitRequest,
 	}
 	req := body.SubmitRequest
 	if len(body.Spec) == 0 || string(body.Spec) == "null" {
-		return nil, fmt.Errorf("%w: spec: required", ErrInvalid)
+		return nil, fmt.Errorf("%w: the request has no configuration (its \"spec\" is missing)", ErrInvalid)
 	}
 	what := cmp.Or(req.Source, "spec")
 	t, err := spec.DecodeJSON(body.Spec, spec.Limits{ScriptBytes: s.cfg.MaxScriptBytes})
@@ -113,7 +113,7 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, u *store.U
 		writeError(w, fmt.Errorf("%w: Idempotency-Key: at most 255 printable ASCII characters", ErrInvalid))
 		return
 	}
-	run, err := s.submit(u, t, seen, control.SubmitOpts{Hold: req.Hold, Begin: req.Begin, Key: key})
+	run, err := s.submit(u, t, seen, control.SubmitOpts{Hold: req.Hold, Begin: req.Begin, Key: key, UniqueName: req.UniqueName})
 	if err != nil {
 		writeError(w, err)
 		return
@@ -138,7 +138,12 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request, u *store.Use
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.plan(t))
+	p := s.plan(t)
+	if p.Active, err = s.activeOfName(r.Context(), u, t); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, p)
 }
 
 // plan answers where t would run: each node, whether it fits now, later or never.
@@ -340,8 +345,8 @@ func (s *Server) runFilter(q url.Values) (store.RunFilter, error) {
 	return f, nil
 }
 
-// findRun resolves a run by ID or by name (the newest run of that name
-// that u sees) for u: a run u may not see is not found, with the same
+// findRun resolves a run by ID or by name (the active run of that name
+// that u sees, else the newest) for u: a run u may not see is not found, with the same
 // answer as a run that does not exist (nil u: any run, for the server's
 // own use).
 func (s *Server) findRun(ctx context.Context, u *store.User, ref string) (*store.Run, error) {
@@ -358,6 +363,9 @@ func (s *Server) findRun(ctx context.Context, u *store.User, ref string) (*store
 				return task, nil
 			}
 		}
+		if _, perr := strconv.ParseInt(ref, 10, 64); perr == nil {
+			return nil, fmt.Errorf("run %s: %w", ref, store.ErrNotFound)
+		}
 	}
 	return run, err
 }
@@ -367,9 +375,15 @@ func (s *Server) sees(u *store.User, run *store.Run) bool {
 	return u == nil || s.seesRun(u, run)
 }
 
-// findNamed is the newest run named name that u sees, in the projects u
-// reads (every project: an admin, or the server itself).
+// findNamed is the run named name that u sees, in the projects u reads
+// (every project: an admin, or the server itself): an active one before a
+// finished one (findNamedIn), else the newest.
 func (s *Server) findNamed(ctx context.Context, u *store.User, name string) (*store.Run, error) {
+	return s.findNamedIn(ctx, u, name, false)
+}
+
+// findNamedIn is findNamed; activeOnly leaves out finished runs.
+func (s *Server) findNamedIn(ctx context.Context, u *store.User, name string, activeOnly bool) (*store.Run, error) {
 	var projects []int64
 	if u == nil || u.Admin {
 		ps, err := s.store.ListProjects(ctx)
@@ -385,16 +399,24 @@ func (s *Server) findNamed(ctx context.Context, u *store.User, name string) (*st
 		}
 	}
 	var best *store.Run
+	bestActive := false
 	for _, pid := range projects {
-		run, err := s.store.FindRun(ctx, pid, name)
+		run, err := s.store.FindActiveRun(ctx, pid, name)
+		active := err == nil
+		if errors.Is(err, store.ErrNotFound) && !activeOnly {
+			run, err = s.store.FindRun(ctx, pid, name)
+		}
 		if errors.Is(err, store.ErrNotFound) {
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		if s.sees(u, run) && (best == nil || run.ID > best.ID) {
-			best = run
+		if !s.sees(u, run) {
+			continue
+		}
+		if best == nil || active && !bestActive || active == bestActive && run.ID > best.ID {
+			best, bestActive = run, active
 		}
 	}
 	if best == nil {
@@ -470,6 +492,9 @@ func (s *Server) handleStop(w http.ResponseWriter, r *http.Request, u *store.Use
 		return
 	}
 	ref := r.PathValue("ref")
+	// By name, the active run (findRun prefers it): `stop NAME` of a
+	// scheduled configuration stops the schedule, not the last run it
+	// fired; a name whose runs all ended answers the last, unchanged.
 	run, err := s.findRun(r.Context(), u, ref)
 	if errors.Is(err, store.ErrNotFound) {
 		// A task of an array that does not exist yet: it never will.
