@@ -30,13 +30,13 @@ func defaultConfig(dir string) (string, error) {
 // applyOverrides are dstack's `apply` options that change the
 // configuration: each set one replaces the file's value.
 type applyOverrides struct {
-	name, gpu, cpu, memory, disk        string
-	maxDuration, retryDuration, spot    string
-	maxPrice                            float64
-	fleets                              []string
-	retry, noRetry, spotOn, onDemand    bool
-	envs                                []string
-	flags                               *pflag.FlagSet
+	name, gpu, cpu, memory, disk     string
+	maxDuration, retryDuration, spot string
+	maxPrice                         float64
+	fleets                           []string
+	retry, noRetry, spotOn, onDemand bool
+	envs                             []string
+	flags                            *pflag.FlagSet
 }
 
 func (o *applyOverrides) register(f *pflag.FlagSet) {

@@ -268,7 +268,7 @@ func newStopCmd() *cobra.Command {
 		Long: `Stop runs, each given by ID or by name. A name means the active run of that name (a
 schedule, for a scheduled configuration), never a finished one. stop does not ask for
 confirmation; -y is accepted for dstack's habits.`,
-		Args:  cobra.MinimumNArgs(1),
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := newClient()
 			if err != nil {
