@@ -100,6 +100,15 @@ func TestDstackApplyHabits(t *testing.T) {
 	if r := c.berth("", "stop", "nightly"); r.code != 0 || !strings.Contains(r.stdout, "Run nightly (ID 4): terminated") {
 		t.Errorf("stop nightly: %s", r)
 	}
+
+	// ps, as dstack's: newest first; with nothing active, the last run.
+	c.waitFinished("habits", 30*time.Second)
+	if ids := psIDs(c.mustBerth("ps")); strings.Join(ids, ",") != "4" {
+		t.Errorf("ps with nothing active lists %v, want the last run, 4", ids)
+	}
+	if ids := psIDs(c.mustBerth("ps", "-a")); strings.Join(ids, ",") != "4,3,2,1" {
+		t.Errorf("ps -a lists %v, want newest first 4,3,2,1", ids)
+	}
 }
 
 func findByID(runs []api.Run, id int64) *api.Run {
@@ -109,4 +118,15 @@ func findByID(runs []api.Run, id int64) *api.Run {
 		}
 	}
 	return nil
+}
+
+// psIDs is the ID column of berth ps's table.
+func psIDs(out string) []string {
+	var ids []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
+		if f := strings.Fields(line); len(f) > 1 {
+			ids = append(ids, f[1])
+		}
+	}
+	return ids
 }

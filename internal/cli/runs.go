@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,7 +24,7 @@ func newPsCmd() *cobra.Command {
 	var last int
 	cmd := &cobra.Command{
 		Use:   "ps",
-		Short: "List runs: active ones, or all with -a; their jobs with -v",
+		Short: "List runs, newest first: active ones (the last run when none is), or all with -a; their jobs with -v",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := newClient()
@@ -38,7 +39,7 @@ func newPsCmd() *cobra.Command {
 				}
 				return watch(cmd.Context(), out, isTTY(out), watchInterval, func(w io.Writer) error {
 					tw := newRunTable(w, verbose, time.Now())
-					if err := c.EachRun(cmd.Context(), o, tw.add); err != nil {
+					if err := eachShown(cmd.Context(), c, o, tw.add); err != nil {
 						return err
 					}
 					return tw.end()
@@ -48,13 +49,13 @@ func newPsCmd() *cobra.Command {
 			// in bounded memory.
 			if asJSON {
 				list := newJSONList(out)
-				if err := c.EachRun(cmd.Context(), o, list.add); err != nil {
+				if err := eachShown(cmd.Context(), c, o, list.add); err != nil {
 					return err
 				}
 				return list.end()
 			}
 			tw := newRunTable(out, verbose, time.Now())
-			if err := c.EachRun(cmd.Context(), o, tw.add); err != nil {
+			if err := eachShown(cmd.Context(), c, o, tw.add); err != nil {
 				tw.end()
 				return err
 			}
@@ -68,6 +69,19 @@ func newPsCmd() *cobra.Command {
 	f.BoolVarP(&watching, "watch", "w", false, "redraw every 2 s until Ctrl-C (in place on a terminal; elsewhere each change, after a blank line)")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// eachShown is the runs `berth ps` shows, newest first, as dstack's ps
+// shows them: the active ones, or, when none is active, the last run, so
+// that a finished run's end is seen; with -a or -n, what they select.
+func eachShown(ctx context.Context, c *client.Client, o client.ListOptions, fn func(*api.Run) error) error {
+	n := 0
+	err := c.EachRun(ctx, o, func(r *api.Run) error { n++; return fn(r) })
+	if err != nil || n > 0 || o.All || o.Limit > 0 {
+		return err
+	}
+	o.All, o.Limit = true, 1
+	return c.EachRun(ctx, o, fn)
 }
 
 func printJSON(w io.Writer, v any) error {
