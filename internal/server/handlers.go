@@ -129,7 +129,7 @@ var supported = map[string]bool{
 	"qos": true, "project": true, "nice": true, "exclusive": true, "stop_duration": true,
 	"array": true, "depends_on": true, "dependency_policy": true, "singleton": true, "kill_invalid_depend": true, "schedule": true, "groups": true,
 	"image": true, "registry_auth": true, "shell": true, "user": true, "privileged": true, "volumes": true, "ports": true,
-	"resources.shm_size": true, "signal": true, "startup_order": true, "stop_criteria": true,
+	"resources.shm_size": true, "signal": true, "startup_order": true, "stop_criteria": true, "dstack": true,
 }
 
 func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request, u *store.User) {
