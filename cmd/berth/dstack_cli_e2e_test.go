@@ -90,24 +90,31 @@ func TestDstackApplyHabits(t *testing.T) {
 		t.Errorf("stop -y habits: %s; want the active run %d stopped", r, second.ID)
 	}
 
+	// An attached apply prints the run's state changes: here, its retries.
+	flaky := c.writeConfig("flaky.yml", "type: task\nname: flaky\nretry:\n  on_events: [error]\n  duration: 3s\ncommands: [\"exit 3\"]\n")
+	r = c.berth("", "apply", "-y", "-f", flaky)
+	if r.code == 0 || !strings.Contains(r.stderr, "run flaky: submitted, attempt 2") || !strings.Contains(r.stderr, "run flaky: failed (exited_with_error)") {
+		t.Errorf("an attached apply of a retried run: %s", r)
+	}
+
 	// A schedule: apply returns at once, saying when it fires; stop NAME
 	// ends it.
 	cron := c.writeConfig("nightly.yml", "type: task\nname: nightly\nschedule:\n  cron: \"0 3 * * *\"\ncommands: [\"true\"]\n")
 	r = c.berth("", "apply", "-y", "-f", cron)
-	if r.code != 0 || !strings.Contains(r.stdout, "Scheduled run nightly (ID 4): the next run starts at ") || !strings.Contains(r.stdout, "berth stop nightly") {
+	if r.code != 0 || !strings.Contains(r.stdout, "Scheduled run nightly (ID 5): the next run starts at ") || !strings.Contains(r.stdout, "berth stop nightly") {
 		t.Fatalf("apply of a schedule: %s", r)
 	}
-	if r := c.berth("", "stop", "nightly"); r.code != 0 || !strings.Contains(r.stdout, "Run nightly (ID 4): terminated") {
+	if r := c.berth("", "stop", "nightly"); r.code != 0 || !strings.Contains(r.stdout, "Run nightly (ID 5): terminated") {
 		t.Errorf("stop nightly: %s", r)
 	}
 
 	// ps, as dstack's: newest first; with nothing active, the last run.
 	c.waitFinished("habits", 30*time.Second)
-	if ids := psIDs(c.mustBerth("ps")); strings.Join(ids, ",") != "4" {
-		t.Errorf("ps with nothing active lists %v, want the last run, 4", ids)
+	if ids := psIDs(c.mustBerth("ps")); strings.Join(ids, ",") != "5" {
+		t.Errorf("ps with nothing active lists %v, want the last run, 5", ids)
 	}
-	if ids := psIDs(c.mustBerth("ps", "-a")); strings.Join(ids, ",") != "4,3,2,1" {
-		t.Errorf("ps -a lists %v, want newest first 4,3,2,1", ids)
+	if ids := psIDs(c.mustBerth("ps", "-a")); strings.Join(ids, ",") != "5,4,3,2,1" {
+		t.Errorf("ps -a lists %v, want newest first 5,4,3,2,1", ids)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -210,7 +211,14 @@ func attach(ctx context.Context, c *client.Client, run *api.Run, jobs int, out, 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	pw := newPrefixer(out, errw, jobs)
-	end, err := c.Logs(ctx, fmt.Sprint(run.ID), client.LogOptions{Follow: true, Job: -1, Reconnect: 2 * time.Minute}, pw.write)
+	// The run's state changes go to stderr beside its output, as dstack's
+	// attached apply shows them.
+	sctx, stopStatus := context.WithCancel(ctx)
+	statusDone := make(chan struct{})
+	go func() { defer close(statusDone); watchStatus(sctx, c, run.ID, &lockedWriter{w: errw, mu: &pw.mu}) }()
+	end, err := c.Logs(ctx, fmt.Sprint(run.ID), client.LogOptions{Follow: true, Job: -1, Reconnect: 2 * time.Minute}, pw.lockedWrite)
+	stopStatus()
+	<-statusDone
 	pw.flush()
 	if ctx.Err() != nil {
 		fmt.Fprintf(errw, "\nDetached from run %s; it goes on. Stop it with: berth stop %s\n", run.Name, run.Name)
@@ -246,6 +254,7 @@ func runExit(errw io.Writer, r *api.Run) error {
 // as docker compose logs does; a job's line is written whole, once its
 // newline came, so lines of different jobs never mix.
 type prefixer struct {
+	mu        sync.Mutex // beside the status lines of watchStatus
 	out, errw io.Writer
 	width     int                // of the highest rank; 0: one job, output passes through
 	partial   map[partKey][]byte // an unfinished line per job and stream
@@ -269,6 +278,12 @@ func (p *prefixer) writer(stderr bool) io.Writer {
 		return p.errw
 	}
 	return p.out
+}
+
+func (p *prefixer) lockedWrite(e api.LogEntry) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.write(e)
 }
 
 func (p *prefixer) write(e api.LogEntry) {
@@ -309,3 +324,4 @@ func boolInt(b bool) int {
 	}
 	return 0
 }
+
