@@ -254,6 +254,9 @@ type Plan struct {
 	// name, with its configuration (Spec), if there is one: `berth apply`
 	// shows the difference and offers to replace it, as dstack does.
 	Active *Run `json:"active,omitempty"`
+	// Notes are what several rows share, said once (a container engine's
+	// error).
+	Notes []string `json:"notes,omitempty"`
 }
 
 // StopRequest stops a run: gracefully, or at once when Abort is set.

@@ -185,6 +185,9 @@ func printPlan(w io.Writer, file string, p *api.Plan) {
 	} else if !p.FitsNow {
 		fmt.Fprintln(w, " No node can start it now: the run will wait in the queue.")
 	}
+	for _, n := range p.Notes {
+		fmt.Fprintf(w, " Note: %s\n", n)
+	}
 	if len(p.Unsupported) > 0 {
 		fmt.Fprintf(w, "\n Not supported yet (parsed and stored, no effect): %s\n", strings.Join(p.Unsupported, ", "))
 	}
@@ -324,4 +327,3 @@ func boolInt(b bool) int {
 	}
 	return 0
 }
-

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/spec"
 )
 
@@ -108,5 +109,29 @@ func TestSpecDiff(t *testing.T) {
 	}
 	if d := specDiff(old, parse("type: task\nname: aa\ncommands: [y]\nmax_duration: 1h\n")); d != "  commands: [\"x\"] -> [\"y\"]\n  max_duration: - -> 3600\n" {
 		t.Errorf("changes: %q", d)
+	}
+}
+
+// A container engine's long error is said once, below the fleet table,
+// with the nodes that gave it; the rows say "none (below)".
+func TestFleetEngineErrorOnce(t *testing.T) {
+	e := "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running? " + strings.Repeat("x", 150)
+	node := func(name, engine string) api.Node {
+		return api.Node{NodeInfo: api.NodeInfo{Name: name, Containers: engine}}
+	}
+	nodes := []api.Node{node("n1", "none ("+e+")"), node("n2", "none ("+e+")"), node("n3", "docker 1.41")}
+	var b strings.Builder
+	if err := printFleet(&b, nodes); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if n := strings.Count(out, e); n != 1 {
+		t.Errorf("the engine's error appears %d times:\n%s", n, out)
+	}
+	if !strings.Contains(out, "No container engine on n1, n2: "+e+"\n") || strings.Count(out, "none (below)") != 2 {
+		t.Errorf("fleet:\n%s", out)
+	}
+	if nodes[0].Containers != "none ("+e+")" {
+		t.Errorf("printFleet changed its caller's nodes")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -359,6 +360,26 @@ func newFleetCmd() *cobra.Command {
 func printFleet(w io.Writer, nodes []api.Node) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "FLEET\tNODE\tADDRESS\tSTATUS\tCPU (free/total)\tMEMORY (free/total)\tGPU (free/total)\tJOBS\tLIMITS\tCONTAINERS\tRUN AS\tREASON")
+	nodes = slices.Clone(nodes)
+	// A container engine's error (Docker's runs to 250 characters) is
+	// said once, below the table, with the nodes that gave it.
+	var errs []string
+	byErr := map[string][]string{}
+	for i, n := range nodes {
+		if strings.HasPrefix(n.Containers, api.ContainersNone+" (") {
+			e := strings.TrimSuffix(strings.TrimPrefix(n.Containers, api.ContainersNone+" ("), ")")
+			if byErr[e] == nil {
+				errs = append(errs, e)
+			}
+			byErr[e] = append(byErr[e], n.Name)
+			nodes[i].Containers = api.ContainersNone + " (below)"
+		}
+	}
+	defer func() {
+		for _, e := range errs {
+			fmt.Fprintf(w, "\nNo container engine on %s: %s\n", strings.Join(byErr[e], ", "), e)
+		}
+	}()
 	for _, n := range nodes {
 		gpu := "-"
 		if len(n.GPUs) > 0 {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"net/url"
@@ -150,7 +151,12 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request, u *store.Use
 func (s *Server) plan(t *spec.Task) *api.Plan {
 	s.mu.Lock()
 	req, held, nodes, engines := s.Cluster.Plan(t)
+	states := map[string]api.Node{}
+	for _, n := range s.Nodes() {
+		states[n.Name] = n
+	}
 	s.unlock()
+	noEngine := map[string][]string{} // an engine's error → the nodes that gave it
 	p := &api.Plan{Name: t.Name, Resources: t.Resources.String(), Nodes: max(t.Nodes, 1), Allocated: allocatedText(req)}
 	for _, f := range t.SetFields() {
 		if !supported[f] {
@@ -161,7 +167,16 @@ func (s *Server) plan(t *spec.Task) *api.Plan {
 		now, ever, why := sched.FitsNode(&nodes[i], req)
 		row := api.PlanRow{Node: nodes[i].Name, Resources: nodeResources(&nodes[i]), Fits: "never", Why: why}
 		if req.Containers && !nodes[i].Containers {
-			row.Why = "no container engine: " + engines[nodes[i].Name]
+			// The engine's error (Docker's is long) is said once, below
+			// the table, for all the nodes that gave it.
+			row.Why = "no container engine"
+			if e := engines[nodes[i].Name]; e != "" {
+				noEngine[e] = append(noEngine[e], nodes[i].Name)
+				row.Why += " (below)"
+			}
+		}
+		if why == offlineWhy {
+			row.Why = nodeAway(states[nodes[i].Name])
 		}
 		if slices.Contains(req.NotFleets, nodes[i].Fleet) || held {
 			row.Why = "max_duration is over the fleet's time limit (PartitionTimeLimit)"
@@ -175,6 +190,9 @@ func (s *Server) plan(t *spec.Task) *api.Plan {
 		p.Rows = append(p.Rows, row)
 	}
 	p.FitsNow = sched.Fits(nodes, req, p.Nodes, true)
+	for _, e := range slices.Sorted(maps.Keys(noEngine)) {
+		p.Notes = append(p.Notes, fmt.Sprintf("no container engine on %s: %s", strings.Join(noEngine[e], ", "), e))
+	}
 	return p
 }
 
