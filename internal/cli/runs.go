@@ -49,8 +49,9 @@ func newPsCmd() *cobra.Command {
 			// Printed as the runs arrive: a history of any length is listed
 			// in bounded memory.
 			if asJSON {
+				// For scripts: exactly the active runs (no last run).
 				list := newJSONList(out)
-				if err := eachShown(cmd.Context(), c, o, list.add); err != nil {
+				if err := c.EachRun(cmd.Context(), o, list.add); err != nil {
 					return err
 				}
 				return list.end()
