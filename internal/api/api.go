@@ -213,6 +213,9 @@ type SubmitRequest struct {
 	Hold bool `json:"hold,omitempty"`
 	// Begin defers the run until then (Slurm's --begin; reason BeginTime).
 	Begin time.Time `json:"begin,omitzero"`
+	// UniqueName refuses the run (409) while an active run of its project
+	// has its name, as dstack does; `berth apply` sets it.
+	UniqueName bool `json:"unique_name,omitempty"`
 }
 
 // ControlRequest changes a run as scontrol does. Action is hold, release,
@@ -249,6 +252,13 @@ type Plan struct {
 	Rows        []PlanRow `json:"rows"`
 	FitsNow     bool      `json:"fits_now"`
 	Unsupported []string  `json:"unsupported,omitempty"`
+	// Active is the active run of the project with the configuration's
+	// name, with its configuration (Spec), if there is one: `berth apply`
+	// shows the difference and offers to replace it, as dstack does.
+	Active *Run `json:"active,omitempty"`
+	// Notes are what several rows share, said once (a container engine's
+	// error).
+	Notes []string `json:"notes,omitempty"`
 }
 
 // StopRequest stops a run: gracefully, or at once when Abort is set.

@@ -134,6 +134,9 @@ func (s *Cluster) assignment(js *jobState, hosts, ips []string) api.Assignment {
 		if ns, ok := s.nodes[js.rec.Node]; ok {
 			c.HostNetwork = len(rs.jobs) > 1 || js.alloc.CPUs >= ns.info.CPUs && len(js.alloc.GPUs) == len(ns.info.GPUs)
 		}
+		if g := groupOf(t, js.rec.Num); len(t.Groups) > 0 && len(t.Groups[g].Ports) > 0 {
+			c.Ports = t.Groups[g].Ports // dstack's groups[].ports: the group's jobs'
+		}
 		a.Container = c
 	}
 	return a

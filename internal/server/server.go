@@ -37,7 +37,7 @@ var (
 	ErrInvalid      = control.ErrInvalid
 	ErrUnauthorized = errors.New("server: unauthorized")
 	ErrForbidden    = control.ErrForbidden
-	ErrConflict     = errors.New("server: conflict")
+	ErrConflict     = control.ErrConflict
 )
 
 // Config is what a server needs.
@@ -417,7 +417,7 @@ func writeError(w http.ResponseWriter, err error) {
 		status = http.StatusServiceUnavailable
 		w.Header().Set("Retry-After", "5")
 	}
-	e := api.Error{Error: err.Error()}
+	e := api.Error{Error: publicMessage(err.Error())}
 	var fe *spec.Error
 	if errors.As(err, &fe) {
 		e.Field = fe.Field

@@ -23,11 +23,14 @@ type Task struct {
 	Repos        []Repo        `json:"repos,omitempty"`
 	SingleBranch *bool         `json:"single_branch,omitempty"`
 	Files        []FileMapping `json:"files,omitempty"`
-	Env          Env           `json:"env,omitempty"`
-	Commands     []string      `json:"commands,omitempty"`
-	Ports        []PortMapping `json:"ports,omitempty"`
-	Resources    Resources     `json:"resources"`
-	Volumes      []Volume      `json:"volumes,omitempty"`
+	// Dstack is dstack's `dstack: true` (the server reachable from the
+	// run). Every Berth job has it: BERTH_URL and its run's credential.
+	Dstack    bool          `json:"dstack,omitempty"`
+	Env       Env           `json:"env,omitempty"`
+	Commands  []string      `json:"commands,omitempty"`
+	Ports     []PortMapping `json:"ports,omitempty"`
+	Resources Resources     `json:"resources"`
+	Volumes   []Volume      `json:"volumes,omitempty"`
 
 	Priority int `json:"priority"` // 0..100
 	// QOS, Nice and Exclusive are Berth's, after Slurm's --qos, --nice and
@@ -93,6 +96,9 @@ type Group struct {
 	Nodes     int       `json:"nodes"` // default 1
 	Resources Resources `json:"resources"`
 	Commands  []string  `json:"commands,omitempty"`
+	// Ports are the group's jobs' ports (dstack's groups[].ports), in
+	// place of the run's.
+	Ports []PortMapping `json:"ports,omitempty"`
 }
 
 // RegistryAuth is the credentials for pulling a private image. Values are
@@ -229,6 +235,7 @@ var taskFields = []field{
 	{"repos", func(t *Task) bool { return len(t.Repos) > 0 }},
 	{"single_branch", func(t *Task) bool { return t.SingleBranch != nil }},
 	{"files", func(t *Task) bool { return len(t.Files) > 0 }},
+	{"dstack", func(t *Task) bool { return t.Dstack }},
 	{"env", func(t *Task) bool { return len(t.Env) > 0 }},
 	{"commands", func(t *Task) bool { return len(t.Commands) > 0 }},
 	{"ports", func(t *Task) bool { return len(t.Ports) > 0 }},

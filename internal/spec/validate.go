@@ -155,14 +155,20 @@ func (t *Task) check(l Limits) []problem {
 			}
 		}
 	}
-	for i, pm := range t.Ports {
-		p := fmt.Sprintf("ports[%d]", i)
-		if pm.ContainerPort < 1 || pm.ContainerPort > 65535 {
-			add(p, "container port %d is out of range 1..65535", pm.ContainerPort)
+	checkPorts := func(prefix string, ports []PortMapping) {
+		for i, pm := range ports {
+			p := fmt.Sprintf("%sports[%d]", prefix, i)
+			if pm.ContainerPort < 1 || pm.ContainerPort > 65535 {
+				add(p, "container port %d is out of range 1..65535", pm.ContainerPort)
+			}
+			if pm.LocalPort < 0 || pm.LocalPort > 65535 {
+				add(p, "local port %d is out of range 1..65535", pm.LocalPort)
+			}
 		}
-		if pm.LocalPort < 0 || pm.LocalPort > 65535 {
-			add(p, "local port %d is out of range 1..65535", pm.LocalPort)
-		}
+	}
+	checkPorts("", t.Ports)
+	for i, g := range t.Groups {
+		checkPorts(fmt.Sprintf("groups[%d].", i), g.Ports)
 	}
 	for _, p := range t.Resources.check() {
 		add("resources."+p.path, "%s", p.msg)
@@ -278,6 +284,10 @@ func unsupportedType(typ string) string {
 	switch typ {
 	case "service", "dev-environment", "fleet", "volume", "gateway":
 		return fmt.Sprintf("%q configurations are not supported by this version of Berth; only \"task\" is", typ)
+	case "preset":
+		// dstack's presets search for a model deployment: an agent tries
+		// services on the fleets and keeps the one that meets max_ttft.
+		return "\"preset\" configurations (dstack's search for a model deployment: trials of services measured against max_ttft) are not supported by Berth: it runs no services yet; run the model server as a task"
 	}
 	return fmt.Sprintf("unknown configuration type %q%s; this version of Berth runs only \"task\"", typ, didYouMean(typ, []string{"task"}))
 }

@@ -25,6 +25,9 @@ type Store interface {
 	KeysSince(ctx context.Context, since time.Time) ([]*IdempotencyKey, error)
 	// FindRun returns the newest run of the project with that name.
 	FindRun(ctx context.Context, projectID int64, name string) (*Run, error)
+	// FindActiveRun returns the project's active run with that name (a
+	// schedule before the runs it fired; else the newest), or ErrNotFound.
+	FindActiveRun(ctx context.Context, projectID int64, name string) (*Run, error)
 	ListRuns(ctx context.Context, f RunFilter) ([]*Run, error)
 	ListJobs(ctx context.Context, runID int64) ([]*Job, error)
 	// ListSteps returns the job steps of the runs, by run and step ID.
