@@ -159,6 +159,8 @@ type Server struct {
 	jm       metricsStore // jobs' samples (metrics.go)
 	// steps relays srun's steps to the step hosts (steps.go); its own lock.
 	steps        stepRelay
+	// tunnels are the tunnels waiting for their agent's end (tunnel.go).
+	tunnels tunnelWaits
 	stepPollWait atomic.Int64 // nanoseconds; tests shorten the step polls
 }
 
@@ -354,6 +356,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST "+v+"/runs/{ref}/steps/{id}/cancel", s.runAuth(s.handleStepCancel))
 	mux.HandleFunc("GET "+v+"/runs/{ref}/steps/{id}/attach", s.runAuth(s.handleStepAttach))
 	mux.HandleFunc("GET "+v+"/steps", s.auth(s.handleListSteps))
+	mux.HandleFunc("GET "+v+"/runs/{ref}/tunnel", s.runAuth(s.handleRunTunnel))
+	mux.HandleFunc("GET "+v+"/agent/tunnel/{id}", s.agentAuth(s.handleAgentTunnel))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("ok\n"))
 	})
