@@ -158,9 +158,9 @@ type Server struct {
 	metrics  struct{ commits, batches, cycles atomic.Int64 }
 	jm       metricsStore // jobs' samples (metrics.go)
 	// steps relays srun's steps to the step hosts (steps.go); its own lock.
-	steps        stepRelay
+	steps stepRelay
 	// tunnels are the tunnels waiting for their agent's end (tunnel.go).
-	tunnels tunnelWaits
+	tunnels      tunnelWaits
 	stepPollWait atomic.Int64 // nanoseconds; tests shorten the step polls
 }
 
