@@ -116,6 +116,8 @@ exits with the run's exit code. Ctrl-C detaches without stopping the run; stop i
 				return nil
 			}
 			fmt.Fprintf(errw, "Submitted run %s (ID %d); streaming its output (Ctrl-C detaches, the run goes on)\n", run.Name, run.ID)
+			detachPorts := attachOnStart(ctx, c, t, run, errw) // apply_attach.go
+			defer detachPorts()
 			return attach(ctx, c, run, t.JobCount(), out, errw)
 		},
 	}
