@@ -160,7 +160,9 @@ type Server struct {
 	// steps relays srun's steps to the step hosts (steps.go); its own lock.
 	steps stepRelay
 	// tunnels are the tunnels waiting for their agent's end (tunnel.go).
-	tunnels      tunnelWaits
+	tunnels tunnelWaits
+	// util watches the runs' utilization_policy (utilization.go).
+	util         utilWatch
 	stepPollWait atomic.Int64 // nanoseconds; tests shorten the step polls
 }
 
