@@ -107,6 +107,9 @@ func startAttach(ctx context.Context, c *client.Client, r *api.Run, job int, out
 	if r.Status.Finished() {
 		return nil, fmt.Errorf("run %s has finished (%s): there is nothing to attach to", r.Name, r.Status)
 	}
+	if (r.Spec == nil || len(r.Spec.Ports) == 0) && (r.Spec == nil || !r.Spec.IsDevEnvironment()) {
+		return nil, fmt.Errorf("run %s has no ports and is not a dev environment: there is nothing to attach to (berth logs -f %s follows its output)", r.Name, r.Name)
+	}
 	ref := strconv.FormatInt(r.ID, 10)
 	a := &attachment{ref: ref}
 	var ports []forwardedPort
@@ -134,7 +137,7 @@ func startAttach(ctx context.Context, c *client.Client, r *api.Run, job int, out
 	for _, p := range ports {
 		fmt.Fprintf(out, "Forwarded http://localhost:%d → port %d of run %s\n", p.Local, p.Remote, r.Name)
 	}
-	if r.Spec != nil && r.Spec.Type == "dev-environment" {
+	if r.Spec.IsDevEnvironment() {
 		if err := writeSSHEntry(r.Name, ref); err != nil {
 			fmt.Fprintf(out, "warning: no SSH configuration for %s: %v\n", r.Name, err)
 		} else {
