@@ -330,6 +330,10 @@ func (a *Agent) connect(ctx context.Context) error {
 			if m.Limit != nil {
 				a.setLimit(*m.Limit) // timelimit.go
 			}
+		case "tunnel":
+			if m.Tunnel != nil {
+				go a.tunnel(ctx, *m.Tunnel) // tunnel.go
+			}
 		}
 		return nil
 	})

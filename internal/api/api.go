@@ -337,13 +337,15 @@ type SignalAt struct {
 
 // AgentMessage is one line of the stream from the server to an agent.
 type AgentMessage struct {
-	Type string `json:"type"` // sync, assign, stop, signal, limit, ping
+	Type string `json:"type"` // sync, assign, stop, signal, limit, tunnel, ping
 	// Sync lists every active job the server places on this node; the agent
 	// starts those it lacks and reports those the server does not know it ran.
 	Jobs  []Assignment `json:"jobs,omitempty"`
 	Stop  *StopJob     `json:"stop,omitempty"`
 	Kill  *KillJob     `json:"kill,omitempty"`  // Type "signal"
 	Limit *JobLimit    `json:"limit,omitempty"` // Type "limit"
+	// Tunnel asks for a stream to a port inside a job (tunnel.go).
+	Tunnel *TunnelOpen `json:"tunnel,omitempty"` // Type "tunnel"
 }
 
 // JobLimit gives a placed job a new time limit (scontrol update

@@ -137,6 +137,8 @@ directory. --gpu, --cpu, --memory, --disk, --max-duration, --fleet, --retry-dura
 				return nil
 			}
 			fmt.Fprintf(errw, "Submitted run %s (ID %d); streaming its output (Ctrl-C detaches, the run goes on)\n", run.Name, run.ID)
+			detachPorts := attachOnStart(ctx, c, t, run, errw) // apply_attach.go
+			defer detachPorts()
 			return attach(ctx, c, run, t.JobCount(), out, errw)
 		},
 	}

@@ -211,6 +211,9 @@ func jobEnv(js *jobState, hosts, ips []string, visible string) []string {
 
 // groupCommands are job k's commands: its group's own, else the run's.
 func groupCommands(t *spec.Task, k int) []string {
+	if t.IsDevEnvironment() {
+		return t.DevCommands()
+	}
 	if len(t.Groups) > 0 {
 		if c := t.Groups[groupOf(t, k)].Commands; len(c) > 0 {
 			return c

@@ -784,6 +784,9 @@ func (s *Cluster) onStop(now time.Time, in StopInput) {
 	if in.Abort {
 		cause = lifecycle.StopAbort
 	}
+	if in.Cause != lifecycle.StopNone {
+		cause = in.Cause
+	}
 	id := in.ID
 	rs, ok := s.runs[id]
 	if !ok {

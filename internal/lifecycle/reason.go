@@ -47,6 +47,9 @@ const (
 	ReasonByServer        Reason = "terminated_by_server" // a sibling job failed, or the master is done
 	ReasonRequeued        Reason = "requeued"             // a job stopped by scontrol requeue
 	ReasonDependencyNever Reason = "DependencyNeverSatisfied"
+	// ReasonUtilizationPolicy: the run's GPUs stayed under its
+	// utilization_policy's min_gpu_utilization for its time_window.
+	ReasonUtilizationPolicy Reason = "terminated_due_to_utilization_policy"
 )
 
 // End is how a final run ended, in the terms every front end renders: one

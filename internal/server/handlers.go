@@ -131,6 +131,8 @@ var supported = map[string]bool{
 	"array": true, "depends_on": true, "dependency_policy": true, "singleton": true, "kill_invalid_depend": true, "schedule": true, "groups": true,
 	"image": true, "registry_auth": true, "shell": true, "user": true, "privileged": true, "volumes": true, "ports": true,
 	"resources.shm_size": true, "signal": true, "startup_order": true, "stop_criteria": true, "dstack": true,
+	"ide": true, "init": true, "inactivity_duration": true, // dev environments (spec/devenv.go)
+	"utilization_policy": true, // utilization.go
 }
 
 func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request, u *store.User) {

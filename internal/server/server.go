@@ -167,7 +167,11 @@ type Server struct {
 	metrics  struct{ commits, batches, cycles atomic.Int64 }
 	jm       metricsStore // jobs' samples (metrics.go)
 	// steps relays srun's steps to the step hosts (steps.go); its own lock.
-	steps        stepRelay
+	steps stepRelay
+	// tunnels are the tunnels waiting for their agent's end (tunnel.go).
+	tunnels tunnelWaits
+	// util watches the runs' utilization_policy (utilization.go).
+	util         utilWatch
 	stepPollWait atomic.Int64 // nanoseconds; tests shorten the step polls
 	// fleets run the SSH fleets' installations (fleets.go).
 	fleets fleetWorkers
@@ -369,6 +373,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST "+v+"/runs/{ref}/steps/{id}/cancel", s.runAuth(s.handleStepCancel))
 	mux.HandleFunc("GET "+v+"/runs/{ref}/steps/{id}/attach", s.runAuth(s.handleStepAttach))
 	mux.HandleFunc("GET "+v+"/steps", s.auth(s.handleListSteps))
+	mux.HandleFunc("GET "+v+"/runs/{ref}/tunnel", s.runAuth(s.handleRunTunnel))
+	mux.HandleFunc("GET "+v+"/agent/tunnel/{id}", s.agentAuth(s.handleAgentTunnel))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("ok\n"))
 	})

@@ -34,11 +34,11 @@ func TestParseErrors(t *testing.T) {
 		},
 		"unsupported type": {
 			in:   "type: service\nport: 80\nblah: 1\n",
-			want: []string{`f.yml:1:7: type: "service" configurations are not supported by this version of Berth; only "task" is`},
+			want: []string{`f.yml:1:7: type: "service" configurations are not supported by this version of Berth; only "task" and "dev-environment" are`},
 		},
 		"unknown type": {
 			in:   "type: tsak\ncommands: [x]\n",
-			want: []string{`f.yml:1:7: type: unknown configuration type "tsak"; did you mean "task"?; this version of Berth runs only "task"`},
+			want: []string{`f.yml:1:7: type: unknown configuration type "tsak"; did you mean "task"?; this version of Berth runs "task" and "dev-environment"`},
 		},
 		"missing type": {
 			in:   "commands: [x]\n",
@@ -74,7 +74,7 @@ func TestParseErrors(t *testing.T) {
 		},
 		"field of another type": {
 			in:   "type: task\ncommands: [x]\nide: vscode\n",
-			want: []string{"f.yml:3:1: ide: unknown field (it belongs to dev-environment configurations, which Berth does not run)"},
+			want: []string{"f.yml:3:6: ide: belongs to dev-environment configurations; add `type: dev-environment` (or remove it)"},
 		},
 		"python float pitfall": {
 			in:   "type: task\ncommands: [x]\npython: 3.1\n",

@@ -3,7 +3,7 @@ package spec
 // Task is one `type: task` configuration, with dstack's field names.
 // Fields are in schema order, the order SetFields reports them in.
 type Task struct {
-	Type         string `json:"type"` // always "task" for now
+	Type         string `json:"type"` // "task" or "dev-environment"
 	Name         string `json:"name,omitempty"`
 	Nodes        int    `json:"nodes"` // default 1
 	StartupOrder string `json:"startup_order,omitempty"`
@@ -77,6 +77,13 @@ type Task struct {
 	Exclude    []string          `json:"exclude,omitempty"`
 	Constraint []string          `json:"constraint,omitempty"`
 	Tags       map[string]string `json:"tags,omitempty"`
+
+	// IDE, Init, InactivityDuration and Version are a dev environment's
+	// (devenv.go).
+	IDE                string    `json:"ide,omitempty"`
+	Init               []string  `json:"init,omitempty"`
+	InactivityDuration *Duration `json:"inactivity_duration,omitempty"` // nil or DurationOff: never
+	Version            string    `json:"version,omitempty"`
 }
 
 // Dependency is one condition on other runs: Type is after, afterany,
@@ -258,6 +265,10 @@ var taskFields = []field{
 	{"stop_duration", func(t *Task) bool { return t.StopDuration != nil }},
 	{"signal", func(t *Task) bool { return t.Signal != "" }},
 	{"utilization_policy", func(t *Task) bool { return t.UtilizationPolicy != nil }},
+	{"ide", func(t *Task) bool { return t.IDE != "" }},
+	{"init", func(t *Task) bool { return len(t.Init) > 0 }},
+	{"inactivity_duration", func(t *Task) bool { return t.InactivityDuration != nil }},
+	{"version", func(t *Task) bool { return t.Version != "" }},
 	{"spot_policy", func(t *Task) bool { return t.SpotPolicy != "" }},
 	{"backends", func(t *Task) bool { return len(t.Backends) > 0 }},
 	{"regions", func(t *Task) bool { return len(t.Regions) > 0 }},
