@@ -298,6 +298,9 @@ type Assignment struct {
 	// Container, when set, runs the job in a container (the run's `image:`)
 	// instead of as processes on the host; see ContainerFor.
 	Container *Container `json:"container,omitempty"`
+	// Shell runs a host job's commands (the run's `shell:`: sh, bash or
+	// an absolute path); empty: bash.
+	Shell string `json:"shell,omitempty"`
 	// Signal, when set, is sent to the job before MaxDuration (`signal:`).
 	Signal *SignalAt `json:"signal,omitempty"`
 	// Hostfile is the run's MPI hostfile ("ADDR slots=N" per node, in rank

@@ -33,6 +33,7 @@ type File struct {
 	Fleets     map[string]FleetConf     `yaml:"fleets"`
 	Partitions map[string]PartitionConf `yaml:"partitions"`
 	Topology   []SwitchConf             `yaml:"topology"`
+	Providers  ProvidersConf            `yaml:"providers"` // cloud.go
 }
 
 // PartitionConf is a partition's state (Slurm's PartitionName=X
@@ -90,6 +91,8 @@ type FleetConf struct {
 	Tier       int      `yaml:"tier"`
 	Blocks     int      `yaml:"blocks"`
 	MaxWall    string   `yaml:"max_wall"`
+	// Backend makes the fleet's nodes come from providers (cloud.go).
+	Backend *BackendFleetConf `yaml:"backend"`
 }
 
 // SwitchConf is one line of Slurm's topology.conf.
@@ -117,6 +120,8 @@ type Policy struct {
 	// with the users it lists, sorted; a project or user may be listed
 	// with no settings of its own.
 	Projects map[string][]string
+	// Docker is the Docker provider's configuration (nil: none; cloud.go).
+	Docker *Docker
 }
 
 // Fleet is a fleet's partition settings.
@@ -125,6 +130,8 @@ type Fleet struct {
 	Tier       int
 	Blocks     int
 	MaxWall    time.Duration
+	// Backend: the fleet's nodes come from providers (nil: joined by hand).
+	Backend *BackendFleet
 }
 
 // yamlPos splits the library's "[3:5] message" form.
@@ -267,6 +274,7 @@ func (c *checker) compile(f *File) *Policy {
 		}
 		p.Fleets[name] = fl
 	}
+	c.cloud(f, p)
 	for _, name := range sorted(f.Partitions) {
 		switch st := strings.ToLower(f.Partitions[name].State); st {
 		case "", "up":
