@@ -268,3 +268,66 @@ commands:
 		}
 	}
 }
+
+// A node's container killed from outside (as a cloud takes a spot instance
+// back) is an interruption: the job fails as unreachable, the run retries
+// on a new node the fleet creates, and the dead instance is terminated.
+func TestCloudInterruptionRetriesOnANewNode(t *testing.T) {
+	c, s, p := cloudCluster(t, "1h")
+	ctx := context.Background()
+	task := c.writeConfig("cloud.berth.yml", `type: task
+name: interrupted
+fleets: [cloud]
+shell: sh
+retry:
+  on_events: [interruption]
+  duration: 10m
+commands:
+  - echo "attempt $BERTH_ATTEMPT on $(hostname)"
+  - if [ "$BERTH_ATTEMPT" = 0 ]; then sleep 600; fi
+`)
+	if r := c.berth("", "apply", "-y", "--detach", "-f", task); r.code != 0 {
+		t.Fatalf("apply: %s", r)
+	}
+	c.waitLog("interrupted", "attempt 0 on cloud-", 3*time.Minute)
+	first, err := p.List(ctx)
+	if err != nil || len(first) != 1 {
+		t.Fatalf("instances while the first attempt runs: %+v, %v", first, err)
+	}
+	if err := p.Kill(ctx, first[0].Key); err != nil {
+		t.Fatal(err)
+	}
+	r := c.waitFinished("interrupted", 4*time.Minute)
+	if r.Status != api.StatusDone {
+		c.dumpLogs()
+		t.Fatalf("run interrupted: %s (%s)", r.Status, r.Reason)
+	}
+	c.waitLog("interrupted", "attempt 1 on cloud-", 30*time.Second)
+	// The killed instance is terminated and its record gone; the new one
+	// holds the second attempt.
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		var recs []api.Instance
+		if err := getJSON(s, "/instances?all=1", &recs); err != nil {
+			t.Fatal(err)
+		}
+		ins, err := p.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gone := false
+		for _, x := range recs {
+			if x.Key == first[0].Key && x.State == "gone" {
+				gone = true
+			}
+		}
+		alive := len(ins) == 1 && ins[0].Key != first[0].Key
+		if gone && alive {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the interruption: records %+v, instances %+v; want the killed one gone and one new", recs, ins)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

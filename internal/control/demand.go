@@ -42,3 +42,27 @@ func (s *Cluster) Demands() []Demand {
 // ReasonProvisioning is the pending reason of a run whose nodes a backend
 // fleet is creating (lifecycle.ReasonProvisioningNodes).
 const ReasonProvisioning = string(lifecycle.ReasonProvisioningNodes)
+
+// mayGrow tells whether a backend fleet the run may use can create nodes
+// for it: then no node holding it now is not "no capacity" (the
+// autoscaler's offers decide; issue 17).
+func (s *Cluster) mayGrow(rs *runState) bool {
+	rules := s.rules.Load()
+	if rules == nil || rs.req == nil {
+		return false
+	}
+	if len(rs.req.Fleets) == 0 {
+		for _, f := range rules.Fleets {
+			if f.Backend != nil {
+				return true
+			}
+		}
+		return false
+	}
+	for _, name := range rs.req.Fleets {
+		if f, ok := rules.Fleets[name]; ok && f.Backend != nil {
+			return true
+		}
+	}
+	return false
+}
