@@ -153,6 +153,11 @@ resources: {cpu: 1, memory: 128MB}
 commands:
   - echo "hello from $(hostname)"
 `)
+	// Its plan: no node, and the offers the fleet could create for it.
+	plan := c.berth("", "apply", "--dry-run", "-f", task)
+	if all := plan.stdout + plan.stderr; plan.code != 0 || !strings.Contains(all, "Offers a backend fleet can create for it") || !strings.Contains(all, "small     1xCPU, 256MB") {
+		t.Errorf("apply --dry-run does not list the offers: %s", plan)
+	}
 	start := time.Now()
 	if r := c.berth("", "apply", "-y", "--detach", "-f", task); r.code != 0 {
 		t.Fatalf("apply: %s", r)

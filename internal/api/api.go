@@ -8,6 +8,7 @@ import (
 
 	"github.com/berth-hq/berth/internal/lifecycle"
 
+	"github.com/berth-hq/berth/internal/provider"
 	"github.com/berth-hq/berth/internal/spec"
 )
 
@@ -247,6 +248,9 @@ type Plan struct {
 	Rows        []PlanRow `json:"rows"`
 	FitsNow     bool      `json:"fits_now"`
 	Unsupported []string  `json:"unsupported,omitempty"`
+	// Offers are what backend fleets the run may use could create for it
+	// when no node can start it now (cheapest first; cloud.go).
+	Offers []provider.Offer `json:"offers,omitempty"`
 }
 
 // StopRequest stops a run: gracefully, or at once when Abort is set.

@@ -171,6 +171,7 @@ func printPlan(w io.Writer, file string, p *api.Plan) {
 	} else if !p.FitsNow {
 		fmt.Fprintln(w, " No node can start it now: the run will wait in the queue.")
 	}
+	printPlanOffers(w, p.Offers) // offer.go
 	if len(p.Unsupported) > 0 {
 		fmt.Fprintf(w, "\n Not supported yet (parsed and stored, no effect): %s\n", strings.Join(p.Unsupported, ", "))
 	}

@@ -167,3 +167,13 @@ func price(p float64) string {
 	}
 	return s
 }
+
+// printPlanOffers lists, under a plan, what backend fleets could create
+// for a run no node can start now.
+func printPlanOffers(w io.Writer, offers []provider.Offer) {
+	if len(offers) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\n Offers a backend fleet can create for it (cheapest first):")
+	_ = printOffers(w, offers)
+}

@@ -380,3 +380,33 @@ func (s *Server) provisioningReason(id int64, reason string) string {
 	}
 	return reason
 }
+
+// planOffers are the offers the backend fleets that req may use could
+// create for it (the plan of a run no node can start now lists them).
+func (s *Server) planOffers(req sched.Request) []provider.Offer {
+	if len(s.cfg.Providers) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rules := s.Rules()
+	var out []provider.Offer
+	seen := map[string]bool{}
+	for name, f := range rules.Fleets {
+		if f.Backend == nil || len(req.Fleets) > 0 && !slices.Contains(req.Fleets, name) {
+			continue
+		}
+		offers, err := s.offers(ctx, fleetQuery(f.Backend, req))
+		if err != nil {
+			s.log.Warn("cloud: offers for a plan", "fleet", name, "err", err)
+			continue
+		}
+		for _, o := range offers {
+			if k := o.Backend + "/" + o.Region + "/" + o.Instance; !seen[k] {
+				seen[k] = true
+				out = append(out, o)
+			}
+		}
+	}
+	return provider.Filter(out, provider.Query{})
+}

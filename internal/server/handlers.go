@@ -170,6 +170,9 @@ func (s *Server) plan(t *spec.Task) *api.Plan {
 		p.Rows = append(p.Rows, row)
 	}
 	p.FitsNow = sched.Fits(nodes, req, p.Nodes, true)
+	if !p.FitsNow {
+		p.Offers = s.planOffers(req) // cloud.go
+	}
 	return p
 }
 
