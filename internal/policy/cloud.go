@@ -218,3 +218,54 @@ func parseSpanWith(s string, bytes bool) (lo, hi int64, ok bool) {
 	hi, ok2 := num(b)
 	return lo, hi, ok1 && ok2 && (hi == 0 || lo <= hi)
 }
+
+// BackendFleetOf makes a `type: fleet` file's backend fields (nodes,
+// resources, backends, regions, spot_policy, max_price, idle_duration)
+// the autoscaler's BackendFleet, checked against the providers this
+// policy configures. An SSH fleet (no nodes) is nil, nil.
+func (p *Policy) BackendFleetOf(f *spec.Fleet) (*BackendFleet, error) {
+	if f == nil || f.Nodes == nil {
+		return nil, nil
+	}
+	bf := &BackendFleet{Backends: f.Backends, Regions: f.Regions, SpotPolicy: f.SpotPolicy, Min: f.Nodes.Min, Target: f.Nodes.Target, IdleDuration: DefaultIdle}
+	if bf.SpotPolicy == "" {
+		bf.SpotPolicy = "on-demand"
+	}
+	if f.Nodes.Max == nil {
+		return nil, fmt.Errorf("policy: fleet %s: nodes: a backend fleet needs a maximum (e.g. 0..8)", f.Name)
+	}
+	bf.Max = *f.Nodes.Max
+	if len(bf.Backends) == 0 {
+		bf.Backends = []string{"docker"}
+	}
+	for _, b := range bf.Backends {
+		if b != "docker" || p.Docker == nil {
+			return nil, fmt.Errorf("policy: fleet %s: backends: %q is not configured on this server (providers: in the policy file; this version has docker)", f.Name, b)
+		}
+	}
+	if f.MaxPrice != nil {
+		bf.MaxPrice = *f.MaxPrice
+	}
+	if d := f.IdleDuration; d != nil {
+		if *d == spec.DurationOff {
+			bf.IdleDuration = time.Duration(1<<63 - 1)
+		} else {
+			bf.IdleDuration = d.Std()
+		}
+	}
+	if r := f.Resources; r != nil {
+		if r.CPU != nil {
+			bf.CPUs = Span{Min: int64(r.CPU.Count.Min)}
+			if r.CPU.Count.Max != nil {
+				bf.CPUs.Max = int64(*r.CPU.Count.Max)
+			}
+		}
+		if r.Memory != nil {
+			bf.Memory = Span{Min: int64(r.Memory.Min)}
+			if r.Memory.Max != nil {
+				bf.Memory.Max = int64(*r.Memory.Max)
+			}
+		}
+	}
+	return bf, nil
+}

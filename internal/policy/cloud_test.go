@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/berth-hq/berth/internal/spec"
 )
 
 func TestBackendFleetAndDockerProvider(t *testing.T) {
@@ -56,5 +58,37 @@ func TestBackendFleetErrorsNameTheField(t *testing.T) {
 				t.Fatalf("error %v, want one with %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestBackendFleetOfAFleetFile(t *testing.T) {
+	p, err := Parse("policy.yml", []byte("providers:\n  docker:\n    image: i\n    shapes: [{name: s, cpus: 1, memory: 1GB}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := spec.ParseFleet("fleet.yml", []byte(`type: fleet
+name: gpu
+nodes: 1..4
+backends: [docker]
+resources: {cpu: 2.., memory: 1GB..4GB}
+spot_policy: auto
+max_price: 0.3
+idle_duration: 90s
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := p.BackendFleetOf(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &BackendFleet{Backends: []string{"docker"}, Min: 1, Target: 1, Max: 4, CPUs: Span{2, 0}, Memory: Span{1 << 30, 4 << 30},
+		SpotPolicy: "auto", MaxPrice: 0.3, IdleDuration: 90 * time.Second}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("(-want +got)\n%s", d)
+	}
+	f.Backends = []string{"aws"}
+	if _, err := p.BackendFleetOf(f); err == nil || !strings.Contains(err.Error(), `"aws" is not configured`) {
+		t.Errorf("an unconfigured backend: %v", err)
 	}
 }
