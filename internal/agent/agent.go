@@ -256,8 +256,16 @@ func (a *Agent) detect(ctx context.Context) error {
 }
 
 // routeAddr is the local address this host uses to reach the server.
+// firstURL is the first of the server's URLs (several: replicas).
+func firstURL(server string) string {
+	if urls := client.SplitURLs(server); len(urls) > 0 {
+		return urls[0]
+	}
+	return server
+}
+
 func routeAddr(server string) string {
-	u, err := url.Parse(server)
+	u, err := url.Parse(firstURL(server))
 	if err != nil {
 		return "127.0.0.1"
 	}

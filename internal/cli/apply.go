@@ -31,6 +31,7 @@ func newApplyCmd() *cobra.Command {
 		yes, detach, dryRun bool
 		envs                []string
 		project             string
+		fleetOpts           fleetApplyOpts
 	)
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE",
@@ -38,7 +39,9 @@ func newApplyCmd() *cobra.Command {
 		Long: `Submit a run from a dstack-style YAML configuration (type: task). apply shows the plan (which
 nodes could run it now), asks for confirmation (-y skips it), then streams the run's output and
 exits with the run's exit code. Ctrl-C detaches without stopping the run; stop it with berth stop.
---dry-run validates and shows the plan without submitting, so configurations can be checked in CI.`,
+--dry-run validates and shows the plan without submitting, so configurations can be checked in CI.
+A type: fleet with ssh_config installs the agent on each host over SSH: the plan lists each host,
+then apply prints each host's progress (see docs/configuration.md, Fleets).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
@@ -52,6 +55,10 @@ exits with the run's exit code. Ctrl-C detaches without stopping the run; stop i
 			data, err := os.ReadFile(file)
 			if err != nil {
 				return &ExitError{Code: 1, Err: fmt.Errorf("read configuration: %w", err)}
+			}
+			if spec.ConfigType(data) == "fleet" {
+				fleetOpts.yes, fleetOpts.dryRun, fleetOpts.project = yes, dryRun, project
+				return applyFleetFile(cmd.Context(), out, errw, cmd.InOrStdin(), file, data, fleetOpts)
 			}
 			t, err := spec.ParseLimits(file, data, limits)
 			if err != nil {
@@ -127,6 +134,8 @@ exits with the run's exit code. Ctrl-C detaches without stopping the run; stop i
 	f.BoolVarP(&detach, "detach", "d", false, "print the run's name and ID and return")
 	f.BoolVar(&dryRun, "dry-run", false, "validate and show the plan without submitting")
 	f.StringArrayVarP(&envs, "env", "e", nil, "set an environment variable, NAME=value (repeatable)")
+	f.BoolVar(&fleetOpts.allOrNothing, "all-or-nothing", false, "a fleet: when any host fails, uninstall every host")
+	f.StringVar(&fleetOpts.serverURL, "server-url", "", "a fleet: the URL its agents reach the server at (default: the one this client uses)")
 	return cmd
 }
 

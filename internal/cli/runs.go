@@ -325,9 +325,17 @@ func newFleetCmd() *cobra.Command {
 			if asJSON {
 				return printJSON(cmd.OutOrStdout(), nodes)
 			}
-			return printFleet(cmd.OutOrStdout(), nodes)
+			if err := printFleet(cmd.OutOrStdout(), nodes); err != nil {
+				return err
+			}
+			fleets, err := c.Fleets(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return printSSHFleets(cmd.OutOrStdout(), fleets)
 		},
 	}
+	cmd.AddCommand(newFleetDeleteCmd())
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().BoolVarP(&watching, "watch", "w", false, "redraw every 2 s until Ctrl-C (in place on a terminal; elsewhere each change, after a blank line)")
 	return cmd

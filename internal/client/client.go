@@ -59,7 +59,8 @@ func (e *APIError) Is(target error) bool {
 	return target == ErrNotFound && e.Status == http.StatusNotFound || target == ErrConflict && e.Status == http.StatusConflict
 }
 
-// New returns a client of the server at baseURL ("http://127.0.0.1:3000").
+// New returns a client of the server at baseURL ("http://127.0.0.1:3000",
+// or several replicas' URLs, comma-separated).
 func New(baseURL, token string) *Client {
 	return newClient(baseURL, token, (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
 }
@@ -106,11 +107,18 @@ func newClient(baseURL, token string, dial func(ctx context.Context, network, ad
 		MaxIdleConnsPerHost: 256,
 		IdleConnTimeout:     90 * time.Second,
 	}
+	// Several comma-separated URLs: the replicas of one cluster
+	// (failover.go); requests name the first, Failover picks.
+	urls := SplitURLs(baseURL)
+	rt := Failover(urls, tr)
+	if len(urls) > 0 {
+		baseURL = urls[0]
+	}
 	return &Client{
 		base:   strings.TrimRight(baseURL, "/"),
 		token:  token,
-		http:   &http.Client{Transport: tr, Timeout: 60 * time.Second},
-		stream: &http.Client{Transport: tr},
+		http:   &http.Client{Transport: rt, Timeout: 60 * time.Second},
+		stream: &http.Client{Transport: rt},
 	}
 }
 

@@ -33,7 +33,7 @@ func (s *Cluster) Demands() []Demand {
 		if rs.hold != "" || rs.req == nil {
 			continue
 		}
-		out = append(out, Demand{ID: id, Reason: rs.rec.Reason, Nodes: max(len(rs.jobs), int(rs.unmade.n), 1), Req: *rs.req, Groups: slices.Clone(rs.groups)})
+		out = append(out, Demand{ID: id, Reason: rs.rec.Reason, Nodes: max(len(rs.jobs), int(rs.unmade.n), 1), Req: *rs.req, Groups: slices.Clone(rs.r().groups)})
 	}
 	slices.SortFunc(out, func(a, b Demand) int { return cmp.Compare(a.ID, b.ID) })
 	return out

@@ -212,7 +212,7 @@ func (s *Cluster) releaseHeldLocked(rs *runState) []Effect {
 // returns whether it did; otherwise it makes sure a pass comes at the
 // deadline.
 func (s *Cluster) retryExpiredLocked(rs *runState, now time.Time, b *store.Batch) bool {
-	if rs.retry == nil {
+	if rs.r().retry == nil {
 		return false // never failed: nothing to count from
 	}
 	r := rs.lifeRun()

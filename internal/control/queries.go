@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"sort"
 	"time"
@@ -139,6 +140,9 @@ func (s *Cluster) Due() time.Time {
 // of its jobs' and within what it has; no final run stays in memory; the
 // scheduler's Cycle holds what the cluster does (checkCycle).
 func (s *Cluster) Check() error {
+	if !reflect.ValueOf(noRare).IsZero() {
+		return fmt.Errorf("the shared empty rare part of runs was written: %+v", noRare)
+	}
 	seen := map[int64]string{}
 	for name, ns := range s.nodes {
 		cpus := 0
@@ -188,21 +192,21 @@ func (s *Cluster) checkCycle() error {
 	for id, rs := range s.runs {
 		r, ok := s.runningOf(rs)
 		if !ok {
-			if rs.cyc != nil {
+			if rs.r().cyc != nil {
 				return fmt.Errorf("run %d holds nothing, the cycle has it running", id)
 			}
 			continue
 		}
 		held++
-		if rs.cyc == nil || !sameRunning(rs.cyc, &r) {
-			return fmt.Errorf("run %d: the cycle has it running as %+v, the cluster as %+v", id, rs.cyc, r)
+		if cyc := rs.r().cyc; cyc == nil || !sameRunning(cyc, &r) {
+			return fmt.Errorf("run %d: the cycle has it running as %+v, the cluster as %+v", id, cyc, r)
 		}
 	}
 	running := map[int64]bool{}
 	for _, r := range snap.Running {
 		running[r.RunID] = true
 		rs, ok := s.runs[r.RunID]
-		if !ok || rs.cyc == nil || !sameRunning(rs.cyc, &r) {
+		if cyc := rs.r().cyc; !ok || cyc == nil || !sameRunning(cyc, &r) {
 			return fmt.Errorf("run %d: the cycle has it running as %+v, the cluster does not", r.RunID, r)
 		}
 	}

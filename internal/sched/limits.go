@@ -221,7 +221,7 @@ func pendingTRES(pd *Pending) TRES {
 	if len(pd.Groups) > 0 {
 		var t TRES
 		for _, g := range pd.Groups {
-			one := pendingTRES(&Pending{Nodes: g.Nodes, Request: g.Request})
+			one := pendingTRES(&Pending{Nodes: g.Nodes, Request: &g.Request})
 			t.CPUs, t.Memory, t.GPUs = t.CPUs+one.CPUs, t.Memory+one.Memory, t.GPUs+one.GPUs
 			for k, v := range one.GPUTypes {
 				if t.GPUTypes == nil {

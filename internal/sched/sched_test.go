@@ -19,7 +19,7 @@ func aNode(name string, cpus int, mem Bytes, gpus ...GPU) Node {
 }
 
 func aRun(id int64, cpus int) Pending {
-	return Pending{RunID: id, Nodes: 1, JobIDs: []int64{id * 10}, SubmittedAt: t0.Add(time.Duration(id) * time.Second), Request: Request{CPUs: cpus}}
+	return Pending{RunID: id, Nodes: 1, JobIDs: []int64{id * 10}, SubmittedAt: t0.Add(time.Duration(id) * time.Second), Request: &Request{CPUs: cpus}}
 }
 
 func (p Pending) prio(v int) Pending { p.Priority = v; return p }
@@ -31,8 +31,11 @@ func (p Pending) nodes(n int) Pending {
 	}
 	return p
 }
-func (p Pending) gpu(r GPURequest) Pending { p.Request.GPU = r; return p }
-func (p Pending) mem(m Bytes) Pending      { p.Request.Memory = m; return p }
+func (p Pending) gpu(r GPURequest) Pending { p.Request = p.req(); p.Request.GPU = r; return p }
+func (p Pending) mem(m Bytes) Pending      { p.Request = p.req(); p.Request.Memory = m; return p }
+
+// req is a copy of the run's request, to change (the request is shared).
+func (p Pending) req() *Request { r := *p.Request; return &r }
 
 const gb = Bytes(1 << 30)
 
@@ -168,6 +171,7 @@ func cloneSnapshot(s Snapshot) Snapshot {
 	}
 	for _, p := range s.Pending {
 		p.JobIDs = append([]int64(nil), p.JobIDs...)
+		p.Request = p.req()
 		p.Request.Fleets = append([]string(nil), p.Request.Fleets...)
 		c.Pending = append(c.Pending, p)
 	}

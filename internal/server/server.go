@@ -48,6 +48,10 @@ type Config struct {
 	Clock  Clock
 	// StopGrace is the time between SIGTERM and SIGKILL when a run is stopped.
 	StopGrace time.Duration
+	// DashboardPoll is how often the dashboard's live views would be read
+	// again without the server's change hook (web.Options.Poll; tests set
+	// it long to prove the views follow changes).
+	DashboardPoll time.Duration
 	// ResyncEvery is the scheduler's safety-net timer; changes wake it at once.
 	ResyncEvery time.Duration
 	// PingEvery is how often agent streams carry a keep-alive.
@@ -97,6 +101,9 @@ type Config struct {
 	NoAutoUsers bool
 	// AllowUsers, when set, are the only Unix logins made users so.
 	AllowUsers []string
+	// FleetBinaries are berth binaries for SSH fleets' hosts of other CPU
+	// architectures than the server's, by Go's name (arm64 → path).
+	FleetBinaries map[string]string
 	// SecretsKey seals the projects' secrets (AES-256-GCM, 32 bytes;
 	// LoadSecretsKey): never kept in the database. Nil: secrets are off
 	// (berth server always gives one). SecretsKeySource says where it
@@ -125,6 +132,8 @@ type Server struct {
 	store store.Store
 	log   *slog.Logger
 	clock Clock
+	// changes wakes the dashboard's live views when the cluster changed.
+	changes changes
 	// fileMu serialises the policy file's readers and writers; it is taken
 	// before mu, never while holding it.
 	fileMu sync.Mutex
@@ -170,6 +179,8 @@ type Server struct {
 	steps        stepRelay
 	cloud        cloudState   // backend fleets (cloud.go)
 	stepPollWait atomic.Int64 // nanoseconds; tests shorten the step polls
+	// fleets run the SSH fleets' installations (fleets.go).
+	fleets fleetWorkers
 }
 
 // New opens the server's state from the store. The "main" project and the
@@ -289,6 +300,7 @@ func (s *Server) Run(ctx context.Context) error {
 	go s.reapSteps(ctx)
 	go s.foldLoop(ctx)
 	go s.cloudLoop(ctx)
+	go s.fleetLoop(ctx)
 	s.wakeScheduler()
 	select {
 	case <-ctx.Done():
@@ -342,6 +354,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET "+v+"/secrets/{name}", s.auth(s.handleSecretGet))
 	mux.HandleFunc("DELETE "+v+"/secrets/{name}", s.auth(s.handleSecretDelete))
 	// Projects and their members (projects_api.go).
+	s.fleetRoutes(mux, v)
 	mux.HandleFunc("POST "+v+"/projects", s.auth(s.handleProjectCreate))
 	mux.HandleFunc("GET "+v+"/projects", s.auth(s.handleProjectList))
 	mux.HandleFunc("DELETE "+v+"/projects/{name}", s.auth(s.handleProjectDelete))
@@ -372,7 +385,7 @@ func (s *Server) Handler() http.Handler {
 	})
 	mux.Handle("GET /metrics", s.metricsHandler())
 	// The dashboard (internal/web) at / and /ui/, over this same API.
-	ui := web.New(mux, web.Options{Logger: s.log})
+	ui := web.New(mux, web.Options{Logger: s.log, Changed: s.changes.Next, Poll: s.cfg.DashboardPoll})
 	mux.Handle("GET /{$}", ui)
 	mux.Handle("/ui/", ui)
 	return s.cfg.Metrics.instrument(mux)

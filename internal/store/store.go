@@ -95,6 +95,17 @@ type Store interface {
 	ListSecrets(ctx context.Context, projectID int64) ([]*Secret, error)
 	// DeleteSecret removes a project's secret (ErrNotFound: none).
 	DeleteSecret(ctx context.Context, projectID int64, name string) error
+
+	// PutFleet creates a fleet or replaces it (issue 17; fleets.go).
+	PutFleet(ctx context.Context, f *Fleet) error
+	// SetFleetState records a fleet's status and hosts' state.
+	SetFleetState(ctx context.Context, name, status, hosts string) error
+	// GetFleet returns a fleet (ErrNotFound: none).
+	GetFleet(ctx context.Context, name string) (*Fleet, error)
+	// ListFleets lists every fleet by name.
+	ListFleets(ctx context.Context) ([]*Fleet, error)
+	// DeleteFleet removes a fleet (ErrNotFound: none).
+	DeleteFleet(ctx context.Context, name string) error
 	// FindArrayTask returns an array's task by index (ErrNotFound: not
 	// created yet, or no such task).
 	FindArrayTask(ctx context.Context, arrayID int64, index int) (*Run, error)
