@@ -56,7 +56,7 @@ func startReplicas(c *cluster, db string, n int) []*replicaProc {
 	return rs
 }
 
-func waitFor(t *testing.T, timeout time.Duration, what string, ok func() bool) {
+func waitFor(t testing.TB, timeout time.Duration, what string, ok func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(timeout); !ok(); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {

@@ -125,6 +125,8 @@ type Job struct {
 	LogSize     int64      `json:"log_size"`
 	// MaxRSS is the most memory the job held at once (bytes; 0: unknown).
 	MaxRSS int64 `json:"max_rss,omitempty"`
+	// Usage is what the job counts for in accounting, once it has ended.
+	Usage *JobUsage `json:"usage,omitempty"`
 }
 
 // Alloc is what a job holds on its node.

@@ -517,7 +517,7 @@ func buildBatchRun(job *slurm.BatchJob, scriptPath string, s submitter, known fu
 	}
 	for _, kv := range [][2]string{
 		{"SLURM_SUBMIT_DIR", s.cwd}, {"SLURM_SUBMIT_HOST", s.host}, {"SLURM_JOB_NAME", o.JobName},
-		{"SLURM_JOB_ACCOUNT", orStr(o.Account, defaultAccount)}, {"SLURM_JOB_PARTITION", part}, {"SLURM_JOB_QOS", orStr(o.QOS, "normal")},
+		{"SLURM_JOB_PARTITION", part}, {"SLURM_JOB_QOS", orStr(o.QOS, "normal")},
 		{"SLURM_JOB_USER", s.user}, {"SLURM_JOB_UID", strconv.Itoa(s.uid)}, {"SLURM_JOB_GID", strconv.Itoa(s.gid)},
 		{"SLURM_CLUSTER_NAME", clusterName}, {"SLURM_GTIDS", "0"}, {"SLURM_LOCALID", "0"}, {"SLURM_PROCID", "0"},
 		{"SLURM_PRIO_PROCESS", "0"}, {"SLURM_NODE_ALIASES", "(null)"},
@@ -525,6 +525,9 @@ func buildBatchRun(job *slurm.BatchJob, scriptPath string, s submitter, known fu
 		{"SLURM_JOB_CPUS_PER_NODE", slurm.CompressCounts(repeat(first.cpus, totalNodes))},
 	} {
 		env.set(kv[0], kv[1])
+	}
+	if o.Account != "" { // else the server's: the project the run went to
+		env.set("SLURM_JOB_ACCOUNT", o.Account)
 	}
 	if o.Export.Mode != slurm.ExportAll || len(o.Export.Vars) > 0 {
 		env.set("SLURM_EXPORT_ENV", exportString(o.Export))

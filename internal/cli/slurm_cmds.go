@@ -67,6 +67,8 @@ var slurmCommands = []slurmCommand{
 	{"salloc", "Hold an allocation and start a shell in it, as Slurm's salloc", runSalloc, ""},
 	{"sstat", "Show the usage of running job steps, as Slurm's sstat", runSstat, ""},
 	{"sacctmgr", "Show accounts, users and QOS, as Slurm's sacctmgr", runSacctmgr, ""},
+	{"sreport", "Report usage by account and user (cluster AccountUtilizationByUser, user TopUsage), as Slurm's sreport", runSreport, ""},
+	{"sshare", "Show the fairshare tree: shares, decayed usage and fairshare factors, as Slurm's sshare", runSshare, ""},
 	{"sprio", "Show the pending jobs' priority factors, as Slurm's sprio (berth sprio is Berth's own table)", runSprio, "slurm-sprio"},
 }
 

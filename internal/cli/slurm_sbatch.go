@@ -212,7 +212,7 @@ func knownPartitions(nodes []api.Node) []string {
 
 // slurmReasonRE finds the Slurm wording the server adds to its refusals
 // ("… (Slurm: Invalid qos specification)").
-var slurmReasonRE = regexp.MustCompile(`Slurm: ([^)]*)\)`)
+var slurmReasonRE = regexp.MustCompile(`Slurm: ((?:[^()]|\([^()]*\))*)\)`)
 
 // apiMessage is the server's refusal without its "server: invalid
 // request: " prefix.

@@ -174,7 +174,7 @@ func jobEnv(js *jobState, hosts, ips []string, visible string) []string {
 		{"DSTACK_MASTER_NODE_IP", master}, {"DSTACK_NODES_IPS", strings.Join(ips, "\n")},
 		{"DSTACK_GPUS_PER_NODE", strconv.Itoa(len(gpus))}, {"DSTACK_GPUS_NUM", strconv.Itoa(gpusNum(rs))},
 		{"MASTER_ADDR", master}, {"MASTER_PORT", strconv.Itoa(MasterPort(rs.rec.ID))}, // dist.go
-		{"SLURM_JOB_ID", id}, {"SLURM_JOBID", id}, {"SLURM_JOB_NAME", rs.rec.Name},
+		{"SLURM_JOB_ID", id}, {"SLURM_JOBID", id}, {"SLURM_JOB_NAME", rs.rec.Name}, {"SLURM_JOB_ACCOUNT", rs.project},
 		{"SLURM_JOB_NUM_NODES", strconv.Itoa(n)}, {"SLURM_NNODES", strconv.Itoa(n)}, {"SLURM_NODEID", rank},
 		{"SLURM_JOB_NODELIST", slurm.CompressHostlist(hosts)}, {"SLURM_NODELIST", slurm.CompressHostlist(hosts)},
 		{"SLURMD_NODENAME", js.rec.Node}, {"SLURM_CPUS_ON_NODE", strconv.Itoa(js.alloc.CPUs)},

@@ -32,8 +32,8 @@ type runState struct {
 	// rare holds what few runs have (see runRare); nil for a plain run.
 	rare *runRare
 	// jobs are its jobs of the current attempt, once made (see unmade).
-	jobs   []*jobState
-	unmade unmadeJobs
+	jobs      []*jobState
+	unmade    unmadeJobs
 	user      string  // the owner's name (fairshare, limits)
 	project   string  // its project's name
 	blockedBy []int64 // from the last pass that considered it
@@ -74,8 +74,8 @@ type runRare struct {
 	// cyc is what the scheduler's Cycle was told of the run holding
 	// resources; stopBy, when a run being stopped is gone at the latest
 	// (its stop's time plus its grace period).
-	cyc    *sched.Running
-	stopBy time.Time
+	cyc         *sched.Running
+	stopBy      time.Time
 	retryPolicy *lifecycle.RetryPolicy
 	retry       *lifecycle.Retries // see faults.go; nil until it first failed
 	deps        []spec.Dependency
@@ -309,7 +309,7 @@ func (rq *requests) intern(r *sched.Request) *sched.Request {
 // keys are the limit keys the run counts under.
 func (rs *runState) keys() []sched.LimitKey {
 	return []sched.LimitKey{{Scope: sched.ScopeUser, Name: rs.user}, {Scope: sched.ScopeProject, Name: rs.project},
-		{Scope: sched.ScopeQOS, Name: rs.r().qos}, {Scope: sched.ScopeQOSUser, Name: rs.r().qos + "\x00" + rs.user}}
+		{Scope: sched.ScopeQOS, Name: rs.r().qos}, {Scope: sched.ScopeQOSUser, Name: rs.r().qos + "\x00" + rs.user}, sched.ProjectUserKey(rs.project, rs.user)}
 }
 
 // expectedEnd is when the run should give its resources back (zero: no
@@ -812,7 +812,9 @@ func (s *Cluster) finishJob(js *jobState, status lifecycle.Status, reason lifecy
 	js.rec.Status, js.rec.Reason, js.rec.ExitCode = string(status), string(reason), code
 	js.rec.FinishedAt = now
 	if !js.rec.StartedAt.IsZero() {
-		s.addUsage(sched.Account{Project: js.run.project, User: js.run.user}, js.alloc.CPUs, js.rec.StartedAt, now)
+		u := s.jobUsage(js, now)
+		js.rec.Usage, _ = json.Marshal(u)
+		s.chargeUsage(sched.Account{Project: js.run.project, User: js.run.user}, u.Billing*u.Seconds, now)
 	}
 	if ns, ok := s.nodes[js.rec.Node]; ok {
 		ns.release(js)
@@ -1008,18 +1010,15 @@ func (s *Cluster) countActive(rs *runState, d int) {
 func (s *Cluster) submitLimitLocked(rs *runState) error {
 	rules := s.rules.Load()
 	for _, k := range rs.keys() {
-		lk := k
-		if k.Scope == sched.ScopeQOSUser {
-			lk.Name = rs.r().qos
-		}
-		max, ok := rules.Submit[lk]
+		max, ok := sched.LimitOf(rules.Submit, k)
 		if !ok || s.active[k] < max {
 			continue
 		}
 		what := map[sched.Scope]string{sched.ScopeUser: "AssocMaxSubmitJobLimit: user " + rs.user,
 			sched.ScopeProject: "AssocGrpSubmitJobsLimit: project " + rs.project, sched.ScopeQOS: "QOSGrpSubmitJobsLimit: QOS " + rs.r().qos,
-			sched.ScopeQOSUser: "QOSMaxSubmitJobPerUserLimit: QOS " + rs.r().qos + " for user " + rs.user}[k.Scope]
-		return fmt.Errorf("%w: %s already has %d active runs, the most it may have (Slurm: Job violates accounting/QOS policy)", ErrInvalid, what, s.active[k])
+			sched.ScopeQOSUser:     "QOSMaxSubmitJobPerUserLimit: QOS " + rs.r().qos + " for user " + rs.user,
+			sched.ScopeProjectUser: "AssocMaxSubmitJobLimit: user " + rs.user + " in project " + rs.project}[k.Scope]
+		return fmt.Errorf("%w: %s already has %d active runs, the most it may have (Slurm: Job violates accounting/QOS policy (job submit limit, user's size and/or time limits))", ErrInvalid, what, s.active[k])
 	}
 	return nil
 }

@@ -613,7 +613,7 @@ func (s *Server) apiRun(r *store.Run, jobs []*store.Job, user string, t *spec.Ta
 		_ = json.Unmarshal(j.Alloc, &alloc)
 		out.Jobs = append(out.Jobs, api.Job{ID: j.ID, RunID: j.RunID, Num: j.Num, Attempt: j.Attempt, Status: api.Status(j.Status),
 			Reason: j.Reason, ExitCode: j.ExitCode, Node: j.Node, Alloc: alloc, SubmittedAt: j.SubmittedAt,
-			StartedAt: timePtr(j.StartedAt), FinishedAt: timePtr(j.FinishedAt), LogSize: j.LogSize, MaxRSS: j.MaxRSS})
+			StartedAt: timePtr(j.StartedAt), FinishedAt: timePtr(j.FinishedAt), LogSize: j.LogSize, MaxRSS: j.MaxRSS, Usage: jobUsage(j.Usage)})
 		if j.Node != "" {
 			out.Nodes = append(out.Nodes, j.Node)
 		}

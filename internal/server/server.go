@@ -339,6 +339,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET "+v+"/server", s.auth(s.handleStatus))
 	mux.HandleFunc("GET "+v+"/priorities", s.auth(s.handlePriorities))
 	mux.HandleFunc("GET "+v+"/policy", s.auth(s.handlePolicy))
+	mux.HandleFunc("GET "+v+"/usage", s.auth(s.handleUsage))
+	mux.HandleFunc("GET "+v+"/fairshare", s.auth(s.handleFairshare))
 	mux.HandleFunc("POST "+v+"/policy/reload", s.auth(s.handlePolicyReload))
 	mux.HandleFunc("GET "+v+"/policy/file", s.auth(s.handlePolicyFile))
 	mux.HandleFunc("PUT "+v+"/policy/file", s.auth(s.handlePolicyWrite))

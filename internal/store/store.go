@@ -45,6 +45,9 @@ type Store interface {
 	// UsageSince lists the jobs that ended at or after since, with their
 	// run's user: the history fairshare is computed from.
 	UsageSince(ctx context.Context, since time.Time) ([]*JobUsage, error)
+	// UsageBetween lists the jobs that ended after since and started
+	// before until: accounting over a window (sreport, berth usage).
+	UsageBetween(ctx context.Context, since, until time.Time) ([]*JobUsage, error)
 
 	// EnsureProject and EnsureUser create the record when missing and return its ID.
 	// A user made (here or by CreateUser) is a member of the default
@@ -179,6 +182,10 @@ type Job struct {
 	FinishedAt  time.Time
 	LogSize     int64
 	MaxRSS      int64 // bytes; 0 unknown
+	// Usage is what the job counts for in accounting (JSON of
+	// api.JobUsage), set when it ends; nil before, or for a job that
+	// ended before it was kept.
+	Usage []byte
 }
 
 // Step is a job step (srun inside an allocation): JOBID.STEPID.
@@ -230,6 +237,9 @@ type LogChunk struct {
 
 // JobUsage is what one finished job used, and whose it was.
 type JobUsage struct {
+	RunID      int64
+	JobID      int64
+	Usage      []byte // JSON of api.JobUsage; nil when not kept
 	ProjectID  int64
 	UserID     int64
 	Alloc      []byte // JSON of api.Alloc
