@@ -89,6 +89,8 @@ type shimSpec struct {
 	// the directory of theirs where the agent wrote the job's script.
 	Cred    *jobCred `json:"cred,omitempty"`
 	UserDir string   `json:"user_dir,omitempty"`
+	// Shell runs the script (the run's `shell:`); empty: bash.
+	Shell string `json:"shell,omitempty"`
 }
 
 type shimExit struct {
@@ -258,6 +260,9 @@ func superviseJob(dir string, sigs chan os.Signal, recordPid bool) (cleanup func
 		scriptPath = filepath.Join(sp.UserDir, fileScript) // written by the agent
 	}
 	cmd := bashCommand(scriptPath)
+	if sp.Shell != "" && sp.Shell != "bash" {
+		cmd = exec.Command(shellPath(sp.Shell), scriptPath)
+	}
 	cmd.Env = sp.Env
 	cmd.Dir = sp.Dir
 	cmd.Stdout, cmd.Stderr = stdoutW, stderrW

@@ -8,6 +8,7 @@ import (
 
 	"github.com/berth-hq/berth/internal/lifecycle"
 
+	"github.com/berth-hq/berth/internal/provider"
 	"github.com/berth-hq/berth/internal/spec"
 )
 
@@ -259,6 +260,9 @@ type Plan struct {
 	// Notes are what several rows share, said once (a container engine's
 	// error).
 	Notes []string `json:"notes,omitempty"`
+	// Offers are what backend fleets the run may use could create for it
+	// when no node can start it now (cheapest first; cloud.go).
+	Offers []provider.Offer `json:"offers,omitempty"`
 }
 
 // StopRequest stops a run: gracefully, or at once when Abort is set.
@@ -310,6 +314,9 @@ type Assignment struct {
 	// Container, when set, runs the job in a container (the run's `image:`)
 	// instead of as processes on the host; see ContainerFor.
 	Container *Container `json:"container,omitempty"`
+	// Shell runs a host job's commands (the run's `shell:`: sh, bash or
+	// an absolute path); empty: bash.
+	Shell string `json:"shell,omitempty"`
 	// Signal, when set, is sent to the job before MaxDuration (`signal:`).
 	Signal *SignalAt `json:"signal,omitempty"`
 	// Hostfile is the run's MPI hostfile ("ADDR slots=N" per node, in rank

@@ -199,6 +199,7 @@ func printPlan(w io.Writer, file string, p *api.Plan) {
 	for _, n := range p.Notes {
 		fmt.Fprintf(w, " Note: %s\n", n)
 	}
+	printPlanOffers(w, p.Offers) // offer.go
 	if len(p.Unsupported) > 0 {
 		fmt.Fprintf(w, "\n Not supported yet (parsed and stored, no effect): %s\n", strings.Join(p.Unsupported, ", "))
 	}

@@ -49,6 +49,7 @@ func newServerCmd() *cobra.Command {
 		fleetBinaries                                                        map[string]string
 		agentSocket                                                          string
 		agentRunAs                                                           runAsFlags
+		cloudPause                                                           time.Duration
 		replicaOpts                                                          replicaFlags
 	)
 	cmd := &cobra.Command{
@@ -126,10 +127,15 @@ func newServerCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			providers, closeProviders, err := cloudProviders(ctx, rules, db) // cloud.go
+			if err != nil {
+				return err
+			}
+			defer closeProviders()
 			srv, err := server.New(ctx, server.Config{SecretsKey: key, SecretsKeySource: keySource, Store: st, Logger: log, StopGrace: grace, Policy: pol, Weights: wts, HalfLife: halfLife, Depth: depth, Rules: rules,
 				PolicyFile: policyFile, NodeTimeout: nodeTimeout, UnkillableTimeout: unkillable, MetricsRetention: metricsRetention, MaxArraySize: maxArray, MaxScriptBytes: maxScript, MaxNodesPerRun: maxNodes,
 				Metrics: server.NewMetrics(metricsOptions(metrics)), NoAutoUsers: !autoUsers, AllowUsers: allowUsers,
-				PrivateData: private, FleetBinaries: fleetBinaries})
+				PrivateData: private, FleetBinaries: fleetBinaries, Providers: providers, CloudPauseAfterRecord: cloudPause})
 			if err != nil {
 				return err
 			}
@@ -158,6 +164,7 @@ func newServerCmd() *cobra.Command {
 			} else {
 				url = rp.self
 			}
+			srv.SetCloudURL(url)
 			if _, err := adminToken(ctx, srv, url); err != nil {
 				return err
 			}
@@ -218,6 +225,8 @@ func newServerCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&listen, "listen", "127.0.0.1:3000", "address to serve the API on")
+	f.DurationVar(&cloudPause, "cloud-pause-after-record", 0, "tests: wait this long between recording an instance and creating it")
+	_ = f.MarkHidden("cloud-pause-after-record")
 	f.StringVar(&db, "db", "", "where the state is: a SQLite file (default $BERTH_DB, else $BERTH_HOME/server/berth.db) or a PostgreSQL database, postgres://USER:PASSWORD@HOST:PORT/DB")
 	f.StringVar(&sync, "sync", "normal", "SQLite durability: normal (survives any crash of the process) or full (also a power loss); not for PostgreSQL")
 	f.BoolVar(&noAgent, "no-local-agent", false, "do not run an agent for this host in the server process")

@@ -114,6 +114,7 @@ func (s *Cluster) assignment(js *jobState, hosts, ips []string) api.Assignment {
 		JobID: js.rec.ID, RunID: rs.rec.ID, RunName: rs.rec.Name, JobNum: js.rec.Num, Attempt: js.rec.Attempt,
 		Status: api.Status(js.rec.Status), Commands: groupCommands(t, js.rec.Num), WorkingDir: t.WorkingDir,
 		Alloc: js.alloc, LogSize: js.rec.LogSize, Stop: rs.rec.StopReq, ProjectID: rs.rec.ProjectID, User: login(rs.user),
+		Shell: t.Shell,
 	}
 	if t.MaxDuration != nil {
 		a.MaxDuration = int64(t.MaxDuration.Bounded())

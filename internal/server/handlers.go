@@ -195,6 +195,9 @@ func (s *Server) plan(t *spec.Task) *api.Plan {
 	for _, e := range slices.Sorted(maps.Keys(noEngine)) {
 		p.Notes = append(p.Notes, fmt.Sprintf("no container engine on %s: %s", strings.Join(noEngine[e], ", "), e))
 	}
+	if !p.FitsNow {
+		p.Offers = s.planOffers(req) // cloud.go
+	}
 	return p
 }
 
@@ -677,6 +680,7 @@ func (s *Server) apiRun(r *store.Run, jobs []*store.Job, user string, t *spec.Ta
 	out := &api.Run{ID: r.ID, Name: r.Name, Project: s.name(context.Background(), 'p', r.ProjectID), User: user, Status: api.Status(r.Status), Reason: r.Reason,
 		ExitCode: r.ExitCode, Priority: r.Priority, SubmittedAt: r.SubmittedAt, StartedAt: timePtr(r.StartedAt), FinishedAt: timePtr(r.FinishedAt),
 		EstimatedStart: timePtr(r.EstimatedStart)}
+	out.Reason = s.provisioningReason(r.ID, out.Reason) // cloud.go
 	if t == nil {
 		t = &spec.Task{}
 		if json.Unmarshal(r.Spec, t) != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/control"
 	"github.com/berth-hq/berth/internal/policy"
+	"github.com/berth-hq/berth/internal/provider"
 	"github.com/berth-hq/berth/internal/sched"
 	"github.com/berth-hq/berth/internal/spec"
 	"github.com/berth-hq/berth/internal/store"
@@ -109,6 +110,14 @@ type Config struct {
 	// came from, for messages.
 	SecretsKey       []byte
 	SecretsKeySource string
+	// Providers lend backend fleets' nodes (cloud.go; none: no backend
+	// fleets); CloudEvery is how often the autoscaler looks (default 2 s).
+	Providers  []provider.Provider
+	CloudEvery time.Duration
+	// CloudPauseAfterRecord makes each instance's creation wait this long
+	// between its record and the provider's call (tests kill the server
+	// there: berth server --cloud-pause-after-record, hidden).
+	CloudPauseAfterRecord time.Duration
 	// PrivateData is what members do not see of each other's runs in
 	// their projects (Slurm's PrivateData; projects.go). The zero value
 	// hides nothing; berth server's default (--private-data logs) hides
@@ -172,6 +181,7 @@ type Server struct {
 	tunnels tunnelWaits
 	// util watches the runs' utilization_policy (utilization.go).
 	util         utilWatch
+	cloud        cloudState   // backend fleets (cloud.go)
 	stepPollWait atomic.Int64 // nanoseconds; tests shorten the step polls
 	// fleets run the SSH fleets' installations (fleets.go).
 	fleets fleetWorkers
@@ -293,6 +303,7 @@ func (s *Server) Run(ctx context.Context) error {
 	go s.schedLoop(ctx)
 	go s.reapSteps(ctx)
 	go s.foldLoop(ctx)
+	go s.cloudLoop(ctx)
 	go s.fleetLoop(ctx)
 	s.wakeScheduler()
 	select {
@@ -323,6 +334,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST "+v+"/runs/{ref}/signal", s.auth(s.handleSignal))
 	mux.HandleFunc("GET "+v+"/runs/{ref}/logs", s.runAuth(s.handleLogs))
 	mux.HandleFunc("GET "+v+"/nodes", s.auth(s.handleNodes))
+	mux.HandleFunc("POST "+v+"/offers", s.auth(s.handleOffers))      // cloud_api.go
+	mux.HandleFunc("GET "+v+"/instances", s.auth(s.handleInstances)) // cloud_api.go
 	mux.HandleFunc("GET "+v+"/runs/{ref}/metrics", s.auth(s.handleRunMetrics))
 	mux.HandleFunc("POST "+v+"/nodes/{name}/drain", s.auth(s.handleDrain))
 	mux.HandleFunc("POST "+v+"/nodes/{name}/resume", s.auth(s.handleResume))

@@ -138,6 +138,8 @@ type Store interface {
 	ListMembers(ctx context.Context, projectID, userID int64) ([]*Member, error)
 	ProjectName(ctx context.Context, id int64) (string, error)
 	UserName(ctx context.Context, id int64) (string, error)
+	// CloudStore: backend fleets' instances and volumes (cloud.go).
+	CloudStore
 
 	Close() error
 }
