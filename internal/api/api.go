@@ -313,6 +313,10 @@ type Assignment struct {
 	// (the admin's is RootLogin). Empty: a server older than the field;
 	// the job runs as the agent's user.
 	User string `json:"user,omitempty"`
+	// Archives are the run's packed repo and files, which the node fetches
+	// (GET /api/runs/RUN/blobs/DIGEST with JobToken) and unpacks, as the
+	// job's user, before the commands run (spec.Archive).
+	Archives []spec.Archive `json:"archives,omitempty"`
 }
 
 // SignalAt is a signal to send Before seconds before the job's time limit;
@@ -536,4 +540,12 @@ type PolicyFile struct {
 	Path    string `json:"path,omitempty"`
 	Text    string `json:"text"`
 	Version string `json:"version"`
+}
+
+// Blob is what the server holds of an uploaded archive; MaxSize is the
+// most it takes in one.
+type Blob struct {
+	Digest  string `json:"digest"`
+	Size    int64  `json:"size"`
+	MaxSize int64  `json:"max_size"`
 }

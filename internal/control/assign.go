@@ -115,6 +115,7 @@ func (s *Cluster) assignment(js *jobState, hosts, ips []string) api.Assignment {
 		Status: api.Status(js.rec.Status), Commands: groupCommands(t, js.rec.Num), WorkingDir: t.WorkingDir,
 		Alloc: js.alloc, LogSize: js.rec.LogSize, Stop: rs.rec.StopReq, ProjectID: rs.rec.ProjectID, User: login(rs.user),
 	}
+	a.Archives = t.Archives()
 	if t.MaxDuration != nil {
 		a.MaxDuration = int64(t.MaxDuration.Bounded())
 	}

@@ -103,6 +103,10 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, u *store.U
 		writeError(w, fmt.Errorf("%w: nice %d: only an administrator may set a negative nice (Slurm: Access/permission denied)", ErrForbidden, t.Nice))
 		return
 	}
+	if err := s.checkArchives(r, t); err != nil {
+		writeError(w, err)
+		return
+	}
 	seen, err := s.resolveDeps(r.Context(), u, t)
 	if err != nil {
 		writeError(w, err)
