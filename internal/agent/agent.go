@@ -487,7 +487,7 @@ func (a *Agent) startLocked(asg api.Assignment) {
 		return
 	}
 	sp := shimSpec{Script: script(asg.Commands), Dir: workDir, MaxDuration: asg.MaxDuration, Grace: asg.Grace, Assignment: asg,
-		Cgroup: j.cg, Cred: acct.cred}
+		Cgroup: j.cg, Cred: acct.cred, Server: a.cfg.Server}
 	var extra []string
 	if acct.cred != nil && asg.Container == nil {
 		// The user's own directory, with the script written: runas.go.

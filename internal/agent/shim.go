@@ -89,6 +89,8 @@ type shimSpec struct {
 	// the directory of theirs where the agent wrote the job's script.
 	Cred    *jobCred `json:"cred,omitempty"`
 	UserDir string   `json:"user_dir,omitempty"`
+	// Server is where the shim fetches the job's archives (archives.go).
+	Server string `json:"server,omitempty"`
 }
 
 type shimExit struct {
@@ -120,6 +122,9 @@ func RunShim(dir string) int {
 }
 
 func runShim(arg string) error {
+	if arg == unpackArg {
+		return unpackChild() // archives.go
+	}
 	// Catch stop requests before anything else: one that comes while the
 	// shim is still getting ready must neither kill it (SIGTERM's default)
 	// nor be lost (SIGUSR2 is ignored until asked for).
@@ -268,6 +273,9 @@ func superviseJob(dir string, sigs chan os.Signal, recordPid bool) (cleanup func
 	err = checkWorkDir(sp.Dir)
 	if err == nil && sp.UserDir == "" {
 		err = os.WriteFile(scriptPath, []byte(sp.Script), 0o600)
+	}
+	if err == nil {
+		err = carryArchives(&sp) // archives.go: the run's repo and files
 	}
 	var grp *cgroup.Group
 	if err == nil {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/client"
+	"github.com/berth-hq/berth/internal/pack"
 	"github.com/berth-hq/berth/internal/spec"
 )
 
@@ -31,6 +32,8 @@ func newApplyCmd() *cobra.Command {
 		yes, detach, dryRun bool
 		envs                []string
 		project             string
+		noRepo              bool
+		maxUpload           = bytesFlag(defaultMaxUpload)
 	)
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE",
@@ -79,6 +82,13 @@ exits with the run's exit code. Ctrl-C detaches without stopping the run; stop i
 			if err := t.ValidateLimits(limits); err != nil {
 				return &ExitError{Code: 1, Err: err}
 			}
+			if noRepo {
+				t.Repos = nil
+			}
+			carry, err := packRun(t, file, int64(maxUpload)) // apply_carry.go
+			if err != nil {
+				return &ExitError{Code: 1, Err: err}
+			}
 			ctx := cmd.Context()
 			req := api.SubmitRequest{Spec: t, Source: file}
 			c, err := newClient()
@@ -97,6 +107,9 @@ exits with the run's exit code. Ctrl-C detaches without stopping the run; stop i
 			}
 			printPlan(errw, file, plan)
 			if dryRun {
+				for _, x := range carry {
+					fmt.Fprintf(errw, "%s: %d files, %s (--dry-run: not uploaded)\n", x.what, x.arc.Files, pack.Size(int64(len(x.arc.Data))))
+				}
 				return nil
 			}
 			label := t.Name
@@ -106,6 +119,9 @@ exits with the run's exit code. Ctrl-C detaches without stopping the run; stop i
 			if !yes && !confirm(cmd.InOrStdin(), errw, fmt.Sprintf("Submit the run %s? [y/n]: ", label)) {
 				fmt.Fprintln(errw, "Nothing submitted.")
 				return &ExitError{Code: 1}
+			}
+			if _, err := upload(ctx, c, carry, errw); err != nil {
+				return &ExitError{Code: 1, Err: err}
 			}
 			run, err := c.Submit(ctx, req)
 			if err != nil {
@@ -127,6 +143,8 @@ exits with the run's exit code. Ctrl-C detaches without stopping the run; stop i
 	f.BoolVarP(&detach, "detach", "d", false, "print the run's name and ID and return")
 	f.BoolVar(&dryRun, "dry-run", false, "validate and show the plan without submitting")
 	f.StringArrayVarP(&envs, "env", "e", nil, "set an environment variable, NAME=value (repeatable)")
+	f.BoolVar(&noRepo, "no-repo", false, "carry no repo: ignore the configuration's repos")
+	f.Var(&maxUpload, "max-upload", "the most content one repo or files entry may hold (e.g. 500MB)")
 	return cmd
 }
 

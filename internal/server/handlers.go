@@ -134,6 +134,7 @@ var supported = map[string]bool{
 	"array": true, "depends_on": true, "dependency_policy": true, "singleton": true, "kill_invalid_depend": true, "schedule": true, "groups": true,
 	"image": true, "registry_auth": true, "shell": true, "user": true, "privileged": true, "volumes": true, "ports": true,
 	"resources.shm_size": true, "signal": true, "startup_order": true, "stop_criteria": true,
+	"retry": true, "repos": true, "files": true,
 }
 
 func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request, u *store.User) {
@@ -151,11 +152,7 @@ func (s *Server) plan(t *spec.Task) *api.Plan {
 	req, held, nodes, engines := s.Cluster.Plan(t)
 	s.unlock()
 	p := &api.Plan{Name: t.Name, Resources: t.Resources.String(), Nodes: max(t.Nodes, 1), Allocated: allocatedText(req)}
-	for _, f := range t.SetFields() {
-		if !supported[f] {
-			p.Unsupported = append(p.Unsupported, f)
-		}
-	}
+	p.Unsupported = unsupportedFields(t) // plan_fields.go
 	for i := range nodes {
 		now, ever, why := sched.FitsNode(&nodes[i], req)
 		row := api.PlanRow{Node: nodes[i].Name, Resources: nodeResources(&nodes[i]), Fits: "never", Why: why}

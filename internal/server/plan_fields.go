@@ -1,0 +1,32 @@
+package server
+
+import "github.com/berth-hq/berth/internal/spec"
+
+// unsupportedFields lists the fields set in t that this version does not
+// act on, for the plan's "Not supported yet" line: those it never acts on
+// (not in supported), and those it acts on only in some runs. A native run
+// (no image) mounts no volumes, publishes no ports and sizes no /dev/shm;
+// a container run gets no repo or files (they are unpacked on the host);
+// a repo given by URL is not cloned.
+func unsupportedFields(t *spec.Task) []string {
+	var out []string
+	native := t.Image == ""
+	for _, f := range t.SetFields() {
+		ok := supported[f]
+		switch f {
+		case "volumes", "ports", "resources.shm_size":
+			ok = ok && !native
+		case "repos":
+			for _, r := range t.Repos {
+				ok = ok && r.URL == ""
+			}
+			ok = ok && native
+		case "files":
+			ok = ok && native
+		}
+		if !ok {
+			out = append(out, f)
+		}
+	}
+	return out
+}
