@@ -33,7 +33,7 @@ func newApplyCmd() *cobra.Command {
 		envs                []string
 		project             string
 		noRepo              bool
-		maxUpload           = bytesFlag(defaultMaxUpload)
+		maxUpload           int64 = defaultMaxUpload
 	)
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE",
@@ -85,7 +85,7 @@ exits with the run's exit code. Ctrl-C detaches without stopping the run; stop i
 			if noRepo {
 				t.Repos = nil
 			}
-			carry, err := packRun(t, file, int64(maxUpload)) // apply_carry.go
+			carry, err := packRun(t, file, maxUpload) // apply_carry.go
 			if err != nil {
 				return &ExitError{Code: 1, Err: err}
 			}
@@ -144,7 +144,7 @@ exits with the run's exit code. Ctrl-C detaches without stopping the run; stop i
 	f.BoolVar(&dryRun, "dry-run", false, "validate and show the plan without submitting")
 	f.StringArrayVarP(&envs, "env", "e", nil, "set an environment variable, NAME=value (repeatable)")
 	f.BoolVar(&noRepo, "no-repo", false, "carry no repo: ignore the configuration's repos")
-	f.Var(&maxUpload, "max-upload", "the most content one repo or files entry may hold (e.g. 500MB)")
+	f.Var(sizeValue{&maxUpload}, "max-upload", "the most content one repo or files entry may hold (e.g. 500MB)")
 	return cmd
 }
 

@@ -118,17 +118,3 @@ func upload(ctx context.Context, c *client.Client, cs []carried, w io.Writer) (i
 	return sent, nil
 }
 
-// bytesFlag is a size flag written as the configuration writes memory
-// (500MB, 2GB).
-type bytesFlag int64
-
-func (b *bytesFlag) String() string { return pack.Size(int64(*b)) }
-func (b *bytesFlag) Type() string   { return "SIZE" }
-func (b *bytesFlag) Set(s string) error {
-	v, err := spec.ParseBytes(s)
-	if err != nil {
-		return err
-	}
-	*b = bytesFlag(v)
-	return nil
-}

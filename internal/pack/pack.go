@@ -206,7 +206,9 @@ func add(tw *tar.Writer, e entry, a *Archive) error {
 // tooBig says how big the tree is and which files make it so.
 func tooBig(es []entry, total, limit int64, what string) error {
 	files := slices.DeleteFunc(slices.Clone(es), func(e entry) bool { return !e.info.Mode().IsRegular() })
-	slices.SortFunc(files, func(x, y entry) int { return cmp.Or(cmp.Compare(y.info.Size(), x.info.Size()), cmp.Compare(x.name, y.name)) })
+	slices.SortFunc(files, func(x, y entry) int {
+		return cmp.Or(cmp.Compare(y.info.Size(), x.info.Size()), cmp.Compare(x.name, y.name))
+	})
 	var big []string
 	for _, e := range files[:min(5, len(files))] {
 		big = append(big, fmt.Sprintf("%s (%s)", e.name, Size(e.info.Size())))
