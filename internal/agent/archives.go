@@ -22,29 +22,14 @@ import (
 // berth apply packed from the run's `repos` and `files`; before the
 // commands run, the shim fetches each from the server, through the run
 // and with the run's own credential, and unpacks it where it goes, as the
-// job's user: a re-run of the shim's own binary with the user's
-// credentials (unpackArg), fed the archive on its stdin, so that nothing
-// the user could not write is written and no link of theirs is followed
-// with root's rights. A job that cannot get its code does not start, and
-// says why.
-
-// unpackArg in place of a directory makes the shim binary unpack the
-// gzip'd tar on its stdin into $BERTH_UNPACK_DEST, and exit.
-const unpackArg = "=unpack"
-
-const envUnpackDest = "BERTH_UNPACK_DEST"
+// job's user. A job of the agent's own user is unpacked by the shim
+// (pack.Unpack); another user's by `tar` run with the user's credentials,
+// fed the archive on its stdin, so that nothing the user could not write
+// is written and no link of theirs is followed with root's rights. A job
+// that cannot get its code does not start, and says why.
 
 // fetchTimeout bounds the fetch of one archive.
 const fetchTimeout = 10 * time.Minute
-
-// unpackChild is the child's side of unpackArg.
-func unpackChild() error {
-	dest := os.Getenv(envUnpackDest)
-	if dest == "" {
-		return errors.New(envUnpackDest + " is not set")
-	}
-	return pack.Unpack(os.Stdin, dest)
-}
 
 // archiveDest is where an archive of the job goes: Dest under the job's
 // working directory, "~" the user's home, or absolute.
@@ -105,17 +90,16 @@ func carryOne(c *client.Client, sp *shimSpec, a spec.Archive) error {
 		}
 		return nil
 	}
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	args := append(append([]string{}, os.Args[1:max(len(os.Args)-1, 1)]...), unpackArg)
-	cmd := exec.CommandContext(ctx, self, args...)
+	// tar (GNU's or busybox's: every node has one), not this binary,
+	// which the user may not be allowed to execute (a build directory
+	// of root's, a 0700 install).
+	cmd := exec.CommandContext(ctx, "sh", "-c", `mkdir -p -- "$1" && exec tar -x -z -p -f - -C "$1"`, "sh", dest)
 	cmd.Stdin = &buf
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.Env = append(sp.Env, envUnpackDest+"="+dest)
+	cmd.Env = sp.Env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: sp.Cred.UID, Gid: sp.Cred.GID, Groups: sp.Cred.Groups}}
+	cmd.Dir = "/"
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("unpack into %s as %s: %v: %s", dest, sp.Cred.Login, err, strings.TrimSpace(out.String()))
 	}

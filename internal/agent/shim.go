@@ -122,9 +122,6 @@ func RunShim(dir string) int {
 }
 
 func runShim(arg string) error {
-	if arg == unpackArg {
-		return unpackChild() // archives.go
-	}
 	// Catch stop requests before anything else: one that comes while the
 	// shim is still getting ready must neither kill it (SIGTERM's default)
 	// nor be lost (SIGUSR2 is ignored until asked for).
