@@ -174,3 +174,43 @@ commands:
 		t.Errorf("files: %s", r)
 	}
 }
+
+// resources.disk: where the agent is root and has mkfs.ext4, the job's
+// working directory is a file system of that size: writing past it fails
+// with ENOSPC, and the plan does not call it unenforced.
+func TestDiskIsEnforced(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("resources.disk is enforced by a root agent only")
+	}
+	if _, err := exec.LookPath("mkfs.ext4"); err != nil {
+		t.Skip("mkfs.ext4 is not installed (make test-deps: scripts/test-disk.sh)")
+	}
+	c := newCluster(t)
+	c.startServer("--agent-name", "disk-node", "--cpus", "2")
+	c.waitNodes(30*time.Second, "disk-node")
+	conf := c.writeConfig("disk.yml", `type: task
+name: fill-disk
+resources:
+  disk: 64MB
+commands:
+  - "df -P . | tail -1 | awk '{print \"size\", ($2 > 40000 && $2 < 70000) ? \"ok\" : $2}'"
+  - "dd if=/dev/zero of=ok.bin bs=1M count=16 status=none && echo 16MB written"
+  - "dd if=/dev/zero of=big.bin bs=1M count=100 status=none || echo dd failed: $?"
+`)
+	r := c.berth("", "apply", "-y", "-f", conf)
+	if r.code != 0 {
+		t.Fatalf("apply: %s", r)
+	}
+	for _, want := range []string{"size ok\n", "16MB written\n", "No space left on device", "dd failed: 1\n"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("output lacks %q: %s", want, r)
+		}
+	}
+	if strings.Contains(r.stderr, "disk: not enforced") || strings.Contains(r.stdout, "not enforced") {
+		t.Errorf("the plan or the job says the disk is not enforced: %s", r)
+	}
+	if strings.Contains(r.stderr, "Not supported yet") {
+		t.Errorf("the plan calls resources.disk unsupported: %s", r)
+	}
+}

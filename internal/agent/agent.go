@@ -251,7 +251,7 @@ func (a *Agent) detect(ctx context.Context) error {
 	}
 	version, limits := a.detectCgroups()
 	a.info = api.NodeInfo{Name: a.cfg.Name, Fleet: a.cfg.Fleet, Features: a.cfg.Features, Addr: addr, CPUs: cpus, Memory: mem, GPUs: gpus, Declared: declared,
-		Cgroups: version, Limits: limits, RunAs: a.runAsMode(), Version: a.cfg.Version}
+		Cgroups: version, Limits: limits, RunAs: a.runAsMode(), Version: a.cfg.Version, Disk: diskLimit()}
 	return nil
 }
 
@@ -788,6 +788,7 @@ func (a *Agent) removeDir(dir string) {
 	}
 	// With the user's directory of a job that ran as its user (runas.go).
 	for _, d := range []string{dir, filepath.Join(a.spool(), filepath.Base(dir))} {
+		detachJobDisks(d) // jobdisk.go: what a dead shim left mounted
 		if err := os.RemoveAll(d); err != nil {
 			a.log.Warn("remove job directory", "dir", d, "err", err)
 		}

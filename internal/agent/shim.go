@@ -272,6 +272,15 @@ func superviseJob(dir string, sigs chan os.Signal, recordPid bool) (cleanup func
 		err = os.WriteFile(scriptPath, []byte(sp.Script), 0o600)
 	}
 	if err == nil {
+		var unmount func()
+		var note string
+		unmount, note, err = mountJobDisk(dir, &sp) // jobdisk.go
+		defer unmount()
+		if note != "" {
+			_ = fw.write(2, []byte(fmt.Sprintf("berth: resources.disk is not enforced: %s\n", note)))
+		}
+	}
+	if err == nil {
 		err = carryArchives(&sp) // archives.go: the run's repo and files
 	}
 	var grp *cgroup.Group

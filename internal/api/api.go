@@ -155,6 +155,9 @@ type NodeInfo struct {
 	// Limits says what the kernel enforces on this node's jobs ("memory,
 	// cpu (cgroup v1)"), or "none (why)".
 	Limits string `json:"limits"`
+	// Disk says whether the node enforces resources.disk: "enforced
+	// (ext4 image)" or "not enforced: WHY" (empty: an agent older than it).
+	Disk string `json:"disk,omitempty"`
 	// Containers says whether the node runs `image:` jobs: "docker 1.41"
 	// (the engine and its API version), or "none (why)". See CanRunContainers.
 	Containers string `json:"containers"`
@@ -317,6 +320,10 @@ type Assignment struct {
 	// (GET /api/runs/RUN/blobs/DIGEST with JobToken) and unpacks, as the
 	// job's user, before the commands run (spec.Archive).
 	Archives []spec.Archive `json:"archives,omitempty"`
+	// Disk is the run's resources.disk (its minimum, bytes; 0: none): the
+	// size of the job's working directory where the node enforces it
+	// (internal/agent/disk.go).
+	Disk int64 `json:"disk,omitempty"`
 }
 
 // SignalAt is a signal to send Before seconds before the job's time limit;

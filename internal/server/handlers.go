@@ -150,6 +150,7 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request, u *store.Use
 func (s *Server) plan(t *spec.Task) *api.Plan {
 	s.mu.Lock()
 	req, held, nodes, engines := s.Cluster.Plan(t)
+	limits := s.Cluster.NodeLimits()
 	s.unlock()
 	p := &api.Plan{Name: t.Name, Resources: t.Resources.String(), Nodes: max(t.Nodes, 1), Allocated: allocatedText(req)}
 	p.Unsupported = unsupportedFields(t) // plan_fields.go
@@ -158,6 +159,9 @@ func (s *Server) plan(t *spec.Task) *api.Plan {
 		row := api.PlanRow{Node: nodes[i].Name, Resources: nodeResources(&nodes[i]), Fits: "never", Why: why}
 		if req.Containers && !nodes[i].Containers {
 			row.Why = "no container engine: " + engines[nodes[i].Name]
+		}
+		if why := diskNote(t, limits[nodes[i].Name]); why != "" && row.Why == "" { // plan_fields.go
+			row.Why = why
 		}
 		if slices.Contains(req.NotFleets, nodes[i].Fleet) || held {
 			row.Why = "max_duration is over the fleet's time limit (PartitionTimeLimit)"

@@ -1,6 +1,10 @@
 package server
 
-import "github.com/berth-hq/berth/internal/spec"
+import (
+	"strings"
+
+	"github.com/berth-hq/berth/internal/spec"
+)
 
 // unsupportedFields lists the fields set in t that this version does not
 // act on, for the plan's "Not supported yet" line: those it never acts on
@@ -21,12 +25,36 @@ func unsupportedFields(t *spec.Task) []string {
 				ok = ok && r.URL == ""
 			}
 			ok = ok && native
-		case "files":
-			ok = ok && native
+		case "files", "resources.disk":
+			ok = native
 		}
 		if !ok {
 			out = append(out, f)
 		}
 	}
 	return out
+}
+
+// diskNote says, for a node, when a run's resources.disk will not hold
+// there: the node enforces it only where its agent says so
+// (api.NodeInfo.Disk, internal/agent/jobdisk.go), and only in the job's
+// default working directory.
+func diskNote(t *spec.Task, limits string) string {
+	if t.Resources.Disk == nil || t.Image != "" {
+		return ""
+	}
+	if t.WorkingDir != "" {
+		return "disk: not enforced (working_dir is set)"
+	}
+	if !strings.HasPrefix(limits, "enforced") {
+		return "disk: " + strings.TrimSpace(cmpOr(limits, "not enforced: an older agent"))
+	}
+	return ""
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
