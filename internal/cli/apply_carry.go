@@ -117,4 +117,3 @@ func upload(ctx context.Context, c *client.Client, cs []carried, w io.Writer) (i
 	}
 	return sent, nil
 }
-
