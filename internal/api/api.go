@@ -158,6 +158,9 @@ type NodeInfo struct {
 	// Limits says what the kernel enforces on this node's jobs ("memory,
 	// cpu (cgroup v1)"), or "none (why)".
 	Limits string `json:"limits"`
+	// Disk says whether the node enforces resources.disk: "enforced
+	// (ext4 image)" or "not enforced: WHY" (empty: an agent older than it).
+	Disk string `json:"disk,omitempty"`
 	// Containers says whether the node runs `image:` jobs: "docker 1.41"
 	// (the engine and its API version), or "none (why)". See CanRunContainers.
 	Containers string `json:"containers"`
@@ -332,6 +335,14 @@ type Assignment struct {
 	// (the admin's is RootLogin). Empty: a server older than the field;
 	// the job runs as the agent's user.
 	User string `json:"user,omitempty"`
+	// Archives are the run's packed repo and files, which the node fetches
+	// (GET /api/runs/RUN/blobs/DIGEST with JobToken) and unpacks, as the
+	// job's user, before the commands run (spec.Archive).
+	Archives []spec.Archive `json:"archives,omitempty"`
+	// Disk is the run's resources.disk (its minimum, bytes; 0: none): the
+	// size of the job's working directory where the node enforces it
+	// (internal/agent/disk.go).
+	Disk int64 `json:"disk,omitempty"`
 }
 
 // SignalAt is a signal to send Before seconds before the job's time limit;
@@ -557,4 +568,12 @@ type PolicyFile struct {
 	Path    string `json:"path,omitempty"`
 	Text    string `json:"text"`
 	Version string `json:"version"`
+}
+
+// Blob is what the server holds of an uploaded archive; MaxSize is the
+// most it takes in one.
+type Blob struct {
+	Digest  string `json:"digest"`
+	Size    int64  `json:"size"`
+	MaxSize int64  `json:"max_size"`
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/client"
+	"github.com/berth-hq/berth/internal/pack"
 	"github.com/berth-hq/berth/internal/spec"
 )
 
@@ -33,6 +34,8 @@ func newApplyCmd() *cobra.Command {
 		project                    string
 		over                       applyOverrides
 		fleetOpts                  fleetApplyOpts
+		noRepo                     bool
+		maxUpload                  int64 = defaultMaxUpload
 	)
 	cmd := &cobra.Command{
 		Use:   "apply [-f FILE]",
@@ -86,6 +89,13 @@ directory. --gpu, --cpu, --memory, --disk, --max-duration, --fleet, --retry-dura
 			if err := t.ValidateLimits(limits); err != nil {
 				return &ExitError{Code: 1, Err: err}
 			}
+			if noRepo {
+				t.Repos = nil
+			}
+			carry, err := packRun(t, file, maxUpload) // apply_carry.go
+			if err != nil {
+				return &ExitError{Code: 1, Err: err}
+			}
 			ctx := cmd.Context()
 			req := api.SubmitRequest{Spec: t, Source: file}
 			c, err := newClient()
@@ -108,6 +118,11 @@ directory. --gpu, --cpu, --memory, --disk, --max-duration, --fleet, --retry-dura
 				decision = decideReplace(errw, plan.Active, t, yes, force)
 			}
 			if dryRun || decision.done {
+				for _, x := range carry {
+					if dryRun {
+						fmt.Fprintf(errw, "%s: %d files, %s (--dry-run: not uploaded)\n", x.what, x.arc.Files, pack.Size(int64(len(x.arc.Data))))
+					}
+				}
 				return nil
 			}
 			label := t.Name
@@ -123,6 +138,9 @@ directory. --gpu, --cpu, --memory, --disk, --max-duration, --fleet, --retry-dura
 				if err := stopAndWait(ctx, c, errw, plan.Active); err != nil {
 					return err
 				}
+			}
+			if _, err := upload(ctx, c, carry, errw); err != nil {
+				return &ExitError{Code: 1, Err: err}
 			}
 			req.UniqueName = true
 			run, err := c.Submit(ctx, req)
@@ -152,6 +170,8 @@ directory. --gpu, --cpu, --memory, --disk, --max-duration, --fleet, --retry-dura
 	over.register(f)
 	f.BoolVar(&fleetOpts.allOrNothing, "all-or-nothing", false, "a fleet: when any host fails, uninstall every host")
 	f.StringVar(&fleetOpts.serverURL, "server-url", "", "a fleet: the URL its agents reach the server at (default: the one this client uses)")
+	f.BoolVar(&noRepo, "no-repo", false, "carry no repo: ignore the configuration's repos")
+	f.Var(sizeValue{&maxUpload}, "max-upload", "the most content one repo or files entry may hold (e.g. 500MB)")
 	return cmd
 }
 

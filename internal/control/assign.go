@@ -116,6 +116,10 @@ func (s *Cluster) assignment(js *jobState, hosts, ips []string) api.Assignment {
 		Alloc: js.alloc, LogSize: js.rec.LogSize, Stop: rs.rec.StopReq, ProjectID: rs.rec.ProjectID, User: login(rs.user),
 		Shell: t.Shell,
 	}
+	a.Archives = t.Archives()
+	if d := t.Resources.Disk; d != nil {
+		a.Disk = int64(d.Min)
+	}
 	if t.MaxDuration != nil {
 		a.MaxDuration = int64(t.MaxDuration.Bounded())
 	}

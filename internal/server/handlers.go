@@ -104,6 +104,10 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, u *store.U
 		writeError(w, fmt.Errorf("%w: nice %d: only an administrator may set a negative nice (Slurm: Access/permission denied)", ErrForbidden, t.Nice))
 		return
 	}
+	if err := s.checkArchives(r, t); err != nil {
+		writeError(w, err)
+		return
+	}
 	seen, err := s.resolveDeps(r.Context(), u, t)
 	if err != nil {
 		writeError(w, err)
@@ -133,6 +137,7 @@ var supported = map[string]bool{
 	"resources.shm_size": true, "signal": true, "startup_order": true, "stop_criteria": true, "dstack": true,
 	"ide": true, "init": true, "inactivity_duration": true, // dev environments (spec/devenv.go)
 	"utilization_policy": true, // utilization.go
+	"retry":              true, "repos": true, "files": true,
 }
 
 func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request, u *store.User) {
@@ -157,14 +162,11 @@ func (s *Server) plan(t *spec.Task) *api.Plan {
 	for _, n := range s.Nodes() {
 		states[n.Name] = n
 	}
+	limits := s.Cluster.NodeLimits()
 	s.unlock()
 	noEngine := map[string][]string{} // an engine's error → the nodes that gave it
 	p := &api.Plan{Name: t.Name, Resources: t.Resources.String(), Nodes: max(t.Nodes, 1), Allocated: allocatedText(req)}
-	for _, f := range t.SetFields() {
-		if !supported[f] {
-			p.Unsupported = append(p.Unsupported, f)
-		}
-	}
+	p.Unsupported = unsupportedFields(t) // plan_fields.go
 	for i := range nodes {
 		now, ever, why := sched.FitsNode(&nodes[i], req)
 		row := api.PlanRow{Node: nodes[i].Name, Resources: nodeResources(&nodes[i]), Fits: "never", Why: why}
@@ -179,6 +181,9 @@ func (s *Server) plan(t *spec.Task) *api.Plan {
 		}
 		if why == offlineWhy {
 			row.Why = nodeAway(states[nodes[i].Name])
+		}
+		if why := diskNote(t, limits[nodes[i].Name]); why != "" && row.Why == "" { // plan_fields.go
+			row.Why = why
 		}
 		if slices.Contains(req.NotFleets, nodes[i].Fleet) || held {
 			row.Why = "max_duration is over the fleet's time limit (PartitionTimeLimit)"

@@ -91,6 +91,9 @@ type Config struct {
 	// MaxScriptBytes bounds a run's commands, as Slurm's max_script_size
 	// (default spec.DefaultScriptBytes, 4 MB).
 	MaxScriptBytes int64
+	// MaxUploadBytes bounds one archive of a run's repo or files (berth
+	// server --max-upload; default DefaultMaxUpload).
+	MaxUploadBytes int64
 	// MaxNodesPerRun bounds the nodes (jobs) one run may ask for, every
 	// group of a heterogeneous run together (default 10,000).
 	MaxNodesPerRun int
@@ -229,6 +232,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if cfg.MaxNodesPerRun <= 0 {
 		cfg.MaxNodesPerRun = 10_000
+	}
+	if cfg.MaxUploadBytes <= 0 {
+		cfg.MaxUploadBytes = DefaultMaxUpload
 	}
 	if cfg.MaxScriptBytes <= 0 {
 		cfg.MaxScriptBytes = spec.DefaultScriptBytes
@@ -388,6 +394,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET "+v+"/steps", s.auth(s.handleListSteps))
 	mux.HandleFunc("GET "+v+"/runs/{ref}/tunnel", s.runAuth(s.handleRunTunnel))
 	mux.HandleFunc("GET "+v+"/agent/tunnel/{id}", s.agentAuth(s.handleAgentTunnel))
+	mux.HandleFunc("GET "+v+"/blobs/{digest}", s.auth(s.handleBlobHas))
+	mux.HandleFunc("PUT "+v+"/blobs/{digest}", s.auth(s.handleBlobPut))
+	mux.HandleFunc("GET "+v+"/runs/{ref}/blobs/{digest}", s.runAuth(s.handleRunBlob))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("ok\n"))
 	})

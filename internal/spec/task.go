@@ -1,5 +1,7 @@
 package spec
 
+import "strings"
+
 // Task is one `type: task` configuration, with dstack's field names.
 // Fields are in schema order, the order SetFields reports them in.
 type Task struct {
@@ -124,6 +126,19 @@ type Repo struct {
 	Hash      string `json:"hash,omitempty"`
 	Path      string `json:"path,omitempty"`      // in the container; empty = dstack's default "."
 	IfExists  string `json:"if_exists,omitempty"` // error | skip
+	// Archive is the packed tree of LocalPath, set by berth apply (never
+	// written in YAML): see Archive.
+	Archive *Archive `json:"archive,omitempty"`
+}
+
+// Archive is a tree berth apply packed and uploaded (a gzip'd tar, kept
+// by the server under Digest, its hex SHA-256), and where the node
+// unpacks it: Dest relative to the job's working directory, under the
+// job user's home when it starts with "~", or absolute.
+type Archive struct {
+	Digest string `json:"digest"`
+	Size   int64  `json:"size"`
+	Dest   string `json:"dest"`
 }
 
 // FileMapping uploads LocalPath (on the submitter's machine) to Path (in
@@ -131,6 +146,8 @@ type Repo struct {
 type FileMapping struct {
 	LocalPath string `json:"local_path"`
 	Path      string `json:"path"`
+	// Archive is LocalPath packed by berth apply (not written in YAML).
+	Archive *Archive `json:"archive,omitempty"`
 }
 
 // PortMapping exposes ContainerPort; LocalPort 0 means any free local port
@@ -169,6 +186,24 @@ type Retry struct {
 type UtilizationPolicy struct {
 	MinGPUUtilization int      `json:"min_gpu_utilization"`
 	TimeWindow        Duration `json:"time_window"`
+}
+
+// Archives lists the archives the run carries, in the order the node
+// unpacks them: the repo, then each of files (a later one may overwrite
+// an earlier one's file, as dstack's files land over the repo).
+func (t *Task) Archives() []Archive {
+	var out []Archive
+	for _, r := range t.Repos {
+		if r.Archive != nil {
+			out = append(out, *r.Archive)
+		}
+	}
+	for _, f := range t.Files {
+		if f.Archive != nil {
+			out = append(out, *f.Archive)
+		}
+	}
+	return out
 }
 
 // Enumerations of the schema, in the order error messages list them.
@@ -347,4 +382,35 @@ func resourceSetFields(r Resources) []string {
 		out = append(out, "resources.disk")
 	}
 	return out
+}
+
+// ValidDigest says whether d is a hex SHA-256, as an Archive names its
+// content.
+func ValidDigest(d string) bool {
+	if len(d) != 64 {
+		return false
+	}
+	for _, c := range d {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// check reports what is wrong with an archive set through the API (berth
+// apply sets it; YAML cannot).
+func (a *Archive) check(p string, add func(path, format string, args ...any)) {
+	if a == nil {
+		return
+	}
+	if !ValidDigest(a.Digest) {
+		add(p+".digest", "must be a lowercase hex SHA-256 (64 characters), got %q", a.Digest)
+	}
+	if a.Size < 0 {
+		add(p+".size", "must not be negative")
+	}
+	if a.Dest == "" || strings.ContainsRune(a.Dest, 0) {
+		add(p+".dest", "required: where the node unpacks it")
+	}
 }

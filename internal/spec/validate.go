@@ -128,9 +128,11 @@ func (t *Task) check(l Limits) []problem {
 			add(p, "`local_path` and `url` are mutually exclusive")
 		}
 		enum(p+".if_exists", r.IfExists, RepoIfExists)
+		r.Archive.check(p+".archive", add)
 	}
 	for i, f := range t.Files {
 		p := fmt.Sprintf("files[%d]", i)
+		f.Archive.check(p+".archive", add)
 		if f.LocalPath == "" {
 			add(p+".local_path", "required")
 		}

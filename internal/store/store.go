@@ -112,6 +112,13 @@ type Store interface {
 	ListFleets(ctx context.Context) ([]*Fleet, error)
 	// DeleteFleet removes a fleet (ErrNotFound: none).
 	DeleteFleet(ctx context.Context, name string) error
+	// PutBlob stores data under digest, its hex SHA-256 (checked by the
+	// caller); a digest already stored is left as it is.
+	PutBlob(ctx context.Context, digest string, data []byte) error
+	// HasBlob says whether digest is stored, and its size.
+	HasBlob(ctx context.Context, digest string) (size int64, ok bool, err error)
+	// GetBlob returns a blob's bytes (ErrNotFound: none).
+	GetBlob(ctx context.Context, digest string) ([]byte, error)
 	// FindArrayTask returns an array's task by index (ErrNotFound: not
 	// created yet, or no such task).
 	FindArrayTask(ctx context.Context, arrayID int64, index int) (*Run, error)
