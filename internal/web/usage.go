@@ -110,7 +110,7 @@ func (u *UI) usagePage(w http.ResponseWriter, r *http.Request, s *session) {
 		return out
 	}
 	per := fmt.Sprintf(" per %s", durationText(step))
-	h := func(v float64) string { return fmt.Sprintf("%.1f h", v) }
+	h := func(v float64) string { return fmt.Sprintf("%.3g h", v) } // small uses stay readable
 	charts := []chart{
 		{Title: "CPU-hours" + per, SVG: lineChart(list(cpu), 0, h)},
 		{Title: "GPU-hours" + per, SVG: lineChart(list(gpu), 0, h)},
