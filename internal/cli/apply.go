@@ -123,6 +123,9 @@ then apply prints each host's progress (see docs/configuration.md, Fleets).`,
 				return nil
 			}
 			fmt.Fprintf(errw, "Submitted run %s (ID %d); streaming its output (Ctrl-C detaches, the run goes on)\n", run.Name, run.ID)
+			// An array's progress below its output, on a terminal only.
+			out, errw, stopProgress := arrayProgress(ctx, c, run, t, out, errw)
+			defer stopProgress()
 			return attach(ctx, c, run, t.JobCount(), out, errw)
 		},
 	}
