@@ -251,7 +251,7 @@ func (a *Agent) detect(ctx context.Context) error {
 	}
 	version, limits := a.detectCgroups()
 	a.info = api.NodeInfo{Name: a.cfg.Name, Fleet: a.cfg.Fleet, Features: a.cfg.Features, Addr: addr, CPUs: cpus, Memory: mem, GPUs: gpus, Declared: declared,
-		Cgroups: version, Limits: limits, RunAs: a.runAsMode(), Version: a.cfg.Version}
+		Cgroups: version, Limits: limits, RunAs: a.runAsMode(), Version: a.cfg.Version, Disk: diskLimit()}
 	return nil
 }
 
@@ -329,6 +329,10 @@ func (a *Agent) connect(ctx context.Context) error {
 		case "limit":
 			if m.Limit != nil {
 				a.setLimit(*m.Limit) // timelimit.go
+			}
+		case "tunnel":
+			if m.Tunnel != nil {
+				go a.tunnel(ctx, *m.Tunnel) // tunnel.go
 			}
 		}
 		return nil
@@ -494,8 +498,8 @@ func (a *Agent) startLocked(asg api.Assignment) {
 		fail(err)
 		return
 	}
-	sp := shimSpec{Script: script(asg.Commands), Dir: workDir, MaxDuration: asg.MaxDuration, Grace: asg.Grace, Assignment: asg,
-		Cgroup: j.cg, Cred: acct.cred}
+	sp := shimSpec{Script: script(asg.Commands), Shell: asg.Shell, Dir: workDir, MaxDuration: asg.MaxDuration, Grace: asg.Grace, Assignment: asg,
+		Cgroup: j.cg, Cred: acct.cred, Server: a.cfg.Server}
 	var extra []string
 	if acct.cred != nil && asg.Container == nil {
 		// The user's own directory, with the script written: runas.go.
@@ -796,6 +800,7 @@ func (a *Agent) removeDir(dir string) {
 	}
 	// With the user's directory of a job that ran as its user (runas.go).
 	for _, d := range []string{dir, filepath.Join(a.spool(), filepath.Base(dir))} {
+		detachJobDisks(d) // jobdisk.go: what a dead shim left mounted
 		if err := os.RemoveAll(d); err != nil {
 			a.log.Warn("remove job directory", "dir", d, "err", err)
 		}

@@ -33,6 +33,11 @@ var hiddenEnv = map[string]bool{"BERTH_TOKEN": true, "BERTH_URL": true, "BERTH_H
 // hosts), and the node's socket for its user's other calls.
 func (a *Agent) jobCredEnv(asg api.Assignment) []string {
 	env := []string{"BERTH_URL=" + a.cfg.Server}
+	// BERTH_BIN is the node's berth, for the commands a job runs of it
+	// (a dev environment's `berth ssh-host`).
+	if exe, err := os.Executable(); err == nil {
+		env = append(env, "BERTH_BIN="+exe)
+	}
 	if asg.JobToken != "" {
 		env = append(env, "BERTH_JOB_TOKEN="+asg.JobToken)
 	}

@@ -34,7 +34,7 @@ func newBenchCmd() *cobra.Command {
 fresh temporary $BERTH_HOME and SQLite, drives it over HTTP on loopback, prints what it measured,
 and removes everything it made.`,
 	}
-	cmd.AddCommand(newBenchSubmitCmd(), newBenchLatencyCmd(), newBenchDrainCmd(), newBenchSchedCmd(), newBenchChainCmd(), newBenchArrayCmd(), newBenchAgentCmd(), newBenchStepsCmd(), newBenchMemoryCmd(), newBenchHistoryCmd(), newBenchLargestCmd(), newBenchCrashCmd(), newBenchAgentsCmd(), newBenchSocketCmd(), newBenchSqueueCmd(), newBenchCLICmd())
+	cmd.AddCommand(newBenchSubmitCmd(), newBenchLatencyCmd(), newBenchDrainCmd(), newBenchSchedCmd(), newBenchChainCmd(), newBenchArrayCmd(), newBenchAgentCmd(), newBenchStepsCmd(), newBenchMemoryCmd(), newBenchHistoryCmd(), newBenchLargestCmd(), newBenchCrashCmd(), newBenchAgentsCmd(), newBenchSocketCmd(), newBenchSqueueCmd(), newBenchCLICmd(), newBenchRepoCmd())
 	cmd.PersistentFlags().BoolVar(&benchNoCgroups, "no-cgroups", false, "run the benchmark's jobs without cgroups (to measure what they cost)")
 	cmd.PersistentFlags().StringVar(&benchPolicy, "policy", "", "the benchmark's server's scheduling policy (default: the server's, berth)")
 	return cmd

@@ -37,6 +37,7 @@ func newServerCmd() *cobra.Command {
 		halfLife, nodeTimeout, unkillable, metricsRetention                  time.Duration
 		maxArray                                                             int
 		maxScript                                                            int64
+		maxUpload                                                            int64
 		maxNodes                                                             int
 		depth                                                                int
 		noAgent                                                              bool
@@ -49,6 +50,7 @@ func newServerCmd() *cobra.Command {
 		fleetBinaries                                                        map[string]string
 		agentSocket                                                          string
 		agentRunAs                                                           runAsFlags
+		cloudPause                                                           time.Duration
 		replicaOpts                                                          replicaFlags
 	)
 	cmd := &cobra.Command{
@@ -126,10 +128,15 @@ func newServerCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			providers, closeProviders, err := cloudProviders(ctx, rules, db) // cloud.go
+			if err != nil {
+				return err
+			}
+			defer closeProviders()
 			srv, err := server.New(ctx, server.Config{SecretsKey: key, SecretsKeySource: keySource, Store: st, Logger: log, StopGrace: grace, Policy: pol, Weights: wts, HalfLife: halfLife, Depth: depth, Rules: rules,
-				PolicyFile: policyFile, NodeTimeout: nodeTimeout, UnkillableTimeout: unkillable, MetricsRetention: metricsRetention, MaxArraySize: maxArray, MaxScriptBytes: maxScript, MaxNodesPerRun: maxNodes,
+				PolicyFile: policyFile, NodeTimeout: nodeTimeout, UnkillableTimeout: unkillable, MetricsRetention: metricsRetention, MaxArraySize: maxArray, MaxScriptBytes: maxScript, MaxUploadBytes: maxUpload, MaxNodesPerRun: maxNodes,
 				Metrics: server.NewMetrics(metricsOptions(metrics)), NoAutoUsers: !autoUsers, AllowUsers: allowUsers,
-				PrivateData: private, FleetBinaries: fleetBinaries})
+				PrivateData: private, FleetBinaries: fleetBinaries, Providers: providers, CloudPauseAfterRecord: cloudPause})
 			if err != nil {
 				return err
 			}
@@ -158,6 +165,7 @@ func newServerCmd() *cobra.Command {
 			} else {
 				url = rp.self
 			}
+			srv.SetCloudURL(url)
 			if _, err := adminToken(ctx, srv, url); err != nil {
 				return err
 			}
@@ -218,6 +226,8 @@ func newServerCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&listen, "listen", "127.0.0.1:3000", "address to serve the API on")
+	f.DurationVar(&cloudPause, "cloud-pause-after-record", 0, "tests: wait this long between recording an instance and creating it")
+	_ = f.MarkHidden("cloud-pause-after-record")
 	f.StringVar(&db, "db", "", "where the state is: a SQLite file (default $BERTH_DB, else $BERTH_HOME/server/berth.db) or a PostgreSQL database, postgres://USER:PASSWORD@HOST:PORT/DB")
 	f.StringVar(&sync, "sync", "normal", "SQLite durability: normal (survives any crash of the process) or full (also a power loss); not for PostgreSQL")
 	f.BoolVar(&noAgent, "no-local-agent", false, "do not run an agent for this host in the server process")
@@ -228,6 +238,7 @@ func newServerCmd() *cobra.Command {
 	f.DurationVar(&unkillable, "unkillable-timeout", time.Minute, "how long past its grace period a job asked to stop may go on without its agent reporting its end; then the server ends it and drains its node with reason \"Kill task failed\" (Slurm's UnkillableStepTimeout)")
 	f.IntVar(&maxArray, "max-array-size", 1_000_001, "array indices must be below this (Slurm's MaxArraySize)")
 	f.IntVar(&maxNodes, "max-nodes-per-run", 10_000, "the most nodes one run may ask for, its groups' together (Slurm: a partition's MaxNodes)")
+	f.Var(sizeValue{&maxUpload}, "max-upload", "the most one archive of a run's repo or files may hold, e.g. 500MB (default 100MB)")
 	f.Var(sizeValue{&maxScript}, "max-script-size", "the most a run's commands may hold, e.g. 8MB (default 4MB, Slurm's max_script_size)")
 	f.StringVar(&policy, "policy", "berth", "scheduling of runs that cannot start now: berth (EASY backfill, shortest runs first), easy (backfill around the first waiting run's reservation), conservative (a reservation for every waiting run) or fcfs")
 	f.StringVar(&weights, "priority-weights", "", "multifactor priority weights, e.g. age=1000,fairshare=10000,size=1000,qos=10000,partition=1000,priority=10000,expansion=10000,max-age=168h,favor-small=true (unnamed ones keep their defaults)")

@@ -33,6 +33,9 @@ type Client struct {
 	// project is the project the secrets calls are about ("": the
 	// caller's default); see InProject.
 	project string
+	// dial reaches the server, for the upgraded connections of tunnels
+	// (tunnel.go).
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // APIError is a non-2xx answer of the server.
@@ -119,6 +122,7 @@ func newClient(baseURL, token string, dial func(ctx context.Context, network, ad
 		token:  token,
 		http:   &http.Client{Transport: rt, Timeout: 60 * time.Second},
 		stream: &http.Client{Transport: rt},
+		dial:   dial,
 	}
 }
 

@@ -36,6 +36,9 @@ import (
 // node could ever hold it, when the policy does not wait for capacity or its
 // duration has passed since submission.
 func (s *Cluster) noCapacityLocked(rs *runState, now time.Time, b *store.Batch) bool {
+	if s.mayGrow(rs) { // demand.go
+		return false
+	}
 	fail, again := lifecycle.NoCapacity(rs.lifeRun(), now)
 	if !fail {
 		s.lookAgainLocked(again) // when the duration has passed

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/lifecycle"
 	"github.com/berth-hq/berth/internal/policy"
 	"github.com/berth-hq/berth/internal/sched"
 	"github.com/berth-hq/berth/internal/spec"
@@ -44,6 +45,9 @@ type (
 	StopInput struct {
 		ID    int64
 		Abort bool
+		// Cause, when set, is the server's own reason to stop the run
+		// (lifecycle.StopUtilization); unset: a user's stop or abort.
+		Cause lifecycle.StopCause
 	}
 	// ControlInput: hold, release, requeue or update a run.
 	ControlInput struct {

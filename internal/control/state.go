@@ -599,6 +599,22 @@ type SubmitOpts struct {
 	// Key is the client's Idempotency-Key: a second submission with it
 	// answers the first's run ("": none).
 	Key string
+	// UniqueName refuses a named run while an active run of its project
+	// has that name (dstack's rule, which `berth apply` asks for; Slurm's
+	// job names may repeat).
+	UniqueName bool
+}
+
+// activeNamed is an active run of the project with that name, nil if none.
+// Submissions are serialised by the state machine, so two of one name
+// cannot both pass it.
+func (s *Cluster) activeNamed(project int64, name string) *runState {
+	for _, rs := range s.runs {
+		if rs.rec.ProjectID == project && rs.rec.Name == name {
+			return rs
+		}
+	}
+	return nil
 }
 
 // onSubmit creates a run of the valid configuration in.Task.
@@ -618,6 +634,12 @@ func (s *Cluster) onSubmit(now time.Time, in SubmitInput) (any, error) {
 		Spec: in.Body, SubmittedAt: now}, t, in.User, in.Project)
 	if err := s.submitLimitLocked(rs); err != nil {
 		return store.Run{}, err
+	}
+	if in.Opts.UniqueName && t.Name != "" {
+		if other := s.activeNamed(in.ProjectID, t.Name); other != nil {
+			return store.Run{}, fmt.Errorf("%w: run %s is active (ID %d, %s) in project %s: stop it first (berth stop %s), or apply again to replace it",
+				ErrConflict, t.Name, other.rec.ID, other.rec.Status, in.Project, t.Name)
+		}
 	}
 	s.nextRun++
 	id := s.nextRun
@@ -761,6 +783,9 @@ func (s *Cluster) onStop(now time.Time, in StopInput) {
 	cause := lifecycle.StopUser
 	if in.Abort {
 		cause = lifecycle.StopAbort
+	}
+	if in.Cause != lifecycle.StopNone {
+		cause = in.Cause
 	}
 	id := in.ID
 	rs, ok := s.runs[id]

@@ -24,6 +24,9 @@ const (
 	ReasonHeldUser           Reason = "JobHeldUser"
 	ReasonPartitionTimeLimit Reason = "PartitionTimeLimit"
 	ReasonPartitionDown      Reason = "PartitionDown"
+	// A backend fleet is creating nodes for the run (issue 17; dstack's
+	// provisioning). Slurm prints it as Resources, as for a node powering up.
+	ReasonProvisioningNodes Reason = "ProvisioningNodes"
 )
 
 // Reasons of ends: dstack's words, and Berth's where dstack has none.
@@ -47,6 +50,9 @@ const (
 	ReasonByServer        Reason = "terminated_by_server" // a sibling job failed, or the master is done
 	ReasonRequeued        Reason = "requeued"             // a job stopped by scontrol requeue
 	ReasonDependencyNever Reason = "DependencyNeverSatisfied"
+	// ReasonUtilizationPolicy: the run's GPUs stayed under its
+	// utilization_policy's min_gpu_utilization for its time_window.
+	ReasonUtilizationPolicy Reason = "terminated_due_to_utilization_policy"
 )
 
 // End is how a final run ended, in the terms every front end renders: one
@@ -101,8 +107,11 @@ func SlurmReason(st Status, r Reason) string {
 	end := EndOf(st, r)
 	switch {
 	case st == StatusSubmitted || st == StatusScheduled:
-		if r == ReasonNone {
+		switch r {
+		case ReasonNone:
 			return "None"
+		case ReasonProvisioningNodes:
+			return string(ReasonResources)
 		}
 		return string(r)
 	case end == EndNone:

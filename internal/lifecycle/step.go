@@ -174,8 +174,11 @@ func Step(r Run, jobs []Job, ev Event, now time.Time) Decision {
 		if changed {
 			d.Stop = stop
 			msg := "stop requested"
-			if ev.Cause == StopAbort {
+			switch ev.Cause {
+			case StopAbort:
 				msg = "abort requested"
+			case StopUtilization:
+				msg = "GPU utilization stayed under utilization_policy"
 			}
 			d.note(Note{Job: -1, Type: "stop", Message: msg})
 		}
@@ -187,6 +190,8 @@ func Step(r Run, jobs []Job, ev Event, now time.Time) Decision {
 				// Not on a node (startup_order kept it back): it ends here.
 				if abort {
 					change(JobChange{Job: k, Status: StatusAborted, Reason: ReasonAbortedByUser, At: now})
+				} else if ev.Cause == StopUtilization {
+					change(JobChange{Job: k, Status: StatusTerminated, Reason: ReasonUtilizationPolicy, At: now})
 				} else {
 					change(JobChange{Job: k, Status: StatusTerminated, Reason: ReasonTerminatedByUser, At: now})
 				}

@@ -17,9 +17,12 @@ const (
 	StopPreemptCancel
 	// StopRequeue: scontrol requeue; back to the queue once stopped.
 	StopRequeue
+	// StopUtilization: its GPUs stayed under its utilization_policy for
+	// the policy's window; the run ends.
+	StopUtilization
 )
 
-var stopNames = [...]string{"none", "user", "abort", "preempt-requeue", "preempt-cancel", "requeue"}
+var stopNames = [...]string{"none", "user", "abort", "preempt-requeue", "preempt-cancel", "requeue", "utilization-policy"}
 
 func (c StopCause) String() string {
 	if c >= 0 && int(c) < len(stopNames) {
@@ -35,7 +38,7 @@ func (c StopCause) Requeues() bool { return c == StopPreemptRequeue || c == Stop
 // policy: never after a user's stop or abort, nor after a preemption that
 // cancels it.
 func (c StopCause) Retriable() bool {
-	return c != StopUser && c != StopAbort && c != StopPreemptCancel
+	return c != StopUser && c != StopAbort && c != StopPreemptCancel && c != StopUtilization
 }
 
 // Preemption reports whether c is a preemption.
@@ -56,7 +59,7 @@ func request(cur, next StopCause) (StopCause, bool) {
 		if cur == StopNone || cur.Preemption() || cur == StopRequeue {
 			return next, true
 		}
-	case StopPreemptRequeue, StopPreemptCancel:
+	case StopPreemptRequeue, StopPreemptCancel, StopUtilization:
 		if cur == StopNone {
 			return next, true
 		}
@@ -96,6 +99,8 @@ func JobEnd(e Exit, cause StopCause, bySibling bool) (Status, Reason) {
 			return StatusTerminated, ReasonRequeued
 		case cause.Preemption():
 			return StatusTerminated, ReasonPreempted
+		case cause == StopUtilization:
+			return StatusTerminated, ReasonUtilizationPolicy
 		}
 		return StatusTerminated, ReasonTerminatedByUser
 	case "aborted":

@@ -25,6 +25,7 @@ func TestJobEnd(t *testing.T) {
 		"preempted, requeue":   {Exit{Reason: "stopped"}, StopPreemptRequeue, false, StatusTerminated, ReasonPreempted},
 		"preempted, cancel":    {Exit{Reason: "stopped"}, StopPreemptCancel, false, StatusTerminated, ReasonPreempted},
 		"stopped for sibling":  {Exit{Reason: "stopped"}, StopNone, true, StatusTerminated, ReasonByServer},
+		"utilization policy":   {Exit{Reason: "stopped"}, StopUtilization, false, StatusTerminated, ReasonUtilizationPolicy},
 		"aborted":              {Exit{Reason: "aborted"}, StopAbort, false, StatusAborted, ReasonAbortedByUser},
 		"start failed":         {Exit{Reason: "start_failed", Code: 127}, StopNone, false, StatusFailed, ReasonFailedToStart},
 		"lost by agent":        {Exit{Reason: "lost_by_agent"}, StopNone, false, StatusFailed, ReasonLostByAgent},
@@ -42,15 +43,16 @@ func TestJobEnd(t *testing.T) {
 
 // Which request wins: every pair of the current cause and a new request.
 func TestStopRequest(t *testing.T) {
-	causes := []StopCause{StopNone, StopUser, StopAbort, StopPreemptRequeue, StopPreemptCancel, StopRequeue}
+	causes := []StopCause{StopNone, StopUser, StopAbort, StopPreemptRequeue, StopPreemptCancel, StopRequeue, StopUtilization}
 	// want[cur][next]: the cause after the request.
-	want := map[StopCause][6]StopCause{
-		StopNone:           {StopNone, StopUser, StopAbort, StopPreemptRequeue, StopPreemptCancel, StopRequeue},
-		StopUser:           {StopUser, StopUser, StopAbort, StopUser, StopUser, StopUser},
-		StopAbort:          {StopAbort, StopAbort, StopAbort, StopAbort, StopAbort, StopAbort},
-		StopPreemptRequeue: {StopPreemptRequeue, StopUser, StopAbort, StopPreemptRequeue, StopPreemptRequeue, StopRequeue},
-		StopPreemptCancel:  {StopPreemptCancel, StopUser, StopAbort, StopPreemptCancel, StopPreemptCancel, StopRequeue},
-		StopRequeue:        {StopRequeue, StopUser, StopAbort, StopRequeue, StopRequeue, StopRequeue},
+	want := map[StopCause][7]StopCause{
+		StopNone:           {StopNone, StopUser, StopAbort, StopPreemptRequeue, StopPreemptCancel, StopRequeue, StopUtilization},
+		StopUser:           {StopUser, StopUser, StopAbort, StopUser, StopUser, StopUser, StopUser},
+		StopAbort:          {StopAbort, StopAbort, StopAbort, StopAbort, StopAbort, StopAbort, StopAbort},
+		StopPreemptRequeue: {StopPreemptRequeue, StopUser, StopAbort, StopPreemptRequeue, StopPreemptRequeue, StopRequeue, StopPreemptRequeue},
+		StopPreemptCancel:  {StopPreemptCancel, StopUser, StopAbort, StopPreemptCancel, StopPreemptCancel, StopRequeue, StopPreemptCancel},
+		StopRequeue:        {StopRequeue, StopUser, StopAbort, StopRequeue, StopRequeue, StopRequeue, StopRequeue},
+		StopUtilization:    {StopUtilization, StopUser, StopAbort, StopUtilization, StopUtilization, StopUtilization, StopUtilization},
 	}
 	for _, cur := range causes {
 		for k, next := range causes {

@@ -40,7 +40,8 @@ type File struct {
 	// PrivateData is what members of a project do not see of each
 	// other's runs: jobs, logs, or none (berth server --private-data;
 	// the file, when it says, wins).
-	PrivateData []string `yaml:"private_data"`
+	PrivateData []string      `yaml:"private_data"`
+	Providers   ProvidersConf `yaml:"providers"` // cloud.go
 }
 
 // PartitionConf is a partition's state (Slurm's PartitionName=X
@@ -105,6 +106,8 @@ type FleetConf struct {
 	MaxWall    string   `yaml:"max_wall"`
 	// BillingWeights is Slurm's TRESBillingWeights for this fleet's nodes.
 	BillingWeights string `yaml:"billing_weights"`
+	// Backend makes the fleet's nodes come from providers (cloud.go).
+	Backend *BackendFleetConf `yaml:"backend"`
 }
 
 // SwitchConf is one line of Slurm's topology.conf.
@@ -137,6 +140,8 @@ type Policy struct {
 	// PrivateData is what the file says of private data (nil: it says
 	// nothing, the server's flag holds).
 	PrivateData *PrivateData
+	// Docker is the Docker provider's configuration (nil: none; cloud.go).
+	Docker *Docker
 }
 
 // PrivateData is Slurm's PrivateData, as the policy file sets it.
@@ -149,6 +154,8 @@ type Fleet struct {
 	Blocks     int
 	MaxWall    time.Duration
 	Billing    *BillingWeights
+	// Backend: the fleet's nodes come from providers (nil: joined by hand).
+	Backend *BackendFleet
 }
 
 // yamlPos splits the library's "[3:5] message" form.
@@ -294,6 +301,7 @@ func (c *checker) compile(f *File) *Policy {
 		}
 		p.Fleets[name] = fl
 	}
+	c.cloud(f, p)
 	for _, name := range sorted(f.Partitions) {
 		switch st := strings.ToLower(f.Partitions[name].State); st {
 		case "", "up":

@@ -333,7 +333,9 @@ func shortOf(n *Node, r Request, now bool) string {
 	}
 	if r.GPU.Count > gpus {
 		why = append(why, "GPUs")
-	} else if r.GPU.Count > 0 {
+	} else if r.GPU.Count > 0 && matchingGPUs(n, r.GPU, now) < r.GPU.Count {
+		// Enough GPUs, but not enough of the model asked for: said only
+		// then, not whenever something else (CPUs) is short.
 		why = append(why, "matching GPUs")
 	}
 	if len(why) == 0 {
@@ -381,6 +383,17 @@ func fitsOn(n *Node, r Request, now bool) bool {
 		}
 	}
 	return false
+}
+
+// matchingGPUs counts n's GPUs (its free ones: now) that r accepts.
+func matchingGPUs(n *Node, r GPURequest, now bool) int {
+	count := 0
+	for _, g := range n.GPUs {
+		if (!now || slices.Contains(n.FreeGPUs, g.Index)) && r.matches(g) {
+			count++
+		}
+	}
+	return count
 }
 
 func gpuByIndex(gs []GPU, idx int) (GPU, bool) {

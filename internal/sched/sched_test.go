@@ -192,6 +192,9 @@ func TestFitsNode(t *testing.T) {
 		"gpu busy":        {req: Request{CPUs: 1, GPU: GPURequest{Count: 1}}, ever: true, why: "not enough free GPUs"},
 		"gpu wrong model": {req: Request{CPUs: 1, GPU: GPURequest{Count: 1, Names: []string{"A100"}}}, why: "not enough matching GPUs"},
 		"other fleet":     {req: Request{CPUs: 1, Fleets: []string{"gpu"}}, why: "not in fleet gpu"},
+		// The node has the model: only the CPUs are short, and that is
+		// all the reason says.
+		"right model, CPUs short": {req: Request{CPUs: 8, GPU: GPURequest{Count: 1, Names: []string{"T4"}}}, why: "not enough CPUs"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"net/url"
@@ -48,7 +49,7 @@ func (s *Server) readSubmit(r *http.Request, u *store.User) (*api.SubmitRequest,
 	}
 	req := body.SubmitRequest
 	if len(body.Spec) == 0 || string(body.Spec) == "null" {
-		return nil, fmt.Errorf("%w: spec: required", ErrInvalid)
+		return nil, fmt.Errorf("%w: the request has no configuration (its \"spec\" is missing)", ErrInvalid)
 	}
 	what := cmp.Or(req.Source, "spec")
 	t, err := spec.DecodeJSON(body.Spec, spec.Limits{ScriptBytes: s.cfg.MaxScriptBytes})
@@ -103,6 +104,10 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, u *store.U
 		writeError(w, fmt.Errorf("%w: nice %d: only an administrator may set a negative nice (Slurm: Access/permission denied)", ErrForbidden, t.Nice))
 		return
 	}
+	if err := s.checkArchives(r, t); err != nil {
+		writeError(w, err)
+		return
+	}
 	seen, err := s.resolveDeps(r.Context(), u, t)
 	if err != nil {
 		writeError(w, err)
@@ -113,7 +118,7 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, u *store.U
 		writeError(w, fmt.Errorf("%w: Idempotency-Key: at most 255 printable ASCII characters", ErrInvalid))
 		return
 	}
-	run, err := s.submit(u, t, seen, control.SubmitOpts{Hold: req.Hold, Begin: req.Begin, Key: key})
+	run, err := s.submit(u, t, seen, control.SubmitOpts{Hold: req.Hold, Begin: req.Begin, Key: key, UniqueName: req.UniqueName})
 	if err != nil {
 		writeError(w, err)
 		return
@@ -129,7 +134,10 @@ var supported = map[string]bool{
 	"qos": true, "project": true, "nice": true, "exclusive": true, "stop_duration": true,
 	"array": true, "depends_on": true, "dependency_policy": true, "singleton": true, "kill_invalid_depend": true, "schedule": true, "groups": true,
 	"image": true, "registry_auth": true, "shell": true, "user": true, "privileged": true, "volumes": true, "ports": true,
-	"resources.shm_size": true, "signal": true, "startup_order": true, "stop_criteria": true,
+	"resources.shm_size": true, "signal": true, "startup_order": true, "stop_criteria": true, "dstack": true,
+	"ide": true, "init": true, "inactivity_duration": true, // dev environments (spec/devenv.go)
+	"utilization_policy": true, // utilization.go
+	"retry":              true, "repos": true, "files": true,
 }
 
 func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request, u *store.User) {
@@ -138,25 +146,44 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request, u *store.Use
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.plan(t))
+	p := s.plan(t)
+	if p.Active, err = s.activeOfName(r.Context(), u, t); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, p)
 }
 
 // plan answers where t would run: each node, whether it fits now, later or never.
 func (s *Server) plan(t *spec.Task) *api.Plan {
 	s.mu.Lock()
 	req, held, nodes, engines := s.Cluster.Plan(t)
-	s.unlock()
-	p := &api.Plan{Name: t.Name, Resources: t.Resources.String(), Nodes: max(t.Nodes, 1), Allocated: allocatedText(req)}
-	for _, f := range t.SetFields() {
-		if !supported[f] {
-			p.Unsupported = append(p.Unsupported, f)
-		}
+	states := map[string]api.Node{}
+	for _, n := range s.Nodes() {
+		states[n.Name] = n
 	}
+	limits := s.Cluster.NodeLimits()
+	s.unlock()
+	noEngine := map[string][]string{} // an engine's error → the nodes that gave it
+	p := &api.Plan{Name: t.Name, Resources: t.Resources.String(), Nodes: max(t.Nodes, 1), Allocated: allocatedText(req)}
+	p.Unsupported = unsupportedFields(t) // plan_fields.go
 	for i := range nodes {
 		now, ever, why := sched.FitsNode(&nodes[i], req)
 		row := api.PlanRow{Node: nodes[i].Name, Resources: nodeResources(&nodes[i]), Fits: "never", Why: why}
 		if req.Containers && !nodes[i].Containers {
-			row.Why = "no container engine: " + engines[nodes[i].Name]
+			// The engine's error (Docker's is long) is said once, below
+			// the table, for all the nodes that gave it.
+			row.Why = "no container engine"
+			if e := engines[nodes[i].Name]; e != "" {
+				noEngine[e] = append(noEngine[e], nodes[i].Name)
+				row.Why += " (below)"
+			}
+		}
+		if why == offlineWhy {
+			row.Why = nodeAway(states[nodes[i].Name])
+		}
+		if why := diskNote(t, limits[nodes[i].Name]); why != "" && row.Why == "" { // plan_fields.go
+			row.Why = why
 		}
 		if slices.Contains(req.NotFleets, nodes[i].Fleet) || held {
 			row.Why = "max_duration is over the fleet's time limit (PartitionTimeLimit)"
@@ -170,6 +197,12 @@ func (s *Server) plan(t *spec.Task) *api.Plan {
 		p.Rows = append(p.Rows, row)
 	}
 	p.FitsNow = sched.Fits(nodes, req, p.Nodes, true)
+	for _, e := range slices.Sorted(maps.Keys(noEngine)) {
+		p.Notes = append(p.Notes, fmt.Sprintf("no container engine on %s: %s", strings.Join(noEngine[e], ", "), e))
+	}
+	if !p.FitsNow {
+		p.Offers = s.planOffers(req) // cloud.go
+	}
 	return p
 }
 
@@ -348,8 +381,8 @@ func (s *Server) runFilter(q url.Values) (store.RunFilter, error) {
 	return f, nil
 }
 
-// findRun resolves a run by ID or by name (the newest run of that name
-// that u sees) for u: a run u may not see is not found, with the same
+// findRun resolves a run by ID or by name (the active run of that name
+// that u sees, else the newest) for u: a run u may not see is not found, with the same
 // answer as a run that does not exist (nil u: any run, for the server's
 // own use).
 func (s *Server) findRun(ctx context.Context, u *store.User, ref string) (*store.Run, error) {
@@ -366,6 +399,9 @@ func (s *Server) findRun(ctx context.Context, u *store.User, ref string) (*store
 				return task, nil
 			}
 		}
+		if _, perr := strconv.ParseInt(ref, 10, 64); perr == nil {
+			return nil, fmt.Errorf("run %s: %w", ref, store.ErrNotFound)
+		}
 	}
 	return run, err
 }
@@ -375,9 +411,15 @@ func (s *Server) sees(u *store.User, run *store.Run) bool {
 	return u == nil || s.seesRun(u, run)
 }
 
-// findNamed is the newest run named name that u sees, in the projects u
-// reads (every project: an admin, or the server itself).
+// findNamed is the run named name that u sees, in the projects u reads
+// (every project: an admin, or the server itself): an active one before a
+// finished one (findNamedIn), else the newest.
 func (s *Server) findNamed(ctx context.Context, u *store.User, name string) (*store.Run, error) {
+	return s.findNamedIn(ctx, u, name, false)
+}
+
+// findNamedIn is findNamed; activeOnly leaves out finished runs.
+func (s *Server) findNamedIn(ctx context.Context, u *store.User, name string, activeOnly bool) (*store.Run, error) {
 	var projects []int64
 	if u == nil || u.Admin {
 		ps, err := s.store.ListProjects(ctx)
@@ -393,16 +435,24 @@ func (s *Server) findNamed(ctx context.Context, u *store.User, name string) (*st
 		}
 	}
 	var best *store.Run
+	bestActive := false
 	for _, pid := range projects {
-		run, err := s.store.FindRun(ctx, pid, name)
+		run, err := s.store.FindActiveRun(ctx, pid, name)
+		active := err == nil
+		if errors.Is(err, store.ErrNotFound) && !activeOnly {
+			run, err = s.store.FindRun(ctx, pid, name)
+		}
 		if errors.Is(err, store.ErrNotFound) {
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		if s.sees(u, run) && (best == nil || run.ID > best.ID) {
-			best = run
+		if !s.sees(u, run) {
+			continue
+		}
+		if best == nil || active && !bestActive || active == bestActive && run.ID > best.ID {
+			best, bestActive = run, active
 		}
 	}
 	if best == nil {
@@ -478,6 +528,9 @@ func (s *Server) handleStop(w http.ResponseWriter, r *http.Request, u *store.Use
 		return
 	}
 	ref := r.PathValue("ref")
+	// By name, the active run (findRun prefers it): `stop NAME` of a
+	// scheduled configuration stops the schedule, not the last run it
+	// fired; a name whose runs all ended answers the last, unchanged.
 	run, err := s.findRun(r.Context(), u, ref)
 	if errors.Is(err, store.ErrNotFound) {
 		// A task of an array that does not exist yet: it never will.
@@ -632,6 +685,7 @@ func (s *Server) apiRun(r *store.Run, jobs []*store.Job, user string, t *spec.Ta
 	out := &api.Run{ID: r.ID, Name: r.Name, Project: s.name(context.Background(), 'p', r.ProjectID), User: user, Status: api.Status(r.Status), Reason: r.Reason,
 		ExitCode: r.ExitCode, Priority: r.Priority, SubmittedAt: r.SubmittedAt, StartedAt: timePtr(r.StartedAt), FinishedAt: timePtr(r.FinishedAt),
 		EstimatedStart: timePtr(r.EstimatedStart)}
+	out.Reason = s.provisioningReason(r.ID, out.Reason) // cloud.go
 	if t == nil {
 		t = &spec.Task{}
 		if json.Unmarshal(r.Spec, t) != nil {

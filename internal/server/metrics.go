@@ -174,6 +174,13 @@ func (s *Server) handleAgentMetrics(w http.ResponseWriter, r *http.Request, scop
 	}
 	s.unlock()
 	s.jm.add(ok, s.clock.Now())
+	runs := map[int64]bool{}
+	for _, x := range ok {
+		if len(x.s.GPUs) > 0 {
+			runs[x.run] = true
+		}
+	}
+	s.checkUtilization(r.Context(), runs) // utilization.go
 	writeJSON(w, http.StatusOK, struct{}{})
 }
 

@@ -26,6 +26,9 @@ const (
 	foreignStep    = "STEPMARK88e1"
 )
 
+// blobX is the SHA-256 of "x", a blob the route table uploads.
+const blobX = "2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881"
+
 // The columns of the route table: who calls, about which run.
 const (
 	colOwn     = iota // alice, about her run
@@ -198,6 +201,9 @@ func TestRouteTable(t *testing.T) {
 		{"POST", "/runs/{run}/steps/0/cancel", `{}`, "204 403 404 404 401 401 401 401 403 403", nil},
 		{"POST", "/runs/{run}/steps/0/exit?rank=0", `{"code":0}`, "204 403 404 404 401 401 401 401 403 403", nil},
 		{"GET", "/steps?runs={run}", "", "200 200 200 200 " + authed, nil},
+		{"PUT", "/blobs/" + blobX, "x", "200 200 200 200 " + authed, nil},
+		{"GET", "/blobs/" + blobX, "", "200 200 200 200 " + authed, nil},
+		{"GET", "/runs/{run}/blobs/" + blobX, "", "404 403 404 404 401 401 401 401 403 403", nil},
 		// Stopping comes last: it ends alice's run.
 		{"POST", "/runs/{run}/stop", `{}`, "200 403 404 404 " + authed, nil},
 	}

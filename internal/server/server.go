@@ -17,6 +17,7 @@ import (
 	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/control"
 	"github.com/berth-hq/berth/internal/policy"
+	"github.com/berth-hq/berth/internal/provider"
 	"github.com/berth-hq/berth/internal/sched"
 	"github.com/berth-hq/berth/internal/spec"
 	"github.com/berth-hq/berth/internal/store"
@@ -37,7 +38,7 @@ var (
 	ErrInvalid      = control.ErrInvalid
 	ErrUnauthorized = errors.New("server: unauthorized")
 	ErrForbidden    = control.ErrForbidden
-	ErrConflict     = errors.New("server: conflict")
+	ErrConflict     = control.ErrConflict
 )
 
 // Config is what a server needs.
@@ -90,6 +91,9 @@ type Config struct {
 	// MaxScriptBytes bounds a run's commands, as Slurm's max_script_size
 	// (default spec.DefaultScriptBytes, 4 MB).
 	MaxScriptBytes int64
+	// MaxUploadBytes bounds one archive of a run's repo or files (berth
+	// server --max-upload; default DefaultMaxUpload).
+	MaxUploadBytes int64
 	// MaxNodesPerRun bounds the nodes (jobs) one run may ask for, every
 	// group of a heterogeneous run together (default 10,000).
 	MaxNodesPerRun int
@@ -109,6 +113,14 @@ type Config struct {
 	// came from, for messages.
 	SecretsKey       []byte
 	SecretsKeySource string
+	// Providers lend backend fleets' nodes (cloud.go; none: no backend
+	// fleets); CloudEvery is how often the autoscaler looks (default 2 s).
+	Providers  []provider.Provider
+	CloudEvery time.Duration
+	// CloudPauseAfterRecord makes each instance's creation wait this long
+	// between its record and the provider's call (tests kill the server
+	// there: berth server --cloud-pause-after-record, hidden).
+	CloudPauseAfterRecord time.Duration
 	// PrivateData is what members do not see of each other's runs in
 	// their projects (Slurm's PrivateData; projects.go). The zero value
 	// hides nothing; berth server's default (--private-data logs) hides
@@ -167,7 +179,12 @@ type Server struct {
 	metrics  struct{ commits, batches, cycles atomic.Int64 }
 	jm       metricsStore // jobs' samples (metrics.go)
 	// steps relays srun's steps to the step hosts (steps.go); its own lock.
-	steps        stepRelay
+	steps stepRelay
+	// tunnels are the tunnels waiting for their agent's end (tunnel.go).
+	tunnels tunnelWaits
+	// util watches the runs' utilization_policy (utilization.go).
+	util         utilWatch
+	cloud        cloudState   // backend fleets (cloud.go)
 	stepPollWait atomic.Int64 // nanoseconds; tests shorten the step polls
 	// fleets run the SSH fleets' installations (fleets.go).
 	fleets fleetWorkers
@@ -215,6 +232,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if cfg.MaxNodesPerRun <= 0 {
 		cfg.MaxNodesPerRun = 10_000
+	}
+	if cfg.MaxUploadBytes <= 0 {
+		cfg.MaxUploadBytes = DefaultMaxUpload
 	}
 	if cfg.MaxScriptBytes <= 0 {
 		cfg.MaxScriptBytes = spec.DefaultScriptBytes
@@ -289,6 +309,7 @@ func (s *Server) Run(ctx context.Context) error {
 	go s.schedLoop(ctx)
 	go s.reapSteps(ctx)
 	go s.foldLoop(ctx)
+	go s.cloudLoop(ctx)
 	go s.fleetLoop(ctx)
 	s.wakeScheduler()
 	select {
@@ -319,6 +340,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST "+v+"/runs/{ref}/signal", s.auth(s.handleSignal))
 	mux.HandleFunc("GET "+v+"/runs/{ref}/logs", s.runAuth(s.handleLogs))
 	mux.HandleFunc("GET "+v+"/nodes", s.auth(s.handleNodes))
+	mux.HandleFunc("POST "+v+"/offers", s.auth(s.handleOffers))      // cloud_api.go
+	mux.HandleFunc("GET "+v+"/instances", s.auth(s.handleInstances)) // cloud_api.go
 	mux.HandleFunc("GET "+v+"/runs/{ref}/metrics", s.auth(s.handleRunMetrics))
 	mux.HandleFunc("POST "+v+"/nodes/{name}/drain", s.auth(s.handleDrain))
 	mux.HandleFunc("POST "+v+"/nodes/{name}/resume", s.auth(s.handleResume))
@@ -369,6 +392,11 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST "+v+"/runs/{ref}/steps/{id}/cancel", s.runAuth(s.handleStepCancel))
 	mux.HandleFunc("GET "+v+"/runs/{ref}/steps/{id}/attach", s.runAuth(s.handleStepAttach))
 	mux.HandleFunc("GET "+v+"/steps", s.auth(s.handleListSteps))
+	mux.HandleFunc("GET "+v+"/runs/{ref}/tunnel", s.runAuth(s.handleRunTunnel))
+	mux.HandleFunc("GET "+v+"/agent/tunnel/{id}", s.agentAuth(s.handleAgentTunnel))
+	mux.HandleFunc("GET "+v+"/blobs/{digest}", s.auth(s.handleBlobHas))
+	mux.HandleFunc("PUT "+v+"/blobs/{digest}", s.auth(s.handleBlobPut))
+	mux.HandleFunc("GET "+v+"/runs/{ref}/blobs/{digest}", s.runAuth(s.handleRunBlob))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("ok\n"))
 	})
@@ -417,7 +445,7 @@ func writeError(w http.ResponseWriter, err error) {
 		status = http.StatusServiceUnavailable
 		w.Header().Set("Retry-After", "5")
 	}
-	e := api.Error{Error: err.Error()}
+	e := api.Error{Error: publicMessage(err.Error())}
 	var fe *spec.Error
 	if errors.As(err, &fe) {
 		e.Field = fe.Field

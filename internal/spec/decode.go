@@ -14,7 +14,6 @@ import (
 // otherTypeFields are keys of dstack's other configuration types, so that a
 // stray one gets a better message than "unknown field".
 var otherTypeFields = map[string]string{
-	"ide": "dev-environment", "init": "dev-environment", "inactivity_duration": "dev-environment", "version": "dev-environment",
 	"port": "service", "replicas": "service", "scaling": "service", "gateway": "service", "model": "service",
 	"https": "service", "auth": "service", "strip_prefix": "service", "rate_limits": "service", "probes": "service",
 	"placement": "fleet", "blocks": "fleet", "ssh_config": "fleet", "termination_policy": "fleet",
@@ -53,7 +52,7 @@ func (w *walker) task(root ast.Node) *Task {
 		if !ok {
 			return nil
 		}
-		if typ != "task" {
+		if typ != "task" && typ != "dev-environment" {
 			// Other types have other schemas: checking their fields against
 			// the task schema would only bury the one error that matters.
 			w.errs = nil
@@ -142,6 +141,10 @@ func (w *walker) field(t *Task, e entry) {
 		}
 	case "files":
 		t.Files = w.files(v, p)
+	case "dstack":
+		if b, ok := w.boolean(v, p); ok {
+			t.Dstack = b
+		}
 	case "env":
 		t.Env = w.env(v, p)
 	case "commands":
@@ -184,6 +187,15 @@ func (w *walker) field(t *Task, e entry) {
 		t.Retry = w.retry(v, p)
 	case "max_duration":
 		t.MaxDuration = w.offDuration(v, p, nil)
+	case "ide":
+		str(&t.IDE)
+	case "init":
+		t.Init = w.commands(v, p)
+	case "inactivity_duration":
+		off := DurationOff
+		t.InactivityDuration = w.offDuration(v, p, &off)
+	case "version":
+		str(&t.Version)
 	case "stop_duration":
 		off := DurationOff
 		t.StopDuration = w.offDuration(v, p, &off)

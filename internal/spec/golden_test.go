@@ -84,7 +84,6 @@ func TestSeedTasksParse(t *testing.T) {
 		"03-my-fleet.yml":          "not a task",
 		"12-gpu-fleet.yml":         "not a task",
 		"13-on-prem-gpu-fleet.yml": "not a task",
-		"19-ml-dev.yml":            "not a task",
 		// The migration guide's tabbed examples lost the indentation of
 		// `resources:` when written (gpu, memory and shm_size sit at the top
 		// level, which dstack refuses too). The verbatim files pin the

@@ -34,11 +34,11 @@ func TestParseErrors(t *testing.T) {
 		},
 		"unsupported type": {
 			in:   "type: service\nport: 80\nblah: 1\n",
-			want: []string{`f.yml:1:7: type: "service" configurations are not supported by this version of Berth; only "task" is`},
+			want: []string{`f.yml:1:7: type: "service" configurations are not supported by this version of Berth; only "task" and "dev-environment" are`},
 		},
 		"unknown type": {
 			in:   "type: tsak\ncommands: [x]\n",
-			want: []string{`f.yml:1:7: type: unknown configuration type "tsak"; did you mean "task"?; this version of Berth runs only "task"`},
+			want: []string{`f.yml:1:7: type: unknown configuration type "tsak"; did you mean "task"?; this version of Berth runs "task" and "dev-environment"`},
 		},
 		"missing type": {
 			in:   "commands: [x]\n",
@@ -74,7 +74,7 @@ func TestParseErrors(t *testing.T) {
 		},
 		"field of another type": {
 			in:   "type: task\ncommands: [x]\nide: vscode\n",
-			want: []string{"f.yml:3:1: ide: unknown field (it belongs to dev-environment configurations, which Berth does not run)"},
+			want: []string{"f.yml:3:6: ide: belongs to dev-environment configurations; add `type: dev-environment` (or remove it)"},
 		},
 		"python float pitfall": {
 			in:   "type: task\ncommands: [x]\npython: 3.1\n",
@@ -194,7 +194,7 @@ func TestParseValues(t *testing.T) {
 		"ports":                   {in: "ports: [8888, \"8080:80\", \"*:9000\"]", get: func(t *Task) any { return t.Ports }, want: []PortMapping{{8888, 8888}, {8080, 80}, {0, 9000}}},
 		"volumes":                 {in: "volumes:\n  - /mnt/data:/data\n  - cache:/cache\n  - name: ds-${{ dstack.node_rank }}\n    path: /ds", get: func(t *Task) any { return t.Volumes }, want: []Volume{{InstancePath: "/mnt/data", Path: "/data"}, {Name: "cache", Path: "/cache"}, {Name: "ds-${{ dstack.node_rank }}", Path: "/ds"}}},
 		"volumes read-only":       {in: "volumes:\n  - /mnt/data:/data:ro\n  - /mnt/out:/out:rw\n  - {instance_path: /m, path: /m, read_only: true}", get: func(t *Task) any { return t.Volumes }, want: []Volume{{InstancePath: "/mnt/data", Path: "/data", ReadOnly: true}, {InstancePath: "/mnt/out", Path: "/out"}, {InstancePath: "/m", Path: "/m", ReadOnly: true}}},
-		"files":                   {in: "files:\n  - ../configs:~/configs\n  - data.csv\n  - {local_path: a, path: /b}", get: func(t *Task) any { return t.Files }, want: []FileMapping{{"../configs", "~/configs"}, {"data.csv", "data.csv"}, {"a", "/b"}}},
+		"files":                   {in: "files:\n  - ../configs:~/configs\n  - data.csv\n  - {local_path: a, path: /b}", get: func(t *Task) any { return t.Files }, want: []FileMapping{{LocalPath: "../configs", Path: "~/configs"}, {LocalPath: "data.csv", Path: "data.csv"}, {LocalPath: "a", Path: "/b"}}},
 		"repo dir":                {in: "repos: [\".:train\"]", get: func(t *Task) any { return t.Repos }, want: []Repo{{LocalPath: ".", Path: "train"}}},
 		"repo url":                {in: "repos: [\"https://github.com/org/repo:/workflow\"]", get: func(t *Task) any { return t.Repos }, want: []Repo{{URL: "https://github.com/org/repo", Path: "/workflow"}}},
 		"repo ssh url":            {in: "repos: [\"git@github.com:org/repo.git\"]", get: func(t *Task) any { return t.Repos }, want: []Repo{{URL: "git@github.com:org/repo.git"}}},

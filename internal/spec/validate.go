@@ -57,9 +57,10 @@ func (t *Task) check(l Limits) []problem {
 		}
 	}
 
-	if t.Type != "" && t.Type != "task" {
+	if t.Type != "" && t.Type != "task" && t.Type != "dev-environment" {
 		add("type", "%s", unsupportedType(t.Type))
 	}
+	t.checkDevEnvironment(add) // devenv.go
 	if name, ok := t.nameAsRun(); t.Name != "" && ok && !runName().MatchString(name) {
 		if name != t.Name {
 			add("name", "%q is not a valid run name for the tasks of this array (it gives %q): use 2 to 41 lowercase letters, digits and hyphens, starting with a letter", t.Name, name)
@@ -127,9 +128,11 @@ func (t *Task) check(l Limits) []problem {
 			add(p, "`local_path` and `url` are mutually exclusive")
 		}
 		enum(p+".if_exists", r.IfExists, RepoIfExists)
+		r.Archive.check(p+".archive", add)
 	}
 	for i, f := range t.Files {
 		p := fmt.Sprintf("files[%d]", i)
+		f.Archive.check(p+".archive", add)
 		if f.LocalPath == "" {
 			add(p+".local_path", "required")
 		}
@@ -145,7 +148,7 @@ func (t *Task) check(l Limits) []problem {
 			add(fmt.Sprintf("commands[%d]", i), "empty command")
 		}
 	}
-	if len(t.Commands) == 0 && t.Image == "" {
+	if len(t.Commands) == 0 && t.Image == "" && !t.IsDevEnvironment() {
 		if len(t.Groups) == 0 {
 			add("commands", "required: give `commands`, or an `image` whose entrypoint does the work")
 		}
@@ -155,14 +158,20 @@ func (t *Task) check(l Limits) []problem {
 			}
 		}
 	}
-	for i, pm := range t.Ports {
-		p := fmt.Sprintf("ports[%d]", i)
-		if pm.ContainerPort < 1 || pm.ContainerPort > 65535 {
-			add(p, "container port %d is out of range 1..65535", pm.ContainerPort)
+	checkPorts := func(prefix string, ports []PortMapping) {
+		for i, pm := range ports {
+			p := fmt.Sprintf("%sports[%d]", prefix, i)
+			if pm.ContainerPort < 1 || pm.ContainerPort > 65535 {
+				add(p, "container port %d is out of range 1..65535", pm.ContainerPort)
+			}
+			if pm.LocalPort < 0 || pm.LocalPort > 65535 {
+				add(p, "local port %d is out of range 1..65535", pm.LocalPort)
+			}
 		}
-		if pm.LocalPort < 0 || pm.LocalPort > 65535 {
-			add(p, "local port %d is out of range 1..65535", pm.LocalPort)
-		}
+	}
+	checkPorts("", t.Ports)
+	for i, g := range t.Groups {
+		checkPorts(fmt.Sprintf("groups[%d].", i), g.Ports)
 	}
 	for _, p := range t.Resources.check() {
 		add("resources."+p.path, "%s", p.msg)
@@ -276,10 +285,14 @@ func (t *Task) check(l Limits) []problem {
 // unsupportedType explains a `type:` other than task.
 func unsupportedType(typ string) string {
 	switch typ {
-	case "service", "dev-environment", "fleet", "volume", "gateway":
-		return fmt.Sprintf("%q configurations are not supported by this version of Berth; only \"task\" is", typ)
+	case "service", "fleet", "volume", "gateway":
+		return fmt.Sprintf("%q configurations are not supported by this version of Berth; only \"task\" and \"dev-environment\" are", typ)
+	case "preset":
+		// dstack's presets search for a model deployment: an agent tries
+		// services on the fleets and keeps the one that meets max_ttft.
+		return "\"preset\" configurations (dstack's search for a model deployment: trials of services measured against max_ttft) are not supported by Berth: run the model server as a task"
 	}
-	return fmt.Sprintf("unknown configuration type %q%s; this version of Berth runs only \"task\"", typ, didYouMean(typ, []string{"task"}))
+	return fmt.Sprintf("unknown configuration type %q%s; this version of Berth runs \"task\" and \"dev-environment\"", typ, didYouMean(typ, []string{"task", "dev-environment"}))
 }
 
 // MaxNice bounds a run's nice either way, as Slurm's NICE_OFFSET - 3 does.

@@ -455,6 +455,20 @@ func (s *sqlDB) FindRun(ctx context.Context, projectID int64, name string) (*Run
 	return r, nil
 }
 
+// FindActiveRun returns the project's active run with that name: a
+// schedule before the runs it fired, else the newest.
+func (s *sqlDB) FindActiveRun(ctx context.Context, projectID int64, name string) (*Run, error) {
+	r, err := scanRun(s.r.QueryRowContext(ctx, s.q(`SELECT `+runCols+` FROM runs WHERE project_id = ? AND name = ? AND active = 1
+ ORDER BY CASE WHEN status = 'scheduled' THEN 0 ELSE 1 END, id DESC LIMIT 1`), projectID, name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("active run %q: %w", name, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: active run %q: %w", name, err)
+	}
+	return r, nil
+}
+
 // ListRuns lists runs, newest first.
 func (s *sqlDB) ListRuns(ctx context.Context, f RunFilter) ([]*Run, error) {
 	cols, scan := runCols, scanRun

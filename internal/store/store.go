@@ -25,6 +25,9 @@ type Store interface {
 	KeysSince(ctx context.Context, since time.Time) ([]*IdempotencyKey, error)
 	// FindRun returns the newest run of the project with that name.
 	FindRun(ctx context.Context, projectID int64, name string) (*Run, error)
+	// FindActiveRun returns the project's active run with that name (a
+	// schedule before the runs it fired; else the newest), or ErrNotFound.
+	FindActiveRun(ctx context.Context, projectID int64, name string) (*Run, error)
 	ListRuns(ctx context.Context, f RunFilter) ([]*Run, error)
 	ListJobs(ctx context.Context, runID int64) ([]*Job, error)
 	// ListSteps returns the job steps of the runs, by run and step ID.
@@ -109,6 +112,13 @@ type Store interface {
 	ListFleets(ctx context.Context) ([]*Fleet, error)
 	// DeleteFleet removes a fleet (ErrNotFound: none).
 	DeleteFleet(ctx context.Context, name string) error
+	// PutBlob stores data under digest, its hex SHA-256 (checked by the
+	// caller); a digest already stored is left as it is.
+	PutBlob(ctx context.Context, digest string, data []byte) error
+	// HasBlob says whether digest is stored, and its size.
+	HasBlob(ctx context.Context, digest string) (size int64, ok bool, err error)
+	// GetBlob returns a blob's bytes (ErrNotFound: none).
+	GetBlob(ctx context.Context, digest string) ([]byte, error)
 	// FindArrayTask returns an array's task by index (ErrNotFound: not
 	// created yet, or no such task).
 	FindArrayTask(ctx context.Context, arrayID int64, index int) (*Run, error)
@@ -135,6 +145,8 @@ type Store interface {
 	ListMembers(ctx context.Context, projectID, userID int64) ([]*Member, error)
 	ProjectName(ctx context.Context, id int64) (string, error)
 	UserName(ctx context.Context, id int64) (string, error)
+	// CloudStore: backend fleets' instances and volumes (cloud.go).
+	CloudStore
 
 	Close() error
 }

@@ -363,6 +363,9 @@ type State struct {
 	FinishedAt time.Time // zero until it ended
 	// Ports are the published ports: container port → "host-ip:host-port".
 	Ports map[int][]string
+	// Addr is the container's address on its network (empty on the
+	// host's network): where a tunnel to one of its ports goes.
+	Addr string
 }
 
 // Started reports whether the container has been started at least once.
@@ -383,6 +386,12 @@ func (c *Container) Inspect(ctx context.Context) (State, error) {
 			StartedAt: engineTime(s.StartedAt), FinishedAt: engineTime(s.FinishedAt)}
 	}
 	if ns := res.Container.NetworkSettings; ns != nil {
+		for _, ep := range ns.Networks {
+			if ep != nil && ep.IPAddress.IsValid() && !ep.IPAddress.IsUnspecified() {
+				st.Addr = ep.IPAddress.String()
+				break
+			}
+		}
 		for p, bs := range ns.Ports {
 			for _, b := range bs {
 				if st.Ports == nil {

@@ -1,0 +1,135 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/berth-hq/berth/internal/agent/container"
+	"github.com/berth-hq/berth/internal/api"
+)
+
+// tunnel serves one tunnel the server asked for (api.TunnelOpen): it
+// connects to the target inside the job, dials the server back with a
+// connection of its own and copies between the two until both directions
+// have ended. Nothing listens on the node: both connections are the
+// agent's own, outbound or local.
+func (a *Agent) tunnel(ctx context.Context, t api.TunnelOpen) {
+	dctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	target, err := a.dialJob(dctx, t)
+	if err != nil {
+		a.log.Info("tunnel refused", "job_id", t.JobID, "port", t.Port, "err", err)
+		// The server answers a refusal without switching: nothing to keep.
+		if c, err := a.c.AgentTunnel(dctx, t.ID, err.Error()); err == nil {
+			c.Close()
+		}
+		return
+	}
+	back, err := a.c.AgentTunnel(dctx, t.ID, "")
+	if err != nil {
+		target.Close()
+		a.log.Warn("tunnel: dial the server back", "job_id", t.JobID, "err", err)
+		return
+	}
+	pipeConns(target, back)
+}
+
+// dialJob connects to the tunnel's target: the job's SSH endpoint (a
+// socket in its directory) or a port on the job's address.
+func (a *Agent) dialJob(ctx context.Context, t api.TunnelOpen) (net.Conn, error) {
+	a.mu.Lock()
+	j := a.jobs[t.JobID]
+	var dir string
+	var asg api.Assignment
+	running := j != nil && j.exit == nil && !j.orphan
+	if running {
+		dir, asg = j.dir, j.asg
+	}
+	a.mu.Unlock()
+	if !running {
+		return nil, fmt.Errorf("job %d is not running on this node", t.JobID)
+	}
+	var d net.Dialer
+	if t.SSH {
+		if asg.Container != nil {
+			return nil, fmt.Errorf("job %d runs in a container: its SSH endpoint is not served yet (planned)", t.JobID)
+		}
+		// The socket is in BERTH_JOB_DIR: the user's own directory when
+		// the job runs as its user (runas.go), else the agent's.
+		abs, _ := filepath.Abs(dir)
+		for _, p := range []string{filepath.Join(a.userJobDir(t.JobID), api.SSHSocket), filepath.Join(abs, api.SSHSocket)} {
+			if _, err := os.Stat(p); err == nil {
+				return d.DialContext(ctx, "unix", p)
+			}
+		}
+		return nil, fmt.Errorf("job %d has no SSH endpoint (yet): only dev environments and jobs running `berth ssh-host` have one", t.JobID)
+	}
+	host := "127.0.0.1"
+	if asg.Container != nil && !asg.Container.HostNetwork {
+		addr, err := a.containerAddr(ctx, dir)
+		if err != nil {
+			return nil, fmt.Errorf("job %d: the container's address: %w", t.JobID, err)
+		}
+		host = addr
+	}
+	return d.DialContext(ctx, "tcp", net.JoinHostPort(host, strconv.Itoa(t.Port)))
+}
+
+// containerAddr is the network address of the container of the job whose
+// directory is dir.
+func (a *Agent) containerAddr(ctx context.Context, dir string) (string, error) {
+	var rec containerRecord
+	if err := readJSON(filepath.Join(dir, fileContainer), &rec); err != nil || rec.Name == "" {
+		return "", errors.New("no container yet")
+	}
+	e, err := container.Open(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer e.Close()
+	c, err := e.Get(ctx, rec.Name)
+	if err != nil {
+		return "", err
+	}
+	st, err := c.Inspect(ctx)
+	if err != nil {
+		return "", err
+	}
+	if st.Addr == "" {
+		return "127.0.0.1", nil
+	}
+	return st.Addr, nil
+}
+
+// pipeConns copies both ways between a and b, passing the end of one
+// direction on as a half-close; an error either way ends both.
+func pipeConns(a, b net.Conn) {
+	var once sync.Once
+	abort := func() { once.Do(func() { a.Close(); b.Close() }) }
+	var wg sync.WaitGroup
+	wg.Add(2)
+	half := func(dst, src net.Conn) {
+		defer wg.Done()
+		if _, err := io.Copy(dst, src); err != nil && !errors.Is(err, net.ErrClosed) {
+			abort()
+			return
+		}
+		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+		} else {
+			abort()
+		}
+	}
+	go half(b, a)
+	go half(a, b)
+	wg.Wait()
+	abort()
+}
