@@ -10,6 +10,7 @@ import (
 
 	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/client"
+	"github.com/berth-hq/berth/internal/pack"
 	"github.com/berth-hq/berth/internal/spec"
 )
 
@@ -164,4 +165,29 @@ func arrayProgressText(parent *api.Run, tasks []api.Status) string {
 		fmt.Fprintf(&b, ", %d not created yet", a.NWaiting)
 	}
 	return b.String()
+}
+
+// uploadProgress is, on a terminal (w), a line "WHAT: SENT of TOTAL
+// (P%)" redrawn in place as an archive is uploaded, at most every
+// percent, and erased when done; elsewhere nothing (a nil callback).
+func uploadProgress(w io.Writer, what string, total int64) (func(int64), func()) {
+	if !isTTY(w) || total <= 0 {
+		return nil, func() {}
+	}
+	p := &progressLine{tty: w}
+	last := int64(-1)
+	return func(sent int64) {
+			pct := sent * 100 / total
+			if pct == last {
+				return
+			}
+			last = pct
+			p.set(fmt.Sprintf("%s: %s of %s sent (%d%%)", what, pack.Size(sent), pack.Size(total), pct))
+		}, func() {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if p.shown {
+				io.WriteString(w, eraseLine)
+			}
+		}
 }

@@ -3,8 +3,12 @@ package cli
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"io"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +16,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/pack"
 	"github.com/berth-hq/berth/internal/spec"
 )
 
@@ -94,5 +99,44 @@ func TestArrayProgress(t *testing.T) {
 		t.Error("progress for a run that is not an array")
 	} else {
 		stop()
+	}
+}
+
+// TestUploadProgress: an archive's upload shows its bytes sent on a
+// terminal, redrawn in place and erased at the end; piped, only the
+// lines upload always prints.
+func TestUploadProgress(t *testing.T) {
+	c := testServer(t)
+	ctx := context.Background()
+	data := make([]byte, 3<<20)
+	rand.Read(data)
+	arc := func(seed byte) []carried {
+		d := slices.Clone(data)
+		d[0] = seed
+		sum := sha256.Sum256(d)
+		return []carried{{what: "repo .", arc: &pack.Archive{Data: d, Digest: hex.EncodeToString(sum[:]), Files: 1, Bytes: int64(len(d))}}}
+	}
+	var piped bytes.Buffer
+	if _, err := upload(ctx, c, arc(1), &piped); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(piped.String(), "sent (") || strings.Contains(piped.String(), "\r") {
+		t.Errorf("piped upload drew progress:\n%q", piped.String())
+	}
+	master, tty, err := pty.Open()
+	if err != nil {
+		t.Skipf("no pty here: %v", err)
+	}
+	t.Cleanup(func() { master.Close(); tty.Close() })
+	got := make(chan string)
+	go func() { b, _ := io.ReadAll(master); got <- string(b) }()
+	sent, err := upload(ctx, c, arc(2), tty)
+	if err != nil || sent != int64(len(data)) {
+		t.Fatalf("upload = %d, %v", sent, err)
+	}
+	tty.Close()
+	screen := <-got
+	if !strings.Contains(screen, eraseLine+"repo .: 3.0MB of 3.0MB sent (100%)"+eraseLine) || strings.Count(screen, "sent (") < 2 {
+		t.Errorf("terminal upload:\n%q", screen)
 	}
 }
