@@ -55,3 +55,18 @@ func TestProblemsPlaced(t *testing.T) {
 		t.Errorf("problems = %q", got)
 	}
 }
+
+// TestSubmitRefusesLocalFiles: a repo or file on the submitter's machine
+// cannot come through the dashboard; it says so at the field's line.
+func TestSubmitRefusesLocalFiles(t *testing.T) {
+	data := []byte("type: task\nrepos:\n  - .\nfiles:\n  - configs:~/configs\ncommands:\n  - echo\n")
+	_, err := submitRequest("t.yml", data, "")
+	got := problems(err, "t.yml", data)
+	if len(got) != 2 || !strings.HasPrefix(got[0], "t.yml:3:") || !strings.Contains(got[0], "repos[0]: . is on your machine") ||
+		!strings.HasPrefix(got[1], "t.yml:5:") || !strings.Contains(got[1], "files[0]: configs is on your machine") {
+		t.Errorf("problems = %q", got)
+	}
+	if _, err := submitRequest("t.yml", []byte("type: task\ncommands:\n  - echo\n"), "p"); err != nil {
+		t.Errorf("a plain task: %v", err)
+	}
+}

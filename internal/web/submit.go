@@ -116,6 +116,20 @@ func submitRequest(source string, data []byte, project string) (api.SubmitReques
 	if project != "" {
 		t.Project = project
 	}
+	// A local repo or file is packed on the submitter's machine (berth
+	// apply); the dashboard has no files to pack.
+	var local spec.Errors
+	for i, r := range t.Repos {
+		if r.LocalPath != "" {
+			local = append(local, localError(source, data, fmt.Sprintf("repos[%d]", i), r.LocalPath))
+		}
+	}
+	for i, f := range t.Files {
+		local = append(local, localError(source, data, fmt.Sprintf("files[%d]", i), f.LocalPath))
+	}
+	if len(local) > 0 {
+		return api.SubmitRequest{}, local
+	}
 	if err := t.Env.Resolve(func(string) (string, bool) { return "", false }); err != nil {
 		return api.SubmitRequest{}, fmt.Errorf("%s: env: the dashboard has no environment to take a value from; give each variable one (NAME=value): %w", source, err)
 	}
@@ -159,4 +173,10 @@ func cleanSource(name string) string {
 		name = name[:100]
 	}
 	return name
+}
+
+func localError(source string, data []byte, field, p string) *spec.Error {
+	line, col, _ := spec.Locate(data, field)
+	return &spec.Error{File: source, Line: line, Col: col, Field: field,
+		Msg: fmt.Sprintf("%s is on your machine: submit this configuration with berth apply, which packs and uploads it", p)}
 }
