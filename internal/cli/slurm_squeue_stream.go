@@ -103,7 +103,7 @@ func squeueJobs(e *slurmEnv, sel runSelection, f slurm.JobFilter, nodelist []str
 		}
 		return nil
 	}
-	o := client.ListOptions{All: sel.all, Jobs: true, Spec: true, IDs: sel.ids, Since: sel.since, Until: sel.until}
+	o := client.ListOptions{All: sel.all, Jobs: true, Spec: true, Lean: true, IDs: sel.ids, Since: sel.since, Until: sel.until}
 	if err := c.EachRun(e.ctx, o, take); err != nil {
 		return nil, time.Time{}, fail(err)
 	}
@@ -112,7 +112,7 @@ func squeueJobs(e *slurmEnv, sel runSelection, f slurm.JobFilter, nodelist []str
 		for id := range pending {
 			more = append(more, id)
 		}
-		if err := c.EachRun(e.ctx, client.ListOptions{All: true, Jobs: true, Spec: true, IDs: more}, take); err != nil {
+		if err := c.EachRun(e.ctx, client.ListOptions{All: true, Jobs: true, Spec: true, Lean: true, IDs: more}, take); err != nil {
 			return nil, time.Time{}, fail(err)
 		}
 	}

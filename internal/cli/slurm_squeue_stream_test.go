@@ -165,3 +165,28 @@ func TestSqueueStreamMatchesGathered(t *testing.T) {
 		t.Fatalf("the queue tests too little: %d rows, %d throttled", rows, throttled)
 	}
 }
+
+// BenchmarkSqueueStream is the client's side of a full squeue over n
+// waiting runs (the server's answer from memory): reading, converting,
+// sorting and printing.
+func BenchmarkSqueueStream(b *testing.B) {
+	now := time.Date(2026, 11, 22, 15, 4, 5, 0, time.Local)
+	var runs []api.Run
+	for id := int64(20000); id >= 1; id-- {
+		runs = append(runs, aRun(id, "job"+strconv.FormatInt(id, 10)).build())
+	}
+	hs := listServer(&testing.T{}, runs, nil)
+	defer hs.Close()
+	e := &slurmEnv{ctx: context.Background(), now: func() time.Time { return now },
+		newClient: func() (*client.Client, error) { return client.New(hs.URL, ""), nil }}
+	b.ResetTimer()
+	for range b.N {
+		jobs, at, err := squeueJobs(e, runSelection{}, slurm.JobFilter{}, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, _, err := slurm.FormatSqueue(jobs, slurm.SqueueOptions{Now: at}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
