@@ -96,18 +96,28 @@ given several times, each binary's listings are timed in turn, against the same 
 					fmt.Fprintf(out, "squeue: client %s\n", exes[i])
 				}
 				for _, l := range listings {
-					var times []time.Duration
+					var times, cpus []time.Duration
 					var peak int64
 					lines := 0
 					for range repeat {
-						took, hwm, n, err := timeClient(ctx, b.home, filepath.Join(bin, l.args[0]), l.args[1:])
+						pid := b.cmd.Process.Pid
+						server0 := procCPU(pid)
+						took, cpu, hwm, n, err := timeClient(ctx, b.home, filepath.Join(bin, l.args[0]), l.args[1:])
 						if err != nil {
 							return fmt.Errorf("bench: %s: %w", l.name, err)
 						}
 						times, peak, lines = append(times, took), max(peak, hwm), n
+						cpus = append(cpus, cpu, procCPU(pid)-server0)
 					}
 					slices.Sort(times)
-					fmt.Fprintf(out, "squeue: %-24s %10s median of %d (%d lines; client peak RSS %s)\n", l.name, ms(times[len(times)/2]), repeat, lines, mib(peak))
+					// CPU times: a loaded machine stretches the wall time, not these.
+					var ccpu, scpu time.Duration
+					for i := 0; i < len(cpus); i += 2 {
+						ccpu, scpu = ccpu+cpus[i], scpu+cpus[i+1]
+					}
+					n := time.Duration(repeat)
+					fmt.Fprintf(out, "squeue: %-24s %10s median of %d (%d lines; client peak RSS %s; CPU client %s, server %s, mean)\n",
+						l.name, ms(times[len(times)/2]), repeat, lines, mib(peak), ms(ccpu/n), ms(scpu/n))
 				}
 				rss, _ := procMemory(b.cmd.Process.Pid)
 				fmt.Fprintf(out, "squeue: server RSS %s\n", mib(rss))
@@ -128,23 +138,40 @@ given several times, each binary's listings are timed in turn, against the same 
 
 // timeClient runs one client process against the benchmark's server: its
 // wall time, its peak resident memory (from rusage) and its output lines.
-func timeClient(ctx context.Context, home, path string, args []string) (time.Duration, int64, int, error) {
+func timeClient(ctx context.Context, home, path string, args []string) (took, cpu time.Duration, peak int64, lines int, err error) {
 	c := exec.CommandContext(ctx, path, args...)
 	c.Env = append(os.Environ(), "BERTH_HOME="+home)
 	var stderr bytes.Buffer
 	lc := &lineCounter{}
 	c.Stdout, c.Stderr = lc, &stderr
 	t0 := time.Now()
-	err := c.Run()
-	took := time.Since(t0)
+	err = c.Run()
+	took = time.Since(t0)
 	if err != nil {
-		return 0, 0, 0, fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
+		return 0, 0, 0, 0, fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
 	}
-	var peak int64
 	if ru, ok := c.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		peak = ru.Maxrss << 10
 	}
-	return took, peak, lc.n, nil
+	return took, c.ProcessState.UserTime() + c.ProcessState.SystemTime(), peak, lc.n, nil
+}
+
+// procCPU is the CPU time a process has used so far (user and system,
+// from /proc/PID/stat), zero when unreadable.
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The fields after the command's closing parenthesis: utime and stime
+	// are the 12th and 13th (clock ticks, 100 a second on Linux).
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+s) * 10 * time.Millisecond
 }
 
 // stopActive stops the benchmark's running run and waits until nothing
