@@ -58,7 +58,7 @@ func mixedQueue(rng *rand.Rand, n int, now time.Time) []api.Run {
 
 // listServer serves what squeueJobs reads: the runs a selection lists
 // (serverList), streamed as the server does, the nodes and priorities.
-func listServer(t *testing.T, runs []api.Run, prio map[int64]int64) *httptest.Server {
+func listServer(t testing.TB, runs []api.Run, prio map[int64]int64) *httptest.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/v1/runs", func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
@@ -175,8 +175,7 @@ func BenchmarkSqueueStream(b *testing.B) {
 	for id := int64(20000); id >= 1; id-- {
 		runs = append(runs, aRun(id, "job"+strconv.FormatInt(id, 10)).build())
 	}
-	hs := listServer(&testing.T{}, runs, nil)
-	defer hs.Close()
+	hs := listServer(b, runs, nil)
 	e := &slurmEnv{ctx: context.Background(), now: func() time.Time { return now },
 		newClient: func() (*client.Client, error) { return client.New(hs.URL, ""), nil }}
 	b.ResetTimer()
