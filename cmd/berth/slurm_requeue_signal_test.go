@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -134,4 +135,49 @@ func TestSlurmSignalCheckpointRequeue(t *testing.T) {
 		t.Errorf("the poller saw job %s in %v over %d polls; want RUNNING and COMPLETED among them", a, seen, polls)
 	}
 	t.Logf("job %s states seen by %d sacct polls: %v; events:\n%s", a, polls, seen, events)
+}
+
+// TestSlurmSignalReachesEveryNodesSteps: --signal without B: reaches every
+// task of a two-node step, on both nodes (the second one's through its
+// step host), and not the batch shell.
+func TestSlurmSignalReachesEveryNodesSteps(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	srv := c.startServer("--agent-name", "sg-n1", "--cpus", "2")
+	srv.startAgent("sg-n2", filepath.Join(c.home, "data-n2"), "--cpus", "2")
+	c.waitNodes(30*time.Second, "sg-n1", "sg-n2")
+	s := newSlurmSite(t, c)
+	s.write("two.sh", `#!/bin/bash
+#SBATCH -N2 -t 1 --signal=USR2@55
+trap 'echo batch shell >>sig.log' USR2
+srun -N2 bash -c 'trap "echo task \$SLURM_PROCID on \$SLURMD_NODENAME >>sig.log; exit 0" USR2; while :; do sleep 0.2; done'
+`)
+	// With B:, the batch shell only: the second node's step host, the
+	// job's main process there, must not die of it (HUP would end a Go
+	// program; USR1 and USR2 it ignores).
+	s.write("batch.sh", `#!/bin/bash
+#SBATCH -N2 -t 1 --signal=B:HUP@55
+trap 'echo batch shell >>b.log' HUP
+srun -N2 bash -c 'trap "echo task \$SLURM_PROCID >>b.log" HUP; sleep 8; echo done $SLURM_PROCID >>b.log'
+`)
+	id := strings.TrimSpace(s.must("sbatch --parsable two.sh"))
+	idB := strings.TrimSpace(s.must("sbatch --parsable batch.sh"))
+	if st := s.waitState(id, 60*time.Second, "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"); st != [2]string{"COMPLETED", "0:0"} {
+		t.Errorf("job %s: %v, want COMPLETED 0:0 (its step ends on the signal)", id, st)
+	}
+	if st := s.waitState(idB, 60*time.Second, "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"); st != [2]string{"COMPLETED", "0:0"} {
+		t.Errorf("job %s (B:): %v, want COMPLETED 0:0", idB, st)
+	}
+	bl, _ := os.ReadFile(filepath.Join(s.dir, "b.log"))
+	gotB := strings.Split(strings.TrimSpace(string(bl)), "\n")
+	sort.Strings(gotB)
+	if want := []string{"batch shell", "done 0", "done 1"}; strings.Join(gotB, "|") != strings.Join(want, "|") {
+		t.Errorf("with B:, b.log %q, want %q (the batch shell only; the step runs on)", gotB, want)
+	}
+	b, _ := os.ReadFile(filepath.Join(s.dir, "sig.log"))
+	got := strings.Split(strings.TrimSpace(string(b)), "\n")
+	sort.Strings(got)
+	if want := []string{"task 0 on sg-n1", "task 1 on sg-n2"}; strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("sig.log %q, want %q (every task, not the batch shell)", got, want)
+	}
 }

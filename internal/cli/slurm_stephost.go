@@ -58,8 +58,9 @@ func newStepHostCmd() *cobra.Command {
 	}
 }
 
-// stepHostIgnores are the signals whose default action would end the step
-// host and that a job may be sent (--signal, scancel --signal).
+// stepHostIgnores are signals a job may be sent (--signal, scancel
+// --signal) that the step host drops: HUP and QUIT would end it (a Go
+// program ignores the others by default; listed all the same).
 func stepHostIgnores() []os.Signal {
 	out := []os.Signal{syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGALRM,
 		syscall.SIGVTALRM, syscall.SIGPROF, syscall.SIGXCPU, syscall.SIGXFSZ, syscall.SIGPWR}
