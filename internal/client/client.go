@@ -251,6 +251,8 @@ type ListOptions struct {
 	IDs      []int64
 	Users    []string
 	Statuses []api.Status
+	// Project keeps the runs of that project ("": every project seen).
+	Project string
 	// Since keeps the runs not final before it, Until those submitted
 	// before it (zero: no bound): sacct's window.
 	Since, Until time.Time

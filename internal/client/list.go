@@ -85,6 +85,9 @@ func (o ListOptions) query() url.Values {
 	if len(o.Users) > 0 {
 		q.Set("user", strings.Join(o.Users, ","))
 	}
+	if o.Project != "" {
+		q.Set("project", o.Project)
+	}
 	if len(o.Statuses) > 0 {
 		st := make([]string, len(o.Statuses))
 		for i, s := range o.Statuses {

@@ -122,15 +122,15 @@ func (u *UI) stop(w http.ResponseWriter, r *http.Request, s *session) {
 	u.back(w, r, Prefix+"runs/"+url.PathEscape(ref), err)
 }
 
-// control holds or releases a run through the API.
+// control holds, releases or requeues a run through the API.
 func (u *UI) control(w http.ResponseWriter, r *http.Request, s *session) {
 	ref := r.PathValue("ref")
 	var err error
 	switch a := r.PostFormValue("action"); a {
-	case "hold", "release":
+	case "hold", "release", "requeue":
 		_, err = s.c.Control(r.Context(), ref, api.ControlRequest{Action: a})
 	default:
-		err = fmt.Errorf("unknown action %q (hold or release)", a)
+		err = fmt.Errorf("unknown action %q (hold, release or requeue)", a)
 	}
 	u.back(w, r, Prefix+"runs/"+url.PathEscape(ref), err)
 }

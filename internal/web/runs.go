@@ -18,18 +18,18 @@ import (
 
 // runFilter is the runs page's filter, from its query string.
 type runFilter struct {
-	Status, User, Fleet string
-	All                 bool
+	Status, User, Fleet, Project string
+	All                          bool
 }
 
 func filterOf(q url.Values) runFilter {
-	return runFilter{Status: q.Get("status"), User: q.Get("user"), Fleet: q.Get("fleet"), All: q.Get("all") == "1"}
+	return runFilter{Status: q.Get("status"), User: q.Get("user"), Fleet: q.Get("fleet"), Project: q.Get("project"), All: q.Get("all") == "1"}
 }
 
 // query is f as a query string (for the live stream's URL).
 func (f runFilter) query() string {
 	q := url.Values{}
-	for k, v := range map[string]string{"status": f.Status, "user": f.User, "fleet": f.Fleet} {
+	for k, v := range map[string]string{"status": f.Status, "user": f.User, "fleet": f.Fleet, "project": f.Project} {
 		if v != "" {
 			q.Set(k, v)
 		}
@@ -53,7 +53,7 @@ type runRow struct {
 // listRuns reads the runs f selects through the API (the fleet filter
 // applies to the runs' configurations, which name their fleets).
 func listRuns(r *http.Request, s *session, f runFilter) ([]runRow, error) {
-	o := client.ListOptions{All: f.All || isFinal(f.Status), Spec: f.Fleet != "", Limit: 500}
+	o := client.ListOptions{All: f.All || isFinal(f.Status), Spec: f.Fleet != "", Limit: 500, Project: f.Project}
 	if f.User != "" {
 		o.Users = []string{f.User}
 	}

@@ -182,7 +182,8 @@ func TestRunPages(t *testing.T) {
 		t.Errorf("runs stream = %q", rows)
 	}
 	// Filters: a done run is not among the active ones, nor the failed.
-	for q, want := range map[string]bool{"": false, "?all=1": true, "?status=done": true, "?status=failed": false, "?all=1&user=bob": false, "?all=1&fleet=gpu": false} {
+	for q, want := range map[string]bool{"": false, "?all=1": true, "?status=done": true, "?status=failed": false, "?all=1&user=bob": false, "?all=1&fleet=gpu": false,
+		"?all=1&project=main": true, "?all=1&project=other": false} {
 		_, _, body := get(t, hc, c.url+"/ui/runs"+q, adminToken)
 		if got := strings.Contains(body, fmt.Sprintf(`id="run-%d"`, r.ID)); got != want {
 			t.Errorf("runs%s lists the run: %v, want %v", q, got, want)
@@ -207,6 +208,31 @@ func TestRunPages(t *testing.T) {
 		x, err := c.admin.Run(ctx, fmt.Sprint(held.ID))
 		return err == nil && x.Status == "done"
 	})
+
+	// A running run is requeued from its page: its next attempt runs.
+	long := c.submit(t, "type: task\nname: again\ncommands:\n  - sleep 600\n")
+	waitFor(t, "the run running", func() bool {
+		x, err := c.admin.Run(ctx, fmt.Sprint(long.ID))
+		return err == nil && x.Status == "running"
+	})
+	lb := fmt.Sprintf("%s/ui/runs/%d", c.url, long.ID)
+	if _, _, p := get(t, hc, lb, adminToken); !strings.Contains(p, `id="requeue"`) {
+		t.Fatalf("a running run's page has no Requeue button:\n%s", p)
+	}
+	post(t, hc, lb+"/control", adminToken, url.Values{"action": {"requeue"}})
+	waitFor(t, "the requeued run's second attempt", func() bool {
+		x, err := c.admin.Run(ctx, fmt.Sprint(long.ID))
+		if err != nil {
+			return false
+		}
+		for _, j := range x.Jobs {
+			if j.Attempt > 0 {
+				return true
+			}
+		}
+		return false
+	})
+	_, _ = c.admin.Stop(ctx, fmt.Sprint(long.ID), true)
 }
 
 // sse reads n events of a stream as "event:data".
