@@ -402,3 +402,28 @@ func TestCompressed(t *testing.T) {
 		t.Errorf("the live stream's first event: %q, %v", e, err)
 	}
 }
+
+// TestQueueShowsReservation: a run waiting behind a running one, both with
+// time limits, has its reservation drawn on the queue page's plan from
+// its estimated start, beside the running job's bar.
+func TestQueueShowsReservation(t *testing.T) {
+	c := newCluster(t)
+	hc := browserless(t)
+	ctx := context.Background()
+	first := c.submit(t, "type: task\nname: holder\nresources: {cpu: 2}\nmax_duration: 1h\ncommands: [\"sleep 600\"]\n")
+	next := c.submit(t, "type: task\nname: waiter\nresources: {cpu: 2}\nmax_duration: 30m\ncommands: [\"true\"]\n")
+	defer func() {
+		_, _ = c.admin.Stop(ctx, fmt.Sprint(next.ID), true)
+		_, _ = c.admin.Stop(ctx, fmt.Sprint(first.ID), true)
+	}()
+	waitFor(t, "the waiting run's estimated start", func() bool {
+		x, err := c.admin.Run(ctx, fmt.Sprint(next.ID))
+		return err == nil && x.EstimatedStart != nil
+	})
+	_, _, page := get(t, hc, c.url+"/ui/queue", adminToken)
+	for _, want := range []string{fmt.Sprintf(`<a href="/ui/runs/%d">waiter</a>`, next.ID), `class="resv"`, fmt.Sprintf("reserved: waiter (%d)", next.ID), `class="run"`, fmt.Sprintf("holder (%d)", first.ID)} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the queue page lacks %q:\n%s", want, page)
+		}
+	}
+}
