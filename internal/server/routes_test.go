@@ -180,6 +180,8 @@ func TestRouteTable(t *testing.T) {
 		{"GET", "/tokens", "", "200 200 200 200 " + authed, nil},
 		{"DELETE", "/tokens/" + carolTokens[0].ID, "", "404 404 404 404 " + authed, nil},
 		{"GET", "/whoami", "", "200 200 200 200 401 401 401 401 200 200", nil},
+		{"POST", "/signin-codes", `{}`, "201 201 201 201 " + authed, nil},
+		{"POST", "/signin-codes/redeem", `{"code":"not-a-code"}`, "401 401 401 401 401 401 401 401 401 401", nil},
 		{"POST", "/projects", `{"name":"eve-proj"}`, "403 403 403 403 " + authed, nil},
 		{"GET", "/projects?members=1", "", "200 200 200 200 " + authed, nil},
 		{"DELETE", "/projects/{project}", "", "403 403 403 403 " + authed, nil},

@@ -137,6 +137,8 @@ type Server struct {
 	clock Clock
 	// changes wakes the dashboard's live views when the cluster changed.
 	changes changes
+	// signIn holds the dashboard's one-time sign-in codes (signin.go).
+	signIn signInCodes
 	// fileMu serialises the policy file's readers and writers; it is taken
 	// before mu, never while holding it.
 	fileMu sync.Mutex
@@ -361,6 +363,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET "+v+"/tokens", s.auth(s.handleTokenList))
 	mux.HandleFunc("DELETE "+v+"/tokens/{id}", s.auth(s.handleTokenRevoke))
 	mux.HandleFunc("GET "+v+"/whoami", s.handleWhoAmI)
+	mux.HandleFunc("POST "+v+"/signin-codes", s.auth(s.handleSignInCode))
+	mux.HandleFunc("POST "+v+"/signin-codes/redeem", s.handleSignInRedeem)
 	mux.HandleFunc("GET "+v+"/secrets", s.auth(s.handleSecretList))
 	mux.HandleFunc("PUT "+v+"/secrets/{name}", s.auth(s.handleSecretSet))
 	mux.HandleFunc("GET "+v+"/secrets/{name}", s.auth(s.handleSecretGet))

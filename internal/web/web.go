@@ -171,7 +171,24 @@ func (u *UI) signedIn(h func(http.ResponseWriter, *http.Request, *session)) http
 }
 
 func (u *UI) loginPage(w http.ResponseWriter, r *http.Request) {
+	if code := r.URL.Query().Get("code"); code != "" {
+		// A one-time code from berth ui: traded for a token of its user.
+		t, err := u.client("").RedeemSignInCode(r.Context(), code)
+		if err == nil {
+			setSession(w, r, t.Secret)
+			http.Redirect(w, r, Prefix+"runs", http.StatusSeeOther)
+			return
+		}
+		u.render(w, r, http.StatusOK, "login", map[string]any{"Next": Prefix + "runs", "Error": "Sign-in refused: " + err.Error()})
+		return
+	}
 	u.render(w, r, http.StatusOK, "login", map[string]any{"Next": safeNext(r.URL.Query().Get("next"))})
+}
+
+// setSession keeps token in the session cookie.
+func setSession(w http.ResponseWriter, r *http.Request, token string) {
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: token, Path: "/", HttpOnly: true,
+		Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
 }
 
 // login checks the token against the API (whoami) before keeping it.
@@ -187,8 +204,7 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 		case who.Kind != "user":
 			msg = "Sign-in refused: this is a " + who.Kind + "'s credential; use a user's token."
 		default:
-			http.SetCookie(w, &http.Cookie{Name: cookieName, Value: token, Path: "/", HttpOnly: true,
-				Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+			setSession(w, r, token)
 			http.Redirect(w, r, next, http.StatusSeeOther)
 			return
 		}

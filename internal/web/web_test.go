@@ -427,3 +427,43 @@ func TestQueueShowsReservation(t *testing.T) {
 		}
 	}
 }
+
+// TestSignInCode: a one-time code (berth ui) signs its user in without a
+// pasted token, once.
+func TestSignInCode(t *testing.T) {
+	c := newCluster(t)
+	hc := browserless(t)
+	code, err := c.admin.SignInCode(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(code.URL, c.url+"/ui/login?code=") {
+		t.Errorf("the link %q is not this server's login page", code.URL)
+	}
+	resp, err := hc.Get(code.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var session string
+	for _, ck := range resp.Cookies() {
+		if ck.Name == "berth_token" {
+			session = ck.Value
+		}
+	}
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/runs" || session == "" || session == adminToken {
+		t.Fatalf("sign-in with the code: %d to %q, session token %q", resp.StatusCode, resp.Header.Get("Location"), session)
+	}
+	if code, _, page := get(t, hc, c.url+"/ui/runs", session); code != http.StatusOK || !strings.Contains(page, "admin") {
+		t.Errorf("the runs page with the new session: %d", code)
+	}
+	resp, err = hc.Get(code.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if len(resp.Cookies()) != 0 || !strings.Contains(string(b), "unknown, used or expired") {
+		t.Errorf("the code worked twice: %d %s", resp.StatusCode, b)
+	}
+}
