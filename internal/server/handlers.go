@@ -18,6 +18,7 @@ import (
 
 	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/control"
+	"github.com/berth-hq/berth/internal/lifecycle"
 	"github.com/berth-hq/berth/internal/sched"
 	"github.com/berth-hq/berth/internal/spec"
 	"github.com/berth-hq/berth/internal/store"
@@ -98,6 +99,10 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, u *store.U
 		return
 	}
 	t := req.Spec
+	if t.IsService() {
+		s.handleServiceSubmit(w, r, u, t) // services.go
+		return
+	}
 	if t.Nice < 0 && !u.Admin {
 		// A negative nice raises the run above others' (Slurm's wording).
 		writeError(w, fmt.Errorf("%w: nice %d: only an administrator may set a negative nice (Slurm: Access/permission denied)", ErrForbidden, t.Nice))
@@ -132,6 +137,7 @@ var supported = map[string]bool{
 	"resources.shm_size": true, "signal": true, "startup_order": true, "stop_criteria": true,
 	"ide": true, "init": true, "inactivity_duration": true, // dev environments (spec/devenv.go)
 	"utilization_policy": true, // utilization.go
+	"port": true, "replicas": true, "scaling": true, "probes": true, "auth": true, "strip_prefix": true, // services.go, gateway.go
 }
 
 func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request, u *store.User) {
@@ -493,6 +499,9 @@ func (s *Server) handleStop(w http.ResponseWriter, r *http.Request, u *store.Use
 	}
 	if err == nil {
 		err = s.mayChange(u, run)
+	}
+	if err == nil && isServiceRun(run) && !lifecycle.Status(run.Status).Finished() {
+		err = s.stopService(r.Context(), run) // services.go: the whole service
 	}
 	if err != nil {
 		writeError(w, err)

@@ -161,6 +161,11 @@ type Server struct {
 	steps stepRelay
 	// tunnels are the tunnels waiting for their agent's end (tunnel.go).
 	tunnels tunnelWaits
+	// svc, gwOnce and gwTransport are the services and their gateway
+	// (services.go, gateway.go).
+	svc         services
+	gwOnce      sync.Once
+	gwTransport *http.Transport
 	// util watches the runs' utilization_policy (utilization.go).
 	util         utilWatch
 	stepPollWait atomic.Int64 // nanoseconds; tests shorten the step polls
@@ -282,6 +287,7 @@ func (s *Server) Run(ctx context.Context) error {
 	go s.schedLoop(ctx)
 	go s.reapSteps(ctx)
 	go s.foldLoop(ctx)
+	go s.serviceLoop(ctx)
 	s.wakeScheduler()
 	select {
 	case <-ctx.Done():
@@ -360,6 +366,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET "+v+"/steps", s.auth(s.handleListSteps))
 	mux.HandleFunc("GET "+v+"/runs/{ref}/tunnel", s.runAuth(s.handleRunTunnel))
 	mux.HandleFunc("GET "+v+"/agent/tunnel/{id}", s.agentAuth(s.handleAgentTunnel))
+	mux.HandleFunc("/proxy/services/{project}/{name}/", s.handleGateway)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("ok\n"))
 	})
