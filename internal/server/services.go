@@ -74,8 +74,8 @@ type svcInfo struct {
 	task    *spec.Task
 	replica []*replica // active replicas (draining ones too)
 	rr      int
-	hits    rate        // requests, per second of the last rpsWindow
-	lowFrom time.Time   // since when fewer replicas would do
+	hits    rate      // requests, per second of the last rpsWindow
+	lowFrom time.Time // since when fewer replicas would do
 	submits []time.Time
 }
 
