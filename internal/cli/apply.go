@@ -111,6 +111,10 @@ exits with the run's exit code. Ctrl-C detaches without stopping the run; stop i
 			if err != nil {
 				return placeError(err, file, data)
 			}
+			if t.IsService() {
+				printService(out, c, t, run) // service.go
+				return nil
+			}
 			if detach {
 				fmt.Fprintf(out, "Submitted run %s (ID %d)\n", run.Name, run.ID)
 				return nil

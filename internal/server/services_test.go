@@ -37,6 +37,7 @@ commands:
     open(os.path.join(%q, "pid-%%d" %% port), "w").write(str(os.getpid()))
     class H(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True
         def do_GET(self):
             b = ("%%s %%d %%s" %% (os.environ["VERSION"], port, self.path)).encode()
             self.send_response(200)

@@ -1,0 +1,35 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/client"
+	"github.com/berth-hq/berth/internal/spec"
+)
+
+// printService says what `berth apply` of a service did and where the
+// gateway answers it. The server keeps its replicas from here on: apply
+// returns.
+func printService(out io.Writer, c *client.Client, t *spec.Task, run *api.Run) {
+	url := ServiceURL(c.BaseURL(), run.Project, t.Name)
+	r := t.ReplicaRange()
+	fmt.Fprintf(out, "Service %s applied (replicas %s", t.Name, r)
+	if run.ID != 0 {
+		fmt.Fprintf(out, "; newest replica: run %d", run.ID)
+	}
+	fmt.Fprintf(out, ")\nIt answers at %s\n", url)
+	if t.AuthRequired() {
+		fmt.Fprintf(out, "  curl -H \"Authorization: Bearer $BERTH_TOKEN\" %s\n", url)
+	} else {
+		fmt.Fprintf(out, "  curl %s\n", url)
+	}
+	fmt.Fprintf(out, "Stop it with: berth stop %s\n", t.Name)
+}
+
+// ServiceURL is a service's gateway URL on the server at base.
+func ServiceURL(base, project, name string) string {
+	return strings.TrimSuffix(base, "/") + "/proxy/services/" + project + "/" + name + "/"
+}
