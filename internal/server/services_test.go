@@ -287,3 +287,33 @@ func TestServiceScaleFromZero(t *testing.T) {
 		t.Errorf("%d replicas after the first request, want 1", n)
 	}
 }
+
+// TestServiceRestart: a service outlives a restart of the server: its
+// replica goes on (not doubled), the gateway answers again, and a stop
+// after the restart ends it.
+func TestServiceRestart(t *testing.T) {
+	dir := t.TempDir()
+	h := newHarness(t, dir)
+	startAgent(t, h, agentOpts{name: "n1", cpus: 2})
+	port := freePort(t)
+	applyService(t, h, webService("web", port, "v1", t.TempDir(), ""))
+	hc := &http.Client{Timeout: 60 * time.Second}
+	answers := func(h *harness) func() bool {
+		return func() bool {
+			code, body, _ := gatewayGet(hc, h.http.URL+"/proxy/services/main/web", testToken, "/")
+			return code == http.StatusOK && strings.HasPrefix(body, "v1 ")
+		}
+	}
+	waitForLong(t, "the service to answer", answers(h))
+	before := activeReplicas(t, h, "web")
+	addr := h.http.Listener.Addr().String()
+	h.close()
+	h = newHarnessAt(t, dir, addr)
+	stopServiceAtEnd(t, h, "web")
+	waitForLong(t, "the service to answer after the restart", answers(h))
+	time.Sleep(2 * serviceTick)
+	after := activeReplicas(t, h, "web")
+	if len(before) != 1 || len(after) != 1 || after[0].ID != before[0].ID {
+		t.Errorf("replicas before the restart %v, after %v: want the same one", before, after)
+	}
+}
