@@ -5,7 +5,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -s -w -X github.com/berth-hq/berth/internal/cli.Version=$(VERSION)
 LISTEN    ?= 127.0.0.1:3000
 
-.PHONY: build run test test-deps test-deps-docker test-deps-prometheus test-deps-postgres test-deps-chromium test-deps-ssh vet fuzz bench clean
+.PHONY: build run test test-deps test-deps-docker test-deps-prometheus test-deps-postgres test-deps-chromium test-deps-sshd test-deps-ssh test-deps-repos vet fuzz bench clean
 
 # The binary is pure Go (no cgo); the race detector of the tests needs cgo.
 build:
@@ -24,7 +24,7 @@ test: test-deps vet
 # Prometheus for the test in which it scrapes the server, PostgreSQL
 # for the store and server tests that run on it, and chromium for the
 # dashboard's browser test.
-test-deps: test-deps-docker test-deps-prometheus test-deps-postgres test-deps-chromium test-deps-ssh
+test-deps: test-deps-docker test-deps-prometheus test-deps-postgres test-deps-chromium test-deps-sshd test-deps-ssh test-deps-repos
 	@missing=""; for c in bash gcc seq sleep; do command -v $$c >/dev/null || missing="$$missing $$c"; done; \
 	if [ -n "$$missing" ]; then echo "installing:$$missing"; apt-get update -qq && apt-get install -y -qq bash gcc coreutils; fi
 
@@ -46,10 +46,20 @@ test-deps-postgres:
 test-deps-chromium:
 	@bash scripts/test-chromium.sh
 
+# Debian's openssh-server (the SSH fleet test starts its own sshd in each
+# network namespace it makes, and stops them after); idempotent.
+test-deps-sshd:
+	@bash scripts/test-sshd.sh
+
 # Debian's OpenSSH client (the dev environment test runs ssh against
 # Berth's own SSH endpoint); idempotent.
 test-deps-ssh:
 	@bash scripts/test-ssh.sh
+
+# git, tar, e2fsprogs (mkfs.ext4) and python3 from Debian, for the code
+# and files a run carries and its resources.disk; idempotent.
+test-deps-repos:
+	@bash scripts/test-repos.sh
 
 vet:
 	@test -z "$$(gofmt -l cmd internal)" || (echo "gofmt needed:"; gofmt -l cmd internal; exit 1)

@@ -80,7 +80,7 @@ func runMain(m *testing.M) int {
 
 // cluster is one test's Berth home and every process started in it.
 type cluster struct {
-	t    *testing.T
+	t    testing.TB
 	home string
 
 	mu    sync.Mutex
@@ -91,14 +91,14 @@ type cluster struct {
 
 // newCluster makes a fresh BERTH_HOME and registers the clean-up that kills
 // whatever the test started there.
-func newCluster(t *testing.T) *cluster {
+func newCluster(t testing.TB) *cluster {
 	t.Helper()
 	return newClusterIn(t, "")
 }
 
 // newClusterIn is newCluster with BERTH_HOME at sub under a fresh temporary
 // directory ("": the directory itself).
-func newClusterIn(t *testing.T, sub string) *cluster {
+func newClusterIn(t testing.TB, sub string) *cluster {
 	t.Helper()
 	// TempDir's removal was registered first, so it runs after the kills below.
 	c := &cluster{t: t, home: filepath.Join(t.TempDir(), sub)}

@@ -251,13 +251,21 @@ func (a *Agent) detect(ctx context.Context) error {
 	}
 	version, limits := a.detectCgroups()
 	a.info = api.NodeInfo{Name: a.cfg.Name, Fleet: a.cfg.Fleet, Features: a.cfg.Features, Addr: addr, CPUs: cpus, Memory: mem, GPUs: gpus, Declared: declared,
-		Cgroups: version, Limits: limits, RunAs: a.runAsMode(), Version: a.cfg.Version}
+		Cgroups: version, Limits: limits, RunAs: a.runAsMode(), Version: a.cfg.Version, Disk: diskLimit()}
 	return nil
 }
 
 // routeAddr is the local address this host uses to reach the server.
+// firstURL is the first of the server's URLs (several: replicas).
+func firstURL(server string) string {
+	if urls := client.SplitURLs(server); len(urls) > 0 {
+		return urls[0]
+	}
+	return server
+}
+
 func routeAddr(server string) string {
-	u, err := url.Parse(server)
+	u, err := url.Parse(firstURL(server))
 	if err != nil {
 		return "127.0.0.1"
 	}
@@ -490,8 +498,8 @@ func (a *Agent) startLocked(asg api.Assignment) {
 		fail(err)
 		return
 	}
-	sp := shimSpec{Script: script(asg.Commands), Dir: workDir, MaxDuration: asg.MaxDuration, Grace: asg.Grace, Assignment: asg,
-		Cgroup: j.cg, Cred: acct.cred}
+	sp := shimSpec{Script: script(asg.Commands), Shell: asg.Shell, Dir: workDir, MaxDuration: asg.MaxDuration, Grace: asg.Grace, Assignment: asg,
+		Cgroup: j.cg, Cred: acct.cred, Server: a.cfg.Server}
 	var extra []string
 	if acct.cred != nil && asg.Container == nil {
 		// The user's own directory, with the script written: runas.go.
@@ -792,6 +800,7 @@ func (a *Agent) removeDir(dir string) {
 	}
 	// With the user's directory of a job that ran as its user (runas.go).
 	for _, d := range []string{dir, filepath.Join(a.spool(), filepath.Base(dir))} {
+		detachJobDisks(d) // jobdisk.go: what a dead shim left mounted
 		if err := os.RemoveAll(d); err != nil {
 			a.log.Warn("remove job directory", "dir", d, "err", err)
 		}

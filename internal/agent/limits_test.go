@@ -70,7 +70,7 @@ func TestShimKillsDaemons(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			marker := fmt.Sprintf("berth-daemon-%d-%v", os.Getpid(), confined)
 			// The job waits for its daemon to be on its own before it ends.
-			sp := shimSpec{Script: "(setsid bash -c 'touch ready; exec -a " + marker + " sleep 300' &); while [ ! -e ready ]; do sleep 0.01; done; echo started",
+			sp := shimSpec{Script: "(setsid bash -c 'touch ready; exec -a " + marker + " sleep 3600' &); while [ ! -e ready ]; do sleep 0.01; done; echo started",
 				Env: []string{"PATH=" + os.Getenv("PATH")}, Dir: t.TempDir()}
 			if confined {
 				sp.Cgroup = testGroup(t, h, 0, 1)
@@ -90,7 +90,9 @@ func TestShimKillsDaemons(t *testing.T) {
 			switch {
 			case confined && len(left) > 0:
 				t.Errorf("the daemon survived its job: %v", left)
-			case confined && took > 1500*time.Millisecond:
+			case confined && took > 2*time.Minute:
+				// Not a speed check: a daemon holding the output open keeps
+				// the shim for its hour, far past any machine's load.
 				t.Errorf("the shim took %v: the daemon held the output open", took)
 			case !confined && len(left) == 0:
 				t.Errorf("without a cgroup the daemon should have survived (is the test still testing?)")

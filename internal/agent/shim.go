@@ -89,6 +89,10 @@ type shimSpec struct {
 	// the directory of theirs where the agent wrote the job's script.
 	Cred    *jobCred `json:"cred,omitempty"`
 	UserDir string   `json:"user_dir,omitempty"`
+	// Shell runs the script (the run's `shell:`); empty: bash.
+	Shell string `json:"shell,omitempty"`
+	// Server is where the shim fetches the job's archives (archives.go).
+	Server string `json:"server,omitempty"`
 }
 
 type shimExit struct {
@@ -258,6 +262,9 @@ func superviseJob(dir string, sigs chan os.Signal, recordPid bool) (cleanup func
 		scriptPath = filepath.Join(sp.UserDir, fileScript) // written by the agent
 	}
 	cmd := bashCommand(scriptPath)
+	if sp.Shell != "" && sp.Shell != "bash" {
+		cmd = exec.Command(shellPath(sp.Shell), scriptPath)
+	}
 	cmd.Env = sp.Env
 	cmd.Dir = sp.Dir
 	cmd.Stdout, cmd.Stderr = stdoutW, stderrW
@@ -268,6 +275,18 @@ func superviseJob(dir string, sigs chan os.Signal, recordPid bool) (cleanup func
 	err = checkWorkDir(sp.Dir)
 	if err == nil && sp.UserDir == "" {
 		err = os.WriteFile(scriptPath, []byte(sp.Script), 0o600)
+	}
+	if err == nil {
+		var unmount func()
+		var note string
+		unmount, note, err = mountJobDisk(dir, &sp) // jobdisk.go
+		defer unmount()
+		if note != "" {
+			_ = fw.write(2, []byte(fmt.Sprintf("berth: resources.disk is not enforced: %s\n", note)))
+		}
+	}
+	if err == nil {
+		err = carryArchives(&sp) // archives.go: the run's repo and files
 	}
 	var grp *cgroup.Group
 	if err == nil {

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/client"
 )
 
 // The local socket is Berth's munge: a client on this host with no token
@@ -65,12 +66,16 @@ func peerOf(c net.Conn) peer {
 // socketHandler passes a local client's request on to the server as the
 // node, vouching for the caller's login.
 func (a *Agent) socketHandler() (http.Handler, error) {
-	target, err := url.Parse(a.cfg.Server)
+	// Several replicas' URLs: the first is named, the transport fails
+	// over to the others (client.Failover).
+	urls := client.SplitURLs(a.cfg.Server)
+	target, err := url.Parse(firstURL(a.cfg.Server))
 	if err != nil {
 		return nil, fmt.Errorf("agent: server URL: %w", err)
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.Proxy = nil
+	tr0 := http.DefaultTransport.(*http.Transport).Clone()
+	tr0.Proxy = nil
+	tr := client.Failover(urls, tr0)
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/berth-hq/berth/internal/lifecycle"
 
+	"github.com/berth-hq/berth/internal/provider"
 	"github.com/berth-hq/berth/internal/spec"
 )
 
@@ -124,6 +125,8 @@ type Job struct {
 	LogSize     int64      `json:"log_size"`
 	// MaxRSS is the most memory the job held at once (bytes; 0: unknown).
 	MaxRSS int64 `json:"max_rss,omitempty"`
+	// Usage is what the job counts for in accounting, once it has ended.
+	Usage *JobUsage `json:"usage,omitempty"`
 }
 
 // Alloc is what a job holds on its node.
@@ -155,6 +158,9 @@ type NodeInfo struct {
 	// Limits says what the kernel enforces on this node's jobs ("memory,
 	// cpu (cgroup v1)"), or "none (why)".
 	Limits string `json:"limits"`
+	// Disk says whether the node enforces resources.disk: "enforced
+	// (ext4 image)" or "not enforced: WHY" (empty: an agent older than it).
+	Disk string `json:"disk,omitempty"`
 	// Containers says whether the node runs `image:` jobs: "docker 1.41"
 	// (the engine and its API version), or "none (why)". See CanRunContainers.
 	Containers string `json:"containers"`
@@ -211,6 +217,9 @@ type SubmitRequest struct {
 	Hold bool `json:"hold,omitempty"`
 	// Begin defers the run until then (Slurm's --begin; reason BeginTime).
 	Begin time.Time `json:"begin,omitzero"`
+	// UniqueName refuses the run (409) while an active run of its project
+	// has its name, as dstack does; `berth apply` sets it.
+	UniqueName bool `json:"unique_name,omitempty"`
 }
 
 // ControlRequest changes a run as scontrol does. Action is hold, release,
@@ -247,6 +256,16 @@ type Plan struct {
 	Rows        []PlanRow `json:"rows"`
 	FitsNow     bool      `json:"fits_now"`
 	Unsupported []string  `json:"unsupported,omitempty"`
+	// Active is the active run of the project with the configuration's
+	// name, with its configuration (Spec), if there is one: `berth apply`
+	// shows the difference and offers to replace it, as dstack does.
+	Active *Run `json:"active,omitempty"`
+	// Notes are what several rows share, said once (a container engine's
+	// error).
+	Notes []string `json:"notes,omitempty"`
+	// Offers are what backend fleets the run may use could create for it
+	// when no node can start it now (cheapest first; cloud.go).
+	Offers []provider.Offer `json:"offers,omitempty"`
 }
 
 // StopRequest stops a run: gracefully, or at once when Abort is set.
@@ -298,6 +317,9 @@ type Assignment struct {
 	// Container, when set, runs the job in a container (the run's `image:`)
 	// instead of as processes on the host; see ContainerFor.
 	Container *Container `json:"container,omitempty"`
+	// Shell runs a host job's commands (the run's `shell:`: sh, bash or
+	// an absolute path); empty: bash.
+	Shell string `json:"shell,omitempty"`
 	// Signal, when set, is sent to the job before MaxDuration (`signal:`).
 	Signal *SignalAt `json:"signal,omitempty"`
 	// Hostfile is the run's MPI hostfile ("ADDR slots=N" per node, in rank
@@ -313,6 +335,14 @@ type Assignment struct {
 	// (the admin's is RootLogin). Empty: a server older than the field;
 	// the job runs as the agent's user.
 	User string `json:"user,omitempty"`
+	// Archives are the run's packed repo and files, which the node fetches
+	// (GET /api/runs/RUN/blobs/DIGEST with JobToken) and unpacks, as the
+	// job's user, before the commands run (spec.Archive).
+	Archives []spec.Archive `json:"archives,omitempty"`
+	// Disk is the run's resources.disk (its minimum, bytes; 0: none): the
+	// size of the job's working directory where the node enforces it
+	// (internal/agent/disk.go).
+	Disk int64 `json:"disk,omitempty"`
 }
 
 // SignalAt is a signal to send Before seconds before the job's time limit;
@@ -538,4 +568,12 @@ type PolicyFile struct {
 	Path    string `json:"path,omitempty"`
 	Text    string `json:"text"`
 	Version string `json:"version"`
+}
+
+// Blob is what the server holds of an uploaded archive; MaxSize is the
+// most it takes in one.
+type Blob struct {
+	Digest  string `json:"digest"`
+	Size    int64  `json:"size"`
+	MaxSize int64  `json:"max_size"`
 }

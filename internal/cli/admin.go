@@ -16,9 +16,9 @@ import (
 func newAdminCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "admin",
-		Short: "Operate the server's state: backups",
+		Short: "Operate the server's state: backups, moving it to another database",
 	}
-	cmd.AddCommand(newAdminBackupCmd())
+	cmd.AddCommand(newAdminBackupCmd(), newAdminMigrateStoreCmd())
 	return cmd
 }
 

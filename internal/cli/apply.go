@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -22,28 +23,40 @@ import (
 
 	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/client"
+	"github.com/berth-hq/berth/internal/pack"
 	"github.com/berth-hq/berth/internal/spec"
 )
 
 func newApplyCmd() *cobra.Command {
 	var (
-		file, name          string
-		yes, detach, dryRun bool
-		envs                []string
-		project             string
+		file                       string
+		yes, detach, dryRun, force bool
+		project                    string
+		over                       applyOverrides
+		fleetOpts                  fleetApplyOpts
+		noRepo                     bool
+		maxUpload                  int64 = defaultMaxUpload
 	)
 	cmd := &cobra.Command{
-		Use:   "apply -f FILE",
+		Use:   "apply [-f FILE]",
 		Short: "Submit a configuration: show the plan, confirm, run it and stream its output",
 		Long: `Submit a run from a dstack-style YAML configuration (type: task). apply shows the plan (which
 nodes could run it now), asks for confirmation (-y skips it), then streams the run's output and
 exits with the run's exit code. Ctrl-C detaches without stopping the run; stop it with berth stop.
---dry-run validates and shows the plan without submitting, so configurations can be checked in CI.`,
+--dry-run validates and shows the plan without submitting, so configurations can be checked in CI.
+A type: fleet with ssh_config installs the agent on each host over SSH: the plan lists each host,
+then apply prints each host's progress (see docs/configuration.md, Fleets).
+Without -f, apply reads .dstack.yml (or .dstack.yaml, .berth.yml, .berth.yaml) in the working
+directory. --gpu, --cpu, --memory, --disk, --max-duration, --fleet, --retry-duration, --name and
+--env override the file, as dstack apply's options do.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
+			var err error
 			if file == "" {
-				return errors.New("apply: -f FILE is required")
+				if file, err = defaultConfig("."); err != nil {
+					return &ExitError{Code: 1, Err: err}
+				}
 			}
 			limits, err := submitLimits(os.Getenv)
 			if err != nil {
@@ -53,6 +66,10 @@ exits with the run's exit code. Ctrl-C detaches without stopping the run; stop i
 			if err != nil {
 				return &ExitError{Code: 1, Err: fmt.Errorf("read configuration: %w", err)}
 			}
+			if spec.ConfigType(data) == "fleet" {
+				fleetOpts.yes, fleetOpts.dryRun, fleetOpts.project = yes, dryRun, project
+				return applyFleetFile(cmd.Context(), out, errw, cmd.InOrStdin(), file, data, fleetOpts)
+			}
 			t, err := spec.ParseLimits(file, data, limits)
 			if err != nil {
 				return &ExitError{Code: 1, Err: err}
@@ -60,15 +77,8 @@ exits with the run's exit code. Ctrl-C detaches without stopping the run; stop i
 			if project != "" {
 				t.Project = project
 			}
-			if name != "" {
-				t.Name = name
-			}
-			for _, e := range envs {
-				k, v, ok := strings.Cut(e, "=")
-				if !ok || k == "" {
-					return fmt.Errorf("--env %q: want NAME=value", e)
-				}
-				t.SetEnv(k, v)
+			if err := over.apply(t, os.LookupEnv); err != nil {
+				return &ExitError{Code: 1, Err: err}
 			}
 			if err := t.Env.Resolve(os.LookupEnv); err != nil {
 				if !dryRun {
@@ -77,6 +87,13 @@ exits with the run's exit code. Ctrl-C detaches without stopping the run; stop i
 				fmt.Fprintf(errw, "warning: %s: %v\n", file, err)
 			}
 			if err := t.ValidateLimits(limits); err != nil {
+				return &ExitError{Code: 1, Err: err}
+			}
+			if noRepo {
+				t.Repos = nil
+			}
+			carry, err := packRun(t, file, maxUpload) // apply_carry.go
+			if err != nil {
 				return &ExitError{Code: 1, Err: err}
 			}
 			ctx := cmd.Context()
@@ -96,17 +113,38 @@ exits with the run's exit code. Ctrl-C detaches without stopping the run; stop i
 				return placeError(err, file, data)
 			}
 			printPlan(errw, file, plan)
-			if dryRun {
+			var decision replaceDecision
+			if plan.Active != nil && t.IsService() {
+				serviceUpdate(errw, plan.Active, t) // service.go: the server rolls its replicas
+			} else if plan.Active != nil {
+				decision = decideReplace(errw, plan.Active, t, yes, force)
+			}
+			if dryRun || decision.done {
+				for _, x := range carry {
+					if dryRun {
+						fmt.Fprintf(errw, "%s: %d files, %s (--dry-run: not uploaded)\n", x.what, x.arc.Files, pack.Size(int64(len(x.arc.Data))))
+					}
+				}
 				return nil
 			}
 			label := t.Name
 			if label == "" {
 				label = "from " + file
 			}
-			if !yes && !confirm(cmd.InOrStdin(), errw, fmt.Sprintf("Submit the run %s? [y/n]: ", label)) {
+			prompt := cmp.Or(decision.prompt, fmt.Sprintf("Submit the run %s? [y/n]: ", label))
+			if !yes && !confirm(cmd.InOrStdin(), errw, prompt) {
 				fmt.Fprintln(errw, "Nothing submitted.")
 				return &ExitError{Code: 1}
 			}
+			if decision.replace {
+				if err := stopAndWait(ctx, c, errw, plan.Active); err != nil {
+					return err
+				}
+			}
+			if _, err := upload(ctx, c, carry, errw); err != nil {
+				return &ExitError{Code: 1, Err: err}
+			}
+			req.UniqueName = true
 			run, err := c.Submit(ctx, req)
 			if err != nil {
 				return placeError(err, file, data)
@@ -114,6 +152,9 @@ exits with the run's exit code. Ctrl-C detaches without stopping the run; stop i
 			if t.IsService() {
 				printService(out, c, t, run) // service.go
 				return nil
+			}
+			if t.Schedule != nil {
+				return scheduled(ctx, c, out, run)
 			}
 			if detach {
 				fmt.Fprintf(out, "Submitted run %s (ID %d)\n", run.Name, run.ID)
@@ -127,12 +168,16 @@ exits with the run's exit code. Ctrl-C detaches without stopping the run; stop i
 	}
 	f := cmd.Flags()
 	f.StringVarP(&file, "file", "f", "", "the configuration file")
-	f.StringVarP(&name, "name", "n", "", "the run's name (overrides the file's)")
 	f.StringVarP(&project, "project", "P", "", "the project the run goes to, one of yours (overrides the file's project:; default: your default project)")
 	f.BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
 	f.BoolVarP(&detach, "detach", "d", false, "print the run's name and ID and return")
 	f.BoolVar(&dryRun, "dry-run", false, "validate and show the plan without submitting")
-	f.StringArrayVarP(&envs, "env", "e", nil, "set an environment variable, NAME=value (repeatable)")
+	f.BoolVar(&force, "force", false, "with -y, replace an active run of the same name even when nothing changed")
+	over.register(f)
+	f.BoolVar(&fleetOpts.allOrNothing, "all-or-nothing", false, "a fleet: when any host fails, uninstall every host")
+	f.StringVar(&fleetOpts.serverURL, "server-url", "", "a fleet: the URL its agents reach the server at (default: the one this client uses)")
+	f.BoolVar(&noRepo, "no-repo", false, "carry no repo: ignore the configuration's repos")
+	f.Var(sizeValue{&maxUpload}, "max-upload", "the most content one repo or files entry may hold (e.g. 500MB)")
 	return cmd
 }
 
@@ -177,6 +222,10 @@ func printPlan(w io.Writer, file string, p *api.Plan) {
 	} else if !p.FitsNow {
 		fmt.Fprintln(w, " No node can start it now: the run will wait in the queue.")
 	}
+	for _, n := range p.Notes {
+		fmt.Fprintf(w, " Note: %s\n", n)
+	}
+	printPlanOffers(w, p.Offers) // offer.go
 	if len(p.Unsupported) > 0 {
 		fmt.Fprintf(w, "\n Not supported yet (parsed and stored, no effect): %s\n", strings.Join(p.Unsupported, ", "))
 	}
@@ -203,7 +252,14 @@ func attach(ctx context.Context, c *client.Client, run *api.Run, jobs int, out, 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	pw := newPrefixer(out, errw, jobs)
-	end, err := c.Logs(ctx, fmt.Sprint(run.ID), client.LogOptions{Follow: true, Job: -1, Reconnect: 2 * time.Minute}, pw.write)
+	// The run's state changes go to stderr beside its output, as dstack's
+	// attached apply shows them.
+	sctx, stopStatus := context.WithCancel(ctx)
+	statusDone := make(chan struct{})
+	go func() { defer close(statusDone); watchStatus(sctx, c, run.ID, &lockedWriter{w: errw, mu: &pw.mu}) }()
+	end, err := c.Logs(ctx, fmt.Sprint(run.ID), client.LogOptions{Follow: true, Job: -1, Reconnect: 2 * time.Minute}, pw.lockedWrite)
+	stopStatus()
+	<-statusDone
 	pw.flush()
 	if ctx.Err() != nil {
 		fmt.Fprintf(errw, "\nDetached from run %s; it goes on. Stop it with: berth stop %s\n", run.Name, run.Name)
@@ -239,6 +295,7 @@ func runExit(errw io.Writer, r *api.Run) error {
 // as docker compose logs does; a job's line is written whole, once its
 // newline came, so lines of different jobs never mix.
 type prefixer struct {
+	mu        sync.Mutex // beside the status lines of watchStatus
 	out, errw io.Writer
 	width     int                // of the highest rank; 0: one job, output passes through
 	partial   map[partKey][]byte // an unfinished line per job and stream
@@ -262,6 +319,12 @@ func (p *prefixer) writer(stderr bool) io.Writer {
 		return p.errw
 	}
 	return p.out
+}
+
+func (p *prefixer) lockedWrite(e api.LogEntry) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.write(e)
 }
 
 func (p *prefixer) write(e api.LogEntry) {

@@ -34,7 +34,7 @@ func newBenchCmd() *cobra.Command {
 fresh temporary $BERTH_HOME and SQLite, drives it over HTTP on loopback, prints what it measured,
 and removes everything it made.`,
 	}
-	cmd.AddCommand(newBenchSubmitCmd(), newBenchLatencyCmd(), newBenchDrainCmd(), newBenchSchedCmd(), newBenchChainCmd(), newBenchArrayCmd(), newBenchAgentCmd(), newBenchStepsCmd(), newBenchMemoryCmd(), newBenchHistoryCmd(), newBenchLargestCmd(), newBenchCrashCmd())
+	cmd.AddCommand(newBenchSubmitCmd(), newBenchLatencyCmd(), newBenchDrainCmd(), newBenchSchedCmd(), newBenchChainCmd(), newBenchArrayCmd(), newBenchAgentCmd(), newBenchStepsCmd(), newBenchMemoryCmd(), newBenchHistoryCmd(), newBenchLargestCmd(), newBenchCrashCmd(), newBenchAgentsCmd(), newBenchSocketCmd(), newBenchSqueueCmd(), newBenchCLICmd(), newBenchRepoCmd())
 	cmd.PersistentFlags().BoolVar(&benchNoCgroups, "no-cgroups", false, "run the benchmark's jobs without cgroups (to measure what they cost)")
 	cmd.PersistentFlags().StringVar(&benchPolicy, "policy", "", "the benchmark's server's scheduling policy (default: the server's, berth)")
 	return cmd
@@ -72,6 +72,8 @@ type benchOpts struct {
 	// server); a fixed one lets the server be started again at the same
 	// URL (kill9AndRestart).
 	listen string
+	// db is the server's --db (default its home's SQLite file).
+	db string
 }
 
 // startBench starts a server as o says, in a fresh $BERTH_HOME, and waits
@@ -101,6 +103,9 @@ func startBench(ctx context.Context, o benchOpts) (*benchServer, error) {
 	}
 	if benchPolicy != "" {
 		b.args = append(b.args, "--policy", benchPolicy)
+	}
+	if o.db != "" {
+		b.args = append(b.args, "--db", o.db)
 	}
 	if err := b.launch(ctx); err != nil {
 		b.stop()

@@ -22,7 +22,8 @@ import (
 )
 
 func newBenchCrashCmd() *cobra.Command {
-	var clients, runs, kills int
+	var clients, runs, kills, replicas int
+	var db string
 	cmd := &cobra.Command{
 		Use:   "crash",
 		Short: "Kill the server with SIGKILL while clients submit: nothing acknowledged lost, nothing twice",
@@ -32,25 +33,43 @@ retried with it, on any error, until it is answered. Meanwhile the server is kil
 --kills times at random moments and started again at once (its jobs go on under their
 supervisors). Then it waits for every run to end and checks that every acknowledged run is
 there exactly once, done, with both its lines once each. Prints the acknowledged, lost and
-duplicated runs, and the time from each kill to the server answering again (min, median, max).`,
+duplicated runs, and the time from each kill to the server answering again (min, median, max).
+
+With --replicas N and --db postgres://… (an empty database), N replicas run on that database
+(berth server --replica) with one agent given all their URLs, and each kill is the leader's:
+the time printed is then the failover, from the kill to the API answering through a follower
+that took over (the killed replica is started again, as a follower).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			out := cmd.OutOrStdout()
-			// A fixed address: the clients reach the server again after
-			// each restart.
-			l, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				return err
+			var c *client.Client
+			var kill func(context.Context) (time.Duration, error)
+			what := "the server"
+			if replicas > 0 {
+				rs, err := startBenchReplicas(ctx, replicas, db)
+				if err != nil {
+					return err
+				}
+				defer rs.stop()
+				c, kill = rs.c, rs.killLeader
+				what = fmt.Sprintf("the leader of %d replicas", replicas)
+			} else {
+				// A fixed address: the clients reach the server again
+				// after each restart.
+				l, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					return err
+				}
+				addr := l.Addr().String()
+				l.Close()
+				cs, err := startBench(ctx, benchOpts{localAgent: true, listen: addr, db: db})
+				if err != nil {
+					return err
+				}
+				defer cs.stop()
+				c, kill = cs.c, cs.kill9AndRestart
 			}
-			addr := l.Addr().String()
-			l.Close()
-			cs, err := startBench(ctx, benchOpts{localAgent: true, listen: addr})
-			if err != nil {
-				return err
-			}
-			defer cs.stop()
-			c := cs.c
 			var mu sync.Mutex
 			acked := map[int]int64{} // run number -> ID
 			var wg sync.WaitGroup
@@ -85,7 +104,7 @@ duplicated runs, and the time from each kill to the server answering again (min,
 				case <-done:
 				case <-time.After(time.Duration(100+rand.IntN(400)) * time.Millisecond):
 				}
-				d, err := cs.kill9AndRestart(ctx)
+				d, err := kill(ctx)
 				if err != nil {
 					return fmt.Errorf("restart %d: %w", k+1, err)
 				}
@@ -95,10 +114,17 @@ duplicated runs, and the time from each kill to the server answering again (min,
 			if firstErr != nil {
 				return firstErr
 			}
+			if replicas > 0 {
+				// Said now: the wait for every run below may be long.
+				slices.Sort(outages)
+				fmt.Fprintf(out, "crash: %d kills of the leader of %d replicas; failover (kill to the API answering again): min %s, median %s, max %s\n",
+					len(outages), replicas, ms(percentile(outages, 0)), ms(percentile(outages, 0.5)), ms(percentile(outages, 1)))
+			}
 			submitted := time.Since(start)
 			// Every acknowledged run ends.
 			deadline := time.Now().Add(10 * time.Minute)
 			var list []api.Run
+			var err error
 			for {
 				list, err = c.Runs(ctx, client.ListOptions{All: true})
 				if err == nil && allFinished(list) && len(list) >= len(acked) {
@@ -128,8 +154,12 @@ duplicated runs, and the time from each kill to the server answering again (min,
 				}
 			}
 			slices.Sort(outages)
-			fmt.Fprintf(out, "crash: %d runs acknowledged from %d clients in %.1f s through %d kills of the server; lost %d, duplicated %d, not done with their whole log %d; server answering again after a kill: min %s, median %s, max %s\n",
-				len(acked), clients, submitted.Seconds(), len(outages), lost, dup, bad, ms(percentile(outages, 0)), ms(percentile(outages, 0.5)), ms(percentile(outages, 1)))
+			answering := "server answering again after a kill"
+			if replicas > 0 {
+				answering = "failover (kill to the API answering again)"
+			}
+			fmt.Fprintf(out, "crash: %d runs acknowledged from %d clients in %.1f s through %d kills of %s; lost %d, duplicated %d, not done with their whole log %d; %s: min %s, median %s, max %s\n",
+				len(acked), clients, submitted.Seconds(), len(outages), what, lost, dup, bad, answering, ms(percentile(outages, 0)), ms(percentile(outages, 0.5)), ms(percentile(outages, 1)))
 			if lost+dup+bad > 0 {
 				return &ExitError{Code: 1}
 			}
@@ -140,6 +170,8 @@ duplicated runs, and the time from each kill to the server answering again (min,
 	f.IntVar(&clients, "clients", 16, "clients submitting at once")
 	f.IntVar(&runs, "runs", 2000, "runs to submit")
 	f.IntVar(&kills, "kills", 5, "times the server is killed with SIGKILL")
+	f.IntVar(&replicas, "replicas", 0, "run this many replicas (berth server --replica) on --db and kill the leader each time (0: one server)")
+	f.StringVar(&db, "db", "", "the server's database (default a SQLite file in the benchmark's home); --replicas needs an empty PostgreSQL database, postgres://…")
 	return cmd
 }
 

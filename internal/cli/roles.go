@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/berth-hq/berth/internal/agent"
 	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/client"
 	rules "github.com/berth-hq/berth/internal/policy"
 	"github.com/berth-hq/berth/internal/sched"
 	"github.com/berth-hq/berth/internal/server"
@@ -35,6 +37,7 @@ func newServerCmd() *cobra.Command {
 		halfLife, nodeTimeout, unkillable, metricsRetention                  time.Duration
 		maxArray                                                             int
 		maxScript                                                            int64
+		maxUpload                                                            int64
 		maxNodes                                                             int
 		depth                                                                int
 		noAgent                                                              bool
@@ -44,8 +47,11 @@ func newServerCmd() *cobra.Command {
 		agentMon                                                             monitorFlags
 		autoUsers                                                            bool
 		allowUsers, privateData                                              []string
+		fleetBinaries                                                        map[string]string
 		agentSocket                                                          string
 		agentRunAs                                                           runAsFlags
+		cloudPause                                                           time.Duration
+		replicaOpts                                                          replicaFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -76,12 +82,29 @@ func newServerCmd() *cobra.Command {
 					}
 				}
 			}
-			st, unlock, err := openStore(ctx, db, sync, cmd.Flags().Changed("sync"))
+			st, unlock, err := openStore(ctx, db, sync, cmd.Flags().Changed("sync"), replicaOpts.on)
 			if err != nil {
 				return err
 			}
 			defer unlock()
 			defer st.Close()
+			errc := make(chan error, 4)
+			var rp *replica // --replica: follows until it leads (replica.go)
+			var hs *http.Server
+			if replicaOpts.on {
+				if rp, err = startReplica(st, listen, replicaOpts, log); err != nil {
+					return err
+				}
+				hs = &http.Server{Handler: rp, ReadHeaderTimeout: 10 * time.Second}
+				go func() { errc <- hs.Serve(rp.ln) }()
+				defer hs.Close()
+				if _, err := rp.waitLead(ctx); err != nil {
+					if ctx.Err() != nil {
+						return nil
+					}
+					return err
+				}
+			}
 			private, err := parsePrivateData(privateData)
 			if err != nil {
 				return err
@@ -105,10 +128,15 @@ func newServerCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			providers, closeProviders, err := cloudProviders(ctx, rules, db) // cloud.go
+			if err != nil {
+				return err
+			}
+			defer closeProviders()
 			srv, err := server.New(ctx, server.Config{SecretsKey: key, SecretsKeySource: keySource, Store: st, Logger: log, StopGrace: grace, Policy: pol, Weights: wts, HalfLife: halfLife, Depth: depth, Rules: rules,
-				PolicyFile: policyFile, NodeTimeout: nodeTimeout, UnkillableTimeout: unkillable, MetricsRetention: metricsRetention, MaxArraySize: maxArray, MaxScriptBytes: maxScript, MaxNodesPerRun: maxNodes,
+				PolicyFile: policyFile, NodeTimeout: nodeTimeout, UnkillableTimeout: unkillable, MetricsRetention: metricsRetention, MaxArraySize: maxArray, MaxScriptBytes: maxScript, MaxUploadBytes: maxUpload, MaxNodesPerRun: maxNodes,
 				Metrics: server.NewMetrics(metricsOptions(metrics)), NoAutoUsers: !autoUsers, AllowUsers: allowUsers,
-				PrivateData: private})
+				PrivateData: private, FleetBinaries: fleetBinaries, Providers: providers, CloudPauseAfterRecord: cloudPause})
 			if err != nil {
 				return err
 			}
@@ -127,17 +155,27 @@ func newServerCmd() *cobra.Command {
 					}
 				}
 			}()
-			ln, err := net.Listen("tcp", listen)
-			if err != nil {
-				return fmt.Errorf("listen on %s: %w", listen, err)
+			var ln net.Listener
+			url := ""
+			if rp == nil {
+				if ln, err = net.Listen("tcp", listen); err != nil {
+					return fmt.Errorf("listen on %s: %w", listen, err)
+				}
+				url = "http://" + ln.Addr().String()
+			} else {
+				url = rp.self
 			}
-			url := "http://" + ln.Addr().String()
+			srv.SetCloudURL(url)
 			if _, err := adminToken(ctx, srv, url); err != nil {
 				return err
 			}
-			hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
-			errc := make(chan error, 3)
-			go func() { errc <- hs.Serve(ln) }()
+			if rp == nil {
+				hs = &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+				go func() { errc <- hs.Serve(ln) }()
+			} else {
+				rp.lead(srv.Handler())
+				go func() { errc <- rp.leaseCheck(ctx) }()
+			}
 			go func() { errc <- srv.Run(ctx) }()
 			if !noAgent {
 				unlockAgent, err := lockDir(filepath.Join(home, "agent"), "agent")
@@ -170,6 +208,13 @@ func newServerCmd() *cobra.Command {
 			case <-ctx.Done():
 			case err = <-errc:
 			}
+			if rp != nil && err != nil {
+				// Deposed, or a commit refused: stop serving at once (the
+				// agents' streams too), not after a graceful shutdown.
+				log.Error("replica stepping down", "err", err)
+				_ = hs.Close()
+				return err
+			}
 			shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			_ = hs.Shutdown(shut)
@@ -181,6 +226,8 @@ func newServerCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&listen, "listen", "127.0.0.1:3000", "address to serve the API on")
+	f.DurationVar(&cloudPause, "cloud-pause-after-record", 0, "tests: wait this long between recording an instance and creating it")
+	_ = f.MarkHidden("cloud-pause-after-record")
 	f.StringVar(&db, "db", "", "where the state is: a SQLite file (default $BERTH_DB, else $BERTH_HOME/server/berth.db) or a PostgreSQL database, postgres://USER:PASSWORD@HOST:PORT/DB")
 	f.StringVar(&sync, "sync", "normal", "SQLite durability: normal (survives any crash of the process) or full (also a power loss); not for PostgreSQL")
 	f.BoolVar(&noAgent, "no-local-agent", false, "do not run an agent for this host in the server process")
@@ -191,6 +238,7 @@ func newServerCmd() *cobra.Command {
 	f.DurationVar(&unkillable, "unkillable-timeout", time.Minute, "how long past its grace period a job asked to stop may go on without its agent reporting its end; then the server ends it and drains its node with reason \"Kill task failed\" (Slurm's UnkillableStepTimeout)")
 	f.IntVar(&maxArray, "max-array-size", 1_000_001, "array indices must be below this (Slurm's MaxArraySize)")
 	f.IntVar(&maxNodes, "max-nodes-per-run", 10_000, "the most nodes one run may ask for, its groups' together (Slurm: a partition's MaxNodes)")
+	f.Var(sizeValue{&maxUpload}, "max-upload", "the most one archive of a run's repo or files may hold, e.g. 500MB (default 100MB)")
 	f.Var(sizeValue{&maxScript}, "max-script-size", "the most a run's commands may hold, e.g. 8MB (default 4MB, Slurm's max_script_size)")
 	f.StringVar(&policy, "policy", "berth", "scheduling of runs that cannot start now: berth (EASY backfill, shortest runs first), easy (backfill around the first waiting run's reservation), conservative (a reservation for every waiting run) or fcfs")
 	f.StringVar(&weights, "priority-weights", "", "multifactor priority weights, e.g. age=1000,fairshare=10000,size=1000,qos=10000,partition=1000,priority=10000,expansion=10000,max-age=168h,favor-small=true (unnamed ones keep their defaults)")
@@ -203,11 +251,13 @@ func newServerCmd() *cobra.Command {
 	f.BoolVar(&metrics.Public, "metrics-public", false, "GET /metrics: any client may scrape, with no token")
 	f.BoolVar(&autoUsers, "auto-users", true, "make a Berth user of a Unix login at its first request through an agent's local socket (false: an admin makes users)")
 	f.StringSliceVar(&allowUsers, "allow-users", nil, "only these Unix logins are made users so (comma-separated; default: any)")
+	f.StringToStringVar(&fleetBinaries, "fleet-binary", nil, "a berth binary for SSH fleet hosts of another CPU architecture, ARCH=PATH (Go's names: arm64, amd64; repeatable)")
 	f.StringSliceVar(&privateData, "private-data", []string{"logs"}, "what members of a project do not see of each other's runs (Slurm's PrivateData): jobs (others' runs are not found), logs (others' output and metrics are refused), none; the project's admins and managers see all")
 	f.StringVar(&agentSocket, "socket", socketPath(), "local agent's socket for this host's users, who need no token there (default $BERTH_SOCKET, else "+api.DefaultSocket+"; none: no socket)")
 	agentRes.add(cmd, "local agent's ")
 	agentMon.add(cmd, "local agent's ")
 	agentRunAs.add(cmd, "local agent's ")
+	replicaOpts.add(cmd)
 	return cmd
 }
 
@@ -224,16 +274,20 @@ func secretsKeyDir(db, home string) string {
 	return filepath.Join(home, "server")
 }
 
-func openStore(ctx context.Context, db, sync string, syncSet bool) (store.Store, func(), error) {
+func openStore(ctx context.Context, db, sync string, syncSet, replica bool) (store.Store, func(), error) {
 	kind, target, err := store.ParseLocation(db)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--db: %w", err)
+	}
+	if replica && kind != store.KindPostgres {
+		return nil, nil, errors.New("--replica: replicas share a PostgreSQL database: give --db postgres://…")
 	}
 	if kind == store.KindPostgres {
 		if syncSet {
 			return nil, nil, fmt.Errorf("--sync is SQLite's durability; PostgreSQL's commits are durable (its synchronous_commit): drop --sync, or give --db a SQLite file")
 		}
-		st, err := store.OpenPostgres(ctx, target, store.PostgresOptions{Exclusive: true})
+		// A replica takes the lock later, as its lease (replica.go).
+		st, err := store.OpenPostgres(ctx, target, store.PostgresOptions{Exclusive: !replica, Replica: replica})
 		if err != nil {
 			return nil, nil, fmt.Errorf("--db %s: %w", store.Redact(db), err)
 		}
@@ -326,7 +380,10 @@ func adminToken(ctx context.Context, srv *server.Server, url string) (string, er
 			return "", err
 		}
 	}
-	c.URL = url
+	// A list of replicas' URLs that names this server stays (replica.go).
+	if !slices.Contains(client.SplitURLs(c.URL), url) || !strings.Contains(c.URL, ",") {
+		c.URL = url
+	}
 	if err := writeClientConfig(path, c); err != nil {
 		return "", fmt.Errorf("write client config: %w", err)
 	}

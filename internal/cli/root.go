@@ -94,8 +94,9 @@ func NewRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.AddCommand(newServerCmd(), newProjectCmd(), newAgentCmd(), newShimCmd(), newApplyCmd(), newPsCmd(), newLogsCmd(),
 		newStopCmd(), newFleetCmd(), newBenchCmd(), newSimCmd(), newSprioCmd(), newMetricsCmd(), newNodeCmd(), newStepHostCmd(),
-		newUserCmd(), newTokenCmd(), newLoginCmd(), newAdminCmd(), newSecretCmd())
+		newUserCmd(), newTokenCmd(), newLoginCmd(), newAdminCmd(), newSecretCmd(), newUsageCmd())
 	root.AddCommand(newAttachCmd(), newSSHProxyCmd(), newSSHHostCmd()) // attach.go, sshhost.go
+	root.AddCommand(newOfferCmd())                                     // offer.go (issue 17)
 	root.AddGroup(&cobra.Group{ID: "slurm", Title: "Slurm commands (also as links named after them: berth install-slurm-shims DIR):"})
 	root.AddCommand(newSlurmCmds()...)
 	return root

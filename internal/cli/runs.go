@@ -1,13 +1,16 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -23,7 +26,7 @@ func newPsCmd() *cobra.Command {
 	var last int
 	cmd := &cobra.Command{
 		Use:   "ps",
-		Short: "List runs: active ones, or all with -a; their jobs with -v",
+		Short: "List runs, newest first: active ones (the last run when none is), or all with -a; their jobs with -v",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := newClient()
@@ -38,7 +41,7 @@ func newPsCmd() *cobra.Command {
 				}
 				return watch(cmd.Context(), out, isTTY(out), watchInterval, func(w io.Writer) error {
 					tw := newRunTable(w, verbose, time.Now())
-					if err := c.EachRun(cmd.Context(), o, tw.add); err != nil {
+					if err := eachShown(cmd.Context(), c, o, tw.add); err != nil {
 						return err
 					}
 					return tw.end()
@@ -47,6 +50,7 @@ func newPsCmd() *cobra.Command {
 			// Printed as the runs arrive: a history of any length is listed
 			// in bounded memory.
 			if asJSON {
+				// For scripts: exactly the active runs (no last run).
 				list := newJSONList(out)
 				if err := c.EachRun(cmd.Context(), o, list.add); err != nil {
 					return err
@@ -54,7 +58,7 @@ func newPsCmd() *cobra.Command {
 				return list.end()
 			}
 			tw := newRunTable(out, verbose, time.Now())
-			if err := c.EachRun(cmd.Context(), o, tw.add); err != nil {
+			if err := eachShown(cmd.Context(), c, o, tw.add); err != nil {
 				tw.end()
 				return err
 			}
@@ -68,6 +72,19 @@ func newPsCmd() *cobra.Command {
 	f.BoolVarP(&watching, "watch", "w", false, "redraw every 2 s until Ctrl-C (in place on a terminal; elsewhere each change, after a blank line)")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// eachShown is the runs `berth ps` shows, newest first, as dstack's ps
+// shows them: the active ones, or, when none is active, the last run, so
+// that a finished run's end is seen; with -a or -n, what they select.
+func eachShown(ctx context.Context, c *client.Client, o client.ListOptions, fn func(*api.Run) error) error {
+	n := 0
+	err := c.EachRun(ctx, o, func(r *api.Run) error { n++; return fn(r) })
+	if err != nil || n > 0 || o.All || o.Limit > 0 {
+		return err
+	}
+	o.All, o.Limit = true, 1
+	return c.EachRun(ctx, o, fn)
 }
 
 func printJSON(w io.Writer, v any) error {
@@ -261,11 +278,14 @@ func newLogsCmd() *cobra.Command {
 }
 
 func newStopCmd() *cobra.Command {
-	var abort bool
+	var abort, yes bool
 	cmd := &cobra.Command{
 		Use:   "stop RUN... (an array's tasks: NAME_7, NAME_[3-5,9])",
 		Short: "Stop runs: SIGTERM, a grace period, then SIGKILL (--abort: SIGKILL at once)",
-		Args:  cobra.MinimumNArgs(1),
+		Long: `Stop runs, each given by ID or by name. A name means the active run of that name (a
+schedule, for a scheduled configuration), never a finished one. stop does not ask for
+confirmation; -y is accepted for dstack's habits.`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := newClient()
 			if err != nil {
@@ -284,13 +304,18 @@ func newStopCmd() *cobra.Command {
 				if err != nil {
 					return fmt.Errorf("stop %s: %w", ref, err)
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "Run %s (ID %d): %s\n", r.Name, r.ID, r.Status)
+				note := ""
+				if r.Status.Finished() && r.Reason != api.ReasonTerminatedByUser && r.Reason != api.ReasonAbortedByUser {
+					note = " (it had ended: nothing to stop)"
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "Run %s (ID %d): %s%s\n", r.Name, r.ID, r.Status, note)
 			}
 			return nil
 		},
 	}
 	cmd.ValidArgsFunction = completeRuns(true)
 	cmd.Flags().BoolVarP(&abort, "abort", "x", false, "kill at once, without a grace period")
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation (stop never asks; accepted as dstack's stop accepts it)")
 	return cmd
 }
 
@@ -325,9 +350,17 @@ func newFleetCmd() *cobra.Command {
 			if asJSON {
 				return printJSON(cmd.OutOrStdout(), nodes)
 			}
-			return printFleet(cmd.OutOrStdout(), nodes)
+			if err := printFleet(cmd.OutOrStdout(), nodes); err != nil {
+				return err
+			}
+			fleets, err := c.Fleets(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return printSSHFleets(cmd.OutOrStdout(), fleets)
 		},
 	}
+	cmd.AddCommand(newFleetDeleteCmd())
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().BoolVarP(&watching, "watch", "w", false, "redraw every 2 s until Ctrl-C (in place on a terminal; elsewhere each change, after a blank line)")
 	return cmd
@@ -337,6 +370,26 @@ func newFleetCmd() *cobra.Command {
 func printFleet(w io.Writer, nodes []api.Node) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "FLEET\tNODE\tADDRESS\tSTATUS\tCPU (free/total)\tMEMORY (free/total)\tGPU (free/total)\tJOBS\tLIMITS\tCONTAINERS\tRUN AS\tREASON")
+	nodes = slices.Clone(nodes)
+	// A container engine's error (Docker's runs to 250 characters) is
+	// said once, below the table, with the nodes that gave it.
+	var errs []string
+	byErr := map[string][]string{}
+	for i, n := range nodes {
+		if strings.HasPrefix(n.Containers, api.ContainersNone+" (") {
+			e := strings.TrimSuffix(strings.TrimPrefix(n.Containers, api.ContainersNone+" ("), ")")
+			if byErr[e] == nil {
+				errs = append(errs, e)
+			}
+			byErr[e] = append(byErr[e], n.Name)
+			nodes[i].Containers = api.ContainersNone + " (below)"
+		}
+	}
+	defer func() {
+		for _, e := range errs {
+			fmt.Fprintf(w, "\nNo container engine on %s: %s\n", strings.Join(byErr[e], ", "), e)
+		}
+	}()
 	for _, n := range nodes {
 		gpu := "-"
 		if len(n.GPUs) > 0 {
@@ -423,12 +476,12 @@ func newSprioCmd() *cobra.Command {
 }
 
 // taskRange matches NAME_[INDICES]: several tasks of an array at once.
-var taskRange = regexp.MustCompile(`^(.+)_\[(.+)\]$`)
+var taskRange = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(.+)_\[(.+)\]$`) })
 
 // expandTaskRange turns NAME_[3-5,9] into NAME_3, NAME_4, NAME_5, NAME_9;
 // any other reference is itself.
 func expandTaskRange(ref string) ([]string, error) {
-	m := taskRange.FindStringSubmatch(ref)
+	m := taskRange().FindStringSubmatch(ref)
 	if m == nil {
 		return []string{ref}, nil
 	}

@@ -33,3 +33,16 @@ func printService(out io.Writer, c *client.Client, t *spec.Task, run *api.Run) {
 func ServiceURL(base, project, name string) string {
 	return strings.TrimSuffix(base, "/") + "/proxy/services/" + project + "/" + name + "/"
 }
+
+// serviceUpdate says what applying t over the active service does.
+func serviceUpdate(w io.Writer, active *api.Run, t *spec.Task) {
+	diff := ""
+	if active.Spec != nil {
+		diff = specDiff(active.Spec, t)
+	}
+	if diff == "" {
+		fmt.Fprintf(w, " Service %s is active (replica run %d). Detected no changes.\n\n", t.Name, active.ID)
+		return
+	}
+	fmt.Fprintf(w, " Service %s is active (replica run %d). Detected changes:\n%s\n A rolling update replaces its replicas one at a time, each new one ready before an old one is drained and stopped (a change of replicas, scaling, probes or auth alone applies without new replicas).\n\n", t.Name, active.ID, diff)
+}

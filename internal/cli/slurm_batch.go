@@ -3,13 +3,16 @@ package cli
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"os/user"
 	"path"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/berth-hq/berth/internal/api"
@@ -31,6 +34,10 @@ type submitter struct {
 	env         []string // the submitter's environment, for --export
 	now         time.Time
 	exe         string // this program, which the nodes of a multi-node job run as step hosts
+	// links is the directory on PATH holding the Slurm-named links to this
+	// program ("" when none): a login shell's profile resets PATH, and the
+	// job puts it back after (loginPath).
+	links string
 	// limits bound the configuration (zero: spec.DefaultLimits).
 	limits spec.Limits
 }
@@ -50,6 +57,7 @@ func currentSubmitter(e *slurmEnv) submitter {
 		s.group = s.user
 	}
 	s.exe, _ = os.Executable()
+	s.links = slurmLinksDir(s.exe)
 	s.host, _ = os.Hostname()
 	if i := strings.IndexByte(s.host, '.'); i > 0 {
 		s.host = s.host[:i]
@@ -155,14 +163,14 @@ func (r resources) spec() spec.Resources {
 	if r.gpus > 0 {
 		g := r.gpus
 		res.GPU = &spec.GPUSpec{Count: spec.IntRange{Min: g, Max: &g}}
-		if validGPUName.MatchString(r.gpuType) {
+		if validGPUName().MatchString(r.gpuType) {
 			res.GPU.Names = []string{r.gpuType}
 		}
 	}
 	return res
 }
 
-var validGPUName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9._-]*$`)
+var validGPUName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z][A-Za-z0-9._-]*$`) })
 
 // runNameFor makes a run name of a Slurm job name: run names are 2 to 41
 // lowercase letters, digits and hyphens, starting with a letter ("train.sh"
@@ -517,7 +525,7 @@ func buildBatchRun(job *slurm.BatchJob, scriptPath string, s submitter, known fu
 	}
 	for _, kv := range [][2]string{
 		{"SLURM_SUBMIT_DIR", s.cwd}, {"SLURM_SUBMIT_HOST", s.host}, {"SLURM_JOB_NAME", o.JobName},
-		{"SLURM_JOB_ACCOUNT", orStr(o.Account, defaultAccount)}, {"SLURM_JOB_PARTITION", part}, {"SLURM_JOB_QOS", orStr(o.QOS, "normal")},
+		{"SLURM_JOB_PARTITION", part}, {"SLURM_JOB_QOS", orStr(o.QOS, "normal")},
 		{"SLURM_JOB_USER", s.user}, {"SLURM_JOB_UID", strconv.Itoa(s.uid)}, {"SLURM_JOB_GID", strconv.Itoa(s.gid)},
 		{"SLURM_CLUSTER_NAME", clusterName}, {"SLURM_GTIDS", "0"}, {"SLURM_LOCALID", "0"}, {"SLURM_PROCID", "0"},
 		{"SLURM_PRIO_PROCESS", "0"}, {"SLURM_NODE_ALIASES", "(null)"},
@@ -525,6 +533,9 @@ func buildBatchRun(job *slurm.BatchJob, scriptPath string, s submitter, known fu
 		{"SLURM_JOB_CPUS_PER_NODE", slurm.CompressCounts(repeat(first.cpus, totalNodes))},
 	} {
 		env.set(kv[0], kv[1])
+	}
+	if o.Account != "" { // else the server's: the project the run went to
+		env.set("SLURM_JOB_ACCOUNT", o.Account)
 	}
 	if o.Export.Mode != slurm.ExportAll || len(o.Export.Vars) > 0 {
 		env.set("SLURM_EXPORT_ENV", exportString(o.Export))
@@ -721,7 +732,52 @@ func batchCommands(job *slurm.BatchJob, o slurm.BatchOptions, s submitter, nodes
 	for _, a := range job.ScriptArgs {
 		argv = append(argv, shQuote(a))
 	}
+	b.WriteString(loginPath(job.Script, s.links))
 	b.WriteString("$__berth_exec " + strings.Join(argv, " ") + "\n")
+	return b.String()
+}
+
+// slurmLinksDir is the directory on PATH whose srun is a link to exe (the
+// Slurm-named links, berth install-slurm-shims DIR), "" when there is none.
+func slurmLinksDir(exe string) string {
+	p, err := exec.LookPath("srun")
+	if err != nil || exe == "" {
+		return ""
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return ""
+	}
+	target, err1 := filepath.EvalSymlinks(abs)
+	self, err2 := filepath.EvalSymlinks(exe)
+	if err1 != nil || err2 != nil || target != self {
+		return ""
+	}
+	return filepath.Dir(abs)
+}
+
+// loginPath, for a script whose interpreter is a login shell (#!/bin/bash
+// -l), is the shell that puts the Slurm-named links back on its PATH once
+// the shell's profile has reset it: bash -l reads /etc/profile and the
+// user's profile first, then $BASH_ENV, so the job's BASH_ENV is a file
+// that adds the links' directory (when PATH lacks it) and then hands over
+// to the submitter's own BASH_ENV, if any. Other scripts keep the
+// exported PATH as it was.
+func loginPath(script []byte, links string) string {
+	login := false
+	for _, a := range strings.Fields(strings.Join(interpreter(script)[1:], " ")) {
+		login = login || a == "--login" || strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") && strings.Contains(a, "l")
+	}
+	if !login || links == "" {
+		return ""
+	}
+	var b strings.Builder
+	dir := shQuote(links)
+	b.WriteString(`__berth_env="$__berth_script.env"` + "\n")
+	fmt.Fprintf(&b, "cat >\"$__berth_env\" <<'BERTH_SLURM_ENV' || exit 1\ncase \":$PATH:\" in *:%s:*) ;; *) PATH=%s:$PATH ;; esac\nBERTH_SLURM_ENV\n", dir, dir)
+	b.WriteString(`if [ -n "${BASH_ENV:-}" ]; then printf 'export BASH_ENV=%q; . "$BASH_ENV"\n' "$BASH_ENV"; else echo 'unset BASH_ENV'; fi >>"$__berth_env"` + "\n")
+	b.WriteString(`[ -n "$__berth_exec" ] || trap 'rm -f "$__berth_script" "$__berth_env"' EXIT` + "\n")
+	b.WriteString(`export BASH_ENV="$__berth_env"` + "\n")
 	return b.String()
 }
 

@@ -67,6 +67,8 @@ var slurmCommands = []slurmCommand{
 	{"salloc", "Hold an allocation and start a shell in it, as Slurm's salloc", runSalloc, ""},
 	{"sstat", "Show the usage of running job steps, as Slurm's sstat", runSstat, ""},
 	{"sacctmgr", "Show accounts, users and QOS, as Slurm's sacctmgr", runSacctmgr, ""},
+	{"sreport", "Report usage by account and user (cluster AccountUtilizationByUser, user TopUsage), as Slurm's sreport", runSreport, ""},
+	{"sshare", "Show the fairshare tree: shares, decayed usage and fairshare factors, as Slurm's sshare", runSshare, ""},
 	{"sprio", "Show the pending jobs' priority factors, as Slurm's sprio (berth sprio is Berth's own table)", runSprio, "slurm-sprio"},
 }
 
@@ -168,17 +170,27 @@ func slurmFail(code int, lines ...string) *slurm.CommandError {
 }
 
 func newInstallShimsCmd() *cobra.Command {
-	var force bool
+	var force, system bool
 	cmd := &cobra.Command{
-		Use:   "install-slurm-shims DIR",
+		Use:   "install-slurm-shims DIR | --system",
 		Short: "Create links named sbatch, squeue, scancel… to this binary in DIR",
 		Long: `Create, in DIR, a link to this binary for each Slurm command Berth answers to (` +
 			strings.Join(SlurmCommandNames(), ", ") + `).
 Called through such a link, berth acts as that command, so scripts and tools that run sbatch or
 squeue work unchanged once DIR is on their PATH. Existing links are replaced; other files are
-left alone unless --force.`,
-		Args: cobra.ExactArgs(1),
+left alone unless --force. --system installs them in /usr/local/bin, on every login shell's PATH
+(a job's #!/bin/bash -l script also finds links elsewhere on the submitter's PATH: its BASH_ENV
+puts their directory back after the profile).`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if system {
+				return cobra.NoArgs(cmd, args)
+			}
+			return cobra.ExactArgs(1)(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if system {
+				args = []string{systemShimsDir}
+			}
 			exe, err := os.Executable()
 			if err != nil {
 				return err
@@ -190,8 +202,13 @@ left alone unless --force.`,
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "replace files that are not links")
+	cmd.Flags().BoolVar(&system, "system", false, "install in "+systemShimsDir+" (for every user and login shell)")
 	return cmd
 }
+
+// systemShimsDir is where install-slurm-shims --system puts the links: on
+// the PATH that /etc/profile gives every login shell.
+const systemShimsDir = "/usr/local/bin"
 
 func installShims(w io.Writer, dir, exe string, force bool) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -361,6 +361,37 @@ func sacctTRES(nodes, cpus int, memMB uint64, gpus int) string {
 	return slurm.SacctTRES(m)
 }
 
+// runBilling is the billing of a run's jobs under their fleets'
+// billing_weights (the sum of each job's), once every job that ran has its
+// usage recorded (at its end).
+func runBilling(r *api.Run) (uint64, bool) {
+	var b float64
+	ran := false
+	for _, j := range r.Jobs {
+		if j.StartedAt == nil {
+			continue
+		}
+		if j.Usage == nil {
+			return 0, false
+		}
+		b += j.Usage.Billing
+		ran = true
+	}
+	return uint64(math.Round(b)), ran
+}
+
+// billedTRES is sacctTRES with the billing the weights gave.
+func billedTRES(nodes, cpus int, memMB uint64, gpus int, billing uint64) string {
+	m := map[string]uint64{"cpu": uint64(cpus), "node": uint64(nodes), "billing": billing}
+	if memMB > 0 {
+		m["mem"] = memMB
+	}
+	if gpus > 0 {
+		m["gres/gpu"] = uint64(gpus)
+	}
+	return slurm.SacctTRES(m)
+}
+
 // stepTRES is a step's AllocTRES: sacct's, without billing, which Slurm
 // gives jobs only ("2.batch ... cpu=1,mem=1000M,node=1").
 func stepTRES(nodes, cpus int, memMB uint64, gpus int) string {
@@ -925,6 +956,9 @@ func (v *slurmView) acctRecord(r *api.Run) slurm.AcctRecord {
 	}
 	if r.StartedAt != nil {
 		rec.AllocTRES = rec.ReqTRES
+		if b, ok := runBilling(r); ok {
+			rec.AllocTRES = billedTRES(nodes, cpus, memMB, gpus, b)
+		}
 		rec.NodeList = slurm.CompressHostlist(uniqueNodes(r))
 		end := v.now
 		if r.FinishedAt != nil {

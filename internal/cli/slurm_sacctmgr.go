@@ -131,9 +131,9 @@ func runSacctmgr(e *slurmEnv, args []string) error {
 			if !cond.keepUser(u[1]) || !cond.keepAccount(u[0]) {
 				continue
 			}
-			l := p.Limits[sched.LimitKey{Scope: sched.ScopeUser, Name: u[1]}]
+			l, sub := assocLimits(p, u[0], u[1])
 			rows = append(rows, []string{u[1], defAcct(pairs, u[1]), adminLevel(u[1]), clusterName, u[0], "", userShare(p, u), countLimit(l.Jobs), "", "",
-				countLimit(p.Submit[sched.LimitKey{Scope: sched.ScopeUser, Name: u[1]}]), wallLimit(l), "", def, ""})
+				countLimit(sub), wallLimit(l), "", def, ""})
 		}
 	case strings.HasPrefix(entity, "assoc"):
 		header = []string{"Cluster", "Account", "User", "Partition", "Share", "GrpJobs", "GrpTRES", "MaxJobs", "MaxTRES", "MaxSubmit", "MaxWall", "QOS", "Def QOS"}
@@ -153,8 +153,8 @@ func runSacctmgr(e *slurmEnv, args []string) error {
 			if !cond.keepUser(u[1]) || !cond.keepAccount(u[0]) {
 				continue
 			}
-			l := p.Limits[sched.LimitKey{Scope: sched.ScopeUser, Name: u[1]}]
-			rows = append(rows, []string{clusterName, u[0], u[1], "", userShare(p, u), "", "", countLimit(l.Jobs), tresLimit(l.TRES), countLimit(p.Submit[sched.LimitKey{Scope: sched.ScopeUser, Name: u[1]}]), wallLimit(l), def, ""})
+			l, sub := assocLimits(p, u[0], u[1])
+			rows = append(rows, []string{clusterName, u[0], u[1], "", userShare(p, u), "", "", countLimit(l.Jobs), tresLimit(l.TRES), countLimit(sub), wallLimit(l), def, ""})
 		}
 	case strings.HasPrefix(entity, "cluster"):
 		header = []string{"Cluster", "ControlHost", "ControlPort", "RPC", "Share", "QOS", "Def QOS"}
@@ -217,6 +217,19 @@ func projects(p *policy.Policy) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// assocLimits are the limits of user's association with account: its
+// own (projects.A.users.U.limits, else the account's user_limits), else
+// the user's over all accounts.
+func assocLimits(p *policy.Policy, account, user string) (sched.Limits, int) {
+	k := sched.ProjectUserKey(account, user)
+	l, ok := sched.LimitOf(p.Limits, k)
+	sub, subOK := sched.LimitOf(p.Submit, k)
+	if !ok && !subOK {
+		return p.Limits[sched.LimitKey{Scope: sched.ScopeUser, Name: user}], p.Submit[sched.LimitKey{Scope: sched.ScopeUser, Name: user}]
+	}
+	return l, sub
 }
 
 // users are [project, user] pairs of the fairshare tree and user limits.

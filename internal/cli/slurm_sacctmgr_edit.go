@@ -92,7 +92,7 @@ func acctFail(lines ...string) error { return slurmFail(1, lines...) }
 // The settings Berth's policy file has a place for, by entity.
 var (
 	qosFields     = []string{"Priority", "Preempt", "PreemptMode", "GrpTRES", "GrpJobs", "GrpSubmitJobs", "MaxTRESPerUser", "MaxJobsPerUser", "MaxSubmitJobsPerUser", "MaxWall"}
-	accountFields = []string{"Fairshare", "GrpTRES", "GrpJobs", "GrpSubmitJobs", "MaxWall", "Parent=root"}
+	accountFields = []string{"Fairshare", "GrpTRES", "GrpJobs", "GrpSubmitJobs", "MaxJobs", "MaxSubmitJobs", "MaxWall", "Parent=root"}
 	userFields    = []string{"Account", "Fairshare", "GrpTRES", "MaxJobs", "MaxSubmitJobs", "MaxWall"}
 )
 
@@ -465,6 +465,12 @@ func accountChange(doc *policy.Doc, verb string, a acctArgs, active []api.Run) (
 				if kv.val != "root" {
 					return nil, acctFail(" Unknown option: "+kv.raw, " Berth's accounts are flat: every one's parent is root")
 				}
+			case "MaxJobs", "MaxSubmitJobs":
+				// An account's Max* bind each of its users (Slurm: the
+				// users' associations inherit them).
+				if err := limitEdits(c, f, kv, []string{"projects", n, "user_limits"}); err != nil {
+					return nil, err
+				}
 			default:
 				if err := limitEdits(c, f, kv, []string{"projects", n, "limits"}); err != nil {
 					return nil, err
@@ -652,6 +658,15 @@ func userChange(doc *policy.Doc, verb string, a acctArgs, active []api.Run, know
 				return nil, noHome("user", kv)
 			}
 			if f != "Fairshare" {
+				if verb == "modify" && len(accounts) > 0 {
+					// where account=A: the user's association with A.
+					for _, acct := range assocs(u) {
+						if err := limitEdits(c, f, kv, []string{"projects", acct, "users", u, "limits"}); err != nil {
+							return nil, err
+						}
+					}
+					continue
+				}
 				if err := limitEdits(c, f, kv, []string{"users", u, "limits"}); err != nil {
 					return nil, err
 				}

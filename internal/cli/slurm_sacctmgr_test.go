@@ -121,11 +121,7 @@ projects:
     shares: 3
     limits:
       jobs: 20
-  physics: {shares: 10, limits: {cpu: 64, gpu: 8, wall: 2d}, users: {alice: {shares: 2}}}
-users:
-  alice:
-    limits:
-      jobs: 4
+  physics: {shares: 10, limits: {cpu: 64, gpu: 8, wall: 2d}, users: {alice: {shares: 2, limits: {jobs: 4}}}}
 `
 	if diff := cmp.Diff(want, readFile(t, path)); diff != "" {
 		t.Errorf("policy file (-want +got):\n%s", diff)
@@ -174,10 +170,6 @@ projects:
   ml:
     shares: 3
     limits: {}
-users:
-  alice:
-    limits:
-      jobs: 4
 `
 	if diff := cmp.Diff(want, readFile(t, path)); diff != "" {
 		t.Errorf("policy file after the deletes (-want +got):\n%s", diff)

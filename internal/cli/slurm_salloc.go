@@ -107,7 +107,7 @@ func allocate(e *slurmEnv, r *allocRequest, prog, defaultName string) (*allocati
 		{"SLURM_JOB_CPUS_PER_NODE", slurm.CompressCounts(repeat(res.cpus, nodes))},
 		{"SLURM_SUBMIT_DIR", s.cwd}, {"SLURM_SUBMIT_HOST", s.host}, {"SLURM_CLUSTER_NAME", clusterName},
 		{"SLURM_JOB_PARTITION", orStr(strings.Join(t.Fleets, ","), defaultPartition)},
-		{"SLURM_JOB_ACCOUNT", orStr(r.opt.Account, defaultAccount)}, {"SLURM_JOB_QOS", orStr(r.opt.QOS, "normal")},
+		{"SLURM_JOB_ACCOUNT", orStr(cur.Project, orStr(r.opt.Account, defaultAccount))}, {"SLURM_JOB_QOS", orStr(r.opt.QOS, "normal")},
 		{"BERTH_SLURM_STEPS", "1"},
 	}
 	if r.opt.CPUsPerTask > 0 {

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/berth-hq/berth/internal/api"
@@ -212,7 +213,7 @@ func knownPartitions(nodes []api.Node) []string {
 
 // slurmReasonRE finds the Slurm wording the server adds to its refusals
 // ("… (Slurm: Invalid qos specification)").
-var slurmReasonRE = regexp.MustCompile(`Slurm: ([^)]*)\)`)
+var slurmReasonRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`Slurm: ((?:[^()]|\([^()]*\))*)\)`) })
 
 // apiMessage is the server's refusal without its "server: invalid
 // request: " prefix.
@@ -225,7 +226,7 @@ func submitError(err error) error {
 	var apiErr *client.APIError
 	if errors.As(err, &apiErr) {
 		msg := apiMessage(apiErr)
-		if m := slurmReasonRE.FindStringSubmatch(msg); m != nil {
+		if m := slurmReasonRE().FindStringSubmatch(msg); m != nil {
 			return &slurm.CommandError{Stderr: []string{"sbatch: error: " + msg, "sbatch: error: Batch job submission failed: " + m[1]}, ExitCode: 1}
 		}
 		return slurm.SubmitFailed(msg)
@@ -352,6 +353,18 @@ func inMemory(now time.Time) runSelection {
 	return runSelection{all: true, since: now.Add(-minJobAge), refs: true}
 }
 
+// namedJobs narrows a selection to the runs that job selectors name (the
+// server adds the tasks of the arrays among them): squeue -j and scontrol
+// show job ask for their jobs only, not the whole queue.
+func namedJobs(sel runSelection, jobs []slurm.JobSelector) runSelection {
+	for _, j := range jobs {
+		if id := int64(j.JobID); !slices.Contains(sel.ids, id) {
+			sel.ids = append(sel.ids, id)
+		}
+	}
+	return sel
+}
+
 // fetchView reads what the listing commands show: the selected runs with
 // their jobs and configurations, and the nodes.
 func fetchView(e *slurmEnv, prog string, sel runSelection) (*slurmView, error) {
@@ -381,13 +394,28 @@ func fetchView(e *slurmEnv, prog string, sel runSelection) (*slurmView, error) {
 	if pol, err := c.Policy(e.ctx); err == nil {
 		v.policy = pol
 	}
-	if prios, err := c.Priorities(e.ctx); err == nil {
+	if prios, err := c.PrioritiesOf(e.ctx, pendingIDs(v, sel)); err == nil {
 		v.prio = map[int64]int64{}
 		for _, p := range prios {
 			v.prio[p.RunID] = p.Priority
 		}
 	}
 	return v, nil
+}
+
+// pendingIDs are the view's unfinished runs when the selection names runs
+// (their priorities are all it needs), else nil: every waiting run's.
+func pendingIDs(v *slurmView, sel runSelection) []int64 {
+	if sel.ids == nil {
+		return nil
+	}
+	ids := []int64{}
+	for _, r := range v.runs {
+		if !r.Status.Finished() {
+			ids = append(ids, r.ID)
+		}
+	}
+	return ids
 }
 
 // loadSteps adds the recorded steps of the view's runs that have started.

@@ -159,7 +159,7 @@ func runScancel(e *slurmEnv, args []string) error {
 			var apiErr *client.APIError
 			if errors.As(err, &apiErr) && !errors.Is(err, client.ErrNotFound) {
 				reason = apiMessage(apiErr)
-				if m := slurmReasonRE.FindStringSubmatch(reason); m != nil {
+				if m := slurmReasonRE().FindStringSubmatch(reason); m != nil {
 					reason = m[1]
 				}
 			}
@@ -213,7 +213,7 @@ func runScancel(e *slurmEnv, args []string) error {
 			var apiErr *client.APIError
 			if errors.As(err, &apiErr) {
 				failed[id] = apiMessage(apiErr)
-				if m := slurmReasonRE.FindStringSubmatch(failed[id]); m != nil {
+				if m := slurmReasonRE().FindStringSubmatch(failed[id]); m != nil {
 					failed[id] = m[1]
 				}
 				continue

@@ -196,7 +196,16 @@ func scontrolShow(e *slurmEnv, args []string, oneLiner bool) error {
 }
 
 func scontrolShowJob(e *slurmEnv, id string, oneLiner bool) error {
-	v, err := fetchView(e, "scontrol", inMemory(e.now()))
+	sel := inMemory(e.now())
+	var sels []slurm.JobSelector
+	if id != "" {
+		var err error
+		if sels, err = parseJobList("scontrol", id); err != nil || len(sels) != 1 {
+			return slurmFail(1, "Invalid job id specified")
+		}
+		sel = namedJobs(sel, sels)
+	}
+	v, err := fetchView(e, "scontrol", sel)
 	if err != nil {
 		return err
 	}
@@ -210,13 +219,9 @@ func scontrolShowJob(e *slurmEnv, id string, oneLiner bool) error {
 		io.WriteString(e.stdout, slurm.ShowJobs(jobs, oneLiner, v.now))
 		return nil
 	}
-	sels, err := parseJobList("scontrol", id)
-	if err != nil || len(sels) != 1 {
-		return slurmFail(1, "Invalid job id specified")
-	}
-	sel := sels[0]
-	if !v.known(sel) {
-		if sel.Task != slurm.NoArrayTask && v.known(slurm.JobSelector{JobID: sel.JobID, Task: slurm.NoArrayTask}) {
+	one := sels[0]
+	if !v.known(one) {
+		if one.Task != slurm.NoArrayTask && v.known(slurm.JobSelector{JobID: one.JobID, Task: slurm.NoArrayTask}) {
 			return slurm.JobNotFoundError(id)
 		}
 		return slurm.InvalidJobIDError()
@@ -257,7 +262,7 @@ func controlError(prefix string, err error) error {
 	var apiErr *client.APIError
 	if errors.As(err, &apiErr) {
 		msg := apiMessage(apiErr)
-		if m := slurmReasonRE.FindStringSubmatch(msg); m != nil {
+		if m := slurmReasonRE().FindStringSubmatch(msg); m != nil {
 			msg = m[1]
 		}
 		return slurmFail(1, prefix+": "+msg)

@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -145,5 +147,39 @@ func TestSelectionKeepsOutput(t *testing.T) {
 		if d := cmp.Diff(show(runs), show(fetched(runs, sel))); d != "" {
 			t.Errorf("scontrol show job at %v over the selection differs from over every run (-all +selected):\n%s", at, d)
 		}
+	}
+	// squeue -j and scontrol show job N ask for the jobs they name only.
+	named := 0
+	for i := 0; i < 60; i++ {
+		var f slurm.JobFilter
+		for range rng.IntN(3) + 1 {
+			s := slurm.JobSelector{JobID: uint32(rng.IntN(len(runs)) + 1), Task: slurm.NoArrayTask}
+			if rng.IntN(3) == 0 {
+				s.Task = rng.IntN(4)
+			}
+			f.Jobs = append(f.Jobs, s)
+		}
+		f.AllStates = rng.IntN(2) == 0
+		squeue := func(rs []api.Run) string {
+			v := newSlurmView(rs, nodes, now)
+			out, _, err := slurm.FormatSqueue(slurm.FilterJobs(v.jobs(), f), slurm.SqueueOptions{Now: now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			known := ""
+			for _, s := range f.Jobs {
+				known += fmt.Sprint(v.known(s))
+			}
+			return known + "\n" + out
+		}
+		sel := namedJobs(inMemory(now), f.Jobs)
+		want, got := squeue(runs), squeue(fetched(runs, sel))
+		if d := cmp.Diff(want, got); d != "" {
+			t.Fatalf("squeue -j %v over the named runs differs from over every run (-all +named):\n%s", f.Jobs, d)
+		}
+		named += strings.Count(want, "\n") - 2
+	}
+	if named == 0 {
+		t.Fatal("squeue -j showed nothing: the history does not test the selection")
 	}
 }

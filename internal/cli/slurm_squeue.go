@@ -193,6 +193,9 @@ func runSqueue(e *slurmEnv, args []string) error {
 		if needAll {
 			sel = inMemory(e.now())
 		}
+		if len(f.Jobs) > 0 {
+			sel = namedJobs(sel, f.Jobs)
+		}
 		v, err := fetchView(e, "squeue", sel)
 		if err != nil {
 			return err

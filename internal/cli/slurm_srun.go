@@ -417,7 +417,7 @@ func allocError(prog string, err error) error {
 	var apiErr *client.APIError
 	if errors.As(err, &apiErr) {
 		msg := apiMessage(apiErr)
-		if m := slurmReasonRE.FindStringSubmatch(msg); m != nil {
+		if m := slurmReasonRE().FindStringSubmatch(msg); m != nil {
 			msg = m[1]
 		}
 		return slurmFail(1, prog+": error: Unable to allocate resources: "+msg)

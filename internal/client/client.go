@@ -62,7 +62,8 @@ func (e *APIError) Is(target error) bool {
 	return target == ErrNotFound && e.Status == http.StatusNotFound || target == ErrConflict && e.Status == http.StatusConflict
 }
 
-// New returns a client of the server at baseURL ("http://127.0.0.1:3000").
+// New returns a client of the server at baseURL ("http://127.0.0.1:3000",
+// or several replicas' URLs, comma-separated).
 func New(baseURL, token string) *Client {
 	return newClient(baseURL, token, (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
 }
@@ -109,11 +110,18 @@ func newClient(baseURL, token string, dial func(ctx context.Context, network, ad
 		MaxIdleConnsPerHost: 256,
 		IdleConnTimeout:     90 * time.Second,
 	}
+	// Several comma-separated URLs: the replicas of one cluster
+	// (failover.go); requests name the first, Failover picks.
+	urls := SplitURLs(baseURL)
+	rt := Failover(urls, tr)
+	if len(urls) > 0 {
+		baseURL = urls[0]
+	}
 	return &Client{
 		base:   strings.TrimRight(baseURL, "/"),
 		token:  token,
-		http:   &http.Client{Transport: tr, Timeout: 60 * time.Second},
-		stream: &http.Client{Transport: tr},
+		http:   &http.Client{Transport: rt, Timeout: 60 * time.Second},
+		stream: &http.Client{Transport: rt},
 		dial:   dial,
 	}
 }
@@ -302,6 +310,23 @@ func (c *Client) Nodes(ctx context.Context) ([]api.Node, error) {
 func (c *Client) Priorities(ctx context.Context) ([]api.RunPriority, error) {
 	var out []api.RunPriority
 	return out, c.do(ctx, c.http, http.MethodGet, "/priorities", nil, &out)
+}
+
+// PrioritiesOf is Priorities for the waiting runs among ids only (nil:
+// every waiting run; empty: none, without asking).
+func (c *Client) PrioritiesOf(ctx context.Context, ids []int64) ([]api.RunPriority, error) {
+	if ids == nil {
+		return c.Priorities(ctx)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	list := make([]string, len(ids))
+	for i, id := range ids {
+		list[i] = strconv.FormatInt(id, 10)
+	}
+	var out []api.RunPriority
+	return out, c.do(ctx, c.http, http.MethodGet, "/priorities?ids="+strings.Join(list, ","), nil, &out)
 }
 
 // Status is the server's account of itself.

@@ -42,6 +42,7 @@ type arrayState struct {
 	// created tasks not final yet.
 	tasks map[int]int64
 	live  map[int64]*runState
+	key   string // the array's limit key (arrayKey), made once
 }
 
 func (a *arrayState) cancelled(index int) bool { return slices.Contains(a.Cancel, index) }
@@ -136,7 +137,8 @@ func (s *Cluster) newTaskLocked(rs *runState, index int, now time.Time, b *store
 		Name: name, Status: string(api.StatusSubmitted), Priority: rs.rec.Priority,
 		Spec: body, SubmittedAt: rs.rec.SubmittedAt, ArrayID: rs.rec.ID, ArrayIndex: index}, t, rs.user, rs.project)
 	task.parent = rs
-	task.held, task.begin = rs.held, rs.begin
+	task.held = rs.held
+	task.setBegin(rs.beginAt())
 	task.saveMeta()
 	s.queueRunLocked(task, now, b)
 	a.tasks[index] = task.rec.ID

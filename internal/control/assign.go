@@ -114,6 +114,11 @@ func (s *Cluster) assignment(js *jobState, hosts, ips []string) api.Assignment {
 		JobID: js.rec.ID, RunID: rs.rec.ID, RunName: rs.rec.Name, JobNum: js.rec.Num, Attempt: js.rec.Attempt,
 		Status: api.Status(js.rec.Status), Commands: groupCommands(t, js.rec.Num), WorkingDir: t.WorkingDir,
 		Alloc: js.alloc, LogSize: js.rec.LogSize, Stop: rs.rec.StopReq, ProjectID: rs.rec.ProjectID, User: login(rs.user),
+		Shell: t.Shell,
+	}
+	a.Archives = t.Archives()
+	if d := t.Resources.Disk; d != nil {
+		a.Disk = int64(d.Min)
 	}
 	if t.MaxDuration != nil {
 		a.MaxDuration = int64(t.MaxDuration.Bounded())
@@ -133,6 +138,9 @@ func (s *Cluster) assignment(js *jobState, hosts, ips []string) api.Assignment {
 		// (a multi-node run always does), a bridge when it shares it.
 		if ns, ok := s.nodes[js.rec.Node]; ok {
 			c.HostNetwork = len(rs.jobs) > 1 || js.alloc.CPUs >= ns.info.CPUs && len(js.alloc.GPUs) == len(ns.info.GPUs)
+		}
+		if g := groupOf(t, js.rec.Num); len(t.Groups) > 0 && len(t.Groups[g].Ports) > 0 {
+			c.Ports = t.Groups[g].Ports // dstack's groups[].ports: the group's jobs'
 		}
 		a.Container = c
 	}
@@ -173,7 +181,7 @@ func jobEnv(js *jobState, hosts, ips []string, visible string) []string {
 		{"DSTACK_MASTER_NODE_IP", master}, {"DSTACK_NODES_IPS", strings.Join(ips, "\n")},
 		{"DSTACK_GPUS_PER_NODE", strconv.Itoa(len(gpus))}, {"DSTACK_GPUS_NUM", strconv.Itoa(gpusNum(rs))},
 		{"MASTER_ADDR", master}, {"MASTER_PORT", strconv.Itoa(MasterPort(rs.rec.ID))}, // dist.go
-		{"SLURM_JOB_ID", id}, {"SLURM_JOBID", id}, {"SLURM_JOB_NAME", rs.rec.Name},
+		{"SLURM_JOB_ID", id}, {"SLURM_JOBID", id}, {"SLURM_JOB_NAME", rs.rec.Name}, {"SLURM_JOB_ACCOUNT", rs.project},
 		{"SLURM_JOB_NUM_NODES", strconv.Itoa(n)}, {"SLURM_NNODES", strconv.Itoa(n)}, {"SLURM_NODEID", rank},
 		{"SLURM_JOB_NODELIST", slurm.CompressHostlist(hosts)}, {"SLURM_NODELIST", slurm.CompressHostlist(hosts)},
 		{"SLURMD_NODENAME", js.rec.Node}, {"SLURM_CPUS_ON_NODE", strconv.Itoa(js.alloc.CPUs)},

@@ -15,6 +15,7 @@ var (
 	ErrInvalid   = errors.New("server: invalid request")
 	ErrNotFound  = errors.New("server: not found")
 	ErrForbidden = errors.New("server: forbidden")
+	ErrConflict  = errors.New("server: conflict")
 )
 
 // Config is what the cluster's rules depend on.

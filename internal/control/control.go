@@ -40,7 +40,7 @@ func IsArrayRun(r *store.Run) bool {
 
 // saveMeta writes the run's state parts into its record's meta.
 func (rs *runState) saveMeta() {
-	m := runMeta{Array: rs.array, Schedule: rs.sched, Retry: rs.retry, Held: rs.held, Begin: rs.beginAt()}
+	m := runMeta{Array: rs.array, Schedule: rs.r().sched, Retry: rs.r().retry, Held: rs.held, Begin: rs.beginAt()}
 	if m == (runMeta{}) {
 		rs.rec.Meta = nil
 		return
@@ -58,7 +58,10 @@ func (rs *runState) loadMeta() {
 	if json.Unmarshal(rs.rec.Meta, &m) != nil {
 		return
 	}
-	rs.held, rs.retry = m.Held, m.Retry
+	rs.held = m.Held
+	if m.Retry != nil || rs.rare != nil {
+		rs.w().retry = m.Retry
+	}
 	rs.setBegin(m.Begin)
 }
 

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/berth-hq/berth/internal/api"
@@ -36,7 +37,7 @@ type Outcome struct {
 	ok      bool // ended done
 }
 
-var TaskRef = regexp.MustCompile(`^(.+)_(\d+)$`)
+var TaskRef = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(.+)_(\d+)$`) })
 
 func OutcomeOf(r *store.Run) Outcome {
 	st := api.Status(r.Status)
@@ -124,11 +125,11 @@ func judge(typ string, o Outcome) verdict {
 // depHoldLocked is why rs may not start yet because of its dependencies:
 // "" (it may), Dependency, or DependencyNeverSatisfied.
 func (s *Cluster) depHoldLocked(rs *runState) string {
-	deps := rs.deps
+	deps := rs.r().deps
 	if len(deps) == 0 {
 		return ""
 	}
-	any := rs.depAny
+	any := rs.r().depAny
 	met, never := 0, 0
 	for _, d := range deps {
 		v := metDep
@@ -187,7 +188,7 @@ func ParseRef(ref string) (int64, int) {
 // watchLocked records rs as waiting on the runs its dependencies name, so
 // that their changes put it back in front of the scheduler.
 func (s *Cluster) watchLocked(rs *runState) {
-	for _, d := range rs.deps {
+	for _, d := range rs.r().deps {
 		for _, ref := range d.Runs {
 			id, _ := ParseRef(ref)
 			if !slices.Contains(s.waiters[id], rs.rec.ID) {
@@ -233,7 +234,7 @@ func (s *Cluster) endedLocked(rs *runState) {
 func (s *Cluster) singletonHoldsLocked(candidates map[int64]*runState) map[int64]bool {
 	var singles []*runState
 	for _, rs := range candidates {
-		if rs.singleton {
+		if rs.r().singleton {
 			singles = append(singles, rs)
 		}
 	}
@@ -282,15 +283,15 @@ func (s *Cluster) holdsLocked(candidates map[int64]*runState, now time.Time, b *
 			holds[id] = rs.hold
 		case rs.held:
 			holds[id] = string(lifecycle.ReasonHeldUser)
-		case rs.begin != nil && now.Before(*rs.begin):
+		case now.Before(rs.beginAt()):
 			holds[id] = string(lifecycle.ReasonBeginTime)
-			s.lookAgainLocked(*rs.begin)
-		case rs.retry != nil && now.Before(rs.retry.NotBefore):
+			s.lookAgainLocked(rs.beginAt())
+		case rs.r().retry != nil && now.Before(rs.r().retry.NotBefore):
 			holds[id] = string(lifecycle.ReasonBeginTime)
-			s.lookAgainLocked(rs.retry.NotBefore)
+			s.lookAgainLocked(rs.r().retry.NotBefore)
 		default:
 			h := s.depHoldLocked(rs)
-			if h == reasonDependencyNever && rs.killInvalid {
+			if h == reasonDependencyNever && rs.r().killInvalid {
 				cancel = append(cancel, rs)
 				continue
 			}

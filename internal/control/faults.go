@@ -36,6 +36,9 @@ import (
 // node could ever hold it, when the policy does not wait for capacity or its
 // duration has passed since submission.
 func (s *Cluster) noCapacityLocked(rs *runState, now time.Time, b *store.Batch) bool {
+	if s.mayGrow(rs) { // demand.go
+		return false
+	}
 	fail, again := lifecycle.NoCapacity(rs.lifeRun(), now)
 	if !fail {
 		s.lookAgainLocked(again) // when the duration has passed
@@ -209,7 +212,7 @@ func (s *Cluster) releaseHeldLocked(rs *runState) []Effect {
 // returns whether it did; otherwise it makes sure a pass comes at the
 // deadline.
 func (s *Cluster) retryExpiredLocked(rs *runState, now time.Time, b *store.Batch) bool {
-	if rs.retry == nil {
+	if rs.r().retry == nil {
 		return false // never failed: nothing to count from
 	}
 	r := rs.lifeRun()

@@ -192,7 +192,7 @@ func (s *Cluster) onRules(in RulesInput) {
 		s.syncNode(ns) // its fleet's blocks
 	}
 	for id, rs := range s.pending {
-		s.resolveFleets(rs, *rs.req, rs.groups, p)
+		s.resolveFleets(rs, *rs.req, rs.r().groups, p)
 		s.fresh[id] = rs // queued again with what the policy makes of it
 	}
 	s.freed = true

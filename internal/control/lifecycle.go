@@ -15,9 +15,9 @@ import (
 // lifeRun is what lifecycle needs of rs.
 func (rs *runState) lifeRun() lifecycle.Run {
 	r := lifecycle.Run{Status: lifecycle.Status(rs.rec.Status), Reason: lifecycle.Reason(rs.rec.Reason),
-		Stop: lifecycle.StopCause(rs.rec.StopReq), Retry: rs.retryPolicy, MasterDone: rs.masterDone, SubmittedAt: rs.rec.SubmittedAt}
-	if rs.retry != nil {
-		r.Retries = *rs.retry
+		Stop: lifecycle.StopCause(rs.rec.StopReq), Retry: rs.r().retryPolicy, MasterDone: rs.masterDone, SubmittedAt: rs.rec.SubmittedAt}
+	if rt := rs.r().retry; rt != nil {
+		r.Retries = *rt
 	}
 	return r
 }
@@ -76,7 +76,7 @@ func (s *Cluster) applyLocked(rs *runState, d lifecycle.Decision, now time.Time,
 		rs.rec.Status, rs.rec.Reason = string(d.Status), string(d.Reason)
 		if d.Retried {
 			h := d.Retries
-			rs.retry = &h
+			rs.w().retry = &h
 			rs.saveMeta()
 		}
 		s.requeueLocked(rs, d.Attempt, now, b)
@@ -93,8 +93,8 @@ func (s *Cluster) applyLocked(rs *runState, d lifecycle.Decision, now time.Time,
 			s.parentRunningLocked(rs, b)
 		}
 	}
-	if d.Stop != lifecycle.StopNone && rs.stopBy.IsZero() {
-		rs.stopBy = s.stopByOf(rs, now)
+	if d.Stop != lifecycle.StopNone && rs.r().stopBy.IsZero() {
+		rs.w().stopBy = s.stopByOf(rs, now)
 	}
 	s.syncRun(rs) // what it holds, until when, as the scheduler sees it
 	b.Runs = append(b.Runs, runCopy(rs))

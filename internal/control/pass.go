@@ -104,10 +104,10 @@ func (s *Cluster) runningOf(rs *runState) (r sched.Running, ok bool) {
 	if len(r.Placements) == 0 {
 		return sched.Running{}, false
 	}
-	r.RunID, r.End, r.User, r.Project, r.QOS, r.Array = rs.rec.ID, rs.expectedEnd(), rs.user, rs.project, rs.qos, arrayKey(rs)
+	r.RunID, r.End, r.User, r.Project, r.QOS, r.Array = rs.rec.ID, rs.expectedEnd(), rs.user, rs.project, rs.r().qos, arrayKey(rs)
 	r.Priority, r.Start, r.Ending = int64(rs.rec.Priority), rs.startedAt(), rs.rec.StopReq > 0
-	if r.Ending && (r.End.IsZero() || rs.stopBy.Before(r.End)) {
-		r.End = rs.stopBy // gone within its grace period
+	if stopBy := rs.r().stopBy; r.Ending && (r.End.IsZero() || stopBy.Before(r.End)) {
+		r.End = stopBy // gone within its grace period
 	}
 	return r, true
 }
@@ -117,7 +117,7 @@ func (rs *runState) startedAt() time.Time {
 	if !rs.rec.StartedAt.IsZero() {
 		return rs.rec.StartedAt
 	}
-	return time.Unix(0, rs.placedAt).UTC()
+	return time.Unix(0, rs.r().placedAt).UTC()
 }
 
 // syncRun tells the Cycle of a placed run whose view changed: its
@@ -126,22 +126,22 @@ func (rs *runState) startedAt() time.Time {
 // more (End).
 func (s *Cluster) syncRun(rs *runState) {
 	r, ok := s.runningOf(rs)
-	was := rs.cyc
+	was := rs.r().cyc
 	switch {
 	case !ok && was == nil:
 		return
 	case !ok:
-		rs.cyc = nil
+		rs.rare.cyc = nil // was is set: rare exists
 		s.cycle.End(rs.rec.ID)
 	case was != nil && sameRunning(was, &r):
 		return
 	case was != nil && !was.Ending && r.Ending && sameRunning(was, &sched.Running{RunID: r.RunID, Placements: r.Placements,
 		End: was.End, User: r.User, Project: r.Project, QOS: r.QOS, Array: r.Array, Priority: r.Priority, Start: r.Start}):
 		// Only the stop: the run is expected gone by stopBy.
-		rs.cyc = &r
-		s.cycle.Stopping(rs.rec.ID, rs.stopBy)
+		rs.rare.cyc = &r
+		s.cycle.Stopping(rs.rec.ID, rs.rare.stopBy)
 	default:
-		rs.cyc = &r
+		rs.w().cyc = &r
 		s.cycle.Run(r)
 	}
 	s.cycDirty = true
@@ -172,15 +172,16 @@ func (s *Cluster) pendingOf(rs *runState, hold string) sched.Pending {
 		}
 	}
 	return sched.Pending{RunID: rs.rec.ID, Priority: rs.rec.Priority, SubmittedAt: rs.rec.SubmittedAt, Nodes: len(ids), JobIDs: ids,
-		Request: *rs.req, Limit: rs.limit, User: rs.user, Project: rs.project, QOS: rs.qos, Tier: int(rs.tier), Nice: rs.nice,
-		Array: arrayKey(rs), Groups: rs.groups, Hold: hold}
+		Request: rs.req, Limit: rs.limit, User: rs.user, Project: rs.project, QOS: rs.r().qos, Tier: int(rs.tier), Nice: rs.r().nice,
+		Array: arrayKey(rs), Groups: rs.r().groups, Hold: hold}
 }
 
 // plain tells whether no hold can apply to the run (no partition hold,
 // user hold, begin time, retry, dependency or singleton): its hold need
 // not be decided again when time passes or other runs change.
 func (rs *runState) plain() bool {
-	return rs.hold == "" && !rs.held && rs.begin == nil && rs.retry == nil && rs.retryPolicy == nil && len(rs.deps) == 0 && !rs.singleton
+	x := rs.r()
+	return rs.hold == "" && !rs.held && x.begin.IsZero() && x.retry == nil && x.retryPolicy == nil && len(x.deps) == 0 && !x.singleton
 }
 
 // queueLocked queues (or queues again) a waiting run in the Cycle, with
@@ -270,7 +271,7 @@ func (s *Cluster) queueChangesLocked(now time.Time, recheck bool, b *store.Batch
 	for id, rs := range fresh {
 		if s.pending[id] == rs {
 			cands[id] = rs
-			single = single || rs.singleton
+			single = single || rs.r().singleton
 		}
 	}
 	if recheck || single {

@@ -87,7 +87,7 @@ func (s *Cluster) applyPlanLocked(p *Pass, plan sched.Plan, reasons []reasonUpda
 		if rs == nil {
 			continue // its next pass gives it its reason
 		}
-		if reason == sched.ReasonNoNode && rs.retryPolicy != nil {
+		if reason == sched.ReasonNoNode && rs.r().retryPolicy != nil {
 			// It fails the run unless it may wait: only on the nodes it
 			// was judged against.
 			if sameNodes == nil {
@@ -229,7 +229,7 @@ func (s *Cluster) preemptionStaleLocked(pr sched.Preemption) string {
 // startLocked places rs's jobs as st says, records it in b and adds to
 // after the assignments to send once b is committed.
 func (s *Cluster) startLocked(rs *runState, st sched.Start, now time.Time, b *store.Batch, after []Effect) []Effect {
-	rs.placedAt, rs.rec.EstimatedStart, rs.stopBy = now.UnixNano(), time.Time{}, time.Time{}
+	rs.w().placedAt, rs.rare.stopBy, rs.rec.EstimatedStart = now.UnixNano(), time.Time{}, time.Time{}
 	delete(s.pending, st.RunID)
 	// Placed: its agents need all of its configuration.
 	rs.keepTask()
@@ -267,7 +267,7 @@ func (s *Cluster) startLocked(rs *runState, st sched.Start, now time.Time, b *st
 	}
 	s.unqueueLocked(rs, true)
 	if r, ok := s.runningOf(rs); ok {
-		rs.cyc = &r
+		rs.w().cyc = &r
 	}
 	b.Events = append(b.Events, &store.Event{RunID: rs.rec.ID, Time: now, Type: "placed", Message: "on " + strings.Join(hosts, ",")})
 	s.aggregate(rs, now, b)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"sort"
 	"time"
@@ -108,6 +109,38 @@ func (s *Cluster) Priorities(now time.Time) (sched.Snapshot, map[int64][2]string
 	return snap, names
 }
 
+// PrioritiesOf is Priorities for the waiting runs among ids only: their
+// factors (Priorities' over every waiting run) and names and users,
+// computed without copying the queue. False when it cannot: a run queued
+// since the last pass brings an account the Cycle's fairshare tree does
+// not count yet (the caller copies the queue then, as Priorities does).
+func (s *Cluster) PrioritiesOf(now time.Time, ids []int64) (map[int64]sched.Factors, map[int64][2]string, bool) {
+	for _, rs := range s.fresh {
+		if _, waits := s.pending[rs.rec.ID]; waits && !s.cycle.Counts(sched.Account{Project: rs.project, User: rs.user}) {
+			return nil, nil, false
+		}
+	}
+	var ps []sched.Pending
+	names := map[int64][2]string{}
+	for _, id := range ids {
+		rs, ok := s.pending[id]
+		if !ok || names[id] != ([2]string{}) {
+			continue
+		}
+		p, ok := s.cycle.PendingOf(id)
+		if _, fresh := s.fresh[id]; fresh || !ok {
+			p = s.pendingOf(rs, p.Hold)
+		}
+		ps = append(ps, p)
+		names[id] = [2]string{rs.rec.Name, rs.user}
+	}
+	out := make(map[int64]sched.Factors, len(ps))
+	for i, f := range s.cycle.FactorsOf(now, ps) {
+		out[ps[i].RunID] = f
+	}
+	return out, names, true
+}
+
 // Plan is what a configuration would ask of the nodes under the rules in
 // force (held: its time limit is over every fleet's), and the nodes as the
 // scheduler sees them now, by name, with their container engines.
@@ -139,6 +172,9 @@ func (s *Cluster) Due() time.Time {
 // of its jobs' and within what it has; no final run stays in memory; the
 // scheduler's Cycle holds what the cluster does (checkCycle).
 func (s *Cluster) Check() error {
+	if !reflect.ValueOf(noRare).IsZero() {
+		return fmt.Errorf("the shared empty rare part of runs was written: %+v", noRare)
+	}
 	seen := map[int64]string{}
 	for name, ns := range s.nodes {
 		cpus := 0
@@ -188,21 +224,21 @@ func (s *Cluster) checkCycle() error {
 	for id, rs := range s.runs {
 		r, ok := s.runningOf(rs)
 		if !ok {
-			if rs.cyc != nil {
+			if rs.r().cyc != nil {
 				return fmt.Errorf("run %d holds nothing, the cycle has it running", id)
 			}
 			continue
 		}
 		held++
-		if rs.cyc == nil || !sameRunning(rs.cyc, &r) {
-			return fmt.Errorf("run %d: the cycle has it running as %+v, the cluster as %+v", id, rs.cyc, r)
+		if cyc := rs.r().cyc; cyc == nil || !sameRunning(cyc, &r) {
+			return fmt.Errorf("run %d: the cycle has it running as %+v, the cluster as %+v", id, cyc, r)
 		}
 	}
 	running := map[int64]bool{}
 	for _, r := range snap.Running {
 		running[r.RunID] = true
 		rs, ok := s.runs[r.RunID]
-		if !ok || rs.cyc == nil || !sameRunning(rs.cyc, &r) {
+		if cyc := rs.r().cyc; !ok || cyc == nil || !sameRunning(cyc, &r) {
 			return fmt.Errorf("run %d: the cycle has it running as %+v, the cluster does not", r.RunID, r)
 		}
 	}

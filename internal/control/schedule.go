@@ -54,10 +54,11 @@ func (s *Cluster) newScheduleLocked(rs *runState, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	rs.sched = &scheduleState{exprs: exprs}
-	rs.sched.Next = rs.sched.next(now)
+	st := &scheduleState{exprs: exprs}
+	st.Next = st.next(now)
+	rs.w().sched = st
 	rs.rec.Status = string(api.StatusScheduled)
-	rs.rec.EstimatedStart = rs.sched.Next
+	rs.rec.EstimatedStart = st.Next
 	rs.saveMeta()
 	return nil
 }
@@ -73,7 +74,9 @@ func (s *Cluster) loadSchedule(rs *runState) error {
 		return fmt.Errorf("server: schedule %d: %w", rs.rec.ID, err)
 	}
 	m.Schedule.exprs = exprs
-	rs.sched = m.Schedule
+	if m.Schedule != nil || rs.rare != nil {
+		rs.w().sched = m.Schedule
+	}
 	return nil
 }
 
@@ -82,7 +85,7 @@ func (s *Cluster) loadSchedule(rs *runState) error {
 func (s *Cluster) tickSchedulesLocked(now time.Time, b *store.Batch) time.Time {
 	var soonest time.Time
 	for _, rs := range s.schedules {
-		st := rs.sched
+		st := rs.r().sched
 		if !st.Next.After(now) {
 			s.submitTickLocked(rs, now, b)
 			st.Runs++

@@ -1,6 +1,8 @@
 package control
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -22,81 +24,114 @@ import (
 // runState is an active run in memory.
 type runState struct {
 	rec store.Run
-	// parsed is its configuration decoded, kept while it is placed (the
-	// agents need all of it) and for arrays and schedules; a waiting run
-	// holds only its stored form (rec.Spec) and what passes read of it
-	// (below), so that a long queue costs little memory. task() reads it.
-	parsed *spec.Task
 	// What the control plane reads of the configuration while the run
-	// waits: its QOS and nice (every pass), its retry policy and stop
-	// criteria (lifecycle), and its dependencies.
-	qos         string
-	nice        int64
-	retryPolicy *lifecycle.RetryPolicy
-	deps        []spec.Dependency
-	fleets      []string       // the fleets it names (resolveFleets)
-	req         *sched.Request // never changed in place (resolve)
-	limit       time.Duration  // max_duration; 0 none
+	// waits: its request and time limit (every pass), its stop criteria
+	// (lifecycle); its QOS, nice, retry policy and dependencies are in rare.
+	req   *sched.Request // never changed in place (resolve)
+	limit time.Duration  // max_duration; 0 none
+	// rare holds what few runs have (see runRare); nil for a plain run.
+	rare *runRare
 	// jobs are its jobs of the current attempt, once made (see unmade).
-	jobs   []*jobState
-	unmade unmadeJobs
-	// placedAt is when the scheduler placed it (Unix ns; 0: not placed):
-	// its expected end counts from its start, or from here until it has
-	// started.
-	placedAt  int64
+	jobs      []*jobState
+	unmade    unmadeJobs
 	user      string  // the owner's name (fairshare, limits)
 	project   string  // its project's name
 	blockedBy []int64 // from the last pass that considered it
 	// hold, when set, is why the run may not be scheduled at all (a reason
 	// the scheduler need not see, e.g. PartitionTimeLimit).
 	hold string
-	// groups are a heterogeneous run's components (nil: one request, req).
-	groups []sched.Group
-	retry  *lifecycle.Retries // see faults.go; nil until it first failed
-	// begin: not before then (BeginTime; nil: none).
-	begin *time.Time
-	// array is set on an array's own run; parent on each of its tasks;
-	// sched on a schedule's own run.
+	// array is set on an array's own run; parent on each of its tasks
+	// (a schedule's own run has rare.sched).
 	array  *arrayState
 	parent *runState
-	sched  *scheduleState
 	tier   int32 // the highest tier of the fleets it may use
 	// held: a user's hold (JobHeldUser).
-	held        bool
-	masterDone  bool
+	held       bool
+	masterDone bool
+	// What the scheduler's Cycle was told of the waiting run (pass.go):
+	// queued, waiting with queuedHold (a placed run's view is rare.cyc).
+	queued     bool
+	queuedHold string
+}
+
+// runRare is what few runs of a long queue have, kept apart so that
+// plain waiting runs do not pay for it: a QOS or nice, a retry policy and
+// retry state, dependencies, named fleets, a heterogeneous run's groups, a
+// begin time, a schedule's state; and what a placed run holds. Read it
+// with r(), change it with w(); dropTask lets an empty one go.
+type runRare struct {
+	qos  string
+	nice int64
+	// parsed is the run's configuration decoded, kept while it is placed
+	// (the agents need all of it) and for arrays and schedules; a waiting
+	// run holds only its stored form (rec.Spec) and what passes read of
+	// it, so that a long queue costs little memory. task() reads it.
+	parsed *spec.Task
+	// placedAt is when the scheduler placed it (Unix ns; 0: not placed):
+	// its expected end counts from its start, or from here until it has
+	// started.
+	placedAt int64
+	// cyc is what the scheduler's Cycle was told of the run holding
+	// resources; stopBy, when a run being stopped is gone at the latest
+	// (its stop's time plus its grace period).
+	cyc         *sched.Running
+	stopBy      time.Time
+	retryPolicy *lifecycle.RetryPolicy
+	retry       *lifecycle.Retries // see faults.go; nil until it first failed
+	deps        []spec.Dependency
+	fleets      []string      // the fleets it names (resolveFleets)
+	groups      []sched.Group // a heterogeneous run's components (nil: one request, req)
+	begin       time.Time     // not before then (BeginTime; zero: none)
+	sched       *scheduleState
 	depAny      bool // dependency_policy: any
 	singleton   bool
 	killInvalid bool // kill_invalid_depend
-	// What the scheduler's Cycle was told of the run (pass.go): queued,
-	// waiting with queuedHold; cyc, holding resources as it says; stopBy,
-	// when a run being stopped is gone at the latest (its stop's time
-	// plus its grace period).
-	queued     bool
-	queuedHold string
-	cyc        *sched.Running
-	stopBy     time.Time
+}
+
+// empty tells whether nothing is set.
+func (x *runRare) empty() bool {
+	return x.qos == "" && x.nice == 0 && x.parsed == nil && x.placedAt == 0 && x.cyc == nil && x.stopBy.IsZero() &&
+		x.retryPolicy == nil && x.retry == nil && x.deps == nil && x.fleets == nil && x.groups == nil && x.begin.IsZero() &&
+		x.sched == nil && !x.depAny && !x.singleton && !x.killInvalid
+}
+
+// noRare is the rare part of a run that has none: read, never written
+// (Check verifies it stays zero).
+var noRare runRare
+
+// r is the run's rare part, to read.
+func (rs *runState) r() *runRare {
+	if rs.rare != nil {
+		return rs.rare
+	}
+	return &noRare
+}
+
+// w is the run's rare part, to change (made when the run has none).
+func (rs *runState) w() *runRare {
+	if rs.rare == nil {
+		rs.rare = &runRare{}
+	}
+	return rs.rare
 }
 
 // beginAt is when the run may start at the earliest (zero: now).
-func (rs *runState) beginAt() time.Time {
-	if rs.begin == nil {
-		return time.Time{}
-	}
-	return *rs.begin
-}
+func (rs *runState) beginAt() time.Time { return rs.r().begin }
 
 // setBegin sets when the run may start at the earliest (zero: now).
 func (rs *runState) setBegin(t time.Time) {
-	rs.begin = nil
-	if !t.IsZero() {
-		rs.begin = &t
+	if !t.IsZero() || rs.rare != nil {
+		rs.w().begin = t
 	}
 }
 
 // newRunState builds an active run from its record and configuration,
 // resolving its fleets, tier and time limit against the policy.
 func (s *Cluster) newRunState(rec store.Run, t *spec.Task, user, project string) *runState {
-	rs := &runState{rec: rec, parsed: t, user: user, project: project}
+	rs := &runState{rec: rec, user: user, project: project}
+	if t != nil {
+		rs.w().parsed = t
+	}
 	rs.configure(t)
 	s.resolve(rs, t, s.rules.Load())
 	return rs
@@ -104,27 +139,34 @@ func (s *Cluster) newRunState(rec store.Run, t *spec.Task, user, project string)
 
 // configure keeps what the control plane reads of t while the run waits.
 func (rs *runState) configure(t *spec.Task) {
-	rs.qos, rs.nice = t.QOS, t.Nice
+	if t.QOS != "" || t.Nice != 0 || rs.rare != nil {
+		rs.w().qos, rs.rare.nice = t.QOS, t.Nice
+	}
 	rs.limit = 0
 	if t.MaxDuration != nil {
 		rs.limit = t.MaxDuration.Std()
 	}
-	rs.retryPolicy = nil
+	var policy *lifecycle.RetryPolicy
 	if p := t.Retry; p != nil {
-		rs.retryPolicy = &lifecycle.RetryPolicy{OnEvents: p.OnEvents}
+		policy = &lifecycle.RetryPolicy{OnEvents: p.OnEvents}
 		if p.Duration != nil {
-			rs.retryPolicy.Duration = time.Duration(*p.Duration) * time.Second
+			policy.Duration = time.Duration(*p.Duration) * time.Second
 		}
 	}
 	rs.masterDone = t.StopCriteria == "master-done"
-	rs.deps, rs.depAny, rs.singleton, rs.killInvalid = t.DependsOn, t.DependencyPolicy == "any", t.Singleton, t.KillInvalidDepend
+	depAny := t.DependencyPolicy == "any"
+	if policy != nil || len(t.DependsOn) > 0 || depAny || t.Singleton || t.KillInvalidDepend || rs.rare != nil {
+		x := rs.w()
+		x.retryPolicy = policy
+		x.deps, x.depAny, x.singleton, x.killInvalid = t.DependsOn, depAny, t.Singleton, t.KillInvalidDepend
+	}
 }
 
 // task is the run's configuration: the parsed one when kept, else decoded
 // from its stored form (a copy: changes to it are saved with setTask).
 func (rs *runState) task() *spec.Task {
-	if rs.parsed != nil {
-		return rs.parsed
+	if p := rs.r().parsed; p != nil {
+		return p
 	}
 	var t spec.Task
 	if err := json.Unmarshal(rs.rec.Spec, &t); err != nil {
@@ -138,26 +180,34 @@ func (rs *runState) setTask(t *spec.Task) {
 	if body, err := json.Marshal(t); err == nil {
 		rs.rec.Spec = body
 	}
-	if rs.parsed != nil {
-		rs.parsed = t
+	if rs.r().parsed != nil {
+		rs.rare.parsed = t
 	}
 	rs.configure(t)
 }
 
 // keepTask keeps the configuration parsed (the run is placed);
 // dropTask lets a plain waiting run hold only its stored form.
-func (rs *runState) keepTask() { rs.parsed = rs.task() }
+func (rs *runState) keepTask() {
+	t := rs.task()
+	rs.w().parsed = t
+}
 
 func (rs *runState) dropTask() {
-	if rs.array == nil && rs.sched == nil {
-		rs.parsed = nil
+	if rs.array == nil && rs.r().sched == nil && rs.rare != nil {
+		rs.rare.parsed = nil
+		if rs.rare.empty() {
+			rs.rare = nil
+		}
 	}
 }
 
 // resolve sets what a run asks for from its configuration and time limit,
 // then resolveFleets what the policy makes of it.
 func (s *Cluster) resolve(rs *runState, t *spec.Task, rules *policy.Policy) {
-	rs.fleets = t.Fleets
+	if len(t.Fleets) > 0 || rs.rare != nil {
+		rs.w().fleets = t.Fleets
+	}
 	var groups []sched.Group
 	for _, g := range t.Groups {
 		groups = append(groups, sched.Group{Nodes: max(g.Nodes, 1), Request: requestOf(t, g.Resources)})
@@ -176,7 +226,7 @@ func (s *Cluster) resolveFleets(rs *runState, req sched.Request, groups []sched.
 	rs.hold = ""
 	// Partitions set DOWN (scontrol update PartitionName=X State=DOWN)
 	// take no new starts: the run uses the others it names, or waits.
-	names, up := rules.UpPartitions(rs.fleets)
+	names, up := rules.UpPartitions(rs.r().fleets)
 	req.Fleets, req.NotFleets = rules.ResolveFleets(names), nil
 	rs.tier = int32(rules.Tier(req.Fleets))
 	if rs.limit > 0 {
@@ -191,7 +241,7 @@ func (s *Cluster) resolveFleets(rs *runState, req sched.Request, groups []sched.
 			rs.hold = api.ReasonPartitionTimeLimit
 		}
 		req.Fleets = ok
-		if len(rs.fleets) == 0 {
+		if len(rs.r().fleets) == 0 {
 			for name, f := range rules.Fleets {
 				if f.MaxWall > 0 && f.MaxWall < rs.limit {
 					req.NotFleets = append(req.NotFleets, name)
@@ -200,13 +250,16 @@ func (s *Cluster) resolveFleets(rs *runState, req sched.Request, groups []sched.
 			slices.Sort(req.NotFleets)
 		}
 	}
-	rs.groups = nil
+	var resolved []sched.Group
 	for _, g := range groups {
 		g.Request.Fleets, g.Request.NotFleets = req.Fleets, req.NotFleets
-		rs.groups = append(rs.groups, g)
+		resolved = append(resolved, g)
 	}
-	if len(rs.groups) > 0 {
-		req = rs.groups[0].Request
+	if len(resolved) > 0 || rs.rare != nil {
+		rs.w().groups = resolved
+	}
+	if len(resolved) > 0 {
+		req = resolved[0].Request
 	}
 	if !up {
 		rs.hold = api.ReasonPartitionDown
@@ -256,7 +309,7 @@ func (rq *requests) intern(r *sched.Request) *sched.Request {
 // keys are the limit keys the run counts under.
 func (rs *runState) keys() []sched.LimitKey {
 	return []sched.LimitKey{{Scope: sched.ScopeUser, Name: rs.user}, {Scope: sched.ScopeProject, Name: rs.project},
-		{Scope: sched.ScopeQOS, Name: rs.qos}, {Scope: sched.ScopeQOSUser, Name: rs.qos + "\x00" + rs.user}}
+		{Scope: sched.ScopeQOS, Name: rs.r().qos}, {Scope: sched.ScopeQOSUser, Name: rs.r().qos + "\x00" + rs.user}, sched.ProjectUserKey(rs.project, rs.user)}
 }
 
 // expectedEnd is when the run should give its resources back (zero: no
@@ -267,7 +320,7 @@ func (rs *runState) expectedEnd() time.Time {
 	}
 	start := rs.rec.StartedAt
 	if start.IsZero() {
-		start = time.Unix(0, rs.placedAt).UTC()
+		start = time.Unix(0, rs.r().placedAt).UTC()
 	}
 	return start.Add(rs.limit)
 }
@@ -412,7 +465,7 @@ func (s *Cluster) Restore(l *Loaded, now time.Time) error {
 			return fmt.Errorf("server: run %d: %w", r.ID, err)
 		}
 		rs := s.newRunState(*r, &t, l.Users[r.UserID], l.Projects[r.ProjectID])
-		rs.placedAt = now.UnixNano()
+		rs.w().placedAt = now.UnixNano()
 		rs.loadMeta()
 		s.runs[r.ID] = rs
 		s.countActive(rs, 1)
@@ -472,7 +525,7 @@ func (s *Cluster) Restore(l *Loaded, now time.Time) error {
 		if lifecycle.StopCause(rs.rec.StopReq) != lifecycle.StopNone {
 			// Asked to stop before the restart: gone within its grace
 			// period counting from now (the resync asks again).
-			rs.stopBy = s.stopByOf(rs, now)
+			rs.w().stopBy = s.stopByOf(rs, now)
 		}
 		s.syncRun(rs)
 		if api.Status(rs.rec.Status) == api.StatusSubmitted {
@@ -487,7 +540,7 @@ func (s *Cluster) Restore(l *Loaded, now time.Time) error {
 		}
 	}
 	for _, rs := range s.pending {
-		for _, d := range rs.deps {
+		for _, d := range rs.r().deps {
 			for _, ref := range d.Runs {
 				id, index := ParseRef(ref)
 				r, ok := l.Ended[id]
@@ -522,7 +575,7 @@ func (s *Cluster) Restore(l *Loaded, now time.Time) error {
 	s.freed = true
 	s.restoreUsage(l)
 	for _, k := range l.Keys {
-		s.rememberKey(userKey{k.UserID, k.Key}, k.RunID, k.Created)
+		s.rememberKey(keyOf(k.UserID, k.Key), k.RunID, k.Created)
 	}
 	return nil
 }
@@ -546,13 +599,30 @@ type SubmitOpts struct {
 	// Key is the client's Idempotency-Key: a second submission with it
 	// answers the first's run ("": none).
 	Key string
+	// UniqueName refuses a named run while an active run of its project
+	// has that name (dstack's rule, which `berth apply` asks for; Slurm's
+	// job names may repeat).
+	UniqueName bool
+}
+
+// activeNamed is an active run of the project with that name, nil if none.
+// Submissions are serialised by the state machine, so two of one name
+// cannot both pass it.
+func (s *Cluster) activeNamed(project int64, name string) *runState {
+	for _, rs := range s.runs {
+		if rs.rec.ProjectID == project && rs.rec.Name == name {
+			return rs
+		}
+	}
+	return nil
 }
 
 // onSubmit creates a run of the valid configuration in.Task.
 func (s *Cluster) onSubmit(now time.Time, in SubmitInput) (any, error) {
 	t := in.Task
-	key := userKey{in.UserID, in.Opts.Key}
+	var key userKey
 	if in.Opts.Key != "" {
+		key = keyOf(in.UserID, in.Opts.Key)
 		if k, ok := s.keys[key]; ok {
 			// Answered once the first submission is durable: an empty
 			// batch is queued behind it.
@@ -564,6 +634,12 @@ func (s *Cluster) onSubmit(now time.Time, in SubmitInput) (any, error) {
 		Spec: in.Body, SubmittedAt: now}, t, in.User, in.Project)
 	if err := s.submitLimitLocked(rs); err != nil {
 		return store.Run{}, err
+	}
+	if in.Opts.UniqueName && t.Name != "" {
+		if other := s.activeNamed(in.ProjectID, t.Name); other != nil {
+			return store.Run{}, fmt.Errorf("%w: run %s is active (ID %d, %s) in project %s: stop it first (berth stop %s), or apply again to replace it",
+				ErrConflict, t.Name, other.rec.ID, other.rec.Status, in.Project, t.Name)
+		}
 	}
 	s.nextRun++
 	id := s.nextRun
@@ -601,7 +677,7 @@ func (s *Cluster) onSubmit(now time.Time, in SubmitInput) (any, error) {
 	}
 	s.watchLocked(rs)
 	b := &store.Batch{}
-	if rs.array == nil && rs.sched == nil { // an array's tasks, a schedule's runs have the jobs
+	if rs.array == nil && rs.r().sched == nil { // an array's tasks, a schedule's runs have the jobs
 		s.newJobsLocked(rs, 0, now, b)
 	}
 	s.runs[id] = rs
@@ -611,7 +687,7 @@ func (s *Cluster) onSubmit(now time.Time, in SubmitInput) (any, error) {
 			s.cycle.SetArrayLimit(strconv.FormatInt(id, 10), t)
 			s.cycDirty = true
 		}
-	} else if rs.sched != nil {
+	} else if rs.r().sched != nil {
 		s.schedules[id] = rs
 	} else {
 		s.pending[id] = rs
@@ -632,17 +708,25 @@ func (s *Cluster) onSubmit(now time.Time, in SubmitInput) (any, error) {
 // before: nothing new is made.
 type Resubmitted struct{ ID int64 }
 
-// userKey is a user's idempotency key; keyedRun the run it made, when.
+// userKey is a user's idempotency key, as a digest of the user and the
+// key (a long burst of keyed submissions is remembered in little memory);
+// keyedRun is the run it made, and when (Unix ns).
 type (
-	userKey struct {
-		user int64
-		key  string
-	}
+	userKey  [16]byte
 	keyedRun struct {
 		run int64
-		at  time.Time
+		at  int64
 	}
 )
+
+// keyOf is the digest of user's idempotency key (128 bits of SHA-256: no
+// two keys of a server's memory share one).
+func keyOf(user int64, key string) userKey {
+	b := make([]byte, 8, 8+len(key))
+	binary.BigEndian.PutUint64(b, uint64(user))
+	sum := sha256.Sum256(append(b, key...))
+	return userKey(sum[:16])
+}
 
 // KeyMemory is how long an idempotency key is remembered, and
 // keysMemoryCap how many at most (the oldest go first): a client retries
@@ -661,7 +745,7 @@ func (s *Cluster) rememberKey(key userKey, run int64, at time.Time) {
 	if _, ok := s.keys[key]; ok {
 		return
 	}
-	s.keys[key] = keyedRun{run: run, at: at}
+	s.keys[key] = keyedRun{run: run, at: at.UnixNano()}
 	s.keyOrder = append(s.keyOrder, key)
 	for len(s.keyOrder) > keysMemoryCap {
 		s.forgetOldestKey()
@@ -677,7 +761,7 @@ func (s *Cluster) forgetOldestKey() {
 
 // forgetKeysLocked forgets the keys older than KeyMemory.
 func (s *Cluster) forgetKeysLocked(now time.Time) {
-	for len(s.keyOrder) > 0 && now.Sub(s.keys[s.keyOrder[0]].at) > KeyMemory {
+	for len(s.keyOrder) > 0 && now.Sub(time.Unix(0, s.keys[s.keyOrder[0]].at)) > KeyMemory {
 		s.forgetOldestKey()
 	}
 }
@@ -710,7 +794,7 @@ func (s *Cluster) onStop(now time.Time, in StopInput) {
 	}
 	b := &store.Batch{}
 	var after []Effect
-	if rs.sched != nil {
+	if rs.r().sched != nil {
 		s.stopScheduleLocked(rs, now, b)
 	} else if rs.array != nil {
 		// An array: no more tasks, and every live one stops.
@@ -753,7 +837,9 @@ func (s *Cluster) finishJob(js *jobState, status lifecycle.Status, reason lifecy
 	js.rec.Status, js.rec.Reason, js.rec.ExitCode = string(status), string(reason), code
 	js.rec.FinishedAt = now
 	if !js.rec.StartedAt.IsZero() {
-		s.addUsage(sched.Account{Project: js.run.project, User: js.run.user}, js.alloc.CPUs, js.rec.StartedAt, now)
+		u := s.jobUsage(js, now)
+		js.rec.Usage, _ = json.Marshal(u)
+		s.chargeUsage(sched.Account{Project: js.run.project, User: js.run.user}, u.Billing*u.Seconds, now)
 	}
 	if ns, ok := s.nodes[js.rec.Node]; ok {
 		ns.release(js)
@@ -949,18 +1035,15 @@ func (s *Cluster) countActive(rs *runState, d int) {
 func (s *Cluster) submitLimitLocked(rs *runState) error {
 	rules := s.rules.Load()
 	for _, k := range rs.keys() {
-		lk := k
-		if k.Scope == sched.ScopeQOSUser {
-			lk.Name = rs.qos
-		}
-		max, ok := rules.Submit[lk]
+		max, ok := sched.LimitOf(rules.Submit, k)
 		if !ok || s.active[k] < max {
 			continue
 		}
 		what := map[sched.Scope]string{sched.ScopeUser: "AssocMaxSubmitJobLimit: user " + rs.user,
-			sched.ScopeProject: "AssocGrpSubmitJobsLimit: project " + rs.project, sched.ScopeQOS: "QOSGrpSubmitJobsLimit: QOS " + rs.qos,
-			sched.ScopeQOSUser: "QOSMaxSubmitJobPerUserLimit: QOS " + rs.qos + " for user " + rs.user}[k.Scope]
-		return fmt.Errorf("%w: %s already has %d active runs, the most it may have (Slurm: Job violates accounting/QOS policy)", ErrInvalid, what, s.active[k])
+			sched.ScopeProject: "AssocGrpSubmitJobsLimit: project " + rs.project, sched.ScopeQOS: "QOSGrpSubmitJobsLimit: QOS " + rs.r().qos,
+			sched.ScopeQOSUser:     "QOSMaxSubmitJobPerUserLimit: QOS " + rs.r().qos + " for user " + rs.user,
+			sched.ScopeProjectUser: "AssocMaxSubmitJobLimit: user " + rs.user + " in project " + rs.project}[k.Scope]
+		return fmt.Errorf("%w: %s already has %d active runs, the most it may have (Slurm: Job violates accounting/QOS policy (job submit limit, user's size and/or time limits))", ErrInvalid, what, s.active[k])
 	}
 	return nil
 }
@@ -971,8 +1054,11 @@ func (s *Cluster) submitLimitLocked(rs *runState) error {
 func (s *Cluster) requeueLocked(rs *runState, attempt int, now time.Time, b *store.Batch) {
 	rs.jobs = nil
 	s.newJobsLocked(rs, attempt, now, b)
+	rs.rec.StartedAt = time.Time{}
+	if rs.rare != nil {
+		rs.rare.placedAt, rs.rare.stopBy = 0, time.Time{}
+	}
 	rs.dropTask()
-	rs.rec.StartedAt, rs.placedAt, rs.stopBy = time.Time{}, 0, time.Time{}
 	s.pending[rs.rec.ID] = rs
 	s.fresh[rs.rec.ID] = rs
 }
@@ -996,6 +1082,12 @@ func (s *Cluster) preemptLocked(p sched.Preemption, now time.Time, b *store.Batc
 func arrayKey(rs *runState) string {
 	if rs.rec.ArrayID == 0 {
 		return ""
+	}
+	if p := rs.parent; p != nil && p.rec.ID == rs.rec.ArrayID && p.array != nil {
+		if p.array.key == "" {
+			p.array.key = strconv.FormatInt(p.rec.ID, 10)
+		}
+		return p.array.key // one string for all its tasks
 	}
 	return strconv.FormatInt(rs.rec.ArrayID, 10)
 }

@@ -24,6 +24,9 @@ const (
 	ReasonHeldUser           Reason = "JobHeldUser"
 	ReasonPartitionTimeLimit Reason = "PartitionTimeLimit"
 	ReasonPartitionDown      Reason = "PartitionDown"
+	// A backend fleet is creating nodes for the run (issue 17; dstack's
+	// provisioning). Slurm prints it as Resources, as for a node powering up.
+	ReasonProvisioningNodes Reason = "ProvisioningNodes"
 )
 
 // Reasons of ends: dstack's words, and Berth's where dstack has none.
@@ -104,8 +107,11 @@ func SlurmReason(st Status, r Reason) string {
 	end := EndOf(st, r)
 	switch {
 	case st == StatusSubmitted || st == StatusScheduled:
-		if r == ReasonNone {
+		switch r {
+		case ReasonNone:
 			return "None"
+		case ReasonProvisioningNodes:
+			return string(ReasonResources)
 		}
 		return string(r)
 	case end == EndNone:

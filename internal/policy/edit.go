@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
@@ -244,11 +245,11 @@ func parseEntry(text string) (*ast.MappingValueNode, error) {
 	return nil, fmt.Errorf("policy: edit: %q is not one entry", text)
 }
 
-var plainKey = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.@/-]*$`)
+var plainKey = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.@/-]*$`) })
 
 // quoteKey writes a name as a YAML key: plain where it can be.
 func quoteKey(s string) string {
-	if plainKey.MatchString(s) && !reserved[strings.ToLower(s)] {
+	if plainKey().MatchString(s) && !reserved[strings.ToLower(s)] {
 		return s
 	}
 	return strconv.Quote(s)
@@ -259,7 +260,7 @@ var reserved = map[string]bool{"true": true, "false": true, "yes": true, "no": t
 // Scalar writes s as a YAML scalar value: plain where it reads back as the
 // same string, quoted otherwise.
 func Scalar(s string) string {
-	if plainKey.MatchString(s) && !reserved[strings.ToLower(s)] {
+	if plainKey().MatchString(s) && !reserved[strings.ToLower(s)] {
 		return s
 	}
 	return strconv.Quote(s)

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/goccy/go-yaml"
@@ -33,6 +34,14 @@ type File struct {
 	Fleets     map[string]FleetConf     `yaml:"fleets"`
 	Partitions map[string]PartitionConf `yaml:"partitions"`
 	Topology   []SwitchConf             `yaml:"topology"`
+	// BillingWeights is Slurm's TRESBillingWeights for fleets that set
+	// none (billing.go).
+	BillingWeights string `yaml:"billing_weights"`
+	// PrivateData is what members of a project do not see of each
+	// other's runs: jobs, logs, or none (berth server --private-data;
+	// the file, when it says, wins).
+	PrivateData []string      `yaml:"private_data"`
+	Providers   ProvidersConf `yaml:"providers"` // cloud.go
 }
 
 // PartitionConf is a partition's state (Slurm's PartitionName=X
@@ -69,14 +78,19 @@ type QOSConf struct {
 
 // ProjectConf is a project's fairshare and limits.
 type ProjectConf struct {
-	Shares *int                       `yaml:"shares"`
-	Limits *LimitsConf                `yaml:"limits"`
-	Users  map[string]ProjectUserConf `yaml:"users"`
+	Shares *int        `yaml:"shares"`
+	Limits *LimitsConf `yaml:"limits"`
+	// UserLimits bound each user's runs in the project (Slurm: an
+	// account's Max* limits, which its users' associations inherit).
+	UserLimits *LimitsConf                `yaml:"user_limits"`
+	Users      map[string]ProjectUserConf `yaml:"users"`
 }
 
-// ProjectUserConf is a user's share within a project.
+// ProjectUserConf is a user's share and limits within a project (Slurm:
+// the user's association with the account).
 type ProjectUserConf struct {
-	Shares *int `yaml:"shares"`
+	Shares *int        `yaml:"shares"`
+	Limits *LimitsConf `yaml:"limits"`
 }
 
 // UserConf is a user's limits over all projects.
@@ -90,6 +104,10 @@ type FleetConf struct {
 	Tier       int      `yaml:"tier"`
 	Blocks     int      `yaml:"blocks"`
 	MaxWall    string   `yaml:"max_wall"`
+	// BillingWeights is Slurm's TRESBillingWeights for this fleet's nodes.
+	BillingWeights string `yaml:"billing_weights"`
+	// Backend makes the fleet's nodes come from providers (cloud.go).
+	Backend *BackendFleetConf `yaml:"backend"`
 }
 
 // SwitchConf is one line of Slurm's topology.conf.
@@ -117,7 +135,17 @@ type Policy struct {
 	// with the users it lists, sorted; a project or user may be listed
 	// with no settings of its own.
 	Projects map[string][]string
+	// Billing is the default TRESBillingWeights (nil: bill CPUs).
+	Billing *BillingWeights
+	// PrivateData is what the file says of private data (nil: it says
+	// nothing, the server's flag holds).
+	PrivateData *PrivateData
+	// Docker is the Docker provider's configuration (nil: none; cloud.go).
+	Docker *Docker
 }
+
+// PrivateData is Slurm's PrivateData, as the policy file sets it.
+type PrivateData struct{ Jobs, Logs bool }
 
 // Fleet is a fleet's partition settings.
 type Fleet struct {
@@ -125,10 +153,13 @@ type Fleet struct {
 	Tier       int
 	Blocks     int
 	MaxWall    time.Duration
+	Billing    *BillingWeights
+	// Backend: the fleet's nodes come from providers (nil: joined by hand).
+	Backend *BackendFleet
 }
 
 // yamlPos splits the library's "[3:5] message" form.
-var yamlPos = regexp.MustCompile(`(?s)^\[(\d+):(\d+)\] (.*)$`)
+var yamlPos = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?s)^\[(\d+):(\d+)\] (.*)$`) })
 
 // Empty is the policy with no file: one implicit QOS "normal", no limits.
 func Empty() *Policy {
@@ -150,7 +181,7 @@ func Parse(name string, data []byte) (*Policy, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data), yaml.DisallowUnknownField())
 	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) { // empty: no policy
 		msg := strings.TrimSpace(yaml.FormatError(err, false, false))
-		if m := yamlPos.FindStringSubmatch(msg); m != nil {
+		if m := yamlPos().FindStringSubmatch(msg); m != nil {
 			return nil, fmt.Errorf("%s:%s:%s: %s", name, m[1], m[2], m[3])
 		}
 		return nil, fmt.Errorf("%s: %s", name, msg)
@@ -238,8 +269,10 @@ func (c *checker) compile(f *File) *Policy {
 				}
 				shares.Users[name][u] = *s
 			}
+			c.limits(p, sched.ProjectUserKey(name, u), pc.Users[u].Limits, at+".users."+u+".limits")
 		}
 		c.limits(p, sched.LimitKey{Scope: sched.ScopeProject, Name: name}, pc.Limits, at+".limits")
+		c.limits(p, sched.LimitKey{Scope: sched.ScopeProjectUser, Name: name}, pc.UserLimits, at+".user_limits")
 	}
 	if len(shares.Projects) > 0 || len(shares.Users) > 0 {
 		p.Shares = shares
@@ -260,6 +293,7 @@ func (c *checker) compile(f *File) *Policy {
 		if fc.MaxWall != "" {
 			fl.MaxWall = c.duration(fc.MaxWall, at+".max_wall")
 		}
+		fl.Billing = c.billing(fc.BillingWeights, at+".billing_weights")
 		for i, part := range fc.Partitions {
 			if part == "" {
 				c.fail(fmt.Sprintf("%s.partitions[%d]", at, i), "empty partition name")
@@ -267,6 +301,7 @@ func (c *checker) compile(f *File) *Policy {
 		}
 		p.Fleets[name] = fl
 	}
+	c.cloud(f, p)
 	for _, name := range sorted(f.Partitions) {
 		switch st := strings.ToLower(f.Partitions[name].State); st {
 		case "", "up":
@@ -278,6 +313,22 @@ func (c *checker) compile(f *File) *Policy {
 		default:
 			c.fail("$.partitions."+name+".state", "must be up or down, got %q", f.Partitions[name].State)
 		}
+	}
+	p.Billing = c.billing(f.BillingWeights, "$.billing_weights")
+	if f.PrivateData != nil {
+		pd := &PrivateData{}
+		for i, v := range f.PrivateData {
+			switch strings.ToLower(v) {
+			case "jobs":
+				pd.Jobs = true
+			case "logs":
+				pd.Logs = true
+			case "none":
+			default:
+				c.fail(fmt.Sprintf("$.private_data[%d]", i), "want jobs, logs or none, got %q", v)
+			}
+		}
+		p.PrivateData = pd
 	}
 	if len(f.Topology) > 0 {
 		var sw []sched.Switch
@@ -338,6 +389,18 @@ func (c *checker) limits(p *Policy, key sched.LimitKey, l *LimitsConf, at string
 		p.Submit[key] = s
 	}
 	p.Limits[key] = out
+}
+
+func (c *checker) billing(s, at string) *BillingWeights {
+	if s == "" {
+		return nil
+	}
+	w, err := ParseBillingWeights(s)
+	if err != nil {
+		c.fail(at, "%v", err)
+		return nil
+	}
+	return w
 }
 
 func (c *checker) duration(s, at string) time.Duration {

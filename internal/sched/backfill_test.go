@@ -224,9 +224,10 @@ func richSnapshot(rng *rand.Rand, policy Policy) Snapshot {
 	for i := range s.Pending {
 		p := &s.Pending[i]
 		p.QOS, p.User, p.Project = qos[rng.IntN(3)], users[rng.IntN(3)], "p"
+		p.Request = p.req()
 		p.Request.Exclusive = rng.IntN(6) == 0
 		if rng.IntN(8) == 0 {
-			g := []Group{{Nodes: 1, Request: Request{CPUs: 1}}, {Nodes: 1, Request: p.Request}}
+			g := []Group{{Nodes: 1, Request: Request{CPUs: 1}}, {Nodes: 1, Request: *p.Request}}
 			*p = p.nodes(2)
 			p.Groups = g
 		}

@@ -87,9 +87,10 @@ func (w *cycleWorld) pending() Pending {
 		if rng.IntN(10) == 0 {
 			p.Hold = "Dependency"
 		}
+		p.Request = p.req()
 		p.Request.Exclusive = rng.IntN(6) == 0
 		if rng.IntN(8) == 0 {
-			g := []Group{{Nodes: 1, Request: Request{CPUs: 1}}, {Nodes: 1, Request: p.Request}}
+			g := []Group{{Nodes: 1, Request: Request{CPUs: 1}}, {Nodes: 1, Request: *p.Request}}
 			p = p.nodes(2)
 			p.Groups = g
 		}

@@ -19,7 +19,17 @@ const (
 	ScopeQOSUser
 	// ScopeArray: the tasks of one array (its throttle, Slurm's %N).
 	ScopeArray
+	// ScopeProjectUser: one user's runs in one project (Slurm: the user's
+	// association with the account). Its name is ProjectUserKey's; a
+	// project's name alone holds the limits each of its users gets
+	// unless their own association sets some (the account's Max*).
+	ScopeProjectUser
 )
+
+// ProjectUserKey names user's limits within project.
+func ProjectUserKey(project, user string) LimitKey {
+	return LimitKey{Scope: ScopeProjectUser, Name: project + "\x00" + user}
+}
 
 // LimitKey names one limit: its scope and the user, project or QOS.
 type LimitKey struct {
@@ -86,6 +96,9 @@ const (
 	ReasonAssocGrpMem    = "AssocGrpMemLimit"
 	ReasonAssocGrpGRES   = "AssocGrpGRES"
 	ReasonAssocMaxWall   = "AssocMaxWallDurationPerJobLimit"
+	ReasonAssocMaxCPU    = "AssocMaxCpuPerJobLimit"
+	ReasonAssocMaxMem    = "AssocMaxMemPerJobLimit"
+	ReasonAssocMaxGRES   = "AssocMaxGRESPerJob"
 	ReasonQOSGrpJobs     = "QOSGrpJobsLimit"
 	ReasonQOSGrpCPU      = "QOSGrpCpuLimit"
 	ReasonQOSGrpMem      = "QOSGrpMemLimit"
@@ -106,7 +119,10 @@ func reasonFor(s Scope, what string) string {
 		ScopeProject: {"jobs": ReasonAssocGrpJobs, "cpu": ReasonAssocGrpCPU, "mem": ReasonAssocGrpMem, "gres": ReasonAssocGrpGRES, "wall": ReasonAssocMaxWall},
 		ScopeQOS:     {"jobs": ReasonQOSGrpJobs, "cpu": ReasonQOSGrpCPU, "mem": ReasonQOSGrpMem, "gres": ReasonQOSGrpGRES, "wall": ReasonQOSMaxWall},
 		ScopeQOSUser: {"jobs": ReasonQOSMaxJobsUser, "cpu": ReasonQOSMaxCPUUser, "mem": ReasonQOSMaxMemUser, "gres": ReasonQOSMaxGRESUser, "wall": ReasonQOSMaxWall},
-		ScopeArray:   {"jobs": ReasonArrayTaskLimit, "cpu": ReasonArrayTaskLimit, "mem": ReasonArrayTaskLimit, "gres": ReasonArrayTaskLimit, "wall": ReasonArrayTaskLimit},
+		// A user's association within an account: its MaxJobs, and its
+		// GrpTRES (what the user's runs in the project hold together).
+		ScopeProjectUser: {"jobs": ReasonAssocMaxJobs, "cpu": ReasonAssocGrpCPU, "mem": ReasonAssocGrpMem, "gres": ReasonAssocGrpGRES, "wall": ReasonAssocMaxWall},
+		ScopeArray:       {"jobs": ReasonArrayTaskLimit, "cpu": ReasonArrayTaskLimit, "mem": ReasonArrayTaskLimit, "gres": ReasonArrayTaskLimit, "wall": ReasonArrayTaskLimit},
 	}
 	return table[s][what]
 }
@@ -150,21 +166,34 @@ func newAccounts(s *Snapshot, nodes map[string]*Node) *accounts {
 
 // keysOf lists the limit keys a run of this user, project, QOS and array
 // counts under.
-func keysOf(user, project, qos, array string) [5]LimitKey {
-	return [5]LimitKey{{ScopeUser, user}, {ScopeProject, project}, {ScopeQOS, qos}, {ScopeQOSUser, qos + "\x00" + user}, {ScopeArray, array}}
+func keysOf(user, project, qos, array string) [6]LimitKey {
+	return [6]LimitKey{{ScopeUser, user}, {ScopeProject, project}, {ScopeQOS, qos}, {ScopeQOSUser, qos + "\x00" + user}, {ScopeArray, array},
+		ProjectUserKey(project, user)}
 }
 
 // limitOf is the limit of a key; per-user QOS limits are configured once per QOS.
-func (a *accounts) limitOf(k LimitKey) (Limits, bool) {
-	if k.Scope == ScopeQOSUser {
+func (a *accounts) limitOf(k LimitKey) (Limits, bool) { return LimitOf(a.limits, k) }
+
+// LimitOf is the limit of key k in m: a QOS's per-user limits are set once
+// per QOS, a user's in a project by their association or, without one, by
+// the project's user_limits.
+func LimitOf[V any](m map[LimitKey]V, k LimitKey) (V, bool) {
+	switch k.Scope {
+	case ScopeQOSUser:
 		qos, _, _ := strings.Cut(k.Name, "\x00")
 		k.Name = qos
+	case ScopeProjectUser:
+		if l, ok := m[k]; ok {
+			return l, true
+		}
+		project, _, _ := strings.Cut(k.Name, "\x00")
+		k.Name = project
 	}
-	l, ok := a.limits[k]
+	l, ok := m[k]
 	return l, ok
 }
 
-func (a *accounts) charge(keys [5]LimitKey, t TRES, sign int) {
+func (a *accounts) charge(keys [6]LimitKey, t TRES, sign int) {
 	for _, k := range keys {
 		if _, ok := a.limitOf(k); !ok {
 			continue
@@ -221,7 +250,7 @@ func pendingTRES(pd *Pending) TRES {
 	if len(pd.Groups) > 0 {
 		var t TRES
 		for _, g := range pd.Groups {
-			one := pendingTRES(&Pending{Nodes: g.Nodes, Request: g.Request})
+			one := pendingTRES(&Pending{Nodes: g.Nodes, Request: &g.Request})
 			t.CPUs, t.Memory, t.GPUs = t.CPUs+one.CPUs, t.Memory+one.Memory, t.GPUs+one.GPUs
 			for k, v := range one.GPUTypes {
 				if t.GPUTypes == nil {

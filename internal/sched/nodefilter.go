@@ -1,6 +1,9 @@
 package sched
 
-import "slices"
+import (
+	"slices"
+	"strings"
+)
 
 // nodeAllowed is the eligibility of a node by name and features, Slurm's
 // --nodelist, --exclude and --constraint: a node the request names (when
@@ -32,4 +35,55 @@ func narrowsNodes(r Request) bool {
 // that one may be judged by a miss of the other (dominates).
 func sameNodeFilter(a, b Request) bool {
 	return slices.Equal(a.Nodes, b.Nodes) && slices.Equal(a.Exclude, b.Exclude) && slices.Equal(a.Features, b.Features)
+}
+
+// SegmentFeature starts the feature that puts a node in a network segment
+// ("segment:10.0.0.0/24"): the nodes of an SSH fleet with `placement:
+// cluster` carry it (the fleet's network, or its name), and an
+// administrator may give it to any node (berth agent --features). A
+// multi-node run's jobs go to nodes of one segment; a node without one is
+// in the segment "" of all such nodes.
+const SegmentFeature = "segment:"
+
+// segment is the node's network segment ("" none).
+func (n *Node) segment() string {
+	for _, f := range n.Features {
+		if s, ok := strings.CutPrefix(f, SegmentFeature); ok {
+			return s
+		}
+	}
+	return ""
+}
+
+// anySegment reports whether any node is in a network segment.
+func anySegment(profiles []*profile) bool {
+	for _, p := range profiles {
+		if p.node.segment() != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// oneSegment keeps, of the candidates (in placement order), those of the
+// first segment with at least want of them; nil when no segment has enough.
+func oneSegment(picks []pick, want int) []pick {
+	count := map[string]int{}
+	for _, c := range picks {
+		count[c.p.node.segment()]++
+	}
+	for _, c := range picks {
+		seg := c.p.node.segment()
+		if count[seg] < want {
+			continue
+		}
+		out := make([]pick, 0, count[seg])
+		for _, d := range picks {
+			if d.p.node.segment() == seg {
+				out = append(out, d)
+			}
+		}
+		return out
+	}
+	return nil
 }

@@ -14,7 +14,7 @@ import (
 func TestNodeFilters(t *testing.T) {
 	feat := func(n Node, f ...string) Node { n.Features = f; return n }
 	nodes := []Node{feat(aNode("n1", 2, 8*gb), "ib"), feat(aNode("n2", 2, 8*gb), "ib", "a100"), aNode("n3", 2, 8*gb)}
-	with := func(p Pending, f func(*Request)) Pending { f(&p.Request); return p }
+	with := func(p Pending, f func(*Request)) Pending { p.Request = p.req(); f(p.Request); return p }
 	tests := map[string]struct {
 		pending    []Pending
 		wantStarts map[int64][]string
@@ -73,5 +73,46 @@ func TestNodeFilters(t *testing.T) {
 				t.Errorf("reasons (-want +got):\n%s", d)
 			}
 		})
+	}
+}
+
+// Nodes in network segments (placement: cluster): a multi-node run's jobs
+// go to nodes of one segment, skipping the first-fit node of another; a run
+// no segment can hold does not start across two; one-node runs are not
+// affected.
+func TestSegments(t *testing.T) {
+	seg := func(n Node, s string) Node { n.Features = []string{SegmentFeature + s}; return n }
+	nodes := []Node{seg(aNode("n1", 2, 8*gb), "a"), seg(aNode("n2", 2, 8*gb), "b"), seg(aNode("n3", 2, 8*gb), "a")}
+	tests := map[string]struct {
+		pending    []Pending
+		wantStarts map[int64][]string
+	}{
+		"two nodes of one segment":           {pending: []Pending{aRun(1, 2).nodes(2)}, wantStarts: map[int64][]string{1: {"n1", "n3"}}},
+		"three nodes: no segment holds them": {pending: []Pending{aRun(1, 2).nodes(3)}, wantStarts: map[int64][]string{}},
+		"one node: the first":                {pending: []Pending{aRun(1, 2)}, wantStarts: map[int64][]string{1: {"n1"}}},
+		"segment a busy: b alone cannot hold two": {
+			pending:    []Pending{aRun(1, 2).prio(90), aRun(2, 2).nodes(2).prio(80)},
+			wantStarts: map[int64][]string{1: {"n1"}},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := Schedule(Snapshot{Nodes: nodes, Pending: tc.pending}, t0)
+			starts := map[int64][]string{}
+			for _, s := range got.Starts {
+				for _, p := range s.Placements {
+					starts[s.RunID] = append(starts[s.RunID], p.Node)
+				}
+			}
+			if d := cmp.Diff(tc.wantStarts, starts); d != "" {
+				t.Errorf("starts (-want +got):\n%s", d)
+			}
+		})
+	}
+	// Without segments the same two-node run takes the first two nodes.
+	plain := []Node{aNode("n1", 2, 8*gb), aNode("n2", 2, 8*gb), aNode("n3", 2, 8*gb)}
+	got := Schedule(Snapshot{Nodes: plain, Pending: []Pending{aRun(1, 2).nodes(2)}}, t0)
+	if len(got.Starts) != 1 || got.Starts[0].Placements[1].Node != "n2" {
+		t.Errorf("without segments: %+v", got.Starts)
 	}
 }

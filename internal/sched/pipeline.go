@@ -324,7 +324,7 @@ func (p *pass) held(pd *Pending) bool {
 
 // neverFits: no node could ever hold the run.
 func (p *pass) neverFits(pd *Pending) bool {
-	if len(pd.Groups) > 0 && fitsGroups(p.s.Nodes, pd.Groups) || len(pd.Groups) == 0 && Fits(p.s.Nodes, pd.Request, pd.Nodes, false) {
+	if len(pd.Groups) > 0 && fitsGroups(p.s.Nodes, pd.Groups) || len(pd.Groups) == 0 && Fits(p.s.Nodes, *pd.Request, pd.Nodes, false) {
 		return false
 	}
 	p.reason(pd.RunID, ReasonNoNode)
@@ -562,7 +562,7 @@ func dominates(a, b *Pending) bool {
 		len(b.Request.NotFleets) > 0 && !slices.Equal(a.Request.NotFleets, b.Request.NotFleets) {
 		return false // other nodes
 	}
-	if narrowsNodes(b.Request) && !sameNodeFilter(a.Request, b.Request) {
+	if narrowsNodes(*b.Request) && !sameNodeFilter(*a.Request, *b.Request) {
 		return false // other nodes
 	}
 	ga, gb := a.Request.GPU, b.Request.GPU

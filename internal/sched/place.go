@@ -32,10 +32,11 @@ func placeInto(buf []pick, profiles []*profile, at time.Time, pd *Pending, topo 
 	to := end(at, pd.Limit)
 	picks := buf[:0]
 	now := len(profiles) > 0 && at.Equal(profiles[0].segs[0].at)
-	collect := topo != nil && want > 1
+	segmented := want > 1 && anySegment(profiles)
+	collect := (topo != nil || segmented) && want > 1
 	exclusive := pd.Request.Exclusive
 	for _, p := range profiles {
-		r := &pd.Request
+		r := pd.Request
 		if exclusive || p.node.Blocks > 1 {
 			eff, ok := pd.Request.on(p.node, pd.Nodes)
 			if !ok {
@@ -56,6 +57,14 @@ func placeInto(buf []pick, profiles []*profile, at time.Time, pd *Pending, topo 
 		}
 	}
 	if collect && len(picks) >= want {
+		if segmented {
+			if picks = oneSegment(picks, want); picks == nil {
+				return nil, false
+			}
+		}
+		if topo == nil {
+			return picks[:want], true
+		}
 		return topo.choose(picks, want), true
 	}
 	return nil, false
@@ -118,7 +127,7 @@ func earliestInto(buf []pick, profiles []*profile, now time.Time, pd *Pending, t
 		if !ok {
 			return time.Time{}, nil, false
 		}
-		return at, append(buf[:0], pick{p: profiles[0], req: pd.Request, span: true, si: i, sj: j}), true
+		return at, append(buf[:0], pick{p: profiles[0], req: *pd.Request, span: true, si: i, sj: j}), true
 	}
 	if len(pd.Groups) == 0 && pd.Nodes <= 1 {
 		return earliestOneJob(profiles, now, pd)
@@ -153,7 +162,7 @@ func earliestInto(buf []pick, profiles []*profile, now time.Time, pd *Pending, t
 // square of its length at every pass.
 // It also returns the segments the interval covers (see pick.span).
 func earliestOnOne(p *profile, now time.Time, pd *Pending) (time.Time, int, int, bool) {
-	r := &pd.Request
+	r := pd.Request
 	if !r.inFleet(p.node) {
 		return time.Time{}, 0, 0, false
 	}
@@ -195,7 +204,7 @@ func earliestOneJob(profiles []*profile, now time.Time, pd *Pending) (time.Time,
 	var best time.Time
 	found := false
 	for _, p := range profiles {
-		r := pd.Request
+		r := *pd.Request
 		if r.Exclusive || p.node.Blocks > 1 {
 			eff, ok := r.on(p.node, pd.Nodes)
 			if !ok {
@@ -324,7 +333,9 @@ func shortOf(n *Node, r Request, now bool) string {
 	}
 	if r.GPU.Count > gpus {
 		why = append(why, "GPUs")
-	} else if r.GPU.Count > 0 {
+	} else if r.GPU.Count > 0 && matchingGPUs(n, r.GPU, now) < r.GPU.Count {
+		// Enough GPUs, but not enough of the model asked for: said only
+		// then, not whenever something else (CPUs) is short.
 		why = append(why, "matching GPUs")
 	}
 	if len(why) == 0 {
@@ -372,6 +383,17 @@ func fitsOn(n *Node, r Request, now bool) bool {
 		}
 	}
 	return false
+}
+
+// matchingGPUs counts n's GPUs (its free ones: now) that r accepts.
+func matchingGPUs(n *Node, r GPURequest, now bool) int {
+	count := 0
+	for _, g := range n.GPUs {
+		if (!now || slices.Contains(n.FreeGPUs, g.Index)) && r.matches(g) {
+			count++
+		}
+	}
+	return count
 }
 
 func gpuByIndex(gs []GPU, idx int) (GPU, bool) {

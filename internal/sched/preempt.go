@@ -86,7 +86,7 @@ func (pr *preemptor) victims(pd *Pending) ([]*Running, bool) {
 	var options []option
 	for _, p := range pr.profiles {
 		req, ok := pd.Request.on(p.node, pd.Nodes)
-		if !ok || !pd.Request.inFleet(p.node) || !fitsOn(p.node, pd.Request, false) {
+		if !ok || !pd.Request.inFleet(p.node) || !fitsOn(p.node, *pd.Request, false) {
 			continue
 		}
 		var cands []*Running

@@ -74,6 +74,7 @@ func TestEarliestOneJobMatchesGeneral(t *testing.T) {
 			profiles = append(profiles, p)
 		}
 		pd := aRun(1, 1+rng.IntN(8)).mem(Bytes(rng.IntN(16)) * gb).limit(60 * (1 + rng.IntN(30)))
+		pd.Request = pd.req()
 		if rng.IntN(3) == 0 {
 			pd.Request.GPU = GPURequest{Count: 1}
 		}

@@ -84,9 +84,9 @@ type Pending struct {
 	RunID       int64
 	Priority    int
 	SubmittedAt time.Time
-	Nodes       int     // how many jobs, each on its own node
-	JobIDs      []int64 // one per node, in job order
-	Request     Request
+	Nodes       int      // how many jobs, each on its own node
+	JobIDs      []int64  // one per node, in job order
+	Request     *Request // shared, never changed in place
 	// Limit is the run's time limit (its estimate, for reservations);
 	// 0: none, the run may hold what it takes for ever.
 	Limit time.Duration

@@ -19,7 +19,7 @@ func aNode(name string, cpus int, mem Bytes, gpus ...GPU) Node {
 }
 
 func aRun(id int64, cpus int) Pending {
-	return Pending{RunID: id, Nodes: 1, JobIDs: []int64{id * 10}, SubmittedAt: t0.Add(time.Duration(id) * time.Second), Request: Request{CPUs: cpus}}
+	return Pending{RunID: id, Nodes: 1, JobIDs: []int64{id * 10}, SubmittedAt: t0.Add(time.Duration(id) * time.Second), Request: &Request{CPUs: cpus}}
 }
 
 func (p Pending) prio(v int) Pending { p.Priority = v; return p }
@@ -31,8 +31,11 @@ func (p Pending) nodes(n int) Pending {
 	}
 	return p
 }
-func (p Pending) gpu(r GPURequest) Pending { p.Request.GPU = r; return p }
-func (p Pending) mem(m Bytes) Pending      { p.Request.Memory = m; return p }
+func (p Pending) gpu(r GPURequest) Pending { p.Request = p.req(); p.Request.GPU = r; return p }
+func (p Pending) mem(m Bytes) Pending      { p.Request = p.req(); p.Request.Memory = m; return p }
+
+// req is a copy of the run's request, to change (the request is shared).
+func (p Pending) req() *Request { r := *p.Request; return &r }
 
 const gb = Bytes(1 << 30)
 
@@ -168,6 +171,7 @@ func cloneSnapshot(s Snapshot) Snapshot {
 	}
 	for _, p := range s.Pending {
 		p.JobIDs = append([]int64(nil), p.JobIDs...)
+		p.Request = p.req()
 		p.Request.Fleets = append([]string(nil), p.Request.Fleets...)
 		c.Pending = append(c.Pending, p)
 	}
@@ -188,6 +192,9 @@ func TestFitsNode(t *testing.T) {
 		"gpu busy":        {req: Request{CPUs: 1, GPU: GPURequest{Count: 1}}, ever: true, why: "not enough free GPUs"},
 		"gpu wrong model": {req: Request{CPUs: 1, GPU: GPURequest{Count: 1, Names: []string{"A100"}}}, why: "not enough matching GPUs"},
 		"other fleet":     {req: Request{CPUs: 1, Fleets: []string{"gpu"}}, why: "not in fleet gpu"},
+		// The node has the model: only the CPUs are short, and that is
+		// all the reason says.
+		"right model, CPUs short": {req: Request{CPUs: 8, GPU: GPURequest{Count: 1, Names: []string{"T4"}}}, why: "not enough CPUs"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -174,6 +174,7 @@ func (s *Server) connect(name string) (nodeConn, error) {
 	if old.conn != nil {
 		old.conn.close()
 	}
+	s.changes.notify()
 	return c, nil
 }
 
@@ -191,6 +192,7 @@ func (s *Server) disconnect(name string, c nodeConn) {
 	}
 	s.unlock()
 	c.conn.close()
+	s.changes.notify()
 }
 
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, scope string) {

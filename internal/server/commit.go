@@ -218,6 +218,9 @@ func (s *Server) committer(ctx context.Context) error {
 		s.metrics.commits.Add(1)
 		s.metrics.batches.Add(int64(len(group)))
 		s.cfg.Metrics.committed(merged, len(group), time.Since(start))
+		if seen(merged) {
+			s.changes.notify()
+		}
 		for _, r := range group {
 			for _, e := range r.after {
 				s.perform(e)

@@ -59,7 +59,7 @@ func (s *Server) lookupRef(ctx context.Context, u *store.User, ref string) (*sto
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return nil, -1, err
 	}
-	if m := control.TaskRef.FindStringSubmatch(ref); m != nil {
+	if m := control.TaskRef().FindStringSubmatch(ref); m != nil {
 		index, _ := strconv.Atoi(m[2])
 		array, _, err := s.lookupRef(ctx, u, m[1])
 		if err == nil {

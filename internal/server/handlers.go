@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"net/url"
@@ -49,7 +50,7 @@ func (s *Server) readSubmit(r *http.Request, u *store.User) (*api.SubmitRequest,
 	}
 	req := body.SubmitRequest
 	if len(body.Spec) == 0 || string(body.Spec) == "null" {
-		return nil, fmt.Errorf("%w: spec: required", ErrInvalid)
+		return nil, fmt.Errorf("%w: the request has no configuration (its \"spec\" is missing)", ErrInvalid)
 	}
 	what := cmp.Or(req.Source, "spec")
 	t, err := spec.DecodeJSON(body.Spec, spec.Limits{ScriptBytes: s.cfg.MaxScriptBytes})
@@ -99,13 +100,17 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, u *store.U
 		return
 	}
 	t := req.Spec
-	if t.IsService() {
-		s.handleServiceSubmit(w, r, u, t) // services.go
-		return
-	}
 	if t.Nice < 0 && !u.Admin {
 		// A negative nice raises the run above others' (Slurm's wording).
 		writeError(w, fmt.Errorf("%w: nice %d: only an administrator may set a negative nice (Slurm: Access/permission denied)", ErrForbidden, t.Nice))
+		return
+	}
+	if err := s.checkArchives(r, t); err != nil {
+		writeError(w, err)
+		return
+	}
+	if t.IsService() {
+		s.handleServiceSubmit(w, r, u, t) // services.go
 		return
 	}
 	seen, err := s.resolveDeps(r.Context(), u, t)
@@ -118,7 +123,7 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, u *store.U
 		writeError(w, fmt.Errorf("%w: Idempotency-Key: at most 255 printable ASCII characters", ErrInvalid))
 		return
 	}
-	run, err := s.submit(u, t, seen, control.SubmitOpts{Hold: req.Hold, Begin: req.Begin, Key: key})
+	run, err := s.submit(u, t, seen, control.SubmitOpts{Hold: req.Hold, Begin: req.Begin, Key: key, UniqueName: req.UniqueName})
 	if err != nil {
 		writeError(w, err)
 		return
@@ -134,10 +139,11 @@ var supported = map[string]bool{
 	"qos": true, "project": true, "nice": true, "exclusive": true, "stop_duration": true,
 	"array": true, "depends_on": true, "dependency_policy": true, "singleton": true, "kill_invalid_depend": true, "schedule": true, "groups": true,
 	"image": true, "registry_auth": true, "shell": true, "user": true, "privileged": true, "volumes": true, "ports": true,
-	"resources.shm_size": true, "signal": true, "startup_order": true, "stop_criteria": true,
+	"resources.shm_size": true, "signal": true, "startup_order": true, "stop_criteria": true, "dstack": true,
 	"ide": true, "init": true, "inactivity_duration": true, // dev environments (spec/devenv.go)
 	"port": true, "replicas": true, "scaling": true, "probes": true, "auth": true, "strip_prefix": true, // services.go, gateway.go
 	"utilization_policy": true, // utilization.go
+	"retry":              true, "repos": true, "files": true,
 }
 
 func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request, u *store.User) {
@@ -146,25 +152,44 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request, u *store.Use
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.plan(t))
+	p := s.plan(t)
+	if p.Active, err = s.activeOfName(r.Context(), u, t); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, p)
 }
 
 // plan answers where t would run: each node, whether it fits now, later or never.
 func (s *Server) plan(t *spec.Task) *api.Plan {
 	s.mu.Lock()
 	req, held, nodes, engines := s.Cluster.Plan(t)
-	s.unlock()
-	p := &api.Plan{Name: t.Name, Resources: t.Resources.String(), Nodes: max(t.Nodes, 1), Allocated: allocatedText(req)}
-	for _, f := range t.SetFields() {
-		if !supported[f] {
-			p.Unsupported = append(p.Unsupported, f)
-		}
+	states := map[string]api.Node{}
+	for _, n := range s.Nodes() {
+		states[n.Name] = n
 	}
+	limits := s.Cluster.NodeLimits()
+	s.unlock()
+	noEngine := map[string][]string{} // an engine's error → the nodes that gave it
+	p := &api.Plan{Name: t.Name, Resources: t.Resources.String(), Nodes: max(t.Nodes, 1), Allocated: allocatedText(req)}
+	p.Unsupported = unsupportedFields(t) // plan_fields.go
 	for i := range nodes {
 		now, ever, why := sched.FitsNode(&nodes[i], req)
 		row := api.PlanRow{Node: nodes[i].Name, Resources: nodeResources(&nodes[i]), Fits: "never", Why: why}
 		if req.Containers && !nodes[i].Containers {
-			row.Why = "no container engine: " + engines[nodes[i].Name]
+			// The engine's error (Docker's is long) is said once, below
+			// the table, for all the nodes that gave it.
+			row.Why = "no container engine"
+			if e := engines[nodes[i].Name]; e != "" {
+				noEngine[e] = append(noEngine[e], nodes[i].Name)
+				row.Why += " (below)"
+			}
+		}
+		if why == offlineWhy {
+			row.Why = nodeAway(states[nodes[i].Name])
+		}
+		if why := diskNote(t, limits[nodes[i].Name]); why != "" && row.Why == "" { // plan_fields.go
+			row.Why = why
 		}
 		if slices.Contains(req.NotFleets, nodes[i].Fleet) || held {
 			row.Why = "max_duration is over the fleet's time limit (PartitionTimeLimit)"
@@ -178,6 +203,12 @@ func (s *Server) plan(t *spec.Task) *api.Plan {
 		p.Rows = append(p.Rows, row)
 	}
 	p.FitsNow = sched.Fits(nodes, req, p.Nodes, true)
+	for _, e := range slices.Sorted(maps.Keys(noEngine)) {
+		p.Notes = append(p.Notes, fmt.Sprintf("no container engine on %s: %s", strings.Join(noEngine[e], ", "), e))
+	}
+	if !p.FitsNow {
+		p.Offers = s.planOffers(req) // cloud.go
+	}
 	return p
 }
 
@@ -280,9 +311,17 @@ func (s *Server) listPage(r *http.Request, runs []*store.Run, withJobs, withSpec
 	s.unlock()
 	out := make([]*api.Run, len(runs))
 	for i, run := range runs {
-		out[i] = s.apiRun(run, jobsOf[run.ID], s.name(r.Context(), 'u', run.UserID), nil)
-		if withSpecs {
-			out[i] = withSpec(out[i], run)
+		// The configuration is decoded once, for the resources apiRun
+		// shows and for spec=1: the Slurm commands show what only it holds
+		// (time limit, partitions, QOS, the Slurm options in its tags) for
+		// every run at once, without one request per run.
+		t := &spec.Task{}
+		if json.Unmarshal(run.Spec, t) != nil {
+			t = nil
+		}
+		out[i] = s.apiRun(run, jobsOf[run.ID], s.name(r.Context(), 'u', run.UserID), t)
+		if withSpecs && t != nil {
+			out[i].Spec = t
 		}
 		if out[i].Status == api.StatusSubmitted {
 			out[i].BlockedBy = blocked[run.ID]
@@ -348,8 +387,8 @@ func (s *Server) runFilter(q url.Values) (store.RunFilter, error) {
 	return f, nil
 }
 
-// findRun resolves a run by ID or by name (the newest run of that name
-// that u sees) for u: a run u may not see is not found, with the same
+// findRun resolves a run by ID or by name (the active run of that name
+// that u sees, else the newest) for u: a run u may not see is not found, with the same
 // answer as a run that does not exist (nil u: any run, for the server's
 // own use).
 func (s *Server) findRun(ctx context.Context, u *store.User, ref string) (*store.Run, error) {
@@ -366,6 +405,9 @@ func (s *Server) findRun(ctx context.Context, u *store.User, ref string) (*store
 				return task, nil
 			}
 		}
+		if _, perr := strconv.ParseInt(ref, 10, 64); perr == nil {
+			return nil, fmt.Errorf("run %s: %w", ref, store.ErrNotFound)
+		}
 	}
 	return run, err
 }
@@ -375,9 +417,15 @@ func (s *Server) sees(u *store.User, run *store.Run) bool {
 	return u == nil || s.seesRun(u, run)
 }
 
-// findNamed is the newest run named name that u sees, in the projects u
-// reads (every project: an admin, or the server itself).
+// findNamed is the run named name that u sees, in the projects u reads
+// (every project: an admin, or the server itself): an active one before a
+// finished one (findNamedIn), else the newest.
 func (s *Server) findNamed(ctx context.Context, u *store.User, name string) (*store.Run, error) {
+	return s.findNamedIn(ctx, u, name, false)
+}
+
+// findNamedIn is findNamed; activeOnly leaves out finished runs.
+func (s *Server) findNamedIn(ctx context.Context, u *store.User, name string, activeOnly bool) (*store.Run, error) {
 	var projects []int64
 	if u == nil || u.Admin {
 		ps, err := s.store.ListProjects(ctx)
@@ -393,16 +441,24 @@ func (s *Server) findNamed(ctx context.Context, u *store.User, name string) (*st
 		}
 	}
 	var best *store.Run
+	bestActive := false
 	for _, pid := range projects {
-		run, err := s.store.FindRun(ctx, pid, name)
+		run, err := s.store.FindActiveRun(ctx, pid, name)
+		active := err == nil
+		if errors.Is(err, store.ErrNotFound) && !activeOnly {
+			run, err = s.store.FindRun(ctx, pid, name)
+		}
 		if errors.Is(err, store.ErrNotFound) {
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		if s.sees(u, run) && (best == nil || run.ID > best.ID) {
-			best = run
+		if !s.sees(u, run) {
+			continue
+		}
+		if best == nil || active && !bestActive || active == bestActive && run.ID > best.ID {
+			best, bestActive = run, active
 		}
 	}
 	if best == nil {
@@ -414,7 +470,7 @@ func (s *Server) findNamed(ctx context.Context, u *store.User, name string) (*st
 // arrayTaskRef reads ARRAYID_INDEX or NAME_INDEX where the array exists
 // and u sees it.
 func (s *Server) arrayTaskRef(ctx context.Context, u *store.User, ref string) (int64, int, bool) {
-	m := control.TaskRef.FindStringSubmatch(ref)
+	m := control.TaskRef().FindStringSubmatch(ref)
 	if m == nil {
 		return 0, 0, false
 	}
@@ -478,6 +534,9 @@ func (s *Server) handleStop(w http.ResponseWriter, r *http.Request, u *store.Use
 		return
 	}
 	ref := r.PathValue("ref")
+	// By name, the active run (findRun prefers it): `stop NAME` of a
+	// scheduled configuration stops the schedule, not the last run it
+	// fired; a name whose runs all ended answers the last, unchanged.
 	run, err := s.findRun(r.Context(), u, ref)
 	if errors.Is(err, store.ErrNotFound) {
 		// A task of an array that does not exist yet: it never will.
@@ -548,11 +607,34 @@ func (s *Server) handleStatus(w http.ResponseWriter, _ *http.Request, _ *store.U
 	writeJSON(w, http.StatusOK, st)
 }
 
-// handlePriorities lists every pending run's priority factors, highest first.
-func (s *Server) handlePriorities(w http.ResponseWriter, _ *http.Request, u *store.User) {
+// handlePriorities lists every pending run's priority factors, highest
+// first; ids=1,2,… only those runs' (squeue -j asks for its jobs only).
+func (s *Server) handlePriorities(w http.ResponseWriter, r *http.Request, u *store.User) {
+	var ids []int64
+	if v := r.URL.Query().Get("ids"); v != "" {
+		for _, x := range strings.Split(v, ",") {
+			id, err := strconv.ParseInt(x, 10, 64)
+			if err != nil {
+				writeError(w, fmt.Errorf("%w: ids: %q is not a run ID", ErrInvalid, x))
+				return
+			}
+			ids = append(ids, id)
+		}
+	}
 	now := s.clock.Now()
+	var (
+		factors map[int64]sched.Factors
+		names   map[int64][2]string
+		snap    sched.Snapshot
+	)
 	s.mu.Lock()
-	snap, names := s.Priorities(now)
+	cheap := false
+	if ids != nil {
+		factors, names, cheap = s.PrioritiesOf(now, ids)
+	}
+	if !cheap {
+		snap, names = s.Priorities(now)
+	}
 	owners := make(map[int64]store.Run, len(names))
 	for id := range names {
 		if rec, _, ok := s.ActiveRun(id); ok {
@@ -560,9 +642,23 @@ func (s *Server) handlePriorities(w http.ResponseWriter, _ *http.Request, u *sto
 		}
 	}
 	s.unlock()
+	if !cheap {
+		factors = sched.Priorities(snap, now) // outside the lock: it reads its own copy
+		if ids != nil {
+			want := make(map[int64]bool, len(ids))
+			for _, id := range ids {
+				want[id] = true
+			}
+			for id := range factors {
+				if !want[id] {
+					delete(factors, id)
+				}
+			}
+		}
+	}
 	wt := s.cfg.Weights
 	out := []api.RunPriority{}
-	for id, f := range sched.Priorities(snap, now) {
+	for id, f := range factors {
 		if rec, ok := owners[id]; u != nil && !u.Admin && (!ok || !s.seesRun(u, &rec)) {
 			continue // a run the caller may not see is not listed
 		}
@@ -598,6 +694,7 @@ func (s *Server) apiRun(r *store.Run, jobs []*store.Job, user string, t *spec.Ta
 	out := &api.Run{ID: r.ID, Name: r.Name, Project: s.name(context.Background(), 'p', r.ProjectID), User: user, Status: api.Status(r.Status), Reason: r.Reason,
 		ExitCode: r.ExitCode, Priority: r.Priority, SubmittedAt: r.SubmittedAt, StartedAt: timePtr(r.StartedAt), FinishedAt: timePtr(r.FinishedAt),
 		EstimatedStart: timePtr(r.EstimatedStart)}
+	out.Reason = s.provisioningReason(r.ID, out.Reason) // cloud.go
 	if t == nil {
 		t = &spec.Task{}
 		if json.Unmarshal(r.Spec, t) != nil {
@@ -620,7 +717,7 @@ func (s *Server) apiRun(r *store.Run, jobs []*store.Job, user string, t *spec.Ta
 		_ = json.Unmarshal(j.Alloc, &alloc)
 		out.Jobs = append(out.Jobs, api.Job{ID: j.ID, RunID: j.RunID, Num: j.Num, Attempt: j.Attempt, Status: api.Status(j.Status),
 			Reason: j.Reason, ExitCode: j.ExitCode, Node: j.Node, Alloc: alloc, SubmittedAt: j.SubmittedAt,
-			StartedAt: timePtr(j.StartedAt), FinishedAt: timePtr(j.FinishedAt), LogSize: j.LogSize, MaxRSS: j.MaxRSS})
+			StartedAt: timePtr(j.StartedAt), FinishedAt: timePtr(j.FinishedAt), LogSize: j.LogSize, MaxRSS: j.MaxRSS, Usage: jobUsage(j.Usage)})
 		if j.Node != "" {
 			out.Nodes = append(out.Nodes, j.Node)
 		}

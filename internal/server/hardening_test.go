@@ -70,7 +70,7 @@ func TestAPIBodiesStrict(t *testing.T) {
 		"data after the body":       {`{"spec":{"commands":["true"]}} {"spec":{}}`, "unexpected data after the JSON value"},
 		"unknown field in spec":     {`{"spec":{"commands":["true"],"resorces":{}}}`, "resorces: unknown field"},
 		"spec of the wrong type":    {`{"spec":{"commands":"true"}}`, "commands"},
-		"no spec":                   {`{"hold":true}`, "spec: required"},
+		"no spec":                   {`{"hold":true}`, "is missing"},
 		"over the server's limit":   {`{"spec":{"commands":["` + strings.Repeat("x", 2000) + `"]}}`, "at most 1000"},
 		"named source in the error": {`{"spec":{"commands":["true"],"bad":1},"source":"train.berth.yml"}`, "train.berth.yml"},
 		"more nodes than allowed":   {`{"spec":{"commands":["true"],"nodes":3000000}}`, "3000000 nodes asked for, the most a run may have is 10000"},

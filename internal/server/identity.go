@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/berth-hq/berth/internal/api"
@@ -185,11 +186,11 @@ func (s *Server) assertedUser(ctx context.Context, name, uid, via string) (*stor
 	return u, nil
 }
 
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}$`)
+var nameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}$`) })
 
 // validName says whether a user's name is one Berth takes: a Unix login's
 // characters (and @), at most 64.
-func validName(name string) bool { return nameRE.MatchString(name) }
+func validName(name string) bool { return nameRE().MatchString(name) }
 
 // jobToken is run id's job credential: the run's ID signed with the
 // server's key. It needs no row: it is valid while the run is active.

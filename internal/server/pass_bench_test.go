@@ -101,7 +101,7 @@ func seedCluster(b *testing.B, st store.Store, c sched.Snapshot, now time.Time) 
 	}
 	for _, p := range c.Pending {
 		batch.Runs = append(batch.Runs, &store.Run{ID: p.RunID, ProjectID: pid, UserID: user(p.User), Name: "waiting", Status: string(api.StatusSubmitted),
-			Priority: p.Priority, Spec: body(p.Nodes, p.Request, p.Limit), SubmittedAt: p.SubmittedAt, ArrayIndex: -1})
+			Priority: p.Priority, Spec: body(p.Nodes, *p.Request, p.Limit), SubmittedAt: p.SubmittedAt, ArrayIndex: -1})
 		for k := range p.Nodes {
 			nextJob++
 			batch.Jobs = append(batch.Jobs, &store.Job{ID: nextJob, RunID: p.RunID, Num: k, Status: string(api.StatusSubmitted), Alloc: []byte("{}"), SubmittedAt: now})

@@ -45,7 +45,7 @@ func (s *Server) handlePolicy(w http.ResponseWriter, _ *http.Request, _ *store.U
 		}
 		for p, users := range sh.Users {
 			for u, n := range users {
-				add("u", p, u, n, nil)
+				add("u", p, u, n, limits(sched.ProjectUserKey(p, u)))
 			}
 		}
 	}
@@ -55,6 +55,10 @@ func (s *Server) handlePolicy(w http.ResponseWriter, _ *http.Request, _ *store.U
 			add("p", k.Name, "", 1, limits(k))
 		case sched.ScopeUser:
 			add("U", "", k.Name, 0, limits(k))
+		case sched.ScopeProjectUser: // a user's association; a project's user_limits have no line
+			if p, u, ok := strings.Cut(k.Name, "\x00"); ok {
+				add("u", p, u, 1, limits(k))
+			}
 		}
 	}
 	sort.Slice(out.Associations, func(i, k int) bool {

@@ -38,6 +38,8 @@ func TestOnPostgres(t *testing.T) {
 		{"DependencyChain", TestDependencyChain},
 		{"Array", TestArray},
 		{"StepRelaySurvivesRestart", TestStepRelaySurvivesRestart},
+		{"SubmitLimitUnderConcurrency", TestSubmitLimitUnderConcurrency},
+		{"AccountingUsage", TestAccountingUsage},
 		{"ListRunsFilters", TestListRunsFilters},
 		{"IDsNeverReissued", TestIDsNeverReissued},
 		{"DeletedTokenStopsWorking", TestDeletedTokenStopsWorking},

@@ -133,7 +133,7 @@ func (s *Server) seesRun(u *store.User, run *store.Run) bool {
 		return false
 	case u.Admin || u.ID == run.UserID:
 		return true
-	case s.cfg.PrivateData.Jobs:
+	case s.privateData().Jobs:
 		return s.mayManage(u, run.ProjectID)
 	}
 	return s.mayRead(u, run.ProjectID)
@@ -146,7 +146,7 @@ func (s *Server) readsLogs(u *store.User, run *store.Run) bool {
 	if !s.seesRun(u, run) {
 		return false
 	}
-	return !s.cfg.PrivateData.Logs || u.Admin || u.ID == run.UserID || s.mayManage(u, run.ProjectID)
+	return !s.privateData().Logs || u.Admin || u.ID == run.UserID || s.mayManage(u, run.ProjectID)
 }
 
 // mayChange refuses a user's change to another user's run (Slurm:
@@ -190,7 +190,7 @@ func (s *Server) visibleProjects(u *store.User) (projects []int64, all bool) {
 	}
 	projects = []int64{}
 	for id, role := range s.rolesOf(context.Background(), u) {
-		if !s.cfg.PrivateData.Jobs || role == RoleAdmin || role == RoleManager {
+		if !s.privateData().Jobs || role == RoleAdmin || role == RoleManager {
 			projects = append(projects, id)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"sync"
 
 	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/store"
@@ -16,7 +17,7 @@ import (
 // projects; every one for an admin). A project the caller does not read is
 // not found.
 
-var projectRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+var projectRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`) })
 
 func (s *Server) handleProjectCreate(w http.ResponseWriter, r *http.Request, u *store.User) {
 	var req api.ProjectRequest
@@ -24,7 +25,7 @@ func (s *Server) handleProjectCreate(w http.ResponseWriter, r *http.Request, u *
 	if err == nil {
 		err = adminOnly(u, "creating projects")
 	}
-	if err == nil && !projectRE.MatchString(req.Name) {
+	if err == nil && !projectRE().MatchString(req.Name) {
 		err = fmt.Errorf("%w: project name %q: letters, digits, _ . - (at most 64, starting with a letter or digit)", ErrInvalid, req.Name)
 	}
 	var p *store.Project

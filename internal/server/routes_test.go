@@ -26,6 +26,9 @@ const (
 	foreignStep    = "STEPMARK88e1"
 )
 
+// blobX is the SHA-256 of "x", a blob the route table uploads.
+const blobX = "2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881"
+
 // The columns of the route table: who calls, about which run.
 const (
 	colOwn     = iota // alice, about her run
@@ -164,6 +167,9 @@ func TestRouteTable(t *testing.T) {
 		{"GET", "/server", "", "200 200 200 200 " + authed, nil},
 		{"GET", "/priorities", "", "200 200 200 200 " + authed, nil},
 		{"GET", "/policy", "", "200 200 200 200 " + authed, nil},
+		{"GET", "/usage?project=" + DefaultProject + "&since=2020-01-01T00:00:00Z", "", "200 200 200 200 " + authed, nil},
+		{"GET", "/usage", "", "200 200 200 200 " + authed, nil},
+		{"GET", "/fairshare", "", "200 200 200 200 " + authed, nil},
 		{"POST", "/policy/reload", "", "403 403 403 403 " + authed, nil},
 		{"GET", "/policy/file", "", "404 404 404 404 " + authed, nil},
 		{"PUT", "/policy/file", `{"text":"","version":""}`, "403 403 403 403 " + authed, nil},
@@ -195,6 +201,9 @@ func TestRouteTable(t *testing.T) {
 		{"POST", "/runs/{run}/steps/0/cancel", `{}`, "204 403 404 404 401 401 401 401 403 403", nil},
 		{"POST", "/runs/{run}/steps/0/exit?rank=0", `{"code":0}`, "204 403 404 404 401 401 401 401 403 403", nil},
 		{"GET", "/steps?runs={run}", "", "200 200 200 200 " + authed, nil},
+		{"PUT", "/blobs/" + blobX, "x", "200 200 200 200 " + authed, nil},
+		{"GET", "/blobs/" + blobX, "", "200 200 200 200 " + authed, nil},
+		{"GET", "/runs/{run}/blobs/" + blobX, "", "404 403 404 404 401 401 401 401 403 403", nil},
 		// Stopping comes last: it ends alice's run.
 		{"POST", "/runs/{run}/stop", `{}`, "200 403 404 404 " + authed, nil},
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/control"
 	"github.com/berth-hq/berth/internal/policy"
+	"github.com/berth-hq/berth/internal/provider"
 	"github.com/berth-hq/berth/internal/sched"
 	"github.com/berth-hq/berth/internal/spec"
 	"github.com/berth-hq/berth/internal/store"
@@ -37,7 +38,7 @@ var (
 	ErrInvalid      = control.ErrInvalid
 	ErrUnauthorized = errors.New("server: unauthorized")
 	ErrForbidden    = control.ErrForbidden
-	ErrConflict     = errors.New("server: conflict")
+	ErrConflict     = control.ErrConflict
 )
 
 // Config is what a server needs.
@@ -47,6 +48,10 @@ type Config struct {
 	Clock  Clock
 	// StopGrace is the time between SIGTERM and SIGKILL when a run is stopped.
 	StopGrace time.Duration
+	// DashboardPoll is how often the dashboard's live views would be read
+	// again without the server's change hook (web.Options.Poll; tests set
+	// it long to prove the views follow changes).
+	DashboardPoll time.Duration
 	// ResyncEvery is the scheduler's safety-net timer; changes wake it at once.
 	ResyncEvery time.Duration
 	// PingEvery is how often agent streams carry a keep-alive.
@@ -86,6 +91,9 @@ type Config struct {
 	// MaxScriptBytes bounds a run's commands, as Slurm's max_script_size
 	// (default spec.DefaultScriptBytes, 4 MB).
 	MaxScriptBytes int64
+	// MaxUploadBytes bounds one archive of a run's repo or files (berth
+	// server --max-upload; default DefaultMaxUpload).
+	MaxUploadBytes int64
 	// MaxNodesPerRun bounds the nodes (jobs) one run may ask for, every
 	// group of a heterogeneous run together (default 10,000).
 	MaxNodesPerRun int
@@ -96,12 +104,23 @@ type Config struct {
 	NoAutoUsers bool
 	// AllowUsers, when set, are the only Unix logins made users so.
 	AllowUsers []string
+	// FleetBinaries are berth binaries for SSH fleets' hosts of other CPU
+	// architectures than the server's, by Go's name (arm64 → path).
+	FleetBinaries map[string]string
 	// SecretsKey seals the projects' secrets (AES-256-GCM, 32 bytes;
 	// LoadSecretsKey): never kept in the database. Nil: secrets are off
 	// (berth server always gives one). SecretsKeySource says where it
 	// came from, for messages.
 	SecretsKey       []byte
 	SecretsKeySource string
+	// Providers lend backend fleets' nodes (cloud.go; none: no backend
+	// fleets); CloudEvery is how often the autoscaler looks (default 2 s).
+	Providers  []provider.Provider
+	CloudEvery time.Duration
+	// CloudPauseAfterRecord makes each instance's creation wait this long
+	// between its record and the provider's call (tests kill the server
+	// there: berth server --cloud-pause-after-record, hidden).
+	CloudPauseAfterRecord time.Duration
 	// PrivateData is what members do not see of each other's runs in
 	// their projects (Slurm's PrivateData; projects.go). The zero value
 	// hides nothing; berth server's default (--private-data logs) hides
@@ -116,6 +135,8 @@ type Server struct {
 	store store.Store
 	log   *slog.Logger
 	clock Clock
+	// changes wakes the dashboard's live views when the cluster changed.
+	changes changes
 	// fileMu serialises the policy file's readers and writers; it is taken
 	// before mu, never while holding it.
 	fileMu sync.Mutex
@@ -168,7 +189,10 @@ type Server struct {
 	gwTransport *http.Transport
 	// util watches the runs' utilization_policy (utilization.go).
 	util         utilWatch
+	cloud        cloudState   // backend fleets (cloud.go)
 	stepPollWait atomic.Int64 // nanoseconds; tests shorten the step polls
+	// fleets run the SSH fleets' installations (fleets.go).
+	fleets fleetWorkers
 }
 
 // New opens the server's state from the store. The "main" project and the
@@ -213,6 +237,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if cfg.MaxNodesPerRun <= 0 {
 		cfg.MaxNodesPerRun = 10_000
+	}
+	if cfg.MaxUploadBytes <= 0 {
+		cfg.MaxUploadBytes = DefaultMaxUpload
 	}
 	if cfg.MaxScriptBytes <= 0 {
 		cfg.MaxScriptBytes = spec.DefaultScriptBytes
@@ -288,6 +315,8 @@ func (s *Server) Run(ctx context.Context) error {
 	go s.reapSteps(ctx)
 	go s.foldLoop(ctx)
 	go s.serviceLoop(ctx)
+	go s.cloudLoop(ctx)
+	go s.fleetLoop(ctx)
 	s.wakeScheduler()
 	select {
 	case <-ctx.Done():
@@ -317,6 +346,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST "+v+"/runs/{ref}/signal", s.auth(s.handleSignal))
 	mux.HandleFunc("GET "+v+"/runs/{ref}/logs", s.runAuth(s.handleLogs))
 	mux.HandleFunc("GET "+v+"/nodes", s.auth(s.handleNodes))
+	mux.HandleFunc("POST "+v+"/offers", s.auth(s.handleOffers))      // cloud_api.go
+	mux.HandleFunc("GET "+v+"/instances", s.auth(s.handleInstances)) // cloud_api.go
 	mux.HandleFunc("GET "+v+"/runs/{ref}/metrics", s.auth(s.handleRunMetrics))
 	mux.HandleFunc("POST "+v+"/nodes/{name}/drain", s.auth(s.handleDrain))
 	mux.HandleFunc("POST "+v+"/nodes/{name}/resume", s.auth(s.handleResume))
@@ -324,6 +355,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET "+v+"/server", s.auth(s.handleStatus))
 	mux.HandleFunc("GET "+v+"/priorities", s.auth(s.handlePriorities))
 	mux.HandleFunc("GET "+v+"/policy", s.auth(s.handlePolicy))
+	mux.HandleFunc("GET "+v+"/usage", s.auth(s.handleUsage))
+	mux.HandleFunc("GET "+v+"/fairshare", s.auth(s.handleFairshare))
 	mux.HandleFunc("POST "+v+"/policy/reload", s.auth(s.handlePolicyReload))
 	mux.HandleFunc("GET "+v+"/policy/file", s.auth(s.handlePolicyFile))
 	mux.HandleFunc("PUT "+v+"/policy/file", s.auth(s.handlePolicyWrite))
@@ -339,6 +372,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET "+v+"/secrets/{name}", s.auth(s.handleSecretGet))
 	mux.HandleFunc("DELETE "+v+"/secrets/{name}", s.auth(s.handleSecretDelete))
 	// Projects and their members (projects_api.go).
+	s.fleetRoutes(mux, v)
 	mux.HandleFunc("POST "+v+"/projects", s.auth(s.handleProjectCreate))
 	mux.HandleFunc("GET "+v+"/projects", s.auth(s.handleProjectList))
 	mux.HandleFunc("DELETE "+v+"/projects/{name}", s.auth(s.handleProjectDelete))
@@ -367,12 +401,15 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET "+v+"/runs/{ref}/tunnel", s.runAuth(s.handleRunTunnel))
 	mux.HandleFunc("GET "+v+"/agent/tunnel/{id}", s.agentAuth(s.handleAgentTunnel))
 	mux.HandleFunc("/proxy/services/{project}/{name}/", s.handleGateway)
+	mux.HandleFunc("GET "+v+"/blobs/{digest}", s.auth(s.handleBlobHas))
+	mux.HandleFunc("PUT "+v+"/blobs/{digest}", s.auth(s.handleBlobPut))
+	mux.HandleFunc("GET "+v+"/runs/{ref}/blobs/{digest}", s.runAuth(s.handleRunBlob))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("ok\n"))
 	})
 	mux.Handle("GET /metrics", s.metricsHandler())
 	// The dashboard (internal/web) at / and /ui/, over this same API.
-	ui := web.New(mux, web.Options{Logger: s.log})
+	ui := web.New(mux, web.Options{Logger: s.log, Changed: s.changes.Next, Poll: s.cfg.DashboardPoll})
 	mux.Handle("GET /{$}", ui)
 	mux.Handle("/ui/", ui)
 	return s.cfg.Metrics.instrument(mux)
@@ -415,7 +452,7 @@ func writeError(w http.ResponseWriter, err error) {
 		status = http.StatusServiceUnavailable
 		w.Header().Set("Retry-After", "5")
 	}
-	e := api.Error{Error: err.Error()}
+	e := api.Error{Error: publicMessage(err.Error())}
 	var fe *spec.Error
 	if errors.As(err, &fe) {
 		e.Field = fe.Field

@@ -26,6 +26,7 @@ import (
 	"github.com/berth-hq/berth/internal/policy"
 	"github.com/berth-hq/berth/internal/spec"
 	"github.com/berth-hq/berth/internal/store"
+	gocmp "github.com/google/go-cmp/cmp"
 )
 
 // Transcripts drive the control plane through a run's whole life without
@@ -646,6 +647,19 @@ func (e *transcriptEnv) printPriorities(t testing.TB) string {
 	var ps []api.RunPriority
 	if err := json.Unmarshal(w.Body.Bytes(), &ps); err != nil {
 		t.Fatalf("priorities: %v: %s", err, w.Body)
+	}
+	// Asked for one run (squeue -j), each gets what the whole listing
+	// gives it, computed without copying the queue.
+	for _, p := range ps {
+		w := httptest.NewRecorder()
+		e.srv.handlePriorities(w, httptest.NewRequest(http.MethodGet, fmt.Sprintf("/api/v1/priorities?ids=%d", p.RunID), nil), nil)
+		var one []api.RunPriority
+		if err := json.Unmarshal(w.Body.Bytes(), &one); err != nil {
+			t.Fatalf("priorities?ids=%d: %v: %s", p.RunID, err, w.Body)
+		}
+		if d := gocmp.Diff([]api.RunPriority{p}, one); d != "" {
+			t.Errorf("priorities?ids=%d differs from the whole listing's (-all +one):\n%s", p.RunID, d)
+		}
 	}
 	var out strings.Builder
 	for _, p := range ps {

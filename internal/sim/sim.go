@@ -183,7 +183,7 @@ func Run(jobs []Job, cfg Config) (Result, error) {
 				SubmittedAt: epoch.Add(j.Submit),
 				Nodes:       1,
 				JobIDs:      []int64{j.ID},
-				Request:     sched.Request{CPUs: j.Procs},
+				Request:     &sched.Request{CPUs: j.Procs},
 				Limit:       j.Estimate,
 				User:        j.User,
 			})

@@ -235,7 +235,7 @@ func ReplayWorkload(w *Workload, policy sched.Policy) (WorkloadResult, error) {
 	pending := func(in *instance) sched.Pending {
 		r := in.wr
 		n := max(r.Nodes, 1)
-		p := sched.Pending{RunID: in.id, SubmittedAt: epoch.Add(in.out.Submit), Nodes: n, Request: sched.Request{CPUs: r.CPUs},
+		p := sched.Pending{RunID: in.id, SubmittedAt: epoch.Add(in.out.Submit), Nodes: n, Request: &sched.Request{CPUs: r.CPUs},
 			Limit: time.Duration(max(r.Limit, r.Run)) * time.Second, User: r.User, Project: "", QOS: r.QOS}
 		for k := range n {
 			p.JobIDs = append(p.JobIDs, in.id*100+int64(k))

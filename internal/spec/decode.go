@@ -139,6 +139,10 @@ func (w *walker) field(t *Task, e entry) {
 		}
 	case "files":
 		t.Files = w.files(v, p)
+	case "dstack":
+		if b, ok := w.boolean(v, p); ok {
+			t.Dstack = b
+		}
 	case "env":
 		t.Env = w.env(v, p)
 	case "commands":

@@ -151,7 +151,7 @@ func (w *walker) runRefs(n ast.Node, path string) ([]string, bool) {
 }
 
 // groupFields is the schema of one item of `groups:`, in order.
-var groupFields = []string{"name", "nodes", "resources", "commands"}
+var groupFields = []string{"name", "nodes", "resources", "commands", "ports"}
 
 const groupsExample = "[{name: ps, resources: {cpu: 4}}, {name: workers, nodes: 4, resources: {gpu: 8}}]"
 
@@ -190,6 +190,8 @@ func (w *walker) groups(n ast.Node, path string) []Group {
 				g.Resources = w.resources(v, fp)
 			case "commands":
 				g.Commands = w.commands(v, fp)
+			case "ports":
+				g.Ports = w.ports(v, fp)
 			}
 		}
 		return g, true

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/goccy/go-yaml/ast"
 )
@@ -20,11 +21,11 @@ const SecretFields = "env values, commands (also a group's) and registry_auth"
 
 // SecretName is a secret's name: a letter or underscore, then letters,
 // digits, underscores and hyphens, at most 64 in all.
-var secretName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]{0,63}$`)
+var secretName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]{0,63}$`) })
 
 // ValidSecretName explains why name cannot be a secret's name ("" if it can).
 func ValidSecretName(name string) string {
-	if secretName.MatchString(name) {
+	if secretName().MatchString(name) {
 		return ""
 	}
 	return fmt.Sprintf("invalid secret name %q: use a letter or _, then letters, digits, _ and -, at most 64", name)

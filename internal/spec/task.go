@@ -1,5 +1,7 @@
 package spec
 
+import "strings"
+
 // Task is one `type: task` configuration, with dstack's field names.
 // Fields are in schema order, the order SetFields reports them in.
 type Task struct {
@@ -23,11 +25,14 @@ type Task struct {
 	Repos        []Repo        `json:"repos,omitempty"`
 	SingleBranch *bool         `json:"single_branch,omitempty"`
 	Files        []FileMapping `json:"files,omitempty"`
-	Env          Env           `json:"env,omitempty"`
-	Commands     []string      `json:"commands,omitempty"`
-	Ports        []PortMapping `json:"ports,omitempty"`
-	Resources    Resources     `json:"resources"`
-	Volumes      []Volume      `json:"volumes,omitempty"`
+	// Dstack is dstack's `dstack: true` (the server reachable from the
+	// run). Every Berth job has it: BERTH_URL and its run's credential.
+	Dstack    bool          `json:"dstack,omitempty"`
+	Env       Env           `json:"env,omitempty"`
+	Commands  []string      `json:"commands,omitempty"`
+	Ports     []PortMapping `json:"ports,omitempty"`
+	Resources Resources     `json:"resources"`
+	Volumes   []Volume      `json:"volumes,omitempty"`
 
 	Priority int `json:"priority"` // 0..100
 	// QOS, Nice and Exclusive are Berth's, after Slurm's --qos, --nice and
@@ -112,6 +117,9 @@ type Group struct {
 	Nodes     int       `json:"nodes"` // default 1
 	Resources Resources `json:"resources"`
 	Commands  []string  `json:"commands,omitempty"`
+	// Ports are the group's jobs' ports (dstack's groups[].ports), in
+	// place of the run's.
+	Ports []PortMapping `json:"ports,omitempty"`
 }
 
 // RegistryAuth is the credentials for pulling a private image. Values are
@@ -130,6 +138,19 @@ type Repo struct {
 	Hash      string `json:"hash,omitempty"`
 	Path      string `json:"path,omitempty"`      // in the container; empty = dstack's default "."
 	IfExists  string `json:"if_exists,omitempty"` // error | skip
+	// Archive is the packed tree of LocalPath, set by berth apply (never
+	// written in YAML): see Archive.
+	Archive *Archive `json:"archive,omitempty"`
+}
+
+// Archive is a tree berth apply packed and uploaded (a gzip'd tar, kept
+// by the server under Digest, its hex SHA-256), and where the node
+// unpacks it: Dest relative to the job's working directory, under the
+// job user's home when it starts with "~", or absolute.
+type Archive struct {
+	Digest string `json:"digest"`
+	Size   int64  `json:"size"`
+	Dest   string `json:"dest"`
 }
 
 // FileMapping uploads LocalPath (on the submitter's machine) to Path (in
@@ -137,6 +158,8 @@ type Repo struct {
 type FileMapping struct {
 	LocalPath string `json:"local_path"`
 	Path      string `json:"path"`
+	// Archive is LocalPath packed by berth apply (not written in YAML).
+	Archive *Archive `json:"archive,omitempty"`
 }
 
 // PortMapping exposes ContainerPort; LocalPort 0 means any free local port
@@ -175,6 +198,24 @@ type Retry struct {
 type UtilizationPolicy struct {
 	MinGPUUtilization int      `json:"min_gpu_utilization"`
 	TimeWindow        Duration `json:"time_window"`
+}
+
+// Archives lists the archives the run carries, in the order the node
+// unpacks them: the repo, then each of files (a later one may overwrite
+// an earlier one's file, as dstack's files land over the repo).
+func (t *Task) Archives() []Archive {
+	var out []Archive
+	for _, r := range t.Repos {
+		if r.Archive != nil {
+			out = append(out, *r.Archive)
+		}
+	}
+	for _, f := range t.Files {
+		if f.Archive != nil {
+			out = append(out, *f.Archive)
+		}
+	}
+	return out
 }
 
 // Enumerations of the schema, in the order error messages list them.
@@ -248,6 +289,7 @@ var taskFields = []field{
 	{"repos", func(t *Task) bool { return len(t.Repos) > 0 }},
 	{"single_branch", func(t *Task) bool { return t.SingleBranch != nil }},
 	{"files", func(t *Task) bool { return len(t.Files) > 0 }},
+	{"dstack", func(t *Task) bool { return t.Dstack }},
 	{"env", func(t *Task) bool { return len(t.Env) > 0 }},
 	{"commands", func(t *Task) bool { return len(t.Commands) > 0 }},
 	{"ports", func(t *Task) bool { return len(t.Ports) > 0 }},
@@ -361,4 +403,35 @@ func resourceSetFields(r Resources) []string {
 		out = append(out, "resources.disk")
 	}
 	return out
+}
+
+// ValidDigest says whether d is a hex SHA-256, as an Archive names its
+// content.
+func ValidDigest(d string) bool {
+	if len(d) != 64 {
+		return false
+	}
+	for _, c := range d {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// check reports what is wrong with an archive set through the API (berth
+// apply sets it; YAML cannot).
+func (a *Archive) check(p string, add func(path, format string, args ...any)) {
+	if a == nil {
+		return
+	}
+	if !ValidDigest(a.Digest) {
+		add(p+".digest", "must be a lowercase hex SHA-256 (64 characters), got %q", a.Digest)
+	}
+	if a.Size < 0 {
+		add(p+".size", "must not be negative")
+	}
+	if a.Dest == "" || strings.ContainsRune(a.Dest, 0) {
+		add(p+".dest", "required: where the node unpacks it")
+	}
 }

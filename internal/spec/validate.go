@@ -129,9 +129,11 @@ func (t *Task) check(l Limits) []problem {
 			add(p, "`local_path` and `url` are mutually exclusive")
 		}
 		enum(p+".if_exists", r.IfExists, RepoIfExists)
+		r.Archive.check(p+".archive", add)
 	}
 	for i, f := range t.Files {
 		p := fmt.Sprintf("files[%d]", i)
+		f.Archive.check(p+".archive", add)
 		if f.LocalPath == "" {
 			add(p+".local_path", "required")
 		}
@@ -157,14 +159,20 @@ func (t *Task) check(l Limits) []problem {
 			}
 		}
 	}
-	for i, pm := range t.Ports {
-		p := fmt.Sprintf("ports[%d]", i)
-		if pm.ContainerPort < 1 || pm.ContainerPort > 65535 {
-			add(p, "container port %d is out of range 1..65535", pm.ContainerPort)
+	checkPorts := func(prefix string, ports []PortMapping) {
+		for i, pm := range ports {
+			p := fmt.Sprintf("%sports[%d]", prefix, i)
+			if pm.ContainerPort < 1 || pm.ContainerPort > 65535 {
+				add(p, "container port %d is out of range 1..65535", pm.ContainerPort)
+			}
+			if pm.LocalPort < 0 || pm.LocalPort > 65535 {
+				add(p, "local port %d is out of range 1..65535", pm.LocalPort)
+			}
 		}
-		if pm.LocalPort < 0 || pm.LocalPort > 65535 {
-			add(p, "local port %d is out of range 1..65535", pm.LocalPort)
-		}
+	}
+	checkPorts("", t.Ports)
+	for i, g := range t.Groups {
+		checkPorts(fmt.Sprintf("groups[%d].", i), g.Ports)
 	}
 	for _, p := range t.Resources.check() {
 		add("resources."+p.path, "%s", p.msg)
@@ -280,6 +288,10 @@ func unsupportedType(typ string) string {
 	switch typ {
 	case "fleet", "volume", "gateway":
 		return fmt.Sprintf("%q configurations are not supported by this version of Berth; only \"task\", \"dev-environment\" and \"service\" are", typ)
+	case "preset":
+		// dstack's presets search for a model deployment: an agent tries
+		// services on the fleets and keeps the one that meets max_ttft.
+		return "\"preset\" configurations (dstack's search for a model deployment: trials of services measured against max_ttft) are not supported by Berth: run the model server as a task"
 	}
 	return fmt.Sprintf("unknown configuration type %q%s; this version of Berth runs \"task\", \"dev-environment\" and \"service\"", typ, didYouMean(typ, []string{"task", "dev-environment", "service"}))
 }

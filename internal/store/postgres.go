@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the pure-Go "pgx" driver
@@ -27,8 +29,15 @@ var postgresMigrations embed.FS
 // a batch that reserves IDs needs nothing more.
 type Postgres struct {
 	sqlDB
-	// owner holds the session advisory lock of PostgresOptions.Exclusive.
-	owner *sql.Conn
+	// owner holds the session advisory lock of PostgresOptions.Exclusive,
+	// or a replica's lease (lease.go); leaseMu guards it for the latter.
+	owner   *sql.Conn
+	leaseMu sync.Mutex
+	// fence is the epoch every Apply checks (0: none; lease.go); refused
+	// counts the batches refused for it.
+	fence, refused atomic.Int64
+	// replica: several servers share the database (PostgresOptions).
+	replica bool
 }
 
 var _ Store = (*Postgres)(nil)
@@ -38,11 +47,15 @@ type PostgresOptions struct {
 	// Exclusive takes a session advisory lock on a connection of its own
 	// (serverLockID) and refuses to open when another process holds it:
 	// one berth server per database, as the lock file next to a SQLite
-	// database. It is a guard, not a lease: several replicas with a
-	// leader are a later step (docs/design.md).
+	// database. It is a guard, not a lease; replicas (Replica) take the
+	// same lock as their lease instead (lease.go).
 	Exclusive bool
 	// MaxConns bounds the connections (0: 16).
 	MaxConns int
+	// Replica: one of several servers on this database, which take the
+	// lead by TryLease and TakeOver (lease.go). Close then leaves the
+	// shared ID reservations alone (another replica may lead).
+	Replica bool
 }
 
 // serverLockID is the advisory lock a berth server holds on its database
@@ -69,7 +82,7 @@ func OpenPostgres(ctx context.Context, dsn string, o PostgresOptions) (*Postgres
 		db.Close()
 		return nil, fmt.Errorf("store: postgres: %w", err)
 	}
-	p := &Postgres{sqlDB: sqlDB{w: db, r: db, d: postgresDialect}}
+	p := &Postgres{sqlDB: sqlDB{w: db, r: db, d: postgresDialect}, replica: o.Replica}
 	if o.Exclusive {
 		if err := p.lockOwner(ctx); err != nil {
 			db.Close()
@@ -137,6 +150,9 @@ func (p *Postgres) Apply(ctx context.Context, b *Batch) error {
 		return fmt.Errorf("store: begin: %w", err)
 	}
 	defer tx.Rollback()
+	if err := p.checkFence(ctx, tx); err != nil {
+		return err
+	}
 	if err := p.applyBatch(ctx, tx, b); err != nil {
 		return err
 	}
@@ -153,8 +169,11 @@ func (p *Postgres) Close() error {
 	defer cancel()
 	// Only the run mark comes down (see SQLite's Close: a waiting run's
 	// jobs have IDs but no rows).
-	_, err := p.w.ExecContext(ctx, `UPDATE reserved_ids SET upto = LEAST(upto, (SELECT COALESCE(MAX(id), 0) FROM runs)) WHERE name = 'runs'`)
-	errs := []error{err}
+	var errs []error
+	if !p.replica {
+		_, err := p.w.ExecContext(ctx, `UPDATE reserved_ids SET upto = LEAST(upto, (SELECT COALESCE(MAX(id), 0) FROM runs)) WHERE name = 'runs'`)
+		errs = append(errs, err)
+	}
 	if p.owner != nil {
 		// Closing the connection ends the session, and its lock with it.
 		errs = append(errs, p.owner.Close())
@@ -169,13 +188,13 @@ const (
 	KindPostgres = "postgres"
 )
 
-var schemeRE = regexp.MustCompile(`^([a-zA-Z][a-zA-Z0-9+.-]*):`)
+var schemeRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^([a-zA-Z][a-zA-Z0-9+.-]*):`) })
 
 // ParseLocation tells what --db names: postgres://… or postgresql://… is
 // a PostgreSQL database, sqlite:PATH or a bare path a SQLite file. target
 // is what the store's Open takes (the URL, the path).
 func ParseLocation(loc string) (kind, target string, err error) {
-	m := schemeRE.FindStringSubmatch(loc)
+	m := schemeRE().FindStringSubmatch(loc)
 	if m == nil || !strings.HasPrefix(loc[len(m[0]):], "//") && m[1] != "sqlite" {
 		// No scheme: a path (a colon later in it, as in "a:b/berth.db",
 		// is part of the name).

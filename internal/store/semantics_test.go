@@ -121,7 +121,8 @@ func testEventsJobsUsage(t *testing.T, open func() Store) {
 	b := &Batch{
 		Runs: []*Run{{ID: 1, ProjectID: pid, UserID: uid, Name: "r", Status: "failed", Spec: []byte(`{}`), SubmittedAt: ts(1), FinishedAt: ts(9)}},
 		Jobs: []*Job{
-			{ID: 3, RunID: 1, Num: 0, Attempt: 1, Status: "failed", Alloc: []byte(`{"cpus":2}`), SubmittedAt: ts(1), StartedAt: ts(6), FinishedAt: ts(9), MaxRSS: 5 << 30},
+			{ID: 3, RunID: 1, Num: 0, Attempt: 1, Status: "failed", Alloc: []byte(`{"cpus":2}`), SubmittedAt: ts(1), StartedAt: ts(6), FinishedAt: ts(9), MaxRSS: 5 << 30,
+				Usage: []byte(`{"cpus":2,"billing":2}`)},
 			{ID: 2, RunID: 1, Num: 1, Attempt: 0, Status: "failed", Alloc: []byte(`{"cpus":1}`), SubmittedAt: ts(1), FinishedAt: ts(3)},
 			{ID: 1, RunID: 1, Num: 0, Attempt: 0, Status: "failed", Alloc: []byte(`{"cpus":2}`), SubmittedAt: ts(1), StartedAt: ts(2), FinishedAt: ts(4)},
 		},
@@ -153,8 +154,8 @@ func testEventsJobsUsage(t *testing.T, open func() Store) {
 		t.Fatal(err)
 	}
 	want := []*JobUsage{
-		{ProjectID: pid, UserID: uid, Alloc: []byte(`{"cpus":2}`), StartedAt: ts(2), FinishedAt: ts(4)},
-		{ProjectID: pid, UserID: uid, Alloc: []byte(`{"cpus":2}`), StartedAt: ts(6), FinishedAt: ts(9)},
+		{RunID: 1, JobID: 1, ProjectID: pid, UserID: uid, Alloc: []byte(`{"cpus":2}`), StartedAt: ts(2), FinishedAt: ts(4)},
+		{RunID: 1, JobID: 3, ProjectID: pid, UserID: uid, Alloc: []byte(`{"cpus":2}`), Usage: []byte(`{"cpus":2,"billing":2}`), StartedAt: ts(6), FinishedAt: ts(9)},
 	}
 	if diff := cmp.Diff(want, usage); diff != "" {
 		t.Errorf("UsageSince (-want +got):\n%s", diff)

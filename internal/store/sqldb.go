@@ -119,7 +119,10 @@ ON CONFLICT (id) DO UPDATE SET name=excluded.name, status=excluded.status, reaso
 ON CONFLICT (id) DO UPDATE SET status=excluded.status, reason=excluded.reason, exit_code=excluded.exit_code,
   node=excluded.node, alloc=excluded.alloc, started_at=excluded.started_at, finished_at=excluded.finished_at,
   log_size=excluded.log_size, active=excluded.active, max_rss=excluded.max_rss`
-	upsertNode = `INSERT INTO nodes (name, info, registered_at, last_seen, drain) VALUES (?,?,?,?,?)
+	// setJobUsage records an ended job's usage (migration 00020), apart from
+	// the upsert so that a job without one writes what it wrote before.
+	setJobUsage = `UPDATE jobs SET usage = ? WHERE id = ?`
+	upsertNode  = `INSERT INTO nodes (name, info, registered_at, last_seen, drain) VALUES (?,?,?,?,?)
 ON CONFLICT (name) DO UPDATE SET info=excluded.info, registered_at=excluded.registered_at, last_seen=excluded.last_seen,
   drain=excluded.drain`
 	insertKey    = `INSERT INTO idempotency_keys (user_id, key, run_id, created_at) VALUES (?,?,?,?)`
@@ -209,6 +212,23 @@ func (s *sqlDB) applyBatch(ctx context.Context, tx *sql.Tx, b *Batch) error {
 			return fmt.Errorf("store: job %d: %w", j.ID, err)
 		}
 	}
+	used := 0
+	for _, j := range b.Jobs {
+		if len(j.Usage) > 0 {
+			used++
+		}
+	}
+	if st, err = prep(setJobUsage, used); err != nil {
+		return err
+	}
+	for _, j := range b.Jobs {
+		if len(j.Usage) == 0 {
+			continue
+		}
+		if _, err := st(ctx, string(j.Usage), j.ID); err != nil {
+			return fmt.Errorf("store: job %d's usage: %w", j.ID, err)
+		}
+	}
 	if st, err = prep(upsertNode, len(b.Nodes)); err != nil {
 		return err
 	}
@@ -276,7 +296,7 @@ func (s *sqlDB) insertLogs(ctx context.Context, tx *sql.Tx, logs []*LogChunk) er
 }
 
 const runCols = `id, project_id, user_id, name, status, reason, exit_code, priority, spec, submitted_at, started_at, finished_at, stop_req, estimated_start, array_id, array_index, meta`
-const jobCols = `id, run_id, num, attempt, status, reason, exit_code, node, alloc, submitted_at, started_at, finished_at, log_size, max_rss`
+const jobCols = `id, run_id, num, attempt, status, reason, exit_code, node, alloc, submitted_at, started_at, finished_at, log_size, max_rss, usage`
 
 type scanner interface{ Scan(...any) error }
 
@@ -315,12 +335,15 @@ func scanBriefRun(sc scanner) (*Run, error) {
 
 func scanJob(sc scanner) (*Job, error) {
 	var j Job
-	var alloc string
+	var alloc, usage string
 	var ec sql.NullInt64
 	var sub, st, fin int64
 	if err := sc.Scan(&j.ID, &j.RunID, &j.Num, &j.Attempt, &j.Status, &j.Reason, &ec, &j.Node, &alloc,
-		&sub, &st, &fin, &j.LogSize, &j.MaxRSS); err != nil {
+		&sub, &st, &fin, &j.LogSize, &j.MaxRSS, &usage); err != nil {
 		return nil, err
+	}
+	if usage != "" {
+		j.Usage = []byte(usage)
 	}
 	if ec.Valid {
 		v := int(ec.Int64)
@@ -428,6 +451,20 @@ func (s *sqlDB) FindRun(ctx context.Context, projectID int64, name string) (*Run
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: run %q: %w", name, err)
+	}
+	return r, nil
+}
+
+// FindActiveRun returns the project's active run with that name: a
+// schedule before the runs it fired, else the newest.
+func (s *sqlDB) FindActiveRun(ctx context.Context, projectID int64, name string) (*Run, error) {
+	r, err := scanRun(s.r.QueryRowContext(ctx, s.q(`SELECT `+runCols+` FROM runs WHERE project_id = ? AND name = ? AND active = 1
+ ORDER BY CASE WHEN status = 'scheduled' THEN 0 ELSE 1 END, id DESC LIMIT 1`), projectID, name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("active run %q: %w", name, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: active run %q: %w", name, err)
 	}
 	return r, nil
 }
@@ -710,15 +747,28 @@ func (s *sqlDB) nameOf(ctx context.Context, table string, id int64) (string, err
 
 // UsageSince lists the jobs that ended at or after since, with their run's user.
 func (s *sqlDB) UsageSince(ctx context.Context, since time.Time) ([]*JobUsage, error) {
+	return s.usage(ctx, `WHERE j.active = 0 AND j.started_at > 0 AND j.finished_at >= ? ORDER BY j.finished_at, j.id`, nanos(since))
+}
+
+// UsageBetween lists the jobs that ended and ran within [since, until).
+func (s *sqlDB) UsageBetween(ctx context.Context, since, until time.Time) ([]*JobUsage, error) {
+	return s.usage(ctx, `WHERE j.active = 0 AND j.started_at > 0 AND j.finished_at > ? AND j.started_at < ? ORDER BY j.finished_at, j.id`,
+		nanos(since), nanos(until))
+}
+
+func (s *sqlDB) usage(ctx context.Context, where string, args ...any) ([]*JobUsage, error) {
 	return query(ctx, s.r, func(sc scanner) (*JobUsage, error) {
 		var u JobUsage
-		var alloc string
+		var alloc, usage string
 		var st, fin int64
-		if err := sc.Scan(&u.ProjectID, &u.UserID, &alloc, &st, &fin); err != nil {
+		if err := sc.Scan(&u.RunID, &u.JobID, &u.ProjectID, &u.UserID, &alloc, &usage, &st, &fin); err != nil {
 			return nil, err
 		}
 		u.Alloc, u.StartedAt, u.FinishedAt = []byte(alloc), fromNanos(st), fromNanos(fin)
+		if usage != "" {
+			u.Usage = []byte(usage)
+		}
 		return &u, nil
-	}, s.q(`SELECT r.project_id, r.user_id, j.alloc, j.started_at, j.finished_at FROM jobs j JOIN runs r ON r.id = j.run_id
- WHERE j.active = 0 AND j.started_at > 0 AND j.finished_at >= ? ORDER BY j.finished_at`), nanos(since))
+	}, s.q(`SELECT j.run_id, j.id, r.project_id, r.user_id, j.alloc, j.usage, j.started_at, j.finished_at FROM jobs j JOIN runs r ON r.id = j.run_id
+ `+where), args...)
 }

@@ -25,6 +25,9 @@ type Store interface {
 	KeysSince(ctx context.Context, since time.Time) ([]*IdempotencyKey, error)
 	// FindRun returns the newest run of the project with that name.
 	FindRun(ctx context.Context, projectID int64, name string) (*Run, error)
+	// FindActiveRun returns the project's active run with that name (a
+	// schedule before the runs it fired; else the newest), or ErrNotFound.
+	FindActiveRun(ctx context.Context, projectID int64, name string) (*Run, error)
 	ListRuns(ctx context.Context, f RunFilter) ([]*Run, error)
 	ListJobs(ctx context.Context, runID int64) ([]*Job, error)
 	// ListSteps returns the job steps of the runs, by run and step ID.
@@ -45,6 +48,9 @@ type Store interface {
 	// UsageSince lists the jobs that ended at or after since, with their
 	// run's user: the history fairshare is computed from.
 	UsageSince(ctx context.Context, since time.Time) ([]*JobUsage, error)
+	// UsageBetween lists the jobs that ended after since and started
+	// before until: accounting over a window (sreport, berth usage).
+	UsageBetween(ctx context.Context, since, until time.Time) ([]*JobUsage, error)
 
 	// EnsureProject and EnsureUser create the record when missing and return its ID.
 	// A user made (here or by CreateUser) is a member of the default
@@ -102,6 +108,24 @@ type Store interface {
 	SetServiceWanted(ctx context.Context, projectID int64, name string, wanted int) error
 	ListServices(ctx context.Context) ([]*Service, error)
 	DeleteService(ctx context.Context, projectID int64, name string) error
+
+	// PutFleet creates a fleet or replaces it (issue 17; fleets.go).
+	PutFleet(ctx context.Context, f *Fleet) error
+	// SetFleetState records a fleet's status and hosts' state.
+	SetFleetState(ctx context.Context, name, status, hosts string) error
+	// GetFleet returns a fleet (ErrNotFound: none).
+	GetFleet(ctx context.Context, name string) (*Fleet, error)
+	// ListFleets lists every fleet by name.
+	ListFleets(ctx context.Context) ([]*Fleet, error)
+	// DeleteFleet removes a fleet (ErrNotFound: none).
+	DeleteFleet(ctx context.Context, name string) error
+	// PutBlob stores data under digest, its hex SHA-256 (checked by the
+	// caller); a digest already stored is left as it is.
+	PutBlob(ctx context.Context, digest string, data []byte) error
+	// HasBlob says whether digest is stored, and its size.
+	HasBlob(ctx context.Context, digest string) (size int64, ok bool, err error)
+	// GetBlob returns a blob's bytes (ErrNotFound: none).
+	GetBlob(ctx context.Context, digest string) ([]byte, error)
 	// FindArrayTask returns an array's task by index (ErrNotFound: not
 	// created yet, or no such task).
 	FindArrayTask(ctx context.Context, arrayID int64, index int) (*Run, error)
@@ -128,6 +152,8 @@ type Store interface {
 	ListMembers(ctx context.Context, projectID, userID int64) ([]*Member, error)
 	ProjectName(ctx context.Context, id int64) (string, error)
 	UserName(ctx context.Context, id int64) (string, error)
+	// CloudStore: backend fleets' instances and volumes (cloud.go).
+	CloudStore
 
 	Close() error
 }
@@ -173,6 +199,10 @@ type Job struct {
 	FinishedAt  time.Time
 	LogSize     int64
 	MaxRSS      int64 // bytes; 0 unknown
+	// Usage is what the job counts for in accounting (JSON of
+	// api.JobUsage), set when it ends; nil before, or for a job that
+	// ended before it was kept.
+	Usage []byte
 }
 
 // Step is a job step (srun inside an allocation): JOBID.STEPID.
@@ -224,6 +254,9 @@ type LogChunk struct {
 
 // JobUsage is what one finished job used, and whose it was.
 type JobUsage struct {
+	RunID      int64
+	JobID      int64
+	Usage      []byte // JSON of api.JobUsage; nil when not kept
 	ProjectID  int64
 	UserID     int64
 	Alloc      []byte // JSON of api.Alloc

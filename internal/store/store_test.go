@@ -110,6 +110,38 @@ func testFindRunNewest(t *testing.T, open func() Store) {
 	}
 }
 
+func TestFindActiveRun(t *testing.T) { forEachStore(t, testFindActiveRun) }
+
+// A name's active run is found before newer finished ones, and a schedule
+// before the runs it fired; a name with none active is not found.
+func testFindActiveRun(t *testing.T, open func() Store) {
+	ctx := context.Background()
+	s := open()
+	pid, _ := s.EnsureProject(ctx, "main")
+	uid, _ := s.EnsureUser(ctx, "u", false)
+	var b Batch
+	add := func(id int64, name, status string) {
+		b.Runs = append(b.Runs, &Run{ID: id, ProjectID: pid, UserID: uid, Name: name, Status: status, Spec: []byte(`{}`), SubmittedAt: ts(int(id))})
+	}
+	add(1, "train", "running")
+	add(2, "train", "done")
+	add(3, "nightly", "scheduled")
+	add(4, "nightly", "running")
+	add(5, "old", "done")
+	if err := s.Apply(ctx, &b); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]int64{"train": 1, "nightly": 3} {
+		r, err := s.FindActiveRun(ctx, pid, name)
+		if err != nil || r.ID != want {
+			t.Errorf("FindActiveRun(%s) = %v, %v; want run %d", name, r, err, want)
+		}
+	}
+	if _, err := s.FindActiveRun(ctx, pid, "old"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("a finished name: %v, want ErrNotFound", err)
+	}
+}
+
 func TestLogsDeduplicatedAndOrdered(t *testing.T) { forEachStore(t, testLogsDeduplicatedAndOrdered) }
 
 func testLogsDeduplicatedAndOrdered(t *testing.T, open func() Store) {

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"sort"
@@ -111,6 +112,28 @@ func (u *UI) fleetsPage(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	u.render(w, r, http.StatusOK, "fleets", map[string]any{"Who": s.who, "Fleets": fs, "Err": r.URL.Query().Get("err")})
+}
+
+// fleetsEvents streams each node's state (event node-NAME). A node that
+// joins or leaves shows at the next load of the page.
+func (u *UI) fleetsEvents(w http.ResponseWriter, r *http.Request, s *session) {
+	u.stream(w, r, func() ([]sseEvent, error) {
+		fs, err := fleets(r.Context(), s.c)
+		if err != nil {
+			return nil, err
+		}
+		var out []sseEvent
+		for _, f := range fs {
+			for _, n := range f.Nodes {
+				var b bytes.Buffer
+				if err := u.pages["fleets"].ExecuteTemplate(&b, "node", n); err != nil {
+					return nil, err
+				}
+				out = append(out, sseEvent{"node-" + n.Name, b.String()})
+			}
+		}
+		return out, nil
+	})
 }
 
 // drain drains a node through the API (an administrator's right).

@@ -13,16 +13,37 @@ import (
 )
 
 func (u *UI) runPage(w http.ResponseWriter, r *http.Request, s *session) {
-	ref := r.PathValue("ref")
-	run, err := s.c.Run(r.Context(), ref)
+	data, err := runData(r, s)
 	if err != nil {
 		u.apiFailure(w, r, s, err)
 		return
 	}
+	data["Who"], data["Err"] = s.who, r.URL.Query().Get("err")
+	u.render(w, r, http.StatusOK, "run", data)
+}
+
+// runEvents streams the run page's live parts: its status, facts, jobs,
+// charts and events.
+func (u *UI) runEvents(w http.ResponseWriter, r *http.Request, s *session) {
+	u.stream(w, r, func() ([]sseEvent, error) {
+		data, err := runData(r, s)
+		if err != nil {
+			return nil, err
+		}
+		return u.fragments("run", data, "status", "facts", "jobs", "charts", "timeline")
+	})
+}
+
+// runData is what the run page shows of the run its path names.
+func runData(r *http.Request, s *session) (map[string]any, error) {
+	ref := r.PathValue("ref")
+	run, err := s.c.Run(r.Context(), ref)
+	if err != nil {
+		return nil, err
+	}
 	m, err := s.c.RunMetrics(r.Context(), ref, client.MetricsOptions{History: -1})
 	if err != nil {
-		u.apiFailure(w, r, s, err)
-		return
+		return nil, err
 	}
 	specJSON := ""
 	if run.Spec != nil {
@@ -33,11 +54,10 @@ func (u *UI) runPage(w http.ResponseWriter, r *http.Request, s *session) {
 		enc.Encode(run.Spec)
 		specJSON = b.String()
 	}
-	ref = fmt.Sprint(run.ID)
-	final := isFinal(string(run.Status))
-	u.render(w, r, http.StatusOK, "run", map[string]any{"Who": s.who, "Run": run, "Row": rowOf(run), "Spec": specJSON,
-		"Final": final, "Held": run.Reason == "JobHeldUser" || run.Reason == "JobHeldAdmin",
-		"Pending": rowOf(run).Pending, "Charts": charts(m), "Ref": ref, "Err": r.URL.Query().Get("err")})
+	row := rowOf(run)
+	return map[string]any{"Run": run, "Row": row, "Spec": specJSON, "Final": isFinal(string(run.Status)),
+		"Held": run.Reason == "JobHeldUser" || run.Reason == "JobHeldAdmin", "Pending": row.Pending, "Charts": charts(m),
+		"Ref": fmt.Sprint(run.ID)}, nil
 }
 
 // logEvents follows a run's output through the API (its own follow, woken

@@ -138,22 +138,40 @@ func (u *UI) runsPage(w http.ResponseWriter, r *http.Request, s *session) {
 // change, read again every Options.Poll.
 func (u *UI) runsEvents(w http.ResponseWriter, r *http.Request, s *session) {
 	f := filterOf(r.URL.Query())
-	u.stream(w, r, func() (string, string, error) {
+	u.stream(w, r, func() ([]sseEvent, error) {
 		rows, err := listRuns(r, s, f)
 		if err != nil {
-			return "", "", err
+			return nil, err
 		}
-		var b bytes.Buffer
-		if err := u.pages["runs"].ExecuteTemplate(&b, "rows", map[string]any{"Rows": rows}); err != nil {
-			return "", "", err
+		evs, err := u.fragments("runs", map[string]any{"Rows": rows}, "rows")
+		if err == nil {
+			evs[0].name = "runs"
 		}
-		return "runs", b.String(), nil
+		return evs, err
 	})
 }
 
-// stream serves a live fragment as server-sent events: read gives the event
-// and its HTML; it is sent when it differs from the last one sent.
-func (u *UI) stream(w http.ResponseWriter, r *http.Request, read func() (event, html string, err error)) {
+// sseEvent is a live fragment: the event's name and its HTML.
+type sseEvent struct{ name, html string }
+
+// fragments draws blocks of page name with data, each as the event of its
+// name.
+func (u *UI) fragments(page string, data map[string]any, blocks ...string) ([]sseEvent, error) {
+	var out []sseEvent
+	for _, name := range blocks {
+		var b bytes.Buffer
+		if err := u.pages[page].ExecuteTemplate(&b, name, data); err != nil {
+			return nil, err
+		}
+		out = append(out, sseEvent{name, b.String()})
+	}
+	return out, nil
+}
+
+// stream serves live fragments as server-sent events: read gives them; each
+// is sent when it differs from the last one of its name sent. They are read
+// again at the cluster's changes (Options.Changed), else polled.
+func (u *UI) stream(w http.ResponseWriter, r *http.Request, read func() ([]sseEvent, error)) {
 	fl, ok := w.(http.Flusher)
 	if !ok {
 		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
@@ -163,28 +181,60 @@ func (u *UI) stream(w http.ResponseWriter, r *http.Request, read func() (event, 
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
 	fl.Flush()
-	last := ""
-	tick := time.NewTicker(u.opt.Poll)
+	last := map[string]string{}
+	every := u.opt.Poll
+	if u.opt.Changed != nil {
+		every = u.opt.Refresh
+	}
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
-		ev, html, err := read()
+		// The change to wait for is taken before reading: one made during
+		// the read is not missed.
+		var changed <-chan struct{}
+		if u.opt.Changed != nil {
+			changed = u.opt.Changed()
+		}
+		evs, err := read()
 		if err != nil {
 			if r.Context().Err() == nil {
 				u.log.Warn("dashboard stream", "path", r.URL.Path, "err", err)
 			}
 			return
 		}
-		if html != last {
-			last = html
-			if writeEvent(w, ev, html) != nil {
+		sent := false
+		for _, e := range evs {
+			if was, ok := last[e.name]; ok && was == e.html {
+				continue
+			}
+			last[e.name] = e.html
+			if writeEvent(w, e.name, e.html) != nil {
 				return
 			}
+			sent = true
+		}
+		if sent {
 			fl.Flush()
 		}
 		select {
 		case <-r.Context().Done():
 			return
+		case <-changed:
+			// A burst of changes is read once: after the first, wait.
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(u.opt.Spacing):
+			}
 		case <-tick.C:
+			if changed != nil {
+				// Unchanged for a while: a comment keeps proxies from
+				// closing the stream.
+				if _, err := w.Write([]byte(": alive\n\n")); err != nil {
+					return
+				}
+				fl.Flush()
+			}
 		}
 	}
 }

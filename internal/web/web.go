@@ -16,6 +16,7 @@ import (
 
 	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/client"
+	"github.com/klauspost/compress/gzhttp"
 )
 
 //go:embed templates/*.html
@@ -33,18 +34,25 @@ const Prefix = "/ui/"
 // Options adjust a dashboard; the zero value is the default.
 type Options struct {
 	Logger *slog.Logger
-	// Poll is how often a live list (runs, fleets) is read again for its
-	// viewers (default 1 s).
-	Poll time.Duration
+	// Changed, when set, gives a channel closed at the cluster's next
+	// change: the live views (runs, fleets, a run) are read again when it
+	// is closed, at most once every Spacing, and every Refresh otherwise
+	// (times and estimates age without a change). Without it they are
+	// read every Poll (default 1 s).
+	Changed func() <-chan struct{}
+	Spacing time.Duration // default 250 ms
+	Refresh time.Duration // default 15 s
+	Poll    time.Duration
 }
 
 // UI is the dashboard's HTTP handler.
 type UI struct {
-	api   http.Handler
-	opt   Options
-	log   *slog.Logger
-	pages map[string]*template.Template
-	mux   *http.ServeMux
+	api     http.Handler
+	opt     Options
+	log     *slog.Logger
+	pages   map[string]*template.Template
+	mux     *http.ServeMux
+	handler http.Handler // mux, compressing
 
 	once sync.Once
 	base *client.Client
@@ -58,6 +66,12 @@ func New(apiHandler http.Handler, opt Options) *UI {
 	}
 	if opt.Poll <= 0 {
 		opt.Poll = time.Second
+	}
+	if opt.Spacing <= 0 {
+		opt.Spacing = 250 * time.Millisecond
+	}
+	if opt.Refresh <= 0 {
+		opt.Refresh = 15 * time.Second
 	}
 	u := &UI{api: apiHandler, opt: opt, log: opt.Logger, pages: parsePages()}
 	m := http.NewServeMux()
@@ -75,15 +89,25 @@ func New(apiHandler http.Handler, opt Options) *UI {
 	m.HandleFunc("GET /ui/runs", u.signedIn(u.runsPage))
 	m.HandleFunc("GET /ui/runs/events", u.signedIn(u.runsEvents))
 	m.HandleFunc("GET /ui/runs/{ref}", u.signedIn(u.runPage))
+	m.HandleFunc("GET /ui/runs/{ref}/events", u.signedIn(u.runEvents))
 	m.HandleFunc("GET /ui/runs/{ref}/log", u.signedIn(u.logEvents))
 	m.HandleFunc("GET /ui/runs/{ref}/log.txt", u.signedIn(u.logText))
 	m.HandleFunc("POST /ui/runs/{ref}/stop", u.signedIn(u.stop))
 	m.HandleFunc("POST /ui/runs/{ref}/control", u.signedIn(u.control))
 	m.HandleFunc("GET /ui/fleets", u.signedIn(u.fleetsPage))
+	m.HandleFunc("GET /ui/fleets/events", u.signedIn(u.fleetsEvents))
 	m.HandleFunc("POST /ui/nodes/{name}/drain", u.signedIn(u.drain))
 	m.HandleFunc("POST /ui/nodes/{name}/resume", u.signedIn(u.resume))
 	m.HandleFunc("GET /ui/queue", u.signedIn(u.queuePage))
 	u.mux = m
+	// Pages, fragments and assets go gzipped to a browser that takes it
+	// (the page weight is a fifth); the live streams do not: each event is
+	// small and must leave at once.
+	gz, err := gzhttp.NewWrapper(gzhttp.ExceptContentTypes([]string{"text/event-stream"}), gzhttp.EnableZstd(false))
+	if err != nil {
+		panic(err) // fixed options
+	}
+	u.handler = gz(m)
 	return u
 }
 
@@ -93,7 +117,7 @@ func (u *UI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "same-origin")
-	u.mux.ServeHTTP(w, r)
+	u.handler.ServeHTTP(w, r)
 }
 
 func cacheFor(h http.Handler) http.Handler {

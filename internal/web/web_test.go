@@ -2,6 +2,8 @@ package web_test
 
 import (
 	"bufio"
+	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
@@ -222,24 +224,155 @@ func sse(t *testing.T, u string, n int) []string {
 	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Fatalf("%s: Content-Type %q", u, ct)
 	}
+	next := sseReader(resp.Body)
 	var out []string
-	var ev string
-	var data []string
-	sc := bufio.NewScanner(resp.Body)
-	for len(out) < n && sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "event: "):
-			ev = line[7:]
-		case strings.HasPrefix(line, "data: "):
-			data = append(data, line[6:])
-		case line == "":
-			out = append(out, ev+":"+strings.Join(data, "\n"))
-			ev, data = "", nil
+	for len(out) < n {
+		e, err := next()
+		if err != nil {
+			t.Fatalf("%s: %d events of %d: %v", u, len(out), n, err)
 		}
-	}
-	if len(out) < n {
-		t.Fatalf("%s: %d events of %d: %v", u, len(out), n, sc.Err())
+		out = append(out, e)
 	}
 	return out
+}
+
+// sseReader reads server-sent events from r, each as "event:data"
+// (comments skipped).
+func sseReader(r io.Reader) func() (string, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(nil, 1<<20)
+	return func() (string, error) {
+		var ev string
+		var data []string
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, ":"):
+			case strings.HasPrefix(line, "event: "):
+				ev = line[7:]
+			case strings.HasPrefix(line, "data: "):
+				data = append(data, line[6:])
+			case line == "" && (ev != "" || data != nil):
+				return ev + ":" + strings.Join(data, "\n"), nil
+			}
+		}
+		if err := sc.Err(); err != nil {
+			return "", err
+		}
+		return "", io.EOF
+	}
+}
+
+// TestLiveViewsFollowChanges: the runs list, a run's page and the fleets
+// page are sent again when the cluster changes, not on a timer: the
+// server's dashboard re-reads a view at a change (Options.Changed) and
+// otherwise only every 15 s (every hour without the hook: the harness's
+// DashboardPoll), so each event below, which follows a change within
+// seconds, came from the change.
+func TestLiveViewsFollowChanges(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	open := func(path string) func(want string) string {
+		sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		t.Cleanup(cancel)
+		req, _ := http.NewRequestWithContext(sctx, http.MethodGet, c.url+path, nil)
+		req.AddCookie(&http.Cookie{Name: "berth_token", Value: adminToken})
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		next := sseReader(resp.Body)
+		// until reads events until one contains want, within 10 s (less
+		// than the 15 s refresh).
+		return func(want string) string {
+			deadline := time.AfterFunc(10*time.Second, cancel)
+			defer deadline.Stop()
+			for {
+				e, err := next()
+				if err != nil {
+					t.Fatalf("%s: no event with %q within 10 s: %v", path, want, err)
+				}
+				if strings.Contains(e, want) {
+					return e
+				}
+			}
+		}
+	}
+	runs := open("/ui/runs/events")
+	runs("No runs.")
+	r := c.submit(t, "type: task\nname: live1\ncommands:\n  - sleep 1\n")
+	runs(fmt.Sprintf(`id="run-%d"`, r.ID))
+
+	page := open(fmt.Sprintf("/ui/runs/%d/events", r.ID))
+	page("status:")
+	if e := page(`id="run-status">done`); !strings.HasPrefix(e, "status:") {
+		t.Errorf("the run's end came as %q", e)
+	}
+	page("timeline:")
+
+	fleets := open("/ui/fleets/events")
+	fleets("node-node1:")
+	if _, err := c.admin.Drain(ctx, "node1", "live-check"); err != nil {
+		t.Fatal(err)
+	}
+	if e := fleets("live-check"); !strings.HasPrefix(e, "node-node1:") {
+		t.Errorf("the drain came as %q", e)
+	}
+}
+
+// TestCompressed: pages and assets go gzipped to a client that takes it
+// (and plain to one that does not); live streams never.
+func TestCompressed(t *testing.T) {
+	c := newCluster(t)
+	tr := &http.Transport{DisableCompression: true} // see the bytes as sent
+	hc := &http.Client{Transport: tr}
+	fetch := func(path, enc string) (*http.Response, []byte) {
+		req, _ := http.NewRequest(http.MethodGet, c.url+path, nil)
+		req.AddCookie(&http.Cookie{Name: "berth_token", Value: adminToken})
+		if enc != "" {
+			req.Header.Set("Accept-Encoding", enc)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, b
+	}
+	for _, path := range []string{"/ui/runs", "/ui/static/htmx.min.js"} {
+		plainResp, plain := fetch(path, "")
+		gzResp, packed := fetch(path, "gzip")
+		if plainResp.Header.Get("Content-Encoding") != "" || gzResp.Header.Get("Content-Encoding") != "gzip" {
+			t.Fatalf("%s: Content-Encoding %q without gzip, %q with", path, plainResp.Header.Get("Content-Encoding"), gzResp.Header.Get("Content-Encoding"))
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(packed))
+		if err != nil {
+			t.Fatal(err)
+		}
+		unpacked, _ := io.ReadAll(zr)
+		if path != "/ui/runs" && !bytes.Equal(unpacked, plain) { // the page has its clock
+			t.Errorf("%s: gzipped body differs", path)
+		}
+		if len(packed)*2 > len(plain) {
+			t.Errorf("%s: %d bytes gzipped of %d", path, len(packed), len(plain))
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.url+"/ui/runs/events", nil)
+	req.AddCookie(&http.Cookie{Name: "berth_token", Value: adminToken})
+	req.Header.Set("Accept-Encoding", "gzip")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ce := resp.Header.Get("Content-Encoding"); ce != "" {
+		t.Errorf("the live stream is sent with Content-Encoding %q", ce)
+	}
+	if e, err := sseReader(resp.Body)(); err != nil || !strings.HasPrefix(e, "runs:") {
+		t.Errorf("the live stream's first event: %q, %v", e, err)
+	}
 }

@@ -59,4 +59,4 @@ func TestNewNameUnique(t *testing.T) {
 	}
 }
 
-func nameOK(s string) bool { return !nameUnsafe.MatchString(s) && len(s) > len("berth-") }
+func nameOK(s string) bool { return !nameUnsafe().MatchString(s) && len(s) > len("berth-") }

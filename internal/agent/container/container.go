@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -145,14 +146,14 @@ type Container struct {
 	Name string
 }
 
-var nameUnsafe = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
+var nameUnsafe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[^a-zA-Z0-9_.-]+`) })
 
 // NewName makes a container name that no other agent or job on the host
 // uses: berth-NODE-JOB-RANDOM.
 func NewName(node string, jobID int64) string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	node = strings.Trim(nameUnsafe.ReplaceAllString(node, "-"), "-._")
+	node = strings.Trim(nameUnsafe().ReplaceAllString(node, "-"), "-._")
 	if node == "" {
 		node = "node"
 	}

@@ -405,7 +405,7 @@ func pending(s *sched.Snapshot, args []string) error {
 	if err != nil {
 		return fmt.Errorf("pending: ID: %w", err)
 	}
-	p := sched.Pending{RunID: id, Nodes: 1, SubmittedAt: Now.Add(-time.Duration(1000-id) * time.Second), Request: sched.Request{CPUs: 1}}
+	p := sched.Pending{RunID: id, Nodes: 1, SubmittedAt: Now.Add(-time.Duration(1000-id) * time.Second), Request: &sched.Request{CPUs: 1}}
 	for _, a := range args[1:] {
 		k, v, _ := strings.Cut(a, "=")
 		switch k {
@@ -475,7 +475,7 @@ func pending(s *sched.Snapshot, args []string) error {
 		}
 	}
 	if len(p.Groups) > 0 {
-		p.Nodes, p.Request = 0, p.Groups[0].Request
+		p.Nodes, p.Request = 0, &p.Groups[0].Request
 		for _, g := range p.Groups {
 			p.Nodes += g.Nodes
 		}

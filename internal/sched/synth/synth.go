@@ -61,7 +61,7 @@ func Cluster(seed uint64, nodes, pending int, now time.Time) sched.Snapshot {
 	}
 	for range pending {
 		p := sched.Pending{RunID: id, Priority: rng.IntN(101), SubmittedAt: now.Add(-time.Duration(rng.IntN(86400)) * time.Second),
-			Nodes: 1, Limit: time.Duration(60+rng.IntN(86400)) * time.Second, User: fmt.Sprintf("user%02d", rng.IntN(50)), Project: "main"}
+			Nodes: 1, Limit: time.Duration(60+rng.IntN(86400)) * time.Second, User: fmt.Sprintf("user%02d", rng.IntN(50)), Project: "main", Request: &sched.Request{}}
 		p.Request.CPUs = 1 << rng.IntN(7) // 1..64
 		p.Request.Memory = sched.Bytes(1+rng.IntN(128)) * gb
 		switch rng.IntN(10) {

@@ -1,0 +1,151 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/client"
+	"github.com/berth-hq/berth/internal/spec"
+)
+
+func newBenchSqueueCmd() *cobra.Command {
+	var (
+		runs, repeat int
+		clientExe    string
+		full         bool
+	)
+	cmd := &cobra.Command{
+		Use:   "squeue",
+		Short: "The Slurm listings (squeue, scontrol show job, sacct) against a server holding many waiting runs",
+		Long: `Starts a server with its local agent and submits --runs runs of "sleep 3600" that each need the
+whole node (so one runs and the rest wait), through the API from 8 clients. Then runs, as separate
+processes through Slurm-named links, each listing --repeat times and prints its median wall time
+and the client's peak resident memory: squeue -j N, scontrol show job N, sacct -j N, a full squeue
+and a full sacct. Prints the server process's resident memory before and after the listings.
+--client runs another berth binary's Slurm commands against the same server (to compare builds).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			out := cmd.OutOrStdout()
+			exe := clientExe
+			if exe == "" {
+				var err error
+				if exe, err = os.Executable(); err != nil {
+					return err
+				}
+			}
+			b, err := startBenchServer(ctx, true)
+			if err != nil {
+				return err
+			}
+			defer b.stop()
+			bin := filepath.Join(b.home, "bin")
+			if err := os.MkdirAll(bin, 0o755); err != nil {
+				return err
+			}
+			for _, name := range []string{"squeue", "scontrol", "sacct"} {
+				if err := os.Symlink(exe, filepath.Join(bin, name)); err != nil {
+					return err
+				}
+			}
+			t := &spec.Task{Type: "task", Commands: []string{"sleep 3600"}, Resources: spec.Resources{CPU: &spec.CPUSpec{Count: spec.IntRange{Min: runtime.NumCPU()}}}}
+			t.Normalize()
+			start := time.Now()
+			if _, _, err := submitAll(ctx, b.c, runs, 8, t); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "squeue: %d waiting runs submitted in %.1f s\n", runs, time.Since(start).Seconds())
+			time.Sleep(5 * time.Second) // settled: a pass has seen every run
+			rss, _ := procMemory(b.cmd.Process.Pid)
+			fmt.Fprintf(out, "squeue: server RSS %s before the listings\n", mib(rss))
+			mid := strconv.Itoa(runs / 2)
+			listings := []struct {
+				name string
+				args []string
+			}{
+				{"squeue -j " + mid, []string{"squeue", "-j", mid}},
+				{"scontrol show job " + mid, []string{"scontrol", "show", "job", mid}},
+				{"sacct -j " + mid, []string{"sacct", "-j", mid}},
+				{"squeue", []string{"squeue"}},
+				{"sacct", []string{"sacct"}},
+			}
+			if !full {
+				listings = listings[:3]
+			}
+			for _, l := range listings {
+				var times []time.Duration
+				var peak int64
+				lines := 0
+				for range repeat {
+					took, hwm, n, err := timeClient(ctx, b.home, filepath.Join(bin, l.args[0]), l.args[1:])
+					if err != nil {
+						return fmt.Errorf("bench: %s: %w", l.name, err)
+					}
+					times, peak, lines = append(times, took), max(peak, hwm), n
+				}
+				slices.Sort(times)
+				fmt.Fprintf(out, "squeue: %-24s %10s median of %d (%d lines; client peak RSS %s)\n", l.name, ms(times[len(times)/2]), repeat, lines, mib(peak))
+			}
+			time.Sleep(time.Second)
+			rss2, peak2 := procMemory(b.cmd.Process.Pid)
+			fmt.Fprintf(out, "squeue: server RSS %s after the listings (peak %s)\n", mib(rss2), mib(peak2))
+			stopActive(ctx, b.c)
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&runs, "runs", 100000, "waiting runs to hold")
+	cmd.Flags().IntVar(&repeat, "repeat", 5, "times to run each listing")
+	cmd.Flags().BoolVar(&full, "full", true, "also time the full listings (squeue, sacct)")
+	cmd.Flags().StringVar(&clientExe, "client", "", "the berth binary whose Slurm commands are timed (default this one)")
+	return cmd
+}
+
+// timeClient runs one client process against the benchmark's server: its
+// wall time, its peak resident memory (from rusage) and its output lines.
+func timeClient(ctx context.Context, home, path string, args []string) (time.Duration, int64, int, error) {
+	c := exec.CommandContext(ctx, path, args...)
+	c.Env = append(os.Environ(), "BERTH_HOME="+home)
+	var stderr bytes.Buffer
+	lc := &lineCounter{}
+	c.Stdout, c.Stderr = lc, &stderr
+	t0 := time.Now()
+	err := c.Run()
+	took := time.Since(t0)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	var peak int64
+	if ru, ok := c.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		peak = ru.Maxrss << 10
+	}
+	return took, peak, lc.n, nil
+}
+
+// stopActive stops the benchmark's running run and waits until nothing
+// runs: no job outlives the benchmark.
+func stopActive(ctx context.Context, c *client.Client) {
+	running := func() []api.Run {
+		rs, _ := c.Runs(ctx, client.ListOptions{Statuses: []api.Status{api.StatusProvisioning, api.StatusRunning, api.StatusTerminating}})
+		return rs
+	}
+	for _, r := range running() {
+		_, _ = c.Stop(ctx, strconv.FormatInt(r.ID, 10), true)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) && len(running()) > 0 {
+		time.Sleep(100 * time.Millisecond)
+	}
+}
