@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/berth-hq/berth/internal/api"
@@ -38,7 +39,10 @@ func ServiceURL(base, project, name string) string {
 func serviceUpdate(w io.Writer, active *api.Run, t *spec.Task) {
 	diff := ""
 	if active.Spec != nil {
-		diff = specDiff(active.Spec, t)
+		old := *active.Spec
+		// PORT is the server's, per replica.
+		old.Env = slices.DeleteFunc(slices.Clone(old.Env), func(v spec.EnvVar) bool { return v.Name == "PORT" })
+		diff = specDiff(&old, t)
 	}
 	if diff == "" {
 		fmt.Fprintf(w, " Service %s is active (replica run %d). Detected no changes.\n\n", t.Name, active.ID)
