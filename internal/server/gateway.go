@@ -96,8 +96,29 @@ func (s *Server) handleGateway(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	prefix := "/proxy/services/" + project + "/" + name
+	s.svc.mu.Lock()
+	strip := info.task.StripsPrefix()
+	s.svc.mu.Unlock()
+	path := func(in string) string {
+		if !strip {
+			return in
+		}
+		return "/" + strings.TrimPrefix(strings.TrimPrefix(in, prefix), "/")
+	}
+	s.proxyService(w, r, info, project+"/"+name, prefix, path, nil, false)
+}
+
+// proxyService passes r to a replica of info at the path path(r's),
+// with body as its body where read is set (else r's own).
+func (s *Server) proxyService(w http.ResponseWriter, r *http.Request, info *svcInfo, label, prefix string, path func(string) string, body []byte, read bool) {
 	gr := &gwRequest{info: info}
-	if idempotent(r.Method) && (r.Body == nil || r.Body == http.NoBody || (r.ContentLength >= 0 && r.ContentLength <= retryBody)) {
+	if read {
+		gr.body, gr.kept = body, len(body) <= retryBody && idempotent(r.Method)
+		if !gr.kept {
+			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+		}
+	} else if idempotent(r.Method) && (r.Body == nil || r.Body == http.NoBody || (r.ContentLength >= 0 && r.ContentLength <= retryBody)) {
 		if r.Body != nil && r.Body != http.NoBody {
 			b, err := io.ReadAll(io.LimitReader(r.Body, retryBody+1))
 			if err != nil {
@@ -110,20 +131,16 @@ func (s *Server) handleGateway(w http.ResponseWriter, r *http.Request) {
 	}
 	s.svc.mu.Lock()
 	info.hits.add(time.Now())
-	strip := info.task.StripsPrefix()
+	auth := info.task.AuthRequired()
 	s.svc.mu.Unlock()
-	prefix := "/proxy/services/" + project + "/" + name
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme, pr.Out.URL.Host = "http", "replica"
-			if strip {
-				pr.Out.URL.Path = "/" + strings.TrimPrefix(strings.TrimPrefix(pr.In.URL.Path, prefix), "/")
-				pr.Out.URL.RawPath = ""
-			}
+			pr.Out.URL.Path, pr.Out.URL.RawPath = path(pr.In.URL.Path), ""
 			pr.SetXForwarded()
 			pr.Out.Header.Set("X-Forwarded-Prefix", prefix)
 			pr.Out.Host = pr.In.Host
-			if info.task.AuthRequired() {
+			if auth {
 				pr.Out.Header.Del("Authorization") // Berth's token, not the service's
 			}
 		},
@@ -137,7 +154,7 @@ func (s *Server) handleGateway(w http.ResponseWriter, r *http.Request) {
 			if errors.Is(err, ErrUnavailable) {
 				status = http.StatusServiceUnavailable
 			}
-			http.Error(w, fmt.Sprintf("berth gateway: service %s/%s: %v", project, name, err), status)
+			http.Error(w, fmt.Sprintf("berth gateway: service %s: %v", label, err), status)
 		},
 	}
 	r = r.WithContext(context.WithValue(r.Context(), svcCtxKey{}, gr))

@@ -141,7 +141,7 @@ var supported = map[string]bool{
 	"image": true, "registry_auth": true, "shell": true, "user": true, "privileged": true, "volumes": true, "ports": true,
 	"resources.shm_size": true, "signal": true, "startup_order": true, "stop_criteria": true, "dstack": true,
 	"ide": true, "init": true, "inactivity_duration": true, // dev environments (spec/devenv.go)
-	"port": true, "replicas": true, "scaling": true, "probes": true, "auth": true, "strip_prefix": true, // services.go, gateway.go
+	"port": true, "replicas": true, "scaling": true, "probes": true, "auth": true, "strip_prefix": true, "model": true, // services.go, gateway.go
 	"utilization_policy": true, // utilization.go
 	"retry":              true, "repos": true, "files": true,
 }

@@ -401,6 +401,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET "+v+"/runs/{ref}/tunnel", s.runAuth(s.handleRunTunnel))
 	mux.HandleFunc("GET "+v+"/agent/tunnel/{id}", s.agentAuth(s.handleAgentTunnel))
 	mux.HandleFunc("/proxy/services/{project}/{name}/", s.handleGateway)
+	mux.HandleFunc("/proxy/models/{project}/{rest...}", s.handleModels)
 	mux.HandleFunc("GET "+v+"/blobs/{digest}", s.auth(s.handleBlobHas))
 	mux.HandleFunc("PUT "+v+"/blobs/{digest}", s.auth(s.handleBlobPut))
 	mux.HandleFunc("GET "+v+"/runs/{ref}/blobs/{digest}", s.runAuth(s.handleRunBlob))

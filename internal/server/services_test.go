@@ -44,6 +44,14 @@ commands:
             self.send_header("Content-Length", str(len(b)))
             self.end_headers()
             self.wfile.write(b)
+        def do_POST(self):
+            n = int(self.headers.get("Content-Length", "0"))
+            data = self.rfile.read(n)
+            b = ("%%s %%d %%s %%d %%s" %% (os.environ["VERSION"], port, self.path, len(data), self.headers.get("Authorization", "-"))).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(b)))
+            self.end_headers()
+            self.wfile.write(b)
         def log_message(self, *a):
             pass
     http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
@@ -315,5 +323,51 @@ func TestServiceRestart(t *testing.T) {
 	after := activeReplicas(t, h, "web")
 	if len(before) != 1 || len(after) != 1 || after[0].ID != before[0].ID {
 		t.Errorf("replicas before the restart %v, after %v: want the same one", before, after)
+	}
+}
+
+// TestServiceModel: a service with a model answers OpenAI-style requests
+// at /proxy/models/PROJECT/: the model list names it, a chat completion
+// naming it goes to its replica at /v1/chat/completions (the body whole,
+// Berth's token removed); an unknown model is 404, no token 401.
+func TestServiceModel(t *testing.T) {
+	h := newHarness(t, t.TempDir())
+	startAgent(t, h, agentOpts{name: "n1", cpus: 2})
+	port := freePort(t)
+	applyService(t, h, webService("llm", port, "v1", t.TempDir(), "model: {name: tiny-chat, format: openai}"))
+	stopServiceAtEnd(t, h, "llm")
+	hc := &http.Client{Timeout: 60 * time.Second}
+	base := h.http.URL + "/proxy/models/main"
+	post := func(token, model string) (int, string) {
+		body := `{"model": "` + model + `", "messages": [{"role": "user", "content": "hi"}]}`
+		req, _ := http.NewRequest(http.MethodPost, base+"/chat/completions", strings.NewReader(body))
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	want := fmt.Sprintf("v1 %d /v1/chat/completions %d -", port, len(`{"model": "tiny-chat", "messages": [{"role": "user", "content": "hi"}]}`))
+	waitForLong(t, "the model to answer", func() bool {
+		code, body := post(testToken, "tiny-chat")
+		if code == http.StatusOK && body != want {
+			t.Fatalf("chat completion answered %q, want %q", body, want)
+		}
+		return code == http.StatusOK
+	})
+	code, body, _ := gatewayGet(hc, base, testToken, "/models")
+	if code != http.StatusOK || !strings.Contains(body, `"id":"tiny-chat"`) {
+		t.Errorf("models: %d %s", code, body)
+	}
+	if code, body := post(testToken, "other"); code != http.StatusNotFound {
+		t.Errorf("an unknown model: %d %s, want 404", code, body)
+	}
+	if code, body := post("", "tiny-chat"); code != http.StatusUnauthorized {
+		t.Errorf("no token: %d %s, want 401", code, body)
 	}
 }
