@@ -185,6 +185,10 @@ func superviseJob(dir string, sigs chan os.Signal, recordPid bool) (cleanup func
 	if err != nil {
 		return cleanup, true, err
 	}
+	stepsDir, err := filepath.Abs(filepath.Join(dir, StepsDirName)) // steps.go
+	if err != nil {
+		return cleanup, true, err
+	}
 	// The shim lives in its job's directory: a restarted agent recognises
 	// it by that (see shimAlive), whatever its command line.
 	if err := os.Chdir(dir); err != nil {
@@ -260,6 +264,7 @@ func superviseJob(dir string, sigs chan os.Signal, recordPid bool) (cleanup func
 	}
 	if sp.UserDir != "" {
 		scriptPath = filepath.Join(sp.UserDir, fileScript) // written by the agent
+		stepsDir = filepath.Join(sp.UserDir, StepsDirName)
 	}
 	cmd := bashCommand(scriptPath)
 	if sp.Shell != "" && sp.Shell != "bash" {
@@ -303,10 +308,11 @@ func superviseJob(dir string, sigs chan os.Signal, recordPid bool) (cleanup func
 	pgid := cmd.Process.Pid
 	// signalJob reaches every process of the job: those in its cgroup
 	// (where a daemon that left the process group still is), else those of
-	// its process group.
+	// its process group and of its steps' tasks (steps.go).
 	signalJob := func(sig unix.Signal) {
 		if grp == nil || grp.Signal(sig) != nil {
 			_ = unix.Kill(-pgid, sig)
+			signalSteps(stepsDir, pgid, sig)
 		}
 	}
 
@@ -332,6 +338,7 @@ func superviseJob(dir string, sigs chan os.Signal, recordPid bool) (cleanup func
 	clock := newJobClock(started, asg)
 	defer clock.stop()
 	var killAfter <-chan time.Time
+	var warnAgain <-chan time.Time // S: found no step yet (steps.go)
 	grace := time.Duration(max(sp.Grace, 0)) * time.Second
 	terminate := func(reason string) {
 		if ex.Reason == "" {
@@ -366,18 +373,22 @@ func superviseJob(dir string, sigs chan os.Signal, recordPid bool) (cleanup func
 			terminate(exitMaxDuration)
 		case <-clock.warnC():
 			clock.warnSent()
-			if sig := sp.Assignment.Signal; ex.Reason == "" && sig.BatchOnly {
-				_ = unix.Kill(pgid, unix.Signal(sig.Number))
-			} else if ex.Reason == "" {
-				signalJob(unix.Signal(sig.Number))
+			if ex.Reason == "" && !warnJob(sp.Assignment.Signal, pgid, stepsDir, signalJob) {
+				warnAgain = time.After(time.Second)
+			}
+		case <-warnAgain:
+			warnAgain = nil
+			if ex.Reason == "" && !warnJob(sp.Assignment.Signal, pgid, stepsDir, signalJob) {
+				warnAgain = time.After(time.Second)
 			}
 		case <-killAfter:
 			signalJob(unix.SIGKILL)
 		}
 	}
-	// Whatever the job left behind in its process group ends with it, and
-	// so does whatever left the group but not the job's cgroup.
+	// Whatever the job left behind in its process group or its steps' ends
+	// with it, and so does whatever left the group but not the job's cgroup.
 	_ = unix.Kill(-pgid, unix.SIGKILL)
+	signalSteps(stepsDir, pgid, unix.SIGKILL)
 	var oomKills uint64
 	if grp != nil {
 		oomKills = endGroup(grp)

@@ -346,11 +346,14 @@ type Assignment struct {
 }
 
 // SignalAt is a signal to send Before seconds before the job's time limit;
-// BatchOnly sends it to the job's main process only, else to all of them.
+// BatchOnly sends it to the job's main process only, StepsOnly to the
+// tasks of its srun steps only (Slurm's --signal without B:), else to all
+// of its processes.
 type SignalAt struct {
 	Number    int   `json:"number"`
 	Before    int64 `json:"before"`
 	BatchOnly bool  `json:"batch_only,omitempty"`
+	StepsOnly bool  `json:"steps_only,omitempty"`
 }
 
 // AgentMessage is one line of the stream from the server to an agent.

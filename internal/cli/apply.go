@@ -163,6 +163,9 @@ directory. --gpu, --cpu, --memory, --disk, --max-duration, --fleet, --retry-dura
 			fmt.Fprintf(errw, "Submitted run %s (ID %d); streaming its output (Ctrl-C detaches, the run goes on)\n", run.Name, run.ID)
 			detachPorts := attachOnStart(ctx, c, t, run, errw) // apply_attach.go
 			defer detachPorts()
+			// An array's progress below its output, on a terminal only.
+			out, errw, stopProgress := arrayProgress(ctx, c, run, t, out, errw)
+			defer stopProgress()
 			return attach(ctx, c, run, t.JobCount(), out, errw)
 		},
 	}

@@ -110,7 +110,10 @@ func upload(ctx context.Context, c *client.Client, cs []carried, w io.Writer) (i
 			continue
 		}
 		fmt.Fprintf(w, "%s: %d files, %s; uploading (%.12s)\n", x.what, x.arc.Files, size, x.arc.Digest)
-		if err := c.PutBlob(ctx, x.arc.Digest, x.arc.Data); err != nil {
+		progress, done := uploadProgress(w, x.what, int64(len(x.arc.Data))) // progress.go: on a terminal only
+		err = c.PutBlobProgress(ctx, x.arc.Digest, x.arc.Data, progress)
+		done()
+		if err != nil {
 			return sent, fmt.Errorf("upload %s: %w", x.what, err)
 		}
 		sent += int64(len(x.arc.Data))

@@ -121,7 +121,7 @@ func TestFleetEngineErrorOnce(t *testing.T) {
 	}
 	nodes := []api.Node{node("n1", "none ("+e+")"), node("n2", "none ("+e+")"), node("n3", "docker 1.41")}
 	var b strings.Builder
-	if err := printFleet(&b, nodes); err != nil {
+	if err := printFleet(&b, nodes, palette{}); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()

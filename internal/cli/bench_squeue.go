@@ -24,7 +24,7 @@ import (
 func newBenchSqueueCmd() *cobra.Command {
 	var (
 		runs, repeat int
-		clientExe    string
+		clientExes   []string
 		full         bool
 	)
 	cmd := &cobra.Command{
@@ -35,30 +35,36 @@ whole node (so one runs and the rest wait), through the API from 8 clients. Then
 processes through Slurm-named links, each listing --repeat times and prints its median wall time
 and the client's peak resident memory: squeue -j N, scontrol show job N, sacct -j N, a full squeue
 and a full sacct. Prints the server process's resident memory before and after the listings.
---client runs another berth binary's Slurm commands against the same server (to compare builds).`,
+--client runs another berth binary's Slurm commands against the same server (to compare builds);
+given several times, each binary's listings are timed in turn, against the same runs.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			out := cmd.OutOrStdout()
-			exe := clientExe
-			if exe == "" {
-				var err error
-				if exe, err = os.Executable(); err != nil {
+			exes := clientExes
+			if len(exes) == 0 {
+				exe, err := os.Executable()
+				if err != nil {
 					return err
 				}
+				exes = []string{exe}
 			}
 			b, err := startBenchServer(ctx, true)
 			if err != nil {
 				return err
 			}
 			defer b.stop()
-			bin := filepath.Join(b.home, "bin")
-			if err := os.MkdirAll(bin, 0o755); err != nil {
-				return err
-			}
-			for _, name := range []string{"squeue", "scontrol", "sacct"} {
-				if err := os.Symlink(exe, filepath.Join(bin, name)); err != nil {
+			// One folder of Slurm-named links per client binary.
+			bins := make([]string, len(exes))
+			for i, exe := range exes {
+				bins[i] = filepath.Join(b.home, "bin"+strconv.Itoa(i))
+				if err := os.MkdirAll(bins[i], 0o755); err != nil {
 					return err
+				}
+				for _, name := range []string{"squeue", "scontrol", "sacct"} {
+					if err := os.Symlink(exe, filepath.Join(bins[i], name)); err != nil {
+						return err
+					}
 				}
 			}
 			t := &spec.Task{Type: "task", Commands: []string{"sleep 3600"}, Resources: spec.Resources{CPU: &spec.CPUSpec{Count: spec.IntRange{Min: runtime.NumCPU()}}}}
@@ -85,19 +91,36 @@ and a full sacct. Prints the server process's resident memory before and after t
 			if !full {
 				listings = listings[:3]
 			}
-			for _, l := range listings {
-				var times []time.Duration
-				var peak int64
-				lines := 0
-				for range repeat {
-					took, hwm, n, err := timeClient(ctx, b.home, filepath.Join(bin, l.args[0]), l.args[1:])
-					if err != nil {
-						return fmt.Errorf("bench: %s: %w", l.name, err)
-					}
-					times, peak, lines = append(times, took), max(peak, hwm), n
+			for i, bin := range bins {
+				if len(bins) > 1 {
+					fmt.Fprintf(out, "squeue: client %s\n", exes[i])
 				}
-				slices.Sort(times)
-				fmt.Fprintf(out, "squeue: %-24s %10s median of %d (%d lines; client peak RSS %s)\n", l.name, ms(times[len(times)/2]), repeat, lines, mib(peak))
+				for _, l := range listings {
+					var times, cpus []time.Duration
+					var peak int64
+					lines := 0
+					for range repeat {
+						pid := b.cmd.Process.Pid
+						server0 := procCPU(pid)
+						took, cpu, hwm, n, err := timeClient(ctx, b.home, filepath.Join(bin, l.args[0]), l.args[1:])
+						if err != nil {
+							return fmt.Errorf("bench: %s: %w", l.name, err)
+						}
+						times, peak, lines = append(times, took), max(peak, hwm), n
+						cpus = append(cpus, cpu, procCPU(pid)-server0)
+					}
+					slices.Sort(times)
+					// CPU times: a loaded machine stretches the wall time, not these.
+					var ccpu, scpu time.Duration
+					for i := 0; i < len(cpus); i += 2 {
+						ccpu, scpu = ccpu+cpus[i], scpu+cpus[i+1]
+					}
+					n := time.Duration(repeat)
+					fmt.Fprintf(out, "squeue: %-24s %10s median of %d (%d lines; client peak RSS %s; CPU client %s, server %s, mean)\n",
+						l.name, ms(times[len(times)/2]), repeat, lines, mib(peak), ms(ccpu/n), ms(scpu/n))
+				}
+				rss, _ := procMemory(b.cmd.Process.Pid)
+				fmt.Fprintf(out, "squeue: server RSS %s\n", mib(rss))
 			}
 			time.Sleep(time.Second)
 			rss2, peak2 := procMemory(b.cmd.Process.Pid)
@@ -109,29 +132,46 @@ and a full sacct. Prints the server process's resident memory before and after t
 	cmd.Flags().IntVar(&runs, "runs", 100000, "waiting runs to hold")
 	cmd.Flags().IntVar(&repeat, "repeat", 5, "times to run each listing")
 	cmd.Flags().BoolVar(&full, "full", true, "also time the full listings (squeue, sacct)")
-	cmd.Flags().StringVar(&clientExe, "client", "", "the berth binary whose Slurm commands are timed (default this one)")
+	cmd.Flags().StringArrayVar(&clientExes, "client", nil, "a berth binary whose Slurm commands are timed (default this one); repeat to compare")
 	return cmd
 }
 
 // timeClient runs one client process against the benchmark's server: its
 // wall time, its peak resident memory (from rusage) and its output lines.
-func timeClient(ctx context.Context, home, path string, args []string) (time.Duration, int64, int, error) {
+func timeClient(ctx context.Context, home, path string, args []string) (took, cpu time.Duration, peak int64, lines int, err error) {
 	c := exec.CommandContext(ctx, path, args...)
 	c.Env = append(os.Environ(), "BERTH_HOME="+home)
 	var stderr bytes.Buffer
 	lc := &lineCounter{}
 	c.Stdout, c.Stderr = lc, &stderr
 	t0 := time.Now()
-	err := c.Run()
-	took := time.Since(t0)
+	err = c.Run()
+	took = time.Since(t0)
 	if err != nil {
-		return 0, 0, 0, fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
+		return 0, 0, 0, 0, fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
 	}
-	var peak int64
 	if ru, ok := c.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		peak = ru.Maxrss << 10
 	}
-	return took, peak, lc.n, nil
+	return took, c.ProcessState.UserTime() + c.ProcessState.SystemTime(), peak, lc.n, nil
+}
+
+// procCPU is the CPU time a process has used so far (user and system,
+// from /proc/PID/stat), zero when unreadable.
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The fields after the command's closing parenthesis: utime and stime
+	// are the 12th and 13th (clock ticks, 100 a second on Linux).
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+s) * 10 * time.Millisecond
 }
 
 // stopActive stops the benchmark's running run and waits until nothing

@@ -22,7 +22,7 @@ import (
 )
 
 func newPsCmd() *cobra.Command {
-	var all, verbose, asJSON, watching bool
+	var all, verbose, asJSON, watching, noColor bool
 	var last int
 	cmd := &cobra.Command{
 		Use:   "ps",
@@ -35,12 +35,13 @@ func newPsCmd() *cobra.Command {
 			}
 			o := client.ListOptions{All: all || last > 0, Jobs: verbose || asJSON, Limit: last}
 			out := cmd.OutOrStdout()
+			pal := paletteFor(out, noColor)
 			if watching {
 				if asJSON {
 					return errors.New("--watch and --json do not go together")
 				}
 				return watch(cmd.Context(), out, isTTY(out), watchInterval, func(w io.Writer) error {
-					tw := newRunTable(w, verbose, time.Now())
+					tw := newRunTable(w, verbose, time.Now(), pal)
 					if err := eachShown(cmd.Context(), c, o, tw.add); err != nil {
 						return err
 					}
@@ -57,7 +58,7 @@ func newPsCmd() *cobra.Command {
 				}
 				return list.end()
 			}
-			tw := newRunTable(out, verbose, time.Now())
+			tw := newRunTable(out, verbose, time.Now(), pal)
 			if err := eachShown(cmd.Context(), c, o, tw.add); err != nil {
 				tw.end()
 				return err
@@ -71,6 +72,7 @@ func newPsCmd() *cobra.Command {
 	f.IntVarP(&last, "last", "n", 0, "show the last N runs, finished or not")
 	f.BoolVarP(&watching, "watch", "w", false, "redraw every 2 s until Ctrl-C (in place on a terminal; elsewhere each change, after a blank line)")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
+	f.BoolVar(&noColor, "no-color", false, "no colour (the default off a terminal or with NO_COLOR set)")
 	return cmd
 }
 
@@ -98,12 +100,13 @@ type runTable struct {
 	t       *streamTable
 	verbose bool
 	now     time.Time
+	pal     palette
 }
 
-func newRunTable(w io.Writer, verbose bool, now time.Time) *runTable {
+func newRunTable(w io.Writer, verbose bool, now time.Time, pal palette) *runTable {
 	t := newStreamTable(w)
-	t.row("NAME", "ID", "RESOURCES", "STATUS", "REASON", "SUBMITTED", "EXIT")
-	return &runTable{t: t, verbose: verbose, now: now}
+	t.row("NAME", "ID", "RESOURCES", pal.plain("STATUS"), "REASON", "SUBMITTED", "EXIT")
+	return &runTable{t: t, verbose: verbose, now: now, pal: pal}
 }
 
 // end prints what is held.
@@ -142,10 +145,10 @@ func (rt *runTable) add(r *api.Run) error {
 		}
 		reason += " behind " + strings.Join(ids, ",")
 	}
-	rt.t.row(name, strconv.FormatInt(r.ID, 10), orDash(r.Resources), string(status), reason, ago(rt.now, r.SubmittedAt), exitText(r.ExitCode))
+	rt.t.row(name, strconv.FormatInt(r.ID, 10), orDash(r.Resources), rt.pal.status(string(status)), reason, ago(rt.now, r.SubmittedAt), exitText(r.ExitCode))
 	if rt.verbose {
 		for _, j := range r.Jobs {
-			rt.t.row(fmt.Sprintf("  job %d", j.Num), strconv.FormatInt(j.ID, 10), allocText(j.Alloc, j.Node), string(j.Status), orDash(j.Reason), ago(rt.now, j.SubmittedAt), exitText(j.ExitCode))
+			rt.t.row(fmt.Sprintf("  job %d", j.Num), strconv.FormatInt(j.ID, 10), allocText(j.Alloc, j.Node), rt.pal.status(string(j.Status)), orDash(j.Reason), ago(rt.now, j.SubmittedAt), exitText(j.ExitCode))
 		}
 	}
 	return rt.t.err
@@ -320,7 +323,7 @@ confirmation; -y is accepted for dstack's habits.`,
 }
 
 func newFleetCmd() *cobra.Command {
-	var asJSON, watching bool
+	var asJSON, watching, noColor bool
 	cmd := &cobra.Command{
 		Use:   "fleet",
 		Short: "List the cluster's nodes and their free and total resources",
@@ -330,6 +333,7 @@ func newFleetCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			pal := paletteFor(cmd.OutOrStdout(), noColor)
 			if watching {
 				if asJSON {
 					return errors.New("--watch and --json do not go together")
@@ -340,7 +344,7 @@ func newFleetCmd() *cobra.Command {
 					if err != nil {
 						return err
 					}
-					return printFleet(w, nodes)
+					return printFleet(w, nodes, pal)
 				})
 			}
 			nodes, err := c.Nodes(cmd.Context())
@@ -350,7 +354,7 @@ func newFleetCmd() *cobra.Command {
 			if asJSON {
 				return printJSON(cmd.OutOrStdout(), nodes)
 			}
-			if err := printFleet(cmd.OutOrStdout(), nodes); err != nil {
+			if err := printFleet(cmd.OutOrStdout(), nodes, pal); err != nil {
 				return err
 			}
 			fleets, err := c.Fleets(cmd.Context())
@@ -363,13 +367,14 @@ func newFleetCmd() *cobra.Command {
 	cmd.AddCommand(newFleetDeleteCmd())
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().BoolVarP(&watching, "watch", "w", false, "redraw every 2 s until Ctrl-C (in place on a terminal; elsewhere each change, after a blank line)")
+	cmd.Flags().BoolVar(&noColor, "no-color", false, "no colour (the default off a terminal or with NO_COLOR set)")
 	return cmd
 }
 
 // printFleet prints the nodes as `berth fleet` shows them.
-func printFleet(w io.Writer, nodes []api.Node) error {
+func printFleet(w io.Writer, nodes []api.Node, pal palette) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "FLEET\tNODE\tADDRESS\tSTATUS\tCPU (free/total)\tMEMORY (free/total)\tGPU (free/total)\tJOBS\tLIMITS\tCONTAINERS\tRUN AS\tREASON")
+	fmt.Fprintln(tw, "FLEET\tNODE\tADDRESS\t"+pal.plain("STATUS")+"\tCPU (free/total)\tMEMORY (free/total)\tGPU (free/total)\tJOBS\tLIMITS\tCONTAINERS\tRUN AS\tREASON")
 	nodes = slices.Clone(nodes)
 	// A container engine's error (Docker's runs to 250 characters) is
 	// said once, below the table, with the nodes that gave it.
@@ -395,7 +400,7 @@ func printFleet(w io.Writer, nodes []api.Node) error {
 		if len(n.GPUs) > 0 {
 			gpu = fmt.Sprintf("%d/%d %s", len(n.GPUs)-n.AllocGPUs, len(n.GPUs), gpuModel(n.GPUs))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s/%s\t%s\t%d\t%s\t%s\t%s\t%s\n", orDash(n.Fleet), n.Name, n.Addr, n.Status, n.CPUs-n.AllocCPUs, n.CPUs,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s/%s\t%s\t%d\t%s\t%s\t%s\t%s\n", orDash(n.Fleet), n.Name, n.Addr, pal.status(n.Status), n.CPUs-n.AllocCPUs, n.CPUs,
 			spec.Bytes(n.Memory-n.AllocMemory).Approx(), spec.Bytes(n.Memory).Approx(), gpu, n.Jobs, limitsText(n), orDash(n.Containers), orDash(n.RunAs), fleetReason(n))
 	}
 	return tw.Flush()

@@ -464,8 +464,11 @@ func buildBatchRun(job *slurm.BatchJob, scriptPath string, s submitter, known fu
 		t.MaxDuration = &d
 		if o.Signal != nil {
 			// Delivered that long before the time limit (without one, as
-			// in Slurm, there is no moment to send it: it stays a tag).
-			t.Signal = o.Signal.String()
+			// in Slurm, there is no moment to send it: it stays a tag):
+			// with B: to the batch shell, else to the job's steps (S:).
+			sig := spec.Signal{Number: o.Signal.Signal, Before: spec.Duration(o.Signal.Before / time.Second),
+				BatchOnly: o.Signal.BatchOnly, StepsOnly: !o.Signal.BatchOnly}
+			t.Signal = sig.String()
 		}
 	}
 	if o.Array != nil {

@@ -449,9 +449,10 @@ func TestSbatchSignalBecomesTheRunsSignal(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--signal=B:USR1@300", "--time=1:00:00", "job.sh"}, "B:USR1@300"},
-		{[]string{"--signal=USR2", "--time=10", "job.sh"}, "USR2"}, // the default, 60 s before, in both
-		{[]string{"--signal=USR1@30", "job.sh"}, ""},               // no time limit: nothing to count back from
+		{[]string{"--signal=B:USR1@300", "--time=1:00:00", "job.sh"}, "B:USR1@5m"}, // the batch shell only
+		{[]string{"--signal=USR2", "--time=10", "job.sh"}, "S:USR2"},               // the job's steps only; 60 s before, in both
+		{[]string{"--signal=USR2@50", "-t", "1", "job.sh"}, "S:USR2@50s"},
+		{[]string{"--signal=USR1@30", "job.sh"}, ""}, // no time limit: nothing to count back from
 	} {
 		br, err := buildFrom(t, tc.args, "#!/bin/bash\ntrue\n", nil)
 		if err != nil {

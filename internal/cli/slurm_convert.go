@@ -80,6 +80,10 @@ type slurmView struct {
 	earlier map[int64][]api.Run
 	// duplicates: sacct -D lists the earlier attempts.
 	duplicates bool
+	// active counts each array's tasks that have left the queue and not
+	// finished (runningTasks), built once with the view: per task it
+	// would cost a pass over every run.
+	active map[int64]int
 }
 
 func newSlurmView(runs []api.Run, nodes []api.Node, now time.Time) *slurmView {
@@ -93,6 +97,12 @@ func newSlurmView(runs []api.Run, nodes []api.Node, now time.Time) *slurmView {
 			runs[i] = cur
 		}
 		v.byID[runs[i].ID] = &runs[i]
+		if r := &runs[i]; r.ArrayID != 0 && !r.Status.Finished() && r.Status != api.StatusSubmitted {
+			if v.active == nil {
+				v.active = map[int64]int{}
+			}
+			v.active[r.ArrayID]++
+		}
 	}
 	for _, n := range nodes {
 		v.fleet[n.Name] = n.Fleet
@@ -609,16 +619,9 @@ func (v *slurmView) job(r *api.Run) slurm.Job {
 	return j
 }
 
-func (v *slurmView) runningTasks(array int64) int {
-	n := 0
-	for i := range v.runs {
-		r := &v.runs[i]
-		if r.ArrayID == array && !r.Status.Finished() && r.Status != api.StatusSubmitted {
-			n++
-		}
-	}
-	return n
-}
+// runningTasks is how many of an array's tasks have left the queue and
+// not finished: what its throttle (%N) counts.
+func (v *slurmView) runningTasks(array int64) int { return v.active[array] }
 
 // inMemory reports whether squeue and scontrol still show a run: active,
 // or finished less than minJobAge ago. An array's own run is shown while it

@@ -372,14 +372,14 @@ func fetchView(e *slurmEnv, prog string, sel runSelection) (*slurmView, error) {
 	if err != nil {
 		return nil, slurmFail(1, fmt.Sprintf("%s: error: Unable to contact slurm controller (connect failure): %v", prog, err))
 	}
-	o := client.ListOptions{All: sel.all, Jobs: true, Spec: true, IDs: sel.ids, Since: sel.since, Until: sel.until}
+	o := client.ListOptions{All: sel.all, Jobs: true, Spec: true, Lean: true, IDs: sel.ids, Since: sel.since, Until: sel.until}
 	runs, err := c.Runs(e.ctx, o)
 	if err != nil {
 		return nil, slurmFail(1, fmt.Sprintf("%s: error: %v", prog, err))
 	}
 	if sel.refs {
 		if more := referenced(runs); len(more) > 0 {
-			extra, err := c.Runs(e.ctx, client.ListOptions{All: true, Jobs: true, Spec: true, IDs: more})
+			extra, err := c.Runs(e.ctx, client.ListOptions{All: true, Jobs: true, Spec: true, Lean: true, IDs: more})
 			if err != nil {
 				return nil, slurmFail(1, fmt.Sprintf("%s: error: %v", prog, err))
 			}

@@ -193,28 +193,36 @@ func runSqueue(e *slurmEnv, args []string) error {
 		if needAll {
 			sel = inMemory(e.now())
 		}
+		var (
+			jobs []slurm.Job
+			now  time.Time
+		)
 		if len(f.Jobs) > 0 {
-			sel = namedJobs(sel, f.Jobs)
+			v, err := fetchView(e, "squeue", namedJobs(sel, f.Jobs))
+			if err != nil {
+				return err
+			}
+			if len(f.Jobs) == 1 && !v.known(f.Jobs[0]) {
+				return slurm.InvalidJobIDError()
+			}
+			// squeue -j shows the jobs it names in the default states only,
+			// finished ones (still in memory) with -t all.
+			jobs = v.jobs()
+			if len(nodelist) > 0 {
+				jobs = onNodes(jobs, nodelist)
+			}
+			jobs, now = slurm.FilterJobs(jobs, f), v.now
+		} else {
+			var err error
+			if jobs, now, err = squeueJobs(e, sel, f, nodelist); err != nil {
+				return err
+			}
 		}
-		v, err := fetchView(e, "squeue", sel)
-		if err != nil {
-			return err
-		}
-		if len(f.Jobs) == 1 && !v.known(f.Jobs[0]) {
-			return slurm.InvalidJobIDError()
-		}
-		// squeue -j shows the jobs it names in the default states only,
-		// finished ones (still in memory) with -t all.
-		jobs := v.jobs()
-		if len(nodelist) > 0 {
-			jobs = onNodes(jobs, nodelist)
-		}
-		jobs = slurm.FilterJobs(jobs, f)
 		if asJSON {
 			io.WriteString(e.stdout, slurm.SqueueJSON(jobs, clusterName))
 			return nil
 		}
-		o.Now = v.now
+		o.Now = now
 		out, warnings, err := slurm.FormatSqueue(jobs, o)
 		for _, w := range warnings {
 			fmt.Fprintln(e.stderr, w)

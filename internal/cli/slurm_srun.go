@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/berth-hq/berth/internal/agent"
 	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/client"
 	"github.com/berth-hq/berth/internal/slurm"
@@ -660,14 +661,25 @@ func srunStep(e *slurmEnv, r *allocRequest) error {
 	codes := make([]int, len(tasks))
 	var procs []*os.Process
 	var pmu sync.Mutex
-	if step != nil {
-		stop := step.forwardSignals(e, func(sig syscall.Signal) {
-			pmu.Lock()
-			defer pmu.Unlock()
-			for _, p := range procs {
+	// Inside a job, each task here runs in a process group of its own,
+	// recorded for the job's shim, as slurmstepd keeps a step's tasks
+	// apart from the batch shell: a signal for the job's steps (--signal
+	// without B:) reaches them and not the batch shell (agent/steps.go).
+	// Not with --pty: task 0 then reads srun's terminal, which only its
+	// foreground group may.
+	jobDir := e.getenv("BERTH_JOB_DIR")
+	ownGroups := jobDir != "" && !r.pty
+	signalTasks := func(sig syscall.Signal) {
+		pmu.Lock()
+		defer pmu.Unlock()
+		for _, p := range procs {
+			if !ownGroups || syscall.Kill(-p.Pid, sig) != nil {
 				_ = p.Signal(sig)
 			}
-		})
+		}
+	}
+	if step != nil {
+		stop := step.forwardSignals(e, signalTasks)
 		defer stop()
 	}
 	// scancel JOB.STEP: the tasks here end as the other nodes' do,
@@ -677,15 +689,8 @@ func srunStep(e *slurmEnv, r *allocRequest) error {
 		fmt.Fprintf(stderr, "slurmstepd: error: *** STEP %s.%s ON %s CANCELLED AT %s ***\n", e.getenv("SLURM_JOB_ID"), stepID,
 			orStr(e.getenv("SLURMD_NODENAME"), hosts[nodes[0]]), slurm.FormatTimestamp(time.Now()))
 		mu.Unlock()
-		signalAll := func(sig syscall.Signal) {
-			pmu.Lock()
-			defer pmu.Unlock()
-			for _, p := range procs {
-				_ = p.Signal(sig)
-			}
-		}
-		signalAll(syscall.SIGTERM)
-		time.AfterFunc(10*time.Second, func() { signalAll(syscall.SIGKILL) })
+		signalTasks(syscall.SIGTERM)
+		time.AfterFunc(10*time.Second, func() { signalTasks(syscall.SIGKILL) })
 	}
 	var remoteDone chan []remoteExit
 	var attached chan int
@@ -746,6 +751,9 @@ func srunStep(e *slurmEnv, r *allocRequest) error {
 			outW, errW = &lockedWriter{w: stdout, mu: &mu}, &lockedWriter{w: stderr, mu: &mu}
 		}
 		cmd.Stdout, cmd.Stderr = outW, errW
+		if ownGroups {
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		}
 		if err := cmd.Start(); err != nil {
 			codes[i] = 2
 			continue
@@ -753,10 +761,15 @@ func srunStep(e *slurmEnv, r *allocRequest) error {
 		pmu.Lock()
 		procs = append(procs, cmd.Process)
 		pmu.Unlock()
+		recorded := func() {}
+		if ownGroups {
+			recorded = agent.RecordStepTask(jobDir, cmd.Process.Pid)
+		}
 		wg.Add(1)
 		go func(i int, cmd *exec.Cmd, flushers []func()) {
 			defer wg.Done()
 			codes[i] = exitCodeOf(cmd.Wait())
+			recorded()
 			for _, f := range flushers {
 				f()
 			}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/berth-hq/berth/internal/agent"
 	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/client"
 )
@@ -48,9 +49,25 @@ func newStepHostCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			// The job's main process on this node is the step host, not a
+			// batch shell: a signal for the job's main process (--signal=B:,
+			// scancel -b) is not its to die of. Caught, and dropped.
+			signal.Notify(make(chan os.Signal, 1), stepHostIgnores()...)
 			return stepHost(ctx, c, os.Getenv, cmd.ErrOrStderr())
 		},
 	}
+}
+
+// stepHostIgnores are signals a job may be sent (--signal, scancel
+// --signal) that the step host drops: HUP and QUIT would end it (a Go
+// program ignores the others by default; listed all the same).
+func stepHostIgnores() []os.Signal {
+	out := []os.Signal{syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGALRM,
+		syscall.SIGVTALRM, syscall.SIGPROF, syscall.SIGXCPU, syscall.SIGXFSZ, syscall.SIGPWR}
+	for n := 34; n <= 64; n++ { // the real-time signals
+		out = append(out, syscall.Signal(n))
+	}
+	return out
 }
 
 // hostedSteps are the steps running on this node, for srun's signals.
@@ -63,6 +80,9 @@ type hostedSteps struct {
 type hostedStep struct {
 	mu    sync.Mutex
 	procs []*os.Process
+	// jobDir is the job's BERTH_JOB_DIR, where the tasks' process groups
+	// are recorded for the job's shim (agent.RecordStepTask).
+	jobDir string
 }
 
 // signal sends sig to every task of the step (their process groups).
@@ -121,7 +141,7 @@ func stepHost(ctx context.Context, c *client.Client, getenv func(string) string,
 		}
 		for _, st := range work.Steps {
 			after = max(after, st.ID)
-			h := &hostedStep{}
+			h := &hostedStep{jobDir: getenv("BERTH_JOB_DIR")}
 			running.mu.Lock()
 			running.steps[st.ID] = h
 			running.mu.Unlock()
@@ -260,10 +280,12 @@ func runHostedStep(ctx context.Context, c *client.Client, ref string, rank int, 
 			inputs = append(inputs, in)
 		}
 		h.add(cmd.Process)
+		recorded := agent.RecordStepTask(h.jobDir, cmd.Process.Pid)
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
 			codes[i] = exitCodeOf(cmd.Wait())
+			recorded()
 			for _, f := range flushers {
 				f()
 			}

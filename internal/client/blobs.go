@@ -30,10 +30,21 @@ func (c *Client) HasBlob(ctx context.Context, digest string) (b api.Blob, ok boo
 // PutBlob uploads data, whose SHA-256 is digest. Its time limit is the
 // stream client's (none): a large archive on a slow link takes long.
 func (c *Client) PutBlob(ctx context.Context, digest string, data []byte) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, c.base+api.Version+"/blobs/"+url.PathEscape(digest), bytes.NewReader(data))
+	return c.PutBlobProgress(ctx, digest, data, nil)
+}
+
+// PutBlobProgress is PutBlob calling sent, when not nil, with the bytes
+// sent so far as the body is read.
+func (c *Client) PutBlobProgress(ctx context.Context, digest string, data []byte, sent func(int64)) error {
+	var body io.Reader = bytes.NewReader(data)
+	if sent != nil {
+		body = &countingReader{r: body, fn: sent}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, c.base+api.Version+"/blobs/"+url.PathEscape(digest), body)
 	if err != nil {
 		return fmt.Errorf("client: %w", err)
 	}
+	req.ContentLength = int64(len(data))
 	c.authorize(req)
 	req.Header.Set("Content-Type", "application/gzip")
 	resp, err := c.stream.Do(req)
@@ -60,4 +71,20 @@ func (c *Client) RunBlob(ctx context.Context, ref, digest string, w io.Writer) e
 		return fmt.Errorf("client: archive %s: %w", digest, err)
 	}
 	return nil
+}
+
+// countingReader reports how much has been read through it.
+type countingReader struct {
+	r  io.Reader
+	n  int64
+	fn func(int64)
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	if n > 0 {
+		c.fn(c.n)
+	}
+	return n, err
 }

@@ -241,6 +241,10 @@ type ListOptions struct {
 	Limit int
 	// Spec includes each run's configuration (the Slurm commands need it).
 	Spec bool
+	// Lean leaves out of each configuration its commands, environment
+	// and files (a batch script, an exported environment: the bulk of a
+	// listing, and nothing the Slurm listings show).
+	Lean bool
 	// IDs keeps these runs and the tasks of the arrays among them; Users
 	// and Statuses the runs of these users and in these statuses (nil:
 	// any).

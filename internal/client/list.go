@@ -72,6 +72,9 @@ func (o ListOptions) query() url.Values {
 	if o.Spec {
 		q.Set("spec", "1")
 	}
+	if o.Lean {
+		q.Set("lean", "1")
+	}
 	if len(o.IDs) > 0 {
 		ids := make([]string, len(o.IDs))
 		for i, id := range o.IDs {

@@ -126,5 +126,5 @@ func signalOf(t *spec.Task) *api.SignalAt {
 	if sig == nil {
 		return nil
 	}
-	return &api.SignalAt{Number: sig.Number, Before: int64(sig.Before), BatchOnly: sig.BatchOnly}
+	return &api.SignalAt{Number: sig.Number, Before: int64(sig.Before), BatchOnly: sig.BatchOnly, StepsOnly: sig.StepsOnly}
 }

@@ -258,6 +258,9 @@ func (s *Server) handleListRuns(w http.ResponseWriter, r *http.Request, u *store
 			w.Write([]byte("["))
 		}
 		out, err := s.listPage(r, runs, q.Get("jobs") == "1", q.Get("spec") == "1")
+		if q.Get("lean") == "1" {
+			leanSpecs(out)
+		}
 		if err != nil {
 			s.log.Warn("listing cut short", "err", err)
 			return

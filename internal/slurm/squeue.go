@@ -55,8 +55,8 @@ func FormatSqueue(jobs []Job, o SqueueOptions) (out string, warnings []string, e
 	}
 	recs := make([]*squeueRec, 0, len(jobs))
 	for i := range jobs {
-		j := jobs[i]
-		recs = append(recs, &squeueRec{Job: &j, part: j.Partition})
+		// The records point into jobs, read only (folding copies).
+		recs = append(recs, &squeueRec{Job: &jobs[i], part: jobs[i].Partition})
 	}
 	if !o.Array {
 		recs = foldArrays(recs)

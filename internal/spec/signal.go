@@ -17,12 +17,15 @@ import (
 // `B:USR1@300` reads the same), 60 s when left out, as Slurm. With `B:`
 // (Slurm's "batch shell only") only the job's main process gets the
 // signal: the shell running `commands`, whose `trap` then runs once the
-// foreground command returns. Without it every process of the job gets
-// it.
+// foreground command returns. With `S:` (what sbatch's --signal without
+// B: becomes) only the tasks of the job's srun steps get it, on every node,
+// as Slurm signals a job's steps and not its batch shell. With neither,
+// every process of the job gets it.
 type Signal struct {
 	Number    int      // 1..64, Linux numbering
 	Before    Duration // seconds before the time limit
 	BatchOnly bool     // B: the main process only
+	StepsOnly bool     // S: the tasks of the job's steps only
 }
 
 // DefaultSignalBefore is the time before the limit when `@TIME` is left
@@ -49,10 +52,12 @@ func ParseSignal(s string) (Signal, error) {
 		switch strings.ToUpper(flags) {
 		case "B":
 			sig.BatchOnly = true
+		case "S":
+			sig.StepsOnly = true
 		case "R", "RB", "BR":
 			return Signal{}, invalid("%q: Slurm's R (also at the end of a reservation) has no meaning in Berth, which has no reservations; remove it", s)
 		default:
-			return Signal{}, invalid("invalid signal %q (expected [B:]SIG[@TIME], e.g. USR1, B:USR1@5m or 10@300)", s)
+			return Signal{}, invalid("invalid signal %q (expected [B:|S:]SIG[@TIME], e.g. USR1, B:USR1@5m or 10@300)", s)
 		}
 		v = rest
 	}
@@ -119,6 +124,8 @@ func (s Signal) String() string {
 	var b strings.Builder
 	if s.BatchOnly {
 		b.WriteString("B:")
+	} else if s.StepsOnly {
+		b.WriteString("S:")
 	}
 	b.WriteString(SignalName(s.Number))
 	if s.Before != DefaultSignalBefore {

@@ -21,6 +21,7 @@ func TestParseSignal(t *testing.T) {
 		"number":            {in: "10", want: Signal{Number: 10, Before: 60}, str: "USR1"},
 		"slurm seconds":     {in: "B:USR1@300", want: Signal{Number: 10, Before: 300, BatchOnly: true}, str: "B:USR1@5m"},
 		"batch lower":       {in: "b:TERM@1h30m", want: Signal{Number: 15, Before: 5400, BatchOnly: true}, str: "B:TERM@1h30m"},
+		"steps only":        {in: "s:USR2@50", want: Signal{Number: 12, Before: 50, StepsOnly: true}, str: "S:USR2@50s"},
 		"real-time":         {in: "40@90s", want: Signal{Number: 40, Before: 90}, str: "40@90s"},
 		"zero before":       {in: "INT@0", want: Signal{Number: 2, Before: 0}, str: "INT@0s"},
 		"aliases":           {in: "SIGIOT", want: Signal{Number: 6, Before: 60}, str: "ABRT"},
@@ -62,7 +63,7 @@ func TestParseSignalErrors(t *testing.T) {
 		"USR1@-5":    `"USR1@-5": time before the limit: duration "-5" is negative`,
 		"@5m":        "a signal name or number is required before @ (e.g. USR1@5m)",
 		"R:USR1@300": `"R:USR1@300": Slurm's R (also at the end of a reservation) has no meaning in Berth, which has no reservations; remove it`,
-		"X:USR1":     `invalid signal "X:USR1" (expected [B:]SIG[@TIME], e.g. USR1, B:USR1@5m or 10@300)`,
+		"X:USR1":     `invalid signal "X:USR1" (expected [B:|S:]SIG[@TIME], e.g. USR1, B:USR1@5m or 10@300)`,
 	}
 	for in, want := range tests {
 		_, err := ParseSignal(in)

@@ -31,10 +31,13 @@ func chromium(t *testing.T) string {
 // TestBrowser drives the dashboard in a real headless chromium: sign in
 // through the form (a bad token first), watch a run submitted through the
 // API reach done on the runs page without a reload, read its log on its
-// page, open the queue, drain and resume the node on the fleets page. Any
+// page, submit from the submit page and watch that run reach done on its
+// page, search its log, open the usage page and the queue, drain and
+// resume the node on the fleets page. Any
 // console error or uncaught exception fails it. Screenshots of each page
 // go to $BERTH_TEST_ARTIFACTS (or the test's directory); the runs page's
-// weight and time to first paint are logged.
+// weight and time to first paint, and the submit and usage pages', are
+// logged.
 func TestBrowser(t *testing.T) {
 	exe := chromium(t)
 	c := newCluster(t)
@@ -130,25 +133,31 @@ func TestBrowser(t *testing.T) {
 		Bytes, Encoded  float64
 		Resources       int
 	}
-	run("runs page", chromedp.Navigate(c.url+"/ui/runs?all=1"), chromedp.WaitVisible(chromedp.ID("runs")), chromedp.Sleep(300*time.Millisecond))
-	sctx, scancel := step()
-	perf, err := chromedp.Run(sctx, chromedp.Evaluate[measure](`(() => {
+	// weigh logs the open page's weight and first paint (the figures in
+	// docs/dashboard.md).
+	weigh := func(page string) {
+		t.Helper()
+		sctx, scancel := step()
+		defer scancel()
+		perf, err := chromedp.Run(sctx, chromedp.Evaluate[measure](`(() => {
 		const paint = n => (performance.getEntriesByName(n)[0] || {startTime: -1}).startTime;
 		const nav = performance.getEntriesByType('navigation')[0];
-		const res = performance.getEntriesByType('resource').filter(r => !r.name.includes('/events'));
+		const res = performance.getEntriesByType('resource').filter(r => !r.name.includes('/events') && !r.name.includes('/log') && !r.name.includes('/search'));
 		return {FirstPaint: paint('first-paint'), FCP: paint('first-contentful-paint'),
 			Bytes: nav.decodedBodySize + res.reduce((s, r) => s + r.decodedBodySize, 0),
 			Encoded: nav.encodedBodySize + res.reduce((s, r) => s + r.encodedBodySize, 0), Resources: res.length};
 	})()`))
-	scancel()
-	if err != nil {
-		t.Fatal(err)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s page: %d bytes (the page and %d resources; %d as sent); first paint %.0f ms, first contentful paint %.0f ms after navigation start",
+			page, int(perf.Bytes), perf.Resources, int(perf.Encoded), perf.FirstPaint, perf.FCP)
+		if perf.FCP <= 0 || perf.Bytes <= 0 || perf.Resources < 3 {
+			t.Errorf("%s page: no measurement: %+v", page, perf)
+		}
 	}
-	t.Logf("runs page: %d bytes (the page and %d resources; %d as sent); first paint %.0f ms, first contentful paint %.0f ms after navigation start",
-		int(perf.Bytes), perf.Resources, int(perf.Encoded), perf.FirstPaint, perf.FCP)
-	if perf.FCP <= 0 || perf.Bytes <= 0 || perf.Resources < 3 {
-		t.Errorf("no measurement: %+v", perf)
-	}
+	run("runs page", chromedp.Navigate(c.url+"/ui/runs?all=1"), chromedp.WaitVisible(chromedp.ID("runs")), chromedp.Sleep(300*time.Millisecond))
+	weigh("runs")
 	run("mark", func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
 		_, err := chromedp.Evaluate[bool](`window.notReloaded = true`)(ctx, tg)
 		return chromedp.Void{}, err
@@ -164,7 +173,7 @@ func TestBrowser(t *testing.T) {
 		now, _ := c.admin.Run(context.Background(), fmt.Sprint(r.ID))
 		t.Fatalf("the runs page did not show run %d done (%v); the API says %s; the page shows %q", r.ID, err, now.Status, text("#runs"))
 	}
-	sctx, scancel = step()
+	sctx, scancel := step()
 	kept, err := chromedp.Run(sctx, chromedp.Evaluate[bool](`window.notReloaded === true`))
 	scancel()
 	if err != nil || !kept {
@@ -180,6 +189,39 @@ func TestBrowser(t *testing.T) {
 		}, shot("run"))
 	if lt, end := text("#log"), text("#log-end"); !strings.Contains(lt, "hello-from-the-browser-test") || !strings.Contains(end, "done") {
 		t.Errorf("run page log %q, end %q", lt, end)
+	}
+
+	// Submit from the Submit page: the plan, then Submit; the new run's
+	// page follows it to done through its live updates.
+	run("submit page", chromedp.Navigate(c.url+"/ui/submit"), chromedp.WaitVisible(chromedp.ID("config")))
+	weigh("submit")
+	run("plan",
+		chromedp.SetValue(chromedp.ID("config"), "type: task\nname: fromform\ncommands:\n  - sleep 1\n  - echo needle-1\n  - echo hay\n  - echo 'needle-<2>'\n"),
+		chromedp.Click(chromedp.ID("plan-btn")), chromedp.WaitVisible(chromedp.ID("plan")), shot("submit-plan"))
+	run("submit", chromedp.Click(chromedp.ID("submit-btn")), chromedp.WaitVisible(chromedp.ID("log-end")),
+		func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+			_, err := chromedp.Poll[bool](`document.getElementById('run-status').textContent === 'done' && document.getElementById('log-end').textContent.includes('done')`, chromedp.WithPollingTimeout(25*time.Second))(ctx, tg)
+			return chromedp.Void{}, err
+		})
+	if h := text("main h1"); !strings.Contains(h, "fromform") {
+		t.Errorf("after Submit the page is %q, want the run fromform's", h)
+	}
+	// Search its log: the results come in beside the followed log.
+	run("search", chromedp.SendKeys(chromedp.ID("log-q"), "needle"), chromedp.Click(chromedp.ID("log-search")),
+		chromedp.WaitVisible(chromedp.ID("search-count")), shot("run-search"))
+	if n, lt := text("#search-count"), text("#log"); !strings.HasPrefix(n, "2 matching lines") || !strings.Contains(lt, "hay") {
+		t.Errorf("search: %q; the log still shows %q", n, lt)
+	}
+	sctx, scancel = step()
+	marks, err := chromedp.Run(sctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#search-results mark')].map(m => m.textContent)`))
+	scancel()
+	if err != nil || len(marks) != 2 || marks[0] != "needle" {
+		t.Errorf("marked %q (%v), want needle twice", marks, err)
+	}
+	run("usage", chromedp.Navigate(c.url+"/ui/usage"), chromedp.WaitVisible(chromedp.ID("fairshare")), shot("usage"))
+	weigh("usage")
+	if u := text("#usage"); !strings.Contains(u, "admin") {
+		t.Errorf("usage table = %q, want the admin's runs", u)
 	}
 
 	run("queue", chromedp.Navigate(c.url+"/ui/queue"), chromedp.WaitVisible(chromedp.CSS("main h1")), shot("queue"))

@@ -264,6 +264,7 @@ func pct(part, total float64) float64 {
 }
 
 var funcs = template.FuncMap{"bytes": bytesText, "pct": pct, "clock": clock, "join": strings.Join,
+	"inc": func(i int) int { return i + 1 }, "sharef": shareFmt,
 	"ids": func(ids []int64) string {
 		s := make([]string, len(ids))
 		for i, id := range ids {

@@ -110,8 +110,12 @@ func lineChart(ss []series, top float64, label func(float64) string) template.HT
 	fmt.Fprintf(&b, `<line class="grid" x1="%.0f" y1="%.1f" x2="%.0f" y2="%.1f"/>`, left, y(top), w-5, y(top))
 	fmt.Fprintf(&b, `<text x="%.0f" y="%.1f" class="tick" text-anchor="end">%s</text>`, left-4, y(top)+4, html.EscapeString(label(top)))
 	fmt.Fprintf(&b, `<text x="%.0f" y="%.1f" class="tick" text-anchor="end">%s</text>`, left-4, y(0), html.EscapeString(label(0)))
-	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" class="tick">%s</text>`, left, h-4, t0.UTC().Format("15:04:05"))
-	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" class="tick" text-anchor="end">%s</text>`, w-5, h-4, t1.UTC().Format("15:04:05"))
+	layout := "15:04:05"
+	if span > 20*3600 { // over days: the date too
+		layout = "Jan 2 15:04"
+	}
+	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" class="tick">%s</text>`, left, h-4, t0.UTC().Format(layout))
+	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" class="tick" text-anchor="end">%s</text>`, w-5, h-4, t1.UTC().Format(layout))
 	for i, s := range ss {
 		if len(s.pts) == 0 {
 			continue

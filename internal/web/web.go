@@ -99,6 +99,10 @@ func New(apiHandler http.Handler, opt Options) *UI {
 	m.HandleFunc("POST /ui/nodes/{name}/drain", u.signedIn(u.drain))
 	m.HandleFunc("POST /ui/nodes/{name}/resume", u.signedIn(u.resume))
 	m.HandleFunc("GET /ui/queue", u.signedIn(u.queuePage))
+	m.HandleFunc("GET /ui/submit", u.signedIn(u.submitPage))
+	m.HandleFunc("POST /ui/submit", u.signedIn(u.submit))
+	m.HandleFunc("GET /ui/runs/{ref}/search", u.signedIn(u.searchLog))
+	m.HandleFunc("GET /ui/usage", u.signedIn(u.usagePage))
 	u.mux = m
 	// Pages, fragments and assets go gzipped to a browser that takes it
 	// (the page weight is a fifth); the live streams do not: each event is
@@ -286,7 +290,7 @@ func (memAddr) String() string  { return "dashboard" }
 // parsePages parses each page with the layout it fills.
 func parsePages() map[string]*template.Template {
 	out := map[string]*template.Template{}
-	for _, name := range []string{"login", "runs", "run", "fleets", "queue", "error"} {
+	for _, name := range []string{"login", "runs", "run", "fleets", "queue", "submit", "usage", "error"} {
 		out[name] = template.Must(template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html"))
 	}
 	return out

@@ -129,7 +129,7 @@ func TestRights(t *testing.T) {
 	}
 	code, h, _ := post(t, hc, c.url+"/ui/nodes/node1/drain", bob, url.Values{"reason": {"x"}})
 	loc, _ := url.Parse(h.Get("Location"))
-	if code != http.StatusSeeOther || loc.Path != "/ui/fleets" || !strings.Contains(loc.Query().Get("err"), "forbidden") {
+	if code != http.StatusSeeOther || loc.Path != "/ui/fleets" || !strings.Contains(loc.Query().Get("err"), "admin's token") {
 		t.Fatalf("bob's drain: %d %q, want back to fleets with the API's refusal", code, h.Get("Location"))
 	}
 	ns, _ := c.admin.Nodes(context.Background())
