@@ -203,6 +203,12 @@ func (s *Server) reconcileServices(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.svc.mu.Lock()
+	known := len(s.svc.byKey)
+	s.svc.mu.Unlock()
+	if len(rows) == 0 && known == 0 {
+		return nil // no service: no need to read the active runs
+	}
 	active, err := s.store.ListRuns(ctx, store.RunFilter{})
 	if err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 
 	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/client"
+	"github.com/berth-hq/berth/internal/spec"
 )
 
 // webService is a service whose replicas answer "VERSION PORT PATH" over
@@ -369,5 +370,30 @@ func TestServiceModel(t *testing.T) {
 	}
 	if code, body := post("", "tiny-chat"); code != http.StatusUnauthorized {
 		t.Errorf("no token: %d %s, want 401", code, body)
+	}
+}
+
+// TestDesiredReplicas: the autoscaler's count is the request rate over
+// the window divided by the target, rounded up, within the range.
+func TestDesiredReplicas(t *testing.T) {
+	r := spec.Replicas{Min: 0, Max: 4}
+	for _, tc := range []struct {
+		hits int
+		want int
+	}{{0, 0}, {1, 1}, {600, 1}, {601, 2}, {1800, 3}, {100000, 4}} {
+		if got := desiredReplicas(tc.hits, time.Minute, 10, r); got != tc.want {
+			t.Errorf("%d requests a minute at 10 rps a replica: %d replicas, want %d", tc.hits, got, tc.want)
+		}
+	}
+	if got := desiredReplicas(0, time.Minute, 10, spec.Replicas{Min: 2, Max: 4}); got != 2 {
+		t.Errorf("no requests with a minimum of 2: %d", got)
+	}
+	var rt rate
+	now := time.Unix(1000, 0)
+	for i := 0; i < 90; i++ {
+		rt.add(now.Add(time.Duration(i) * time.Second))
+	}
+	if got := rt.count(now.Add(89 * time.Second)); got != 60 {
+		t.Errorf("one request a second for 90 s: %d in the window, want 60", got)
 	}
 }
