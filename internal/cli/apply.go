@@ -114,7 +114,9 @@ directory. --gpu, --cpu, --memory, --disk, --max-duration, --fleet, --retry-dura
 			}
 			printPlan(errw, file, plan)
 			var decision replaceDecision
-			if plan.Active != nil {
+			if plan.Active != nil && t.IsService() {
+				serviceUpdate(errw, plan.Active, t) // service.go: the server rolls its replicas
+			} else if plan.Active != nil {
 				decision = decideReplace(errw, plan.Active, t, yes, force)
 			}
 			if dryRun || decision.done {
@@ -146,6 +148,10 @@ directory. --gpu, --cpu, --memory, --disk, --max-duration, --fleet, --retry-dura
 			run, err := c.Submit(ctx, req)
 			if err != nil {
 				return placeError(err, file, data)
+			}
+			if t.IsService() {
+				printService(out, c, t, run) // service.go
+				return nil
 			}
 			if t.Schedule != nil {
 				return scheduled(ctx, c, out, run)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/control"
+	"github.com/berth-hq/berth/internal/lifecycle"
 	"github.com/berth-hq/berth/internal/sched"
 	"github.com/berth-hq/berth/internal/spec"
 	"github.com/berth-hq/berth/internal/store"
@@ -108,6 +109,10 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, u *store.U
 		writeError(w, err)
 		return
 	}
+	if t.IsService() {
+		s.handleServiceSubmit(w, r, u, t) // services.go
+		return
+	}
 	seen, err := s.resolveDeps(r.Context(), u, t)
 	if err != nil {
 		writeError(w, err)
@@ -136,6 +141,7 @@ var supported = map[string]bool{
 	"image": true, "registry_auth": true, "shell": true, "user": true, "privileged": true, "volumes": true, "ports": true,
 	"resources.shm_size": true, "signal": true, "startup_order": true, "stop_criteria": true, "dstack": true,
 	"ide": true, "init": true, "inactivity_duration": true, // dev environments (spec/devenv.go)
+	"port": true, "replicas": true, "scaling": true, "probes": true, "auth": true, "strip_prefix": true, "model": true, // services.go, gateway.go
 	"utilization_policy": true, // utilization.go
 	"retry":              true, "repos": true, "files": true,
 }
@@ -555,6 +561,9 @@ func (s *Server) handleStop(w http.ResponseWriter, r *http.Request, u *store.Use
 	}
 	if err == nil {
 		err = s.mayChange(u, run)
+	}
+	if err == nil && isServiceRun(run) && !lifecycle.Status(run.Status).Finished() {
+		err = s.stopService(r.Context(), run) // services.go: the whole service
 	}
 	if err != nil {
 		writeError(w, err)

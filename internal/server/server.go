@@ -184,6 +184,11 @@ type Server struct {
 	steps stepRelay
 	// tunnels are the tunnels waiting for their agent's end (tunnel.go).
 	tunnels tunnelWaits
+	// svc, gwOnce and gwTransport are the services and their gateway
+	// (services.go, gateway.go).
+	svc         services
+	gwOnce      sync.Once
+	gwTransport *http.Transport
 	// util watches the runs' utilization_policy (utilization.go).
 	util         utilWatch
 	cloud        cloudState   // backend fleets (cloud.go)
@@ -311,6 +316,7 @@ func (s *Server) Run(ctx context.Context) error {
 	go s.schedLoop(ctx)
 	go s.reapSteps(ctx)
 	go s.foldLoop(ctx)
+	go s.serviceLoop(ctx)
 	go s.cloudLoop(ctx)
 	go s.fleetLoop(ctx)
 	s.wakeScheduler()
@@ -398,6 +404,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET "+v+"/steps", s.auth(s.handleListSteps))
 	mux.HandleFunc("GET "+v+"/runs/{ref}/tunnel", s.runAuth(s.handleRunTunnel))
 	mux.HandleFunc("GET "+v+"/agent/tunnel/{id}", s.agentAuth(s.handleAgentTunnel))
+	mux.HandleFunc("/proxy/services/{project}/{name}/", s.handleGateway)
+	mux.HandleFunc("/proxy/models/{project}/{rest...}", s.handleModels)
 	mux.HandleFunc("GET "+v+"/blobs/{digest}", s.auth(s.handleBlobHas))
 	mux.HandleFunc("PUT "+v+"/blobs/{digest}", s.auth(s.handleBlobPut))
 	mux.HandleFunc("GET "+v+"/runs/{ref}/blobs/{digest}", s.runAuth(s.handleRunBlob))

@@ -14,8 +14,6 @@ import (
 // otherTypeFields are keys of dstack's other configuration types, so that a
 // stray one gets a better message than "unknown field".
 var otherTypeFields = map[string]string{
-	"port": "service", "replicas": "service", "scaling": "service", "gateway": "service", "model": "service",
-	"https": "service", "auth": "service", "strip_prefix": "service", "rate_limits": "service", "probes": "service",
 	"placement": "fleet", "blocks": "fleet", "ssh_config": "fleet", "termination_policy": "fleet",
 }
 
@@ -52,7 +50,7 @@ func (w *walker) task(root ast.Node) *Task {
 		if !ok {
 			return nil
 		}
-		if typ != "task" && typ != "dev-environment" {
+		if typ != "task" && typ != "dev-environment" && typ != "service" {
 			// Other types have other schemas: checking their fields against
 			// the task schema would only bury the one error that matters.
 			w.errs = nil
@@ -196,6 +194,32 @@ func (w *walker) field(t *Task, e entry) {
 		t.InactivityDuration = w.offDuration(v, p, &off)
 	case "version":
 		str(&t.Version)
+	case "port":
+		t.Port = w.servicePort(v, p)
+	case "replicas":
+		t.Replicas = w.replicas(v, p)
+	case "scaling":
+		t.Scaling = w.scaling(v, p)
+	case "probes":
+		t.Probes = w.probes(v, p)
+	case "model":
+		t.Model = w.model(v, p)
+	case "auth":
+		var b bool
+		boolean(&b)
+		if !w.bad[p] {
+			t.Auth = &b
+		}
+	case "https":
+		t.HTTPS = w.httpsValue(v, p)
+	case "strip_prefix":
+		var b bool
+		boolean(&b)
+		if !w.bad[p] {
+			t.StripPrefix = &b
+		}
+	case "rate_limits":
+		t.RateLimits = w.rateLimits(v, p)
 	case "stop_duration":
 		off := DurationOff
 		t.StopDuration = w.offDuration(v, p, &off)

@@ -40,7 +40,7 @@ func TestDevEnvironmentErrors(t *testing.T) {
 		"commands":         {"type: dev-environment\nide: vscode\ncommands: [ls]\n", "commands: a dev environment has no commands: put them under `init`"},
 		"init in a task":   {"type: task\ncommands: [ls]\ninit: [ls]\n", "init: belongs to dev-environment configurations"},
 		"nodes":            {"type: dev-environment\nide: vscode\nnodes: 2\n", "nodes: a dev environment runs on one node"},
-		"still refused":    {"type: service\n", `"service" configurations are not supported`},
+		"still refused":    {"type: fleet\n", `"fleet" configurations are not supported`},
 		"inactivity < 1s":  {"type: dev-environment\nide: vscode\ninactivity_duration: 0s\n", "inactivity_duration:"},
 		"ide in a service": {"type: task\ncommands: [ls]\nide: vscode\n", "ide: belongs to dev-environment"},
 	}

@@ -33,12 +33,12 @@ func TestParseErrors(t *testing.T) {
 			want: []string{"f.yml:2:11: invalid YAML: sequence end token ']' not found"},
 		},
 		"unsupported type": {
-			in:   "type: service\nport: 80\nblah: 1\n",
-			want: []string{`f.yml:1:7: type: "service" configurations are not supported by this version of Berth; only "task" and "dev-environment" are`},
+			in:   "type: volume\nport: 80\nblah: 1\n",
+			want: []string{`f.yml:1:7: type: "volume" configurations are not supported by this version of Berth; only "task", "dev-environment" and "service" are`},
 		},
 		"unknown type": {
 			in:   "type: tsak\ncommands: [x]\n",
-			want: []string{`f.yml:1:7: type: unknown configuration type "tsak"; did you mean "task"?; this version of Berth runs "task" and "dev-environment"`},
+			want: []string{`f.yml:1:7: type: unknown configuration type "tsak"; did you mean "task"?; this version of Berth runs "task", "dev-environment" and "service"`},
 		},
 		"missing type": {
 			in:   "commands: [x]\n",

@@ -5,7 +5,7 @@ import "strings"
 // Task is one `type: task` configuration, with dstack's field names.
 // Fields are in schema order, the order SetFields reports them in.
 type Task struct {
-	Type         string `json:"type"` // "task" or "dev-environment"
+	Type         string `json:"type"` // "task", "dev-environment" or "service"
 	Name         string `json:"name,omitempty"`
 	Nodes        int    `json:"nodes"` // default 1
 	StartupOrder string `json:"startup_order,omitempty"`
@@ -86,6 +86,18 @@ type Task struct {
 	Init               []string  `json:"init,omitempty"`
 	InactivityDuration *Duration `json:"inactivity_duration,omitempty"` // nil or DurationOff: never
 	Version            string    `json:"version,omitempty"`
+
+	// Port, Replicas, Scaling, Probes, Model, Auth, HTTPS, StripPrefix and
+	// RateLimits are a service's (service.go).
+	Port        *PortMapping `json:"port,omitempty"`
+	Replicas    *Replicas    `json:"replicas,omitempty"`
+	Scaling     *Scaling     `json:"scaling,omitempty"`
+	Probes      []Probe      `json:"probes,omitempty"`
+	Model       *Model       `json:"model,omitempty"`
+	Auth        *bool        `json:"auth,omitempty"`
+	HTTPS       string       `json:"https,omitempty"` // "true", "false" or "auto"
+	StripPrefix *bool        `json:"strip_prefix,omitempty"`
+	RateLimits  []RateLimit  `json:"rate_limits,omitempty"`
 }
 
 // Dependency is one condition on other runs: Type is after, afterany,
@@ -304,6 +316,15 @@ var taskFields = []field{
 	{"init", func(t *Task) bool { return len(t.Init) > 0 }},
 	{"inactivity_duration", func(t *Task) bool { return t.InactivityDuration != nil }},
 	{"version", func(t *Task) bool { return t.Version != "" }},
+	{"port", func(t *Task) bool { return t.Port != nil }},
+	{"replicas", func(t *Task) bool { return t.Replicas != nil }},
+	{"scaling", func(t *Task) bool { return t.Scaling != nil }},
+	{"probes", func(t *Task) bool { return len(t.Probes) > 0 }},
+	{"model", func(t *Task) bool { return t.Model != nil }},
+	{"auth", func(t *Task) bool { return t.Auth != nil }},
+	{"https", func(t *Task) bool { return t.HTTPS != "" }},
+	{"strip_prefix", func(t *Task) bool { return t.StripPrefix != nil }},
+	{"rate_limits", func(t *Task) bool { return len(t.RateLimits) > 0 }},
 	{"spot_policy", func(t *Task) bool { return t.SpotPolicy != "" }},
 	{"backends", func(t *Task) bool { return len(t.Backends) > 0 }},
 	{"regions", func(t *Task) bool { return len(t.Regions) > 0 }},

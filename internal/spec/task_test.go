@@ -19,7 +19,7 @@ func TestValidate(t *testing.T) {
 	}{
 		"valid":              {mutate: func(*Task) {}},
 		"zero defaults ok":   {mutate: func(t *Task) { t.Type, t.Nodes = "", 0 }},
-		"wrong type":         {mutate: func(t *Task) { t.Type = "fleet" }, want: []string{`type: "fleet" configurations are not supported by this version of Berth; only "task" and "dev-environment" are`}},
+		"wrong type":         {mutate: func(t *Task) { t.Type = "fleet" }, want: []string{`type: "fleet" configurations are not supported by this version of Berth; only "task", "dev-environment" and "service" are`}},
 		"no commands":        {mutate: func(t *Task) { t.Commands = nil }, want: []string{"commands: required: give `commands`, or an `image` whose entrypoint does the work"}},
 		"image, no commands": {mutate: func(t *Task) { t.Commands, t.Image = nil, "ubuntu" }},
 		"priority":           {mutate: func(t *Task) { t.Priority = -1 }, want: []string{"priority: must be between 0 and 100, got -1"}},

@@ -57,10 +57,11 @@ func (t *Task) check(l Limits) []problem {
 		}
 	}
 
-	if t.Type != "" && t.Type != "task" && t.Type != "dev-environment" {
+	if t.Type != "" && t.Type != "task" && t.Type != "dev-environment" && t.Type != "service" {
 		add("type", "%s", unsupportedType(t.Type))
 	}
 	t.checkDevEnvironment(add) // devenv.go
+	t.checkService(add)        // service.go
 	if name, ok := t.nameAsRun(); t.Name != "" && ok && !runName().MatchString(name) {
 		if name != t.Name {
 			add("name", "%q is not a valid run name for the tasks of this array (it gives %q): use 2 to 41 lowercase letters, digits and hyphens, starting with a letter", t.Name, name)
@@ -285,14 +286,14 @@ func (t *Task) check(l Limits) []problem {
 // unsupportedType explains a `type:` other than task.
 func unsupportedType(typ string) string {
 	switch typ {
-	case "service", "fleet", "volume", "gateway":
-		return fmt.Sprintf("%q configurations are not supported by this version of Berth; only \"task\" and \"dev-environment\" are", typ)
+	case "fleet", "volume", "gateway":
+		return fmt.Sprintf("%q configurations are not supported by this version of Berth; only \"task\", \"dev-environment\" and \"service\" are", typ)
 	case "preset":
 		// dstack's presets search for a model deployment: an agent tries
 		// services on the fleets and keeps the one that meets max_ttft.
 		return "\"preset\" configurations (dstack's search for a model deployment: trials of services measured against max_ttft) are not supported by Berth: run the model server as a task"
 	}
-	return fmt.Sprintf("unknown configuration type %q%s; this version of Berth runs \"task\" and \"dev-environment\"", typ, didYouMean(typ, []string{"task", "dev-environment"}))
+	return fmt.Sprintf("unknown configuration type %q%s; this version of Berth runs \"task\", \"dev-environment\" and \"service\"", typ, didYouMean(typ, []string{"task", "dev-environment", "service"}))
 }
 
 // MaxNice bounds a run's nice either way, as Slurm's NICE_OFFSET - 3 does.

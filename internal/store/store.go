@@ -101,6 +101,13 @@ type Store interface {
 	ListSecrets(ctx context.Context, projectID int64) ([]*Secret, error)
 	// DeleteSecret removes a project's secret (ErrNotFound: none).
 	DeleteSecret(ctx context.Context, projectID int64, name string) error
+	// PutService creates a service or replaces its spec, owner and
+	// wanted count; SetServiceWanted changes the count alone; ListServices
+	// lists them all; DeleteService removes one (ErrNotFound: none).
+	PutService(ctx context.Context, x *Service) error
+	SetServiceWanted(ctx context.Context, projectID int64, name string, wanted int) error
+	ListServices(ctx context.Context) ([]*Service, error)
+	DeleteService(ctx context.Context, projectID int64, name string) error
 
 	// PutFleet creates a fleet or replaces it (issue 17; fleets.go).
 	PutFleet(ctx context.Context, f *Fleet) error
