@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/berth-hq/berth/internal/agent/container"
@@ -39,7 +37,7 @@ func (a *Agent) tunnel(ctx context.Context, t api.TunnelOpen) {
 		a.log.Warn("tunnel: dial the server back", "job_id", t.JobID, "err", err)
 		return
 	}
-	pipeConns(target, back)
+	api.Pipe(target, target, back, back)
 }
 
 // dialJob connects to the tunnel's target: the job's SSH endpoint (a
@@ -107,29 +105,4 @@ func (a *Agent) containerAddr(ctx context.Context, dir string) (string, error) {
 		return "127.0.0.1", nil
 	}
 	return st.Addr, nil
-}
-
-// pipeConns copies both ways between a and b, passing the end of one
-// direction on as a half-close; an error either way ends both.
-func pipeConns(a, b net.Conn) {
-	var once sync.Once
-	abort := func() { once.Do(func() { a.Close(); b.Close() }) }
-	var wg sync.WaitGroup
-	wg.Add(2)
-	half := func(dst, src net.Conn) {
-		defer wg.Done()
-		if _, err := io.Copy(dst, src); err != nil && !errors.Is(err, net.ErrClosed) {
-			abort()
-			return
-		}
-		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
-			_ = cw.CloseWrite()
-		} else {
-			abort()
-		}
-	}
-	go half(b, a)
-	go half(a, b)
-	wg.Wait()
-	abort()
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -192,7 +191,7 @@ func (s *Server) handleRunTunnel(w http.ResponseWriter, r *http.Request, u *stor
 		return
 	}
 	s.log.Debug("tunnel open", "run_id", run, "job", num, "port", port)
-	pipe(conn, rd, t.conn, t.rd)
+	api.Pipe(conn, rd, t.conn, t.rd)
 }
 
 // upgradeTunnel switches r's connection to the tunnel protocol.
@@ -214,30 +213,4 @@ func upgradeTunnel(w http.ResponseWriter, r *http.Request) (net.Conn, io.Reader,
 		return nil, nil, err
 	}
 	return conn, brw.Reader, nil
-}
-
-// pipe copies both ways between a and b. The end of one direction is
-// passed on as a half-close, and the other goes on; an error either way
-// ends both.
-func pipe(a net.Conn, ar io.Reader, b net.Conn, br io.Reader) {
-	var once sync.Once
-	abort := func() { once.Do(func() { a.Close(); b.Close() }) }
-	var wg sync.WaitGroup
-	wg.Add(2)
-	half := func(dst net.Conn, src io.Reader) {
-		defer wg.Done()
-		if _, err := io.Copy(dst, src); err != nil && !errors.Is(err, net.ErrClosed) {
-			abort()
-			return
-		}
-		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
-			_ = cw.CloseWrite()
-		} else {
-			abort()
-		}
-	}
-	go half(b, ar)
-	go half(a, br)
-	wg.Wait()
-	abort()
 }
