@@ -21,10 +21,10 @@ type UsageQuery struct {
 func (c *Client) Usage(ctx context.Context, q UsageQuery) (*api.UsageReport, error) {
 	v := url.Values{}
 	if !q.Since.IsZero() {
-		v.Set("since", q.Since.UTC().Format(time.RFC3339))
+		v.Set("since", q.Since.UTC().Format(time.RFC3339Nano))
 	}
 	if !q.Until.IsZero() {
-		v.Set("until", q.Until.UTC().Format(time.RFC3339))
+		v.Set("until", q.Until.UTC().Format(time.RFC3339Nano))
 	}
 	if q.Project != "" {
 		v.Set("project", q.Project)
