@@ -89,6 +89,17 @@ func TestRouteTable(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s's run: %v", u, err)
 		}
+		// Its jobs must not outlive the test (an agent's jobs survive
+		// the agent): aborted, and waited for, before the server stops.
+		t.Cleanup(func() {
+			_, _ = h.c.Stop(ctx, fmt.Sprint(r.ID), true)
+			for range 200 {
+				if x, err := h.c.Run(ctx, fmt.Sprint(r.ID)); err != nil || x.FinishedAt != nil {
+					return
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		})
 		return r
 	}
 	mine := run("alice", "type: task\nname: alices\ncommands: [\"echo alice-line; sleep 600\"]\n")
