@@ -39,29 +39,16 @@ func (w *walker) task(root ast.Node) *Task {
 	if !ok {
 		return nil
 	}
-	t := &Task{}
-	hasType := false
-	for _, e := range entries {
-		if e.key != "type" {
-			continue
-		}
-		hasType = true
-		typ, ok := w.str(e.value, "type")
-		if !ok {
-			return nil
-		}
+	typ, ok := w.configType(root, entries, "task", func(typ string) string {
 		if typ != "task" && typ != "dev-environment" && typ != "service" {
-			// Other types have other schemas: checking their fields against
-			// the task schema would only bury the one error that matters.
-			w.errs = nil
-			w.fail(e.value, "type", "%s", unsupportedType(typ))
-			return nil
+			return unsupportedType(typ)
 		}
-		t.Type = typ
+		return ""
+	})
+	if !ok {
+		return nil
 	}
-	if !hasType {
-		w.fail(root, "type", "required; add `type: task` at the top")
-	}
+	t := &Task{Type: typ}
 	for _, e := range entries {
 		if w.isNull(e.value) {
 			continue // an empty value leaves the field unset
@@ -730,4 +717,29 @@ func (w *walker) tags(n ast.Node, path string) map[string]string {
 		}
 	}
 	return out
+}
+
+// configType reads the root's `type:` against the schema being read:
+// refuse says why a type is not this schema's ("": it is). A refused type
+// is the only error kept (the other type's fields are not this schema's
+// problem) and ok is false; a missing one is an error that lets the
+// fields be checked too.
+func (w *walker) configType(root ast.Node, entries []entry, want string, refuse func(typ string) string) (typ string, ok bool) {
+	for _, e := range entries {
+		if e.key != "type" {
+			continue
+		}
+		typ, ok := w.str(e.value, "type")
+		if !ok {
+			return "", false
+		}
+		if msg := refuse(typ); msg != "" {
+			w.errs = nil
+			w.fail(e.value, "type", "%s", msg)
+			return "", false
+		}
+		return typ, true
+	}
+	w.fail(root, "type", "required; add `type: %s` at the top", want)
+	return "", true
 }

@@ -277,27 +277,16 @@ func (w *walker) fleet(root ast.Node) *Fleet {
 	if !ok {
 		return nil
 	}
-	f := &Fleet{}
-	hasType := false
-	for _, e := range entries {
-		if e.key != "type" {
-			continue
-		}
-		hasType = true
-		typ, ok := w.str(e.value, "type")
-		if !ok {
-			return nil
-		}
+	typ, ok := w.configType(root, entries, "fleet", func(typ string) string {
 		if typ != "fleet" {
-			w.errs = nil // the other type's fields are not this schema's problem
-			w.fail(e.value, "type", "this is a %q configuration, not a fleet; `berth apply` of a fleet needs `type: fleet`", typ)
-			return nil
+			return fmt.Sprintf("this is a %q configuration, not a fleet; `berth apply` of a fleet needs `type: fleet`", typ)
 		}
-		f.Type = typ
+		return ""
+	})
+	if !ok {
+		return nil
 	}
-	if !hasType {
-		w.fail(root, "type", "required; add `type: fleet` at the top")
-	}
+	f := &Fleet{Type: typ}
 	for _, e := range entries {
 		if w.isNull(e.value) {
 			continue
