@@ -139,6 +139,10 @@ func TestBrowser(t *testing.T) {
 		t.Helper()
 		sctx, scancel := step()
 		defer scancel()
+		// Chromium records the paint entries a moment after the page is
+		// visible: wait for first-contentful-paint (a page that never
+		// paints fails here, with the figures below).
+		_, _ = chromedp.Run(sctx, chromedp.Poll[bool](`performance.getEntriesByName('first-contentful-paint').length > 0`, chromedp.WithPollingTimeout(5*time.Second)))
 		perf, err := chromedp.Run(sctx, chromedp.Evaluate[measure](`(() => {
 		const paint = n => (performance.getEntriesByName(n)[0] || {startTime: -1}).startTime;
 		const nav = performance.getEntriesByType('navigation')[0];
