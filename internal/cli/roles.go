@@ -36,7 +36,7 @@ import (
 func newServerCmd() *cobra.Command {
 	var (
 		listen, db, sync, agentName, agentFleet, policy, weights, policyFile string
-		halfLife, nodeTimeout, unkillable, metricsRetention                  time.Duration
+		halfLife, nodeTimeout, unkillable, metricsRetention, blobRetention   time.Duration
 		maxArray                                                             int
 		maxScript                                                            int64
 		maxUpload                                                            int64
@@ -136,7 +136,7 @@ func newServerCmd() *cobra.Command {
 			}
 			defer closeProviders()
 			srv, err := server.New(ctx, server.Config{SecretsKey: key, SecretsKeySource: keySource, Store: st, Logger: log, StopGrace: grace, Policy: pol, Weights: wts, HalfLife: halfLife, Depth: depth, Rules: rules,
-				PolicyFile: policyFile, NodeTimeout: nodeTimeout, UnkillableTimeout: unkillable, MetricsRetention: metricsRetention, MaxArraySize: maxArray, MaxScriptBytes: maxScript, MaxUploadBytes: maxUpload, MaxNodesPerRun: maxNodes,
+				PolicyFile: policyFile, NodeTimeout: nodeTimeout, UnkillableTimeout: unkillable, MetricsRetention: metricsRetention, MaxArraySize: maxArray, MaxScriptBytes: maxScript, MaxUploadBytes: maxUpload, BlobRetention: blobRetention, MaxNodesPerRun: maxNodes,
 				Metrics: server.NewMetrics(metricsOptions(metrics)), NoAutoUsers: !autoUsers, AllowUsers: allowUsers,
 				PrivateData: private, FleetBinaries: fleetBinaries, Providers: providers, CloudPauseAfterRecord: cloudPause})
 			if err != nil {
@@ -241,6 +241,7 @@ func newServerCmd() *cobra.Command {
 	f.IntVar(&maxArray, "max-array-size", 1_000_001, "array indices must be below this (Slurm's MaxArraySize)")
 	f.IntVar(&maxNodes, "max-nodes-per-run", 10_000, "the most nodes one run may ask for, its groups' together (Slurm: a partition's MaxNodes)")
 	f.Var(sizeValue{&maxUpload}, "max-upload", "the most one archive of a run's repo or files may hold, e.g. 500MB (default 100MB)")
+	f.DurationVar(&blobRetention, "blob-retention", server.DefaultBlobRetention, "how long an uploaded repo or files archive is kept once no run needs it (last used that long ago, named by no run unfinished or finished since); negative: for ever")
 	f.Var(sizeValue{&maxScript}, "max-script-size", "the most a run's commands may hold, e.g. 8MB (default 4MB, Slurm's max_script_size)")
 	f.StringVar(&policy, "policy", "berth", "scheduling of runs that cannot start now: berth (EASY backfill, shortest runs first), easy (backfill around the first waiting run's reservation), conservative (a reservation for every waiting run) or fcfs")
 	f.StringVar(&weights, "priority-weights", "", "multifactor priority weights, e.g. age=1000,fairshare=10000,size=1000,qos=10000,partition=1000,priority=10000,expansion=10000,max-age=168h,favor-small=true (unnamed ones keep their defaults)")

@@ -94,6 +94,11 @@ type Config struct {
 	// MaxUploadBytes bounds one archive of a run's repo or files (berth
 	// server --max-upload; default DefaultMaxUpload).
 	MaxUploadBytes int64
+	// BlobRetention is how long an uploaded archive stays once no run
+	// needs it: last used this long ago, and named by no run unfinished or
+	// finished within it (berth server --blob-retention; default
+	// DefaultBlobRetention; negative: kept for ever).
+	BlobRetention time.Duration
 	// MaxNodesPerRun bounds the nodes (jobs) one run may ask for, every
 	// group of a heterogeneous run together (default 10,000).
 	MaxNodesPerRun int
@@ -243,6 +248,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.MaxUploadBytes <= 0 {
 		cfg.MaxUploadBytes = DefaultMaxUpload
 	}
+	if cfg.BlobRetention == 0 {
+		cfg.BlobRetention = DefaultBlobRetention
+	}
 	if cfg.MaxScriptBytes <= 0 {
 		cfg.MaxScriptBytes = spec.DefaultScriptBytes
 	}
@@ -319,6 +327,7 @@ func (s *Server) Run(ctx context.Context) error {
 	go s.serviceLoop(ctx)
 	go s.cloudLoop(ctx)
 	go s.fleetLoop(ctx)
+	go s.blobLoop(ctx) // blobs_prune.go
 	s.wakeScheduler()
 	select {
 	case <-ctx.Done():

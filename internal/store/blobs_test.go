@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
+	"time"
 )
 
 // A blob is stored once under its digest: has answers its size, get its
@@ -34,6 +37,56 @@ func TestBlobs(t *testing.T) {
 		}
 		if _, err := s.GetBlob(ctx, "nope"); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("GetBlob(nope) = %v, want ErrNotFound", err)
+		}
+	})
+}
+
+// PruneBlobs deletes the blobs last used before the cut that no run
+// unfinished, or finished since the cut, names; a blob asked for (HasBlob)
+// after the cut is kept, named or not.
+func TestPruneBlobs(t *testing.T) {
+	forEachStore(t, func(t *testing.T, open func() Store) {
+		ctx := context.Background()
+		s := open()
+		pid, _ := s.EnsureProject(ctx, "main")
+		uid, _ := s.EnsureUser(ctx, "u", false)
+		digest := func(c byte) string { return strings.Repeat(string(c), 64) }
+		for _, c := range "abcde" {
+			if err := s.PutBlob(ctx, digest(byte(c)), bytes.Repeat([]byte{byte(c)}, 10+int(c-'a'))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+		cut := time.Now()
+		time.Sleep(5 * time.Millisecond)
+		if _, ok, err := s.HasBlob(ctx, digest('e')); !ok || err != nil {
+			t.Fatalf("HasBlob(e) = %v, %v", ok, err)
+		}
+		run := func(id int64, d string, finished time.Time) *Run {
+			spec := fmt.Sprintf(`{"type":"task","archives":[{"digest":%q,"path":"."}]}`, d)
+			return &Run{ID: id, ProjectID: pid, UserID: uid, Name: "r", Status: "running", Spec: []byte(spec), SubmittedAt: cut, ArrayIndex: -1, FinishedAt: finished}
+		}
+		if err := s.Apply(ctx, &Batch{Runs: []*Run{
+			run(1, digest('a'), time.Time{}),         // unfinished: a is kept
+			run(2, digest('b'), cut.Add(-time.Hour)), // finished before the cut: b goes
+			run(3, digest('c'), cut.Add(time.Hour)),  // finished since: c is kept
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		n, size, err := s.PruneBlobs(ctx, cut)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != 2 || size != 11+13 {
+			t.Errorf("pruned %d blobs, %d bytes; want b and d: 2, 24", n, size)
+		}
+		for c, kept := range map[byte]bool{'a': true, 'b': false, 'c': true, 'd': false, 'e': true} {
+			if _, ok, err := s.HasBlob(ctx, digest(c)); ok != kept || err != nil {
+				t.Errorf("blob %c: stored %v (%v), want %v", c, ok, err, kept)
+			}
+		}
+		if n, _, err := s.PruneBlobs(ctx, cut); n != 0 || err != nil {
+			t.Errorf("a second prune deleted %d (%v)", n, err)
 		}
 	})
 }

@@ -126,6 +126,10 @@ type Store interface {
 	HasBlob(ctx context.Context, digest string) (size int64, ok bool, err error)
 	// GetBlob returns a blob's bytes (ErrNotFound: none).
 	GetBlob(ctx context.Context, digest string) ([]byte, error)
+	// PruneBlobs deletes the blobs last used before `before` that no
+	// unfinished run names, nor one finished since: how many, how many
+	// bytes.
+	PruneBlobs(ctx context.Context, before time.Time) (int, int64, error)
 	// FindArrayTask returns an array's task by index (ErrNotFound: not
 	// created yet, or no such task).
 	FindArrayTask(ctx context.Context, arrayID int64, index int) (*Run, error)
