@@ -28,8 +28,9 @@ import (
 // directory and environment, with stdin and the exit status passed; a
 // session with a terminal gets one; ssh -L reaches a server listening on
 // the container's own loopback. A plain container task is reached the
-// same way through `berth attach`, and an idle containerised dev
-// environment ends done after its inactivity_duration.
+// same way through `berth attach`, and through the server's SSH gateway
+// with a registered key and no token (sshGateway); an idle containerised
+// dev environment ends done after its inactivity_duration.
 func TestContainerSSH(t *testing.T) {
 	if _, err := exec.LookPath("ssh"); err != nil {
 		t.Skip("no ssh client (make test-deps installs openssh-client)")
@@ -40,7 +41,8 @@ func TestContainerSSH(t *testing.T) {
 	node := fmt.Sprintf("ssh-ctr-%d", time.Now().UnixNano()%1e9)
 	// Four CPUs and runs of one: each container is on a bridge network of
 	// its own, so its localhost is not the host's.
-	c.startServer("--agent-name", node, "--cpus", "4", "--stop-grace", "5s")
+	gwPort := freeTCPPort(t)
+	c.startServer("--agent-name", node, "--cpus", "4", "--stop-grace", "5s", "--ssh-listen", fmt.Sprintf("127.0.0.1:%d", gwPort))
 	c.waitNodes(30*time.Second, node)
 	t.Cleanup(func() {
 		left, _ := e.Find(context.Background(), map[string]string{container.LabelNode: node})
@@ -167,6 +169,7 @@ commands:
 	if got, code := ssh("", "ctrtask", "test -f /.dockerenv && echo $BERTH_RUN_NAME"); code != 0 || got != "ctrtask\n" {
 		t.Errorf("ssh ctrtask: exit %d, %q; want ctrtask", code, got)
 	}
+	sshGateway(t, c, gwPort)
 	c.mustBerth("stop", "--abort", "ctrtask")
 	c.mustBerth("stop", "--abort", "ctrbox")
 	c.waitFinished("ctrtask", 60*time.Second)
@@ -189,5 +192,90 @@ inactivity_duration: 2s
 	}
 	if out, _ := c.berthCombined("logs", "ctridle"); !strings.Contains(out, "no SSH connection for 2s (inactivity_duration)") {
 		t.Errorf("its log does not say why it ended: %q", out)
+	}
+}
+
+// sshGateway: OpenSSH with a key registered by `berth ssh-key add`, and
+// no token or berth in its environment, reaches the running ctrtask
+// through the server's SSH gateway (ProxyJump); an unregistered key, a
+// removed one and another user's key do not.
+func sshGateway(t *testing.T, c *cluster, gwPort int) {
+	home := t.TempDir()
+	for _, name := range []string{"mine", "other", "stranger"} {
+		if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name+"@e2e", "-f", filepath.Join(home, name)).CombinedOutput(); err != nil {
+			t.Fatalf("ssh-keygen: %v\n%s", err, out)
+		}
+	}
+	out := c.mustBerth("ssh-key", "add", filepath.Join(home, "mine.pub"))
+	if !regexp.MustCompile(`^Added ssh-ed25519 key SHA256:\S+ \(mine@e2e\) for user \S+\n$`).MatchString(out) {
+		t.Errorf("berth ssh-key add: %q", out)
+	}
+	if r := c.berth("", "ssh-key", "add", filepath.Join(home, "mine")); r.code == 0 || !strings.Contains(r.stderr, "is a private key") {
+		t.Errorf("berth ssh-key add of a private key: %s", r)
+	}
+	if out := c.mustBerth("ssh-key", "list"); !strings.Contains(out, "mine@e2e") {
+		t.Errorf("berth ssh-key list does not show the key:\n%s", out)
+	}
+	// Another user registers their key: it does not reach this user's run.
+	c.mustBerth("user", "create", "gwother")
+	tok := strings.TrimSpace(c.mustBerth("token", "create", "--user", "gwother"))
+	add := exec.Command(berthBin, "ssh-key", "add", filepath.Join(home, "other.pub"))
+	add.Env = c.env("BERTH_TOKEN=" + tok)
+	if out, err := add.CombinedOutput(); err != nil {
+		t.Fatalf("gwother: berth ssh-key add: %v\n%s", err, out)
+	}
+
+	// No BERTH_* variable, no berth on the way: ssh and the key only.
+	cfg := filepath.Join(home, "config")
+	write := func(key string) {
+		text := fmt.Sprintf(`Host gw
+  HostName 127.0.0.1
+  Port %d
+  User berth
+  IdentityFile %s
+  IdentitiesOnly yes
+  StrictHostKeyChecking no
+  UserKnownHostsFile /dev/null
+  BatchMode yes
+  LogLevel ERROR
+Host ctrtask
+  ProxyJump gw
+  StrictHostKeyChecking no
+  UserKnownHostsFile /dev/null
+  BatchMode yes
+  LogLevel ERROR
+`, gwPort, filepath.Join(home, key))
+		if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ssh := func() (string, int) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "ssh", "-F", cfg, "ctrtask", "echo $BERTH_RUN_NAME; exit 3")
+		cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
+		cmd.WaitDelay = 5 * time.Second
+		out, err := cmd.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); ok {
+			return string(out), ee.ExitCode()
+		} else if err != nil {
+			t.Fatalf("ssh: %v", err)
+		}
+		return string(out), 0
+	}
+	write("mine")
+	if got, code := ssh(); code != 3 || got != "ctrtask\n" {
+		t.Errorf("ssh -J gateway ctrtask with a registered key: exit %d, %q; want exit 3, ctrtask", code, got)
+	}
+	for _, key := range []string{"stranger", "other"} {
+		write(key)
+		if got, code := ssh(); code != 255 || strings.Contains(got, "ctrtask\n") {
+			t.Errorf("ssh through the gateway with %s's key: exit %d, %q; want refused (255)", key, code, got)
+		}
+	}
+	c.mustBerth("ssh-key", "remove", filepath.Join(home, "mine.pub"))
+	write("mine")
+	if got, code := ssh(); code != 255 {
+		t.Errorf("ssh through the gateway with a removed key: exit %d, %q; want refused (255)", code, got)
 	}
 }
