@@ -8,8 +8,14 @@ LISTEN    ?= 127.0.0.1:3000
 .PHONY: build run test test-deps test-deps-docker test-deps-prometheus test-deps-postgres test-deps-chromium test-deps-sshd test-deps-ssh test-deps-repos vet fuzz bench clean
 
 # The binary is pure Go (no cgo); the race detector of the tests needs cgo.
+# The Slurm commands' lean binary (-tags slim: no server, agent or store
+# packages) is built first and embedded in the full one, then removed, so
+# that no plain `go build` embeds a stale one (internal/cli/leanbin).
+LEAN      := internal/cli/leanbin/berth-slurm
+
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/berth
+	CGO_ENABLED=0 $(GO) build -tags slim -trimpath -ldflags '$(LDFLAGS)' -o $(LEAN) ./cmd/berth
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/berth; rc=$$?; rm -f $(LEAN); exit $$rc
 
 ## run: build and start the server with its embedded defaults (SQLite + a local agent).
 run: build
@@ -64,6 +70,7 @@ test-deps-repos:
 vet:
 	@test -z "$$(gofmt -l cmd internal)" || (echo "gofmt needed:"; gofmt -l cmd internal; exit 1)
 	$(GO) vet ./...
+	CGO_ENABLED=0 $(GO) build -tags slim -o /dev/null ./cmd/berth
 
 ## fuzz: run each fuzz target for FUZZTIME (not part of make test); a
 ## release runs `make fuzz FUZZTIME=10m`. New crashers land in testdata/fuzz.

@@ -38,8 +38,11 @@ import (
 	"github.com/berth-hq/berth/internal/store/pgtest"
 )
 
-// berthBin is the binary under test, built once by TestMain.
-var berthBin string
+// berthBin is the binary under test, built once by TestMain; leanBin is
+// the Slurm commands' lean build of the same code (-tags slim), behind the
+// Slurm-named links of the tests ("" with BERTH_E2E_BIN: the links go to
+// that binary).
+var berthBin, leanBin string
 
 func TestMain(m *testing.M) {
 	os.Exit(runMain(m))
@@ -73,6 +76,13 @@ func runMain(m *testing.M) int {
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: building berth:", err)
+		return 1
+	}
+	leanBin = filepath.Join(dir, "berth-slurm")
+	cmd = exec.Command(goTool, "build", "-tags", "slim", "-o", leanBin, "github.com/berth-hq/berth/cmd/berth")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: building the lean binary:", err)
 		return 1
 	}
 	return m.Run()

@@ -33,7 +33,13 @@ func newSlurmSite(t *testing.T, c *cluster) *slurmSite {
 	if err := os.MkdirAll(s.dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if out := c.mustBerth("install-slurm-shims", s.shims); !strings.Contains(out, filepath.Join(s.shims, "sbatch")+" -> ") {
+	args := []string{"install-slurm-shims", s.shims}
+	if leanBin != "" {
+		// The links go to the lean binary, which hands srun, salloc and
+		// the rest to the full one: every Slurm test runs both.
+		args = append(args, "--lean-binary", leanBin)
+	}
+	if out := c.mustBerth(args...); !strings.Contains(out, filepath.Join(s.shims, "sbatch")+" -> ") {
 		t.Fatalf("install-slurm-shims: %q", out)
 	}
 	return s

@@ -1,8 +1,11 @@
+//go:build !slim
+
 package cli
 
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,13 +21,15 @@ func newBenchCLICmd() *cobra.Command {
 		n         int
 		slurmBin  string
 		clientExe string
+		leanPath  string
 	)
 	cmd := &cobra.Command{
 		Use:   "cli",
 		Short: "A client process's cost: berth --version, sbatch --version and sbatch --wrap true, one after another",
 		Long: `Starts a server with its local agent, then runs each client command -n times, one process after
-another, through a Slurm-named link to this binary (or --client's): berth --version, sbatch
---version, and sbatch --wrap true against the server. Prints each command's median and mean wall
+another: berth --version and berth sbatch --version (the full binary), then through a Slurm-named
+link as install-slurm-shims makes it (to the lean binary this one carries, else to this binary)
+sbatch --version, and sbatch --wrap true against the server. Prints each command's median and mean wall
 time and its mean minor page faults, and sbatch --wrap true's submissions per second.
 
 With --slurm DIR (a directory holding real Slurm's sbatch, its slurmctld running), or when an sbatch
@@ -50,10 +55,20 @@ way, side by side.`,
 			if err := os.MkdirAll(bin, 0o755); err != nil {
 				return err
 			}
-			for _, name := range []string{"berth", "sbatch"} {
-				if err := os.Symlink(exe, filepath.Join(bin, name)); err != nil {
+			if err := os.Symlink(exe, filepath.Join(bin, "berth")); err != nil {
+				return err
+			}
+			lean := embeddedLean()
+			if leanPath != "" {
+				if lean, err = os.ReadFile(leanPath); err != nil {
 					return err
 				}
+			}
+			if len(lean) == 0 {
+				fmt.Fprintln(out, "cli: this binary carries no lean binary (make build embeds one; or give --lean-binary): the links go to berth itself")
+			}
+			if err := installShims(io.Discard, bin, exe, lean, false); err != nil {
+				return err
 			}
 			dir := filepath.Join(b.home, "work")
 			if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -68,6 +83,7 @@ way, side by side.`,
 			}
 			probes := []probe{
 				{"berth --version", []string{filepath.Join(bin, "berth"), "--version"}, env, false},
+				{"berth sbatch --version", []string{filepath.Join(bin, "berth"), "sbatch", "--version"}, env, false},
 				{"sbatch --version", []string{filepath.Join(bin, "sbatch"), "--version"}, env, false},
 				{"sbatch --wrap true", []string{filepath.Join(bin, "sbatch"), "--wrap", "true", "-o", "/dev/null"}, env, true},
 			}
@@ -109,6 +125,7 @@ way, side by side.`,
 	cmd.Flags().IntVarP(&n, "n", "n", 200, "times to run each command")
 	cmd.Flags().StringVar(&slurmBin, "slurm", "", "a directory holding real Slurm's sbatch, to run side by side")
 	cmd.Flags().StringVar(&clientExe, "client", "", "the berth binary whose client is timed (default this one)")
+	cmd.Flags().StringVar(&leanPath, "lean-binary", "", "the Slurm commands' lean binary behind the links (default the one this binary carries)")
 	return cmd
 }
 

@@ -234,3 +234,12 @@ binary, unit, pid file and files. Prints each host's progress until the fleet is
 	cmd.Flags().BoolVarP(&detach, "detach", "d", false, "return at once; the server goes on")
 	return cmd
 }
+
+// fleetReason is berth fleet's REASON: why a node is drained or not
+// healthy, unless its STATUS says it already ("drained (REASON)").
+func fleetReason(n api.Node) string {
+	if n.Reason == "" || strings.HasSuffix(n.Status, "("+n.Reason+")") {
+		return "-"
+	}
+	return n.Reason
+}

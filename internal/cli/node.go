@@ -1,15 +1,14 @@
+//go:build !slim
+
 package cli
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/berth-hq/berth/internal/agent"
-	"github.com/berth-hq/berth/internal/api"
-	"github.com/berth-hq/berth/internal/spec"
 )
 
 func newNodeCmd() *cobra.Command {
@@ -61,15 +60,6 @@ func newNodeCmd() *cobra.Command {
 	return cmd
 }
 
-// fleetReason is berth fleet's REASON: why a node is drained or not
-// healthy, unless its STATUS says it already ("drained (REASON)").
-func fleetReason(n api.Node) string {
-	if n.Reason == "" || strings.HasSuffix(n.Status, "("+n.Reason+")") {
-		return "-"
-	}
-	return n.Reason
-}
-
 // monitorFlags configure an agent's metrics and health checks (berth agent,
 // and berth server for its local agent).
 type monitorFlags struct {
@@ -87,27 +77,6 @@ func (f *monitorFlags) add(cmd *cobra.Command, prefix string) {
 	fs.StringSliceVar(&f.features, "features", nil, prefix+"node features (Slurm's Features=), comma-separated, e.g. ib,a100: a run's constraint (sbatch -C) asks for them")
 	fs.Var(sizeValue{&f.m.MinFreeDisk}, "min-free-disk", prefix+"free room the data directory's disk must keep, e.g. 1GB; under it the node reports itself failed (disk full) and is drained (default: 64MB, or 5% of a smaller disk)")
 }
-
-// sizeValue is a size flag, read as configurations read sizes ("64MB").
-type sizeValue struct{ b *int64 }
-
-func (v sizeValue) String() string {
-	if v.b == nil || *v.b == 0 {
-		return ""
-	}
-	return spec.Bytes(*v.b).String()
-}
-
-func (v sizeValue) Set(s string) error {
-	b, err := spec.ParseBytes(s)
-	if err != nil {
-		return err
-	}
-	*v.b = int64(b)
-	return nil
-}
-
-func (v sizeValue) Type() string { return "size" }
 
 // config returns cfg with the flags' monitoring.
 func (f *monitorFlags) config(cfg agent.Config) agent.Config {

@@ -62,6 +62,9 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			}
 		}()
 	}
+	if lean && !leanServes(args) {
+		return execFull(args, stderr) // lean.go: the full binary does the rest
+	}
 	root := NewRoot(stdin, stdout, stderr)
 	root.SetArgs(args)
 	err := root.Execute()
@@ -92,13 +95,7 @@ func NewRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newServerCmd(), newProjectCmd(), newAgentCmd(), newShimCmd(), newApplyCmd(), newPsCmd(), newLogsCmd(),
-		newStopCmd(), newFleetCmd(), newBenchCmd(), newSimCmd(), newSprioCmd(), newMetricsCmd(), newNodeCmd(), newStepHostCmd(),
-		newUserCmd(), newTokenCmd(), newLoginCmd(), newAdminCmd(), newSecretCmd(), newUsageCmd())
-	root.AddCommand(newAttachCmd(), newSSHProxyCmd(), newSSHHostCmd()) // attach.go, sshhost.go
-	root.AddCommand(newOfferCmd())                                     // offer.go (issue 17)
-	root.AddCommand(newUICmd())                                        // ui.go: a one-time dashboard sign-in
-	root.AddCommand(newSSHKeyCmd())
+	addFullCmds(root) // full.go; the lean build (lean.go) has the Slurm commands only
 	root.AddGroup(&cobra.Group{ID: "slurm", Title: "Slurm commands (also as links named after them: berth install-slurm-shims DIR):"})
 	root.AddCommand(newSlurmCmds()...)
 	return root

@@ -753,8 +753,15 @@ func slurmLinksDir(exe string) string {
 	}
 	target, err1 := filepath.EvalSymlinks(abs)
 	self, err2 := filepath.EvalSymlinks(exe)
-	if err1 != nil || err2 != nil || target != self {
+	if err1 != nil || err2 != nil {
 		return ""
+	}
+	if target != self {
+		// The links may point to the lean binary, which hands the rest
+		// to this one beside it (install-slurm-shims).
+		if full, err := filepath.EvalSymlinks(target + ".full"); err != nil || full != self {
+			return ""
+		}
 	}
 	return filepath.Dir(abs)
 }

@@ -426,10 +426,10 @@ func TestArgv(t *testing.T) {
 func TestInstallShims(t *testing.T) {
 	dir := t.TempDir()
 	var out bytes.Buffer
-	if err := installShims(&out, dir, "/bin/true", false); err != nil {
+	if err := installShims(&out, dir, "/bin/true", nil, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := installShims(&out, dir, "/bin/false", false); err != nil {
+	if err := installShims(&out, dir, "/bin/false", nil, false); err != nil {
 		t.Fatalf("links are replaced: %v", err)
 	}
 	for _, n := range SlurmCommandNames() {
@@ -439,7 +439,7 @@ func TestInstallShims(t *testing.T) {
 	}
 	os.Remove(filepath.Join(dir, "sinfo"))
 	os.WriteFile(filepath.Join(dir, "sinfo"), []byte("mine"), 0o755)
-	if err := installShims(&out, dir, "/bin/true", false); err == nil {
+	if err := installShims(&out, dir, "/bin/true", nil, false); err == nil {
 		t.Error("a file that is not a link was replaced without --force")
 	}
 }

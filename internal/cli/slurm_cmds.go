@@ -170,17 +170,24 @@ func slurmFail(code int, lines ...string) *slurm.CommandError {
 }
 
 func newInstallShimsCmd() *cobra.Command {
-	var force, system bool
+	var force, system, noLean bool
+	var leanPath string
 	cmd := &cobra.Command{
 		Use:   "install-slurm-shims DIR | --system",
 		Short: "Create links named sbatch, squeue, scancel… to this binary in DIR",
-		Long: `Create, in DIR, a link to this binary for each Slurm command Berth answers to (` +
+		Long: `Create, in DIR, a link for each Slurm command Berth answers to (` +
 			strings.Join(SlurmCommandNames(), ", ") + `).
 Called through such a link, berth acts as that command, so scripts and tools that run sbatch or
 squeue work unchanged once DIR is on their PATH. Existing links are replaced; other files are
 left alone unless --force. --system installs them in /usr/local/bin, on every login shell's PATH
 (a job's #!/bin/bash -l script also finds links elsewhere on the submitter's PATH: its BASH_ENV
-puts their directory back after the profile).`,
+puts their directory back after the profile).
+
+A binary built with make build carries the Slurm commands' lean binary: the same commands built
+without the server, agent and store, so that each call starts in about a millisecond instead of
+ten. It is written to DIR/berth-slurm (with berth-slurm.full, a link to this binary, to which it
+hands srun, salloc and anything else) and the links point to it; --no-lean links to this binary
+instead.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if system {
 				return cobra.NoArgs(cmd, args)
@@ -198,11 +205,23 @@ puts their directory back after the profile).`,
 			if exe, err = filepath.EvalSymlinks(exe); err != nil {
 				return err
 			}
-			return installShims(cmd.OutOrStdout(), args[0], exe, force)
+			var leanBin []byte
+			switch {
+			case noLean:
+			case leanPath != "":
+				if leanBin, err = os.ReadFile(leanPath); err != nil {
+					return fmt.Errorf("--lean-binary: %w", err)
+				}
+			default:
+				leanBin = embeddedLean()
+			}
+			return installShims(cmd.OutOrStdout(), args[0], exe, leanBin, force)
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "replace files that are not links")
 	cmd.Flags().BoolVar(&system, "system", false, "install in "+systemShimsDir+" (for every user and login shell)")
+	cmd.Flags().BoolVar(&noLean, "no-lean", false, "link to this binary, not to the lean one it carries")
+	cmd.Flags().StringVar(&leanPath, "lean-binary", "", "the lean binary to install (one built with go build -tags slim), instead of the one this binary carries")
 	return cmd
 }
 
@@ -210,9 +229,38 @@ puts their directory back after the profile).`,
 // the PATH that /etc/profile gives every login shell.
 const systemShimsDir = "/usr/local/bin"
 
-func installShims(w io.Writer, dir, exe string, force bool) error {
+// leanName is the lean binary's name in the links' directory; the full
+// binary it hands the rest to is leanName+".full" there.
+const leanName = "berth-slurm"
+
+// installShims links the Slurm names in dir to exe, or, with lean (the
+// lean binary's bytes), to a copy of lean written there, beside a link to
+// exe that it hands the rest to.
+func installShims(w io.Writer, dir, exe string, lean []byte, force bool) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
+	}
+	target := exe
+	if len(lean) > 0 {
+		target = filepath.Join(dir, leanName)
+		tmp := target + ".tmp"
+		if err := os.WriteFile(tmp, lean, 0o755); err != nil {
+			return err
+		}
+		if err := os.Chmod(tmp, 0o755); err != nil { // whatever the umask
+			return err
+		}
+		if err := os.Rename(tmp, target); err != nil {
+			return err
+		}
+		full := target + ".full"
+		if err := os.Remove(full); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		if err := os.Symlink(exe, full); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "%s: the Slurm commands' lean binary (%s -> %s for the rest)\n", target, full, exe)
 	}
 	for _, name := range SlurmCommandNames() {
 		p := filepath.Join(dir, name)
@@ -224,10 +272,10 @@ func installShims(w io.Writer, dir, exe string, force bool) error {
 				return err
 			}
 		}
-		if err := os.Symlink(exe, p); err != nil {
+		if err := os.Symlink(target, p); err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "%s -> %s\n", p, exe)
+		fmt.Fprintf(w, "%s -> %s\n", p, target)
 	}
 	return nil
 }

@@ -342,3 +342,11 @@ func startStates(o slurm.SqueueOptions, f slurm.JobFilter, steps bool) slurm.Job
 	}
 	return f
 }
+
+// firstNode is the first of a run's nodes, "(null)" when it has none.
+func firstNode(r *api.Run) string {
+	if n := uniqueNodes(r); len(n) > 0 {
+		return n[0]
+	}
+	return "(null)"
+}

@@ -1,3 +1,5 @@
+//go:build !slim
+
 package cli
 
 import (
@@ -451,13 +453,6 @@ func srunExit(e *slurmEnv, r *api.Run, tasksPerNode int) error {
 	return &ExitError{Code: code}
 }
 
-func firstNode(r *api.Run) string {
-	if n := uniqueNodes(r); len(n) > 0 {
-		return n[0]
-	}
-	return "(null)"
-}
-
 // labeler writes a run's output; with label, each line starts with its
 // task number ("0: "), which is the node's rank when each node runs one.
 type labeler struct {
@@ -832,17 +827,6 @@ func forwardsInput(e *slurmEnv) bool {
 	}
 	null, err := os.Stat(os.DevNull)
 	return err != nil || !os.SameFile(fi, null)
-}
-
-type lockedWriter struct {
-	w  io.Writer
-	mu *sync.Mutex
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 // lineLabel prefixes each line with the task's rank (srun -l).

@@ -259,3 +259,23 @@ func fillUsage(rec *slurm.AcctRecord, usage []usageOf, ntasks, nodes int) {
 	rec.Extra["MinCPU"], rec.Extra["MinCPUNode"], rec.Extra["MinCPUTask"] = seconds(least.cpuSecs), least.node, task(least)
 	rec.Extra["AveCPU"] = seconds(cpu / float64(len(usage)))
 }
+
+// stepShare is node k's share of a step's tasks under block distribution:
+// how many and the global rank of the first.
+func stepShare(ntasks, nodes, k int) (n, first int) {
+	nodes = max(nodes, 1)
+	base, rem := ntasks/nodes, ntasks%nodes
+	share := func(i int) int {
+		if i >= nodes {
+			return 0
+		}
+		if i < rem {
+			return base + 1
+		}
+		return base
+	}
+	for i := 0; i < k; i++ {
+		first += share(i)
+	}
+	return share(k), first
+}

@@ -1,3 +1,5 @@
+//go:build !slim
+
 package cli
 
 import (
@@ -165,26 +167,6 @@ func stepHost(ctx context.Context, c *client.Client, getenv func(string) string,
 		}
 	}
 	return nil
-}
-
-// stepShare is node k's share of a step's tasks under block distribution:
-// how many and the global rank of the first.
-func stepShare(ntasks, nodes, k int) (n, first int) {
-	nodes = max(nodes, 1)
-	base, rem := ntasks/nodes, ntasks%nodes
-	share := func(i int) int {
-		if i >= nodes {
-			return 0
-		}
-		if i < rem {
-			return base + 1
-		}
-		return base
-	}
-	for i := 0; i < k; i++ {
-		first += share(i)
-	}
-	return share(k), first
 }
 
 func indexOf(list []int, v int) int {

@@ -523,21 +523,6 @@ func (s *sqlDB) ListRuns(ctx context.Context, f RunFilter) ([]*Run, error) {
 			args = append(args, st)
 		}
 	}
-	if f.BeforeID != 0 {
-		q += ` AND id < ?`
-		args = append(args, f.BeforeID)
-	}
-	order := ` ORDER BY id DESC`
-	if !f.Since.IsZero() {
-		// finished_at is 0 until a run is final. The window is read through
-		// runs_finished: a recent Since selects few runs, whereas Until
-		// (often now) selects most, and so does reading by id to spare the
-		// sort; without statistics SQLite would pick either of those, so
-		// the unary + keeps both from its choice.
-		q += ` AND (finished_at = 0 OR finished_at >= ?)`
-		args = append(args, nanos(f.Since))
-		order = ` ORDER BY ` + s.d.hint + `id DESC`
-	}
 	if !f.Until.IsZero() {
 		if f.Since.IsZero() {
 			q += ` AND submitted_at < ?`
@@ -546,10 +531,37 @@ func (s *sqlDB) ListRuns(ctx context.Context, f RunFilter) ([]*Run, error) {
 		}
 		args = append(args, nanos(f.Until))
 	}
-	q += order
+	limit := ""
 	if f.Limit > 0 {
-		q += fmt.Sprintf(` LIMIT %d`, f.Limit)
+		limit = fmt.Sprintf(` LIMIT %d`, f.Limit)
 	}
+	before := func(hint string) string {
+		if f.BeforeID == 0 {
+			return ``
+		}
+		return ` AND ` + hint + `id < ?`
+	}
+	if f.BeforeID != 0 {
+		args = append(args, f.BeforeID)
+	}
+	if f.Since.IsZero() {
+		q += before(``) + ` ORDER BY id DESC` + limit
+		return query(ctx, s.r, scan, s.q(q), args...)
+	}
+	// The window: the runs not finished yet (finished_at is 0 until a run
+	// is final), then those finished since Since, each arm in id order
+	// with the page's limit, merged. The unfinished come in id order from
+	// runs_finished_id, so a page of a long queue reads its own rows only
+	// (read as one range, each page would read and sort the whole queue
+	// again: a listing quadratic in waiting runs); the finished are those
+	// of the window, read by when they ended and sorted (the unary + keeps
+	// SQLite, which has no statistics, off the primary key, where id <
+	// BeforeID would read the whole history below the page, and off the
+	// submitted_at index).
+	waiting := q + before(``) + ` AND finished_at = 0 ORDER BY id DESC` + limit
+	finished := q + before(s.d.hint) + ` AND finished_at >= ? ORDER BY ` + s.d.hint + `id DESC` + limit
+	q = `SELECT * FROM (` + waiting + `) AS waiting UNION ALL SELECT * FROM (` + finished + `) AS finished ORDER BY id DESC` + limit
+	args = append(append(args, args...), nanos(f.Since))
 	return query(ctx, s.r, scan, s.q(q), args...)
 }
 

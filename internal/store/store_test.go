@@ -281,6 +281,44 @@ func testListRunsFilters(t *testing.T, open func() Store) {
 			}
 		})
 	}
+	// A window read a page at a time, as the server streams it: the
+	// pages, each from the previous one's last ID, make the whole window
+	// in id order (waiting and finished runs interleave across pages).
+	whole, err := s.ListRuns(ctx, RunFilter{ProjectID: pid, All: true, Since: ts(11)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, size := range []int{1, 2, 7} {
+		var paged []int64
+		f := RunFilter{ProjectID: pid, All: true, Since: ts(11), Limit: size}
+		for {
+			page, err := s.ListRuns(ctx, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(page) > size {
+				t.Fatalf("page of %d runs, limit %d", len(page), size)
+			}
+			for _, r := range page {
+				paged = append(paged, r.ID)
+			}
+			if len(page) < size {
+				break
+			}
+			f.BeforeID = page[len(page)-1].ID
+		}
+		var want []int64
+		for _, r := range whole {
+			want = append(want, r.ID)
+		}
+		if len(want) != n+5 {
+			t.Fatalf("the window has %d runs, want %d", len(want), n+5)
+		}
+		if d := cmp.Diff(want, paged); d != "" {
+			t.Errorf("pages of %d (-whole +paged):\n%s", size, d)
+		}
+	}
+
 	var runIDs []int64
 	for i := n - 1; i >= 0; i-- {
 		runIDs = append(runIDs, int64(100+i), int64(100+i))
