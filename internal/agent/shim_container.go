@@ -139,6 +139,11 @@ func runContainer(dir string, sp *shimSpec, fw *frameWriter, ex *shimExit, sigs 
 		}
 	}
 
+	// Its SSH endpoint (shim_ssh.go), for as long as it runs.
+	sshIdle, stopSSH := serveContainerSSH(ctx, dir, c, sp.Assignment.Container, note)
+	defer stopSSH()
+	idleEnded := false
+
 	logsDone := make(chan struct{})
 	logCtx, stopLogs := context.WithCancel(ctx)
 	defer stopLogs()
@@ -227,6 +232,12 @@ func runContainer(dir string, sp *shimSpec, fw *frameWriter, ex *shimExit, sigs 
 					}()
 				}
 			}
+		case <-sshIdle: // a dev environment nobody used for its inactivity_duration
+			sshIdle = nil
+			if !stopping {
+				idleEnded = true
+				terminate("")
+			}
 		case <-clock.deadlineC():
 			clock.deadlinePassed()
 			terminate(exitMaxDuration)
@@ -248,6 +259,9 @@ func runContainer(dir string, sp *shimSpec, fw *frameWriter, ex *shimExit, sigs 
 		<-logsDone
 	}
 
+	if idleEnded && ex.Reason == "" {
+		st.ExitCode = 0 // it ended as its inactivity_duration says: done
+	}
 	ex.ExitCode = st.ExitCode
 	if st.ExitCode == 137 && !st.OOMKilled && ex.Reason == "" && sp.Assignment.Alloc.Memory > 0 {
 		// The engine learns of an OOM kill from an event that may land

@@ -57,18 +57,32 @@ func (a *Agent) dialJob(ctx context.Context, t api.TunnelOpen) (net.Conn, error)
 	}
 	var d net.Dialer
 	if t.SSH {
-		if asg.Container != nil {
-			return nil, fmt.Errorf("job %d runs in a container: its SSH endpoint is not served yet (planned)", t.JobID)
-		}
 		// The socket is in BERTH_JOB_DIR: the user's own directory when
-		// the job runs as its user (runas.go), else the agent's.
+		// the job runs as its user (runas.go), else the agent's; a
+		// container job's shim serves it in the job's directory
+		// (shim_ssh.go).
 		abs, _ := filepath.Abs(dir)
-		for _, p := range []string{filepath.Join(a.userJobDir(t.JobID), api.SSHSocket), filepath.Join(abs, api.SSHSocket)} {
-			if _, err := os.Stat(p); err == nil {
-				return d.DialContext(ctx, "unix", p)
+		for {
+			for _, p := range []string{filepath.Join(a.userJobDir(t.JobID), api.SSHSocket), filepath.Join(abs, api.SSHSocket)} {
+				if _, err := os.Stat(p); err == nil {
+					return d.DialContext(ctx, "unix", p)
+				}
+			}
+			if asg.Container == nil {
+				break
+			}
+			// A container job's shim serves it once the container has
+			// started (its image may be on its way): wait for it.
+			select {
+			case <-ctx.Done():
+				return nil, fmt.Errorf("job %d: its container has not started yet", t.JobID)
+			case <-time.After(200 * time.Millisecond):
+			}
+			if !a.jobRunning(t.JobID) {
+				return nil, fmt.Errorf("job %d is not running on this node", t.JobID)
 			}
 		}
-		return nil, fmt.Errorf("job %d has no SSH endpoint (yet): only dev environments and jobs running `berth ssh-host` have one", t.JobID)
+		return nil, fmt.Errorf("job %d has no SSH endpoint (yet): only dev environments, jobs running `berth ssh-host` and running containers have one", t.JobID)
 	}
 	host := "127.0.0.1"
 	if asg.Container != nil && !asg.Container.HostNetwork {
@@ -79,6 +93,14 @@ func (a *Agent) dialJob(ctx context.Context, t api.TunnelOpen) (net.Conn, error)
 		host = addr
 	}
 	return d.DialContext(ctx, "tcp", net.JoinHostPort(host, strconv.Itoa(t.Port)))
+}
+
+// jobRunning reports whether job id runs here.
+func (a *Agent) jobRunning(id int64) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	j := a.jobs[id]
+	return j != nil && j.exit == nil && !j.orphan
 }
 
 // containerAddr is the network address of the container of the job whose

@@ -30,6 +30,11 @@ type Container struct {
 	// server sets it when the job holds its whole node (dstack: no blocks, or
 	// all of them), else the container gets a bridge network of its own.
 	HostNetwork bool `json:"host_network,omitempty"`
+	// SSHInactivity is a dev environment's inactivity_duration in
+	// seconds: its shim, which serves the container's SSH endpoint, ends
+	// the job once no SSH connection has been open for that long (0:
+	// never).
+	SSHInactivity int64 `json:"ssh_inactivity,omitempty"`
 }
 
 // ContainerFor is the container a run of t asks for, nil when t names no
@@ -47,6 +52,9 @@ func ContainerFor(t *spec.Task) *Container {
 	}
 	if t.Resources.SHMSize != nil {
 		c.ShmSize = int64(*t.Resources.SHMSize)
+	}
+	if d := t.InactivityDuration; t.IsDevEnvironment() && d != nil && *d != spec.DurationOff && *d > 0 {
+		c.SSHInactivity = int64(*d)
 	}
 	return c
 }

@@ -33,6 +33,24 @@ func TestContainerFor(t *testing.T) {
 	}
 }
 
+// A dev environment's inactivity_duration goes to its shim, which serves
+// its SSH endpoint; a task's is not there.
+func TestContainerForDevEnvironment(t *testing.T) {
+	hour, off := spec.Duration(3600), spec.DurationOff
+	for name, tc := range map[string]struct {
+		task *spec.Task
+		want int64
+	}{
+		"dev environment": {&spec.Task{Type: "dev-environment", Image: "img", InactivityDuration: &hour}, 3600},
+		"off":             {&spec.Task{Type: "dev-environment", Image: "img", InactivityDuration: &off}, 0},
+		"unset":           {&spec.Task{Type: "dev-environment", Image: "img"}, 0},
+	} {
+		if got := ContainerFor(tc.task).SSHInactivity; got != tc.want {
+			t.Errorf("%s: SSHInactivity %d, want %d", name, got, tc.want)
+		}
+	}
+}
+
 func TestCanRunContainers(t *testing.T) {
 	for in, want := range map[string]bool{"docker 1.41": true, "none (no Docker engine at unix:///var/run/docker.sock: …)": false, "": false} {
 		if got := (&NodeInfo{Containers: in}).CanRunContainers(); got != want {

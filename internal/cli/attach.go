@@ -107,8 +107,11 @@ func startAttach(ctx context.Context, c *client.Client, r *api.Run, job int, out
 	if r.Status.Finished() {
 		return nil, fmt.Errorf("run %s has finished (%s): there is nothing to attach to", r.Name, r.Status)
 	}
-	if (r.Spec == nil || len(r.Spec.Ports) == 0) && (r.Spec == nil || !r.Spec.IsDevEnvironment()) {
-		return nil, fmt.Errorf("run %s has no ports and is not a dev environment: there is nothing to attach to (berth logs -f %s follows its output)", r.Name, r.Name)
+	// A dev environment serves SSH, and so does every container job (its
+	// shim does).
+	sshable := r.Spec != nil && (r.Spec.IsDevEnvironment() || r.Spec.Image != "")
+	if (r.Spec == nil || len(r.Spec.Ports) == 0) && !sshable {
+		return nil, fmt.Errorf("run %s has no ports, is not a dev environment and runs no container: there is nothing to attach to (berth logs -f %s follows its output)", r.Name, r.Name)
 	}
 	ref := strconv.FormatInt(r.ID, 10)
 	a := &attachment{ref: ref}
@@ -137,7 +140,7 @@ func startAttach(ctx context.Context, c *client.Client, r *api.Run, job int, out
 	for _, p := range ports {
 		fmt.Fprintf(out, "Forwarded http://localhost:%d → port %d of run %s\n", p.Local, p.Remote, r.Name)
 	}
-	if r.Spec.IsDevEnvironment() {
+	if sshable {
 		if err := writeSSHEntry(r.Name, ref); err != nil {
 			fmt.Fprintf(out, "warning: no SSH configuration for %s: %v\n", r.Name, err)
 		} else {

@@ -20,6 +20,7 @@ func addFullCmds(root *cobra.Command) {
 	root.AddCommand(newAttachCmd(), newSSHProxyCmd(), newSSHHostCmd()) // attach.go, sshhost.go
 	root.AddCommand(newOfferCmd())                                     // offer.go (issue 17)
 	root.AddCommand(newUICmd())                                        // ui.go: a one-time dashboard sign-in
+	root.AddCommand(newSSHKeyCmd())
 }
 
 func leanServes([]string) bool { return true }

@@ -54,6 +54,7 @@ func newServerCmd() *cobra.Command {
 		agentRunAs                                                           runAsFlags
 		cloudPause                                                           time.Duration
 		replicaOpts                                                          replicaFlags
+		sshListen                                                            string
 	)
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -179,6 +180,11 @@ func newServerCmd() *cobra.Command {
 				go func() { errc <- rp.leaseCheck(ctx) }()
 			}
 			go func() { errc <- srv.Run(ctx) }()
+			if sshListen != "" { // sshkey.go
+				if err := startSSHGateway(ctx, srv, sshListen, secretsKeyDir(db, home), errc, cmd.ErrOrStderr()); err != nil {
+					return err
+				}
+			}
 			if !noAgent {
 				unlockAgent, err := lockDir(filepath.Join(home, "agent"), "agent")
 				if err != nil {
@@ -228,6 +234,7 @@ func newServerCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&listen, "listen", "127.0.0.1:3000", "address to serve the API on")
+	f.StringVar(&sshListen, "ssh-listen", "", "address to serve the SSH gateway on (ssh -J to your runs with a key registered by berth ssh-key add; default: none)")
 	f.DurationVar(&cloudPause, "cloud-pause-after-record", 0, "tests: wait this long between recording an instance and creating it")
 	_ = f.MarkHidden("cloud-pause-after-record")
 	f.StringVar(&db, "db", "", "where the state is: a SQLite file (default $BERTH_DB, else $BERTH_HOME/server/berth.db) or a PostgreSQL database, postgres://USER:PASSWORD@HOST:PORT/DB")

@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -40,9 +43,12 @@ func newPsCmd() *cobra.Command {
 				if asJSON {
 					return errors.New("--watch and --json do not go together")
 				}
-				return watch(cmd.Context(), out, isTTY(out), watchInterval, func(w io.Writer) error {
+				// Ctrl-C ends it, with status 0 (the screen as last drawn).
+				ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+				defer stop()
+				return watch(ctx, out, isTTY(out), watchInterval, func(w io.Writer) error {
 					tw := newRunTable(w, verbose, time.Now(), pal)
-					if err := eachShown(cmd.Context(), c, o, tw.add); err != nil {
+					if err := eachShown(ctx, c, o, tw.add); err != nil {
 						return err
 					}
 					return tw.end()

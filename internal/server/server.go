@@ -413,6 +413,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET "+v+"/steps", s.auth(s.handleListSteps))
 	mux.HandleFunc("GET "+v+"/runs/{ref}/tunnel", s.runAuth(s.handleRunTunnel))
 	mux.HandleFunc("GET "+v+"/agent/tunnel/{id}", s.agentAuth(s.handleAgentTunnel))
+	s.sshKeyRoutes(mux, v) // sshgate.go
 	mux.HandleFunc("/proxy/services/{project}/{name}/", s.handleGateway)
 	mux.HandleFunc("/proxy/models/{project}/{rest...}", s.handleModels)
 	mux.HandleFunc("GET "+v+"/blobs/{digest}", s.auth(s.handleBlobHas))

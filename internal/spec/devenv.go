@@ -18,14 +18,23 @@ func (t *Task) IsDevEnvironment() bool { return t.Type == "dev-environment" }
 
 // DevCommands are a dev environment's commands: init, then the SSH
 // endpoint, run with the node's berth (BERTH_BIN, which the agent sets).
+// In a container (`image:`) the job's shim serves SSH from the host
+// (Berth's binary is not in the image): after init the job only stays up,
+// and a stop's SIGTERM ends it at once (a shell as PID 1 would ignore it).
 func (t *Task) DevCommands() []string {
 	cmds := append([]string(nil), t.Init...)
+	if t.Image != "" {
+		return append(cmds, DevKeepAlive)
+	}
 	host := `exec "${BERTH_BIN:-berth}" ssh-host`
 	if d := t.InactivityDuration; d != nil && *d != DurationOff && *d > 0 {
 		host += fmt.Sprintf(" --inactivity %ds", int64(*d))
 	}
 	return append(cmds, host)
 }
+
+// DevKeepAlive is the last command of a dev environment in a container.
+const DevKeepAlive = `trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done`
 
 // IDELink is the link that opens the dev environment name in its IDE,
 // at dir ("" leaves the folder to the IDE).

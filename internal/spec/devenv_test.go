@@ -31,6 +31,18 @@ ports: [8000]
 	}
 }
 
+// In a container the job's shim serves SSH: after init the job only stays
+// up.
+func TestDevEnvironmentInContainer(t *testing.T) {
+	got, err := Parse("dev.yml", []byte("type: dev-environment\nide: vscode\nimage: python:3.12\ninit: [make]\ninactivity_duration: 1h\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"make", DevKeepAlive}, got.DevCommands()); diff != "" {
+		t.Errorf("DevCommands (-want +got):\n%s", diff)
+	}
+}
+
 func TestDevEnvironmentErrors(t *testing.T) {
 	tests := map[string]struct {
 		yaml, want string

@@ -366,6 +366,9 @@ type State struct {
 	// Addr is the container's address on its network (empty on the
 	// host's network): where a tunnel to one of its ports goes.
 	Addr string
+	// Pid is its main process's ID on the host (0 when it does not run):
+	// its namespaces are that process's.
+	Pid int
 }
 
 // Started reports whether the container has been started at least once.
@@ -383,7 +386,7 @@ func (c *Container) Inspect(ctx context.Context) (State, error) {
 	var st State
 	if s := res.Container.State; s != nil {
 		st = State{Status: string(s.Status), Running: s.Running, ExitCode: s.ExitCode, OOMKilled: s.OOMKilled, Error: s.Error,
-			StartedAt: engineTime(s.StartedAt), FinishedAt: engineTime(s.FinishedAt)}
+			StartedAt: engineTime(s.StartedAt), FinishedAt: engineTime(s.FinishedAt), Pid: s.Pid}
 	}
 	if ns := res.Container.NetworkSettings; ns != nil {
 		for _, ep := range ns.Networks {
