@@ -377,55 +377,35 @@ func exportEnv(ex slurm.Export, submitterEnv []string, l *envList) {
 // does).
 func buildBatchRun(job *slurm.BatchJob, scriptPath string, s submitter, known func(uint32) bool, partitions []string) (*batchRun, error) {
 	o := job.Components[0]
-	t := &spec.Task{Type: "task", Name: runNameFor(o.JobName), WorkingDir: o.Chdir, Tags: map[string]string{}}
-	tags := t.Tags
-	setTag := func(k, v string) {
-		if v != "" {
-			tags[k] = v
-		}
-	}
-	setTag(tagJobName, o.JobName)
-	setTag(tagTool, "sbatch")
-	setTag(tagUser, s.user)
-	setTag(tagGroup, s.group)
-	setTag(tagUID, strconv.Itoa(s.uid))
-	setTag(tagGID, strconv.Itoa(s.gid))
-	setTag(tagSubmitHost, s.host)
-	setTag(tagAccount, o.Account)
+	sp := &spec.Slurm{Tool: "sbatch", JobName: o.JobName, User: s.user, Group: s.group, UID: s.uid, GID: s.gid,
+		SubmitHost: s.host, SubmitDir: s.cwd, Account: o.Account, Comment: o.Comment, Output: o.Output, Error: o.Error,
+		Constraint: o.Constraint, OpenMode: o.OpenMode, TresPerNode: o.TresPerNode(), TresPerJob: o.TresPerJob(),
+		Requeue: o.Requeue, Wait: o.Wait}
+	t := &spec.Task{Type: "task", Name: runNameFor(o.JobName), WorkingDir: o.Chdir, Slurm: sp}
 	t.Project = o.Account // -A chooses among the submitter's projects
-	setTag(tagComment, o.Comment)
 	if o.Wrap == "" && scriptPath != "" {
 		p := scriptPath
 		if !strings.HasPrefix(p, "/") {
 			p = path.Join(s.cwd, p)
 		}
-		setTag(tagCommand, p)
+		sp.Command = p
 	}
-	setTag(tagStdout, o.Output)
-	setTag(tagStderr, o.Error)
 	if o.Input != "/dev/null" {
-		setTag(tagStdin, o.Input)
+		sp.Input = o.Input
 	}
-	setTag(tagConstraint, o.Constraint)
-	setTag(tagOpenMode, o.OpenMode)
-	setTag(tagTresPerNode, o.TresPerNode())
-	setTag(tagTresPerJob, o.TresPerJob())
 	if o.Dependency != nil {
-		setTag(tagDependency, o.Dependency.Spec())
+		sp.Dependency = o.Dependency.Spec()
 	}
 	if o.Signal != nil {
 		if o.Signal.Reservation {
-			// Kept as a tag without a time limit, it was silently
-			// dropped: Berth has no reservations to end.
+			// Kept without a time limit, it was silently dropped: Berth
+			// has no reservations to end.
 			return nil, slurm.SubmitFailed(fmt.Sprintf("--signal=%s: R: (also when the job's reservation ends) has no meaning in Berth, which has no reservations; remove R:", o.Signal))
 		}
-		setTag(tagSignal, o.Signal.String())
+		sp.Signal = slurmSignalOf(o.Signal)
 	}
-	if o.Requeue != nil {
-		tags[tagRequeue] = map[bool]string{true: "1", false: "0"}[*o.Requeue]
-		if *o.Requeue {
-			t.Retry = &spec.Retry{OnEvents: []string{"interruption"}}
-		}
+	if o.Requeue != nil && *o.Requeue {
+		t.Retry = &spec.Retry{OnEvents: []string{"interruption"}}
 	}
 
 	// Partitions: the default one means any node.
@@ -447,10 +427,10 @@ func buildBatchRun(job *slurm.BatchJob, scriptPath string, s submitter, known fu
 		t.Nice = int64(*o.Nice)
 	}
 	if o.Priority != nil {
-		setTag(tagPriority, strconv.FormatUint(uint64(o.Priority.Value), 10))
+		sp.Priority = strconv.FormatUint(uint64(o.Priority.Value), 10)
 		t.Priority = int(min(o.Priority.Value, 100))
 		if o.Priority.Top {
-			tags[tagPriority], t.Priority = "TOP", 100
+			sp.Priority, t.Priority = "TOP", 100
 		}
 	}
 	if o.Exclusive == "exclusive" {
@@ -500,14 +480,13 @@ func buildBatchRun(job *slurm.BatchJob, scriptPath string, s submitter, known fu
 		t.Resources = first.spec()
 	}
 	if first.ntasksGiven {
-		setTag(tagNTasks, strconv.Itoa(first.nodes*first.tasksPerNode))
-		setTag(tagNTasksPerNode, strconv.Itoa(first.tasksPerNode))
+		sp.NTasks, sp.NTasksPerNode = first.nodes*first.tasksPerNode, first.tasksPerNode
+		sp.NTasksGiven = o.NTasks
 	}
-	if o.CPUsPerTask > 0 {
-		setTag(tagCPUsPerTask, strconv.Itoa(o.CPUsPerTask))
-	}
-	if first.memPerCPUMB > 0 {
-		setTag(tagMemPerCPU, strconv.FormatUint(first.memPerCPUMB, 10))
+	sp.TasksPerNode, sp.CPUsPerNode, sp.CPUsPerTask = first.tasksPerNode, first.cpus, o.CPUsPerTask
+	sp.MemPerCPUMB, sp.GPUsPerNode = first.memPerCPUMB, first.gpus
+	if first.memPerCPUMB == 0 {
+		sp.MemPerNodeMB = first.memMB
 	}
 
 	// The environment: the submitter's (--export), then the batch
@@ -541,7 +520,8 @@ func buildBatchRun(job *slurm.BatchJob, scriptPath string, s submitter, known fu
 		env.set("SLURM_JOB_ACCOUNT", o.Account)
 	}
 	if o.Export.Mode != slurm.ExportAll || len(o.Export.Vars) > 0 {
-		env.set("SLURM_EXPORT_ENV", exportString(o.Export))
+		sp.Export = exportString(o.Export)
+		env.set("SLURM_EXPORT_ENV", sp.Export)
 	}
 	if first.ntasksGiven {
 		n := strconv.Itoa(first.nodes * first.tasksPerNode)

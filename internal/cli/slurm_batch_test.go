@@ -140,7 +140,7 @@ func TestResourcesMapping(t *testing.T) {
 }
 
 // A script with directives becomes a run that keeps what Slurm shows in
-// its tags, gets the batch variables sbatch gives, and the submitter's
+// its typed Slurm part (no string tags), gets the batch variables sbatch gives, and the submitter's
 // environment without its job variables.
 func TestBuildBatchRun(t *testing.T) {
 	script := `#!/bin/bash -l
@@ -179,15 +179,16 @@ srun python train.py
 		"exclusive":  {true, ts.Exclusive},
 		"retry":      {&spec.Retry{OnEvents: []string{"interruption"}}, ts.Retry},
 		"workdir":    {"/home/alice/work", ts.WorkingDir},
-		"job name":   {"Train_Big", ts.Tags[tagJobName]},
-		"account":    {"proj42", ts.Tags[tagAccount]},
-		"comment":    {"nightly run", ts.Tags[tagComment]},
-		"signal":     {"B:USR1@90", ts.Tags[tagSignal]},
-		"command":    {"/home/alice/work/job.sh", ts.Tags[tagCommand]},
-		"stdout":     {"/home/alice/work/logs/%x-%A_%a.out", ts.Tags[tagStdout]},
-		"ntasks":     {"8", ts.Tags[tagNTasks]},
-		"tres":       {"gres:gpu:a100:4", ts.Tags[tagTresPerNode]},
-		"dependency": {"afterok:12?afterok:999?afterany:13", ts.Tags[tagDependency]},
+		"job name":   {"Train_Big", ts.Slurm.JobName},
+		"account":    {"proj42", ts.Slurm.Account},
+		"comment":    {"nightly run", ts.Slurm.Comment},
+		"signal":     {"B:USR1@90", slurmSignalString(ts.Slurm.Signal)},
+		"command":    {"/home/alice/work/job.sh", ts.Slurm.Command},
+		"stdout":     {"/home/alice/work/logs/%x-%A_%a.out", ts.Slurm.Output},
+		"ntasks":     {8, ts.Slurm.NTasks},
+		"tres":       {"gres:gpu:a100:4", ts.Slurm.TresPerNode},
+		"dependency": {"afterok:12?afterok:999?afterany:13", ts.Slurm.Dependency},
+		"no tags":    {0, len(ts.Tags)},
 	}
 	for name, c := range checks {
 		if d := cmp.Diff(c[0], c[1]); d != "" {
