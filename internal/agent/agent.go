@@ -428,8 +428,11 @@ func (a *Agent) forward(k api.KillJob) {
 		return
 	}
 	text := strconv.Itoa(k.Signal)
-	if k.BatchOnly {
+	switch {
+	case k.BatchOnly:
 		text = "B:" + text
+	case k.StepsOnly:
+		text = "S:" + text
 	}
 	if err := writeFileAtomic(filepath.Join(j.dir, fileSignal), []byte(text)); err != nil {
 		a.log.Warn("record a signal for the job", "job_id", j.id, "err", err)

@@ -362,9 +362,12 @@ func superviseJob(dir string, sigs chan os.Signal, recordPid bool) (cleanup func
 				signalJob(unix.SIGKILL)
 			case sigForward: // a signal to pass on, or a new time limit
 				clock.setLimit(currentLimit(dir, sp.MaxDuration))
-				if sig, batchOnly, ok := forwardedSignal(dir); ok && batchOnly {
+				switch sig, batchOnly, stepsOnly, ok := forwardedSignal(dir); {
+				case ok && batchOnly:
 					_ = unix.Kill(pgid, sig)
-				} else if ok {
+				case ok && stepsOnly:
+					signalSteps(stepsDir, pgid, sig) // none running: none gets it, as in Slurm
+				case ok:
 					signalJob(sig)
 				}
 			}
@@ -614,18 +617,19 @@ const fileSignal = "signal"
 // forwardedSignal reads fileSignal and removes it: the same sigForward
 // also says that the time limit changed (timelimit.go), which must not send
 // the job an earlier signal again.
-func forwardedSignal(dir string) (sig unix.Signal, batchOnly, ok bool) {
+func forwardedSignal(dir string) (sig unix.Signal, batchOnly, stepsOnly, ok bool) {
 	path := filepath.Join(dir, fileSignal)
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return 0, false, false
+		return 0, false, false, false
 	}
 	_ = os.Remove(path)
 	text := strings.TrimSpace(string(b))
 	text, batchOnly = strings.CutPrefix(text, "B:")
+	text, stepsOnly = strings.CutPrefix(text, "S:")
 	n, err := strconv.Atoi(text)
 	if err != nil || n < 1 || n > 64 {
-		return 0, false, false
+		return 0, false, false, false
 	}
-	return unix.Signal(n), batchOnly, true
+	return unix.Signal(n), batchOnly, stepsOnly, true
 }

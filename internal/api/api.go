@@ -380,18 +380,23 @@ type JobLimit struct {
 }
 
 // KillJob asks an agent to send a signal to one job's processes without
-// stopping it (scancel --signal): all of them, or with BatchOnly the job's
-// main process only (scancel -b).
+// stopping it (scancel --signal): all of them (scancel -f), with BatchOnly
+// the job's main process only (scancel -b), with StepsOnly the tasks of
+// its srun steps only (scancel without -b or -f, as Slurm).
 type KillJob struct {
 	JobID     int64 `json:"job_id"`
 	Signal    int   `json:"signal"`
 	BatchOnly bool  `json:"batch_only,omitempty"`
+	StepsOnly bool  `json:"steps_only,omitempty"`
 }
 
-// SignalRequest signals a run's running jobs (POST /runs/{ref}/signal).
+// SignalRequest signals a run's running jobs (POST /runs/{ref}/signal):
+// every process of each, or only the main process (BatchOnly) or only
+// the tasks of its srun steps (StepsOnly).
 type SignalRequest struct {
 	Signal    int  `json:"signal"`
 	BatchOnly bool `json:"batch_only,omitempty"`
+	StepsOnly bool `json:"steps_only,omitempty"`
 }
 
 // StopJob asks an agent to stop one job.
