@@ -501,7 +501,7 @@ func (a *Agent) startLocked(asg api.Assignment) {
 		fail(err)
 		return
 	}
-	sp := shimSpec{Script: script(asg.Commands), Shell: asg.Shell, Dir: workDir, MaxDuration: asg.MaxDuration, Grace: asg.Grace, Assignment: asg,
+	sp := shimSpec{Script: jobScript(asg), Shell: asg.Shell, Dir: workDir, MaxDuration: asg.MaxDuration, Grace: asg.Grace, Assignment: asg,
 		Cgroup: j.cg, Cred: acct.cred, Server: a.cfg.Server}
 	var extra []string
 	if acct.cred != nil && asg.Container == nil {

@@ -320,6 +320,9 @@ type Assignment struct {
 	// Shell runs a host job's commands (the run's `shell:`: sh, bash or
 	// an absolute path); empty: bash.
 	Shell string `json:"shell,omitempty"`
+	// Batch: Commands[0] is a Slurm batch script, run as slurmd runs one
+	// (batch.go).
+	Batch *BatchScript `json:"batch,omitempty"`
 	// Signal, when set, is sent to the job before MaxDuration (`signal:`).
 	Signal *SignalAt `json:"signal,omitempty"`
 	// Hostfile is the run's MPI hostfile ("ADDR slots=N" per node, in rank

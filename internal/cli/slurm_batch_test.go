@@ -35,30 +35,6 @@ func bash(t *testing.T, script string, env []string, dir string) (string, int) {
 	return out.String(), 0
 }
 
-// The job's shell expands output file patterns exactly as slurmd would
-// (internal/slurm's ExpandFilename), from the variables the job gets.
-func TestShellFilename(t *testing.T) {
-	patterns := []string{"", "out.txt", "slurm-%j.out", "%x-%j.log", "/abs/%u/%A_%a.out", "%5j.out", "%%j%%", "%10a-%3A",
-		"a%", "%z%j", "%5z", "%N.%n.%t.%s", `back\slash%j`, `two\\%j`, "%J", "dir/%12j-%x"}
-	for _, array := range []bool{false, true} {
-		for _, p := range patterns {
-			fc := slurm.FilenameContext{JobID: 42, ArrayJobID: 0, ArrayTaskID: slurm.NoArrayTask, StepID: -1, JobName: "my job",
-				User: "alice", Node: "n1", WorkDir: "/home/alice/work"}
-			env := []string{"SLURM_JOB_ID=42", "SLURM_JOB_NODELIST=n1,n2", "SLURMD_NODENAME=n1", "PATH=" + os.Getenv("PATH")}
-			if array {
-				fc.ArrayJobID, fc.ArrayTaskID = 40, 7
-				env = append(env, "SLURM_ARRAY_JOB_ID=40", "SLURM_ARRAY_TASK_ID=7")
-			}
-			want := slurm.ExpandFilename(p, fc)
-			word := shellFilename(p, shellFilenameContext{array: array, jobName: "my job", user: "alice", workDir: "/home/alice/work"})
-			got, code := bash(t, "printf %s "+word, env, "/")
-			if code != 0 || got != want {
-				t.Errorf("pattern %q (array %v): the job's shell gives %q (exit %d) from %s, slurmd %q", p, array, got, code, word, want)
-			}
-		}
-	}
-}
-
 func TestRunNameFor(t *testing.T) {
 	for in, want := range map[string]string{
 		"train.sh": "train", "wrap": "wrap", "My_Job.v2": "my-job-v2", "1job": "job-1job", "x": "job-x", "": "job",
@@ -242,61 +218,6 @@ func TestBuildBatchRunRefusals(t *testing.T) {
 	br, err := buildFrom(t, []string{"-d", "afterok:999", "--wrap", "x"}, "", nil)
 	if err != nil || len(br.req.Spec.DependsOn) != 0 {
 		t.Errorf("afterok on an unknown job: %v, depends_on %v", err, br)
-	}
-}
-
-// The commands run the script as slurmd does: output and error in the
-// files --output and --error name, truncated or appended, the script run by
-// its interpreter with its arguments, its exit status the job's.
-func TestBatchCommandsRun(t *testing.T) {
-	dir := t.TempDir()
-	script := "#!/bin/sh\n#SBATCH -o out-%j.txt -e err-%x.txt\necho \"out $1 $2 $(basename $0)\"\necho err >&2\nread line || echo no input\nexit 7\n"
-	br, err := buildFrom(t, []string{"-D", dir, "-J", "nm", "job.sh", "x y", "z"}, script, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := []string{"SLURM_JOB_ID=5", "PATH=" + os.Getenv("PATH"), "TMPDIR=" + dir}
-	if err := os.WriteFile(filepath.Join(dir, "out-5.txt"), []byte("old content\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	log, code := bash(t, "set -e\n"+strings.Join(br.req.Spec.Commands, "\n"), env, dir)
-	if code != 7 || log != "" {
-		t.Errorf("exit %d, job log %q; want 7 and nothing (all output in the files)", code, log)
-	}
-	out, _ := os.ReadFile(filepath.Join(dir, "out-5.txt"))
-	errb, _ := os.ReadFile(filepath.Join(dir, "err-nm.txt"))
-	if string(out) != "out x y z slurm_script."+string(out[len("out x y z slurm_script."):]) || !strings.HasPrefix(string(out), "out x y z slurm_script.") || !strings.HasSuffix(string(out), "no input\n") {
-		t.Errorf("output file: %q", out)
-	}
-	if string(errb) != "err\n" {
-		t.Errorf("error file: %q", errb)
-	}
-	left, _ := filepath.Glob(filepath.Join(dir, "slurm_script.*"))
-	if len(left) != 0 {
-		t.Errorf("the script's copy is left behind: %v", left)
-	}
-	// --open-mode=append keeps what was there.
-	br, err = buildFrom(t, []string{"-D", dir, "--open-mode=append", "-o", "app.txt", "--wrap", "echo two"}, "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(filepath.Join(dir, "app.txt"), []byte("one\n"), 0o644)
-	if _, code := bash(t, strings.Join(br.req.Spec.Commands, "\n"), env, dir); code != 0 {
-		t.Fatalf("exit %d", code)
-	}
-	if b, _ := os.ReadFile(filepath.Join(dir, "app.txt")); string(b) != "one\ntwo\n" {
-		t.Errorf("append mode: %q", b)
-	}
-	// A script holding the here-document's delimiter still runs as written.
-	br, err = buildFrom(t, []string{"-D", dir, "-o", "delim.txt", "job.sh"}, "#!/bin/sh\ncat <<'BERTH_SLURM_SCRIPT'\nkept\nBERTH_SLURM_SCRIPT\n", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, code := bash(t, strings.Join(br.req.Spec.Commands, "\n"), env, dir); code != 0 {
-		t.Fatalf("exit %d", code)
-	}
-	if b, _ := os.ReadFile(filepath.Join(dir, "delim.txt")); string(b) != "kept\n" {
-		t.Errorf("script with the delimiter: %q", b)
 	}
 }
 

@@ -22,6 +22,13 @@ func slurmPart(r *api.Run) *spec.Slurm {
 		return noSlurm
 	}
 	if r.Spec.Slurm != nil {
+		if c, ok := r.Spec.Tags[tagComment]; ok {
+			// scontrol update Comment= sets the tag (the server updates
+			// a run's tags, not its Slurm part): the later word.
+			p := *r.Spec.Slurm
+			p.Comment = c
+			return &p
+		}
 		return r.Spec.Slurm
 	}
 	if p := slurmFromTags(r.Spec.Tags); p != nil {

@@ -44,7 +44,8 @@ type Slurm struct {
 	// The first component's task layout, as sbatch computed it.
 	NTasks        int    `json:"ntasks,omitempty"`          // -n (nodes × tasks per node); 0 when neither -n nor --ntasks-per-node was given
 	NTasksGiven   int    `json:"ntasks_given,omitempty"`    // -n exactly as given (SLURM_NTASKS); 0 when not given
-	NTasksPerNode int    `json:"ntasks_per_node,omitempty"` // --ntasks-per-node as given
+	NTasksPerNode int    `json:"ntasks_per_node,omitempty"` // tasks per node when NTasks is set (scontrol's NtasksPerN)
+	PerNodeGiven  int    `json:"per_node_given,omitempty"`  // --ntasks-per-node as given (SLURM_NTASKS_PER_NODE); 0 when not
 	TasksPerNode  int    `json:"tasks_per_node,omitempty"`  // tasks on each node (SLURM_TASKS_PER_NODE)
 	CPUsPerTask   int    `json:"cpus_per_task,omitempty"`   // -c as given
 	CPUsPerNode   int    `json:"cpus_per_node,omitempty"`   // CPUs each node gets (SLURM_JOB_CPUS_PER_NODE)
@@ -64,6 +65,16 @@ type Slurm struct {
 	// Export is SLURM_EXPORT_ENV: --export when it was not ALL.
 	Export string `json:"export,omitempty"`
 	Wait   bool   `json:"wait,omitempty"` // -W
+
+	// Script: the run's one command is the batch script itself, which
+	// the node runs by its "#!" interpreter with Args, its output in the
+	// files Output and Error name (api.BatchScript). Runs stored before
+	// carry a bash wrapper that does it as their command instead.
+	Script bool     `json:"script,omitempty"`
+	Args   []string `json:"args,omitempty"`
+	// Links is the submitter's directory of the Slurm-named links to
+	// berth, put back on a login shell's PATH ("" none).
+	Links string `json:"links,omitempty"`
 }
 
 // SlurmSignal is sbatch's --signal=[{R|B}:]SIG[@TIME].
