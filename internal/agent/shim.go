@@ -637,7 +637,8 @@ func memoryText(b int64) string {
 }
 
 // fileSignal holds the signal the agent asks a shim to forward to its job:
-// "N" (every process of the job) or "B:N" (its main process only).
+// "N" (every process of the job), "B:N" (its main process only) or "S:N"
+// (the tasks of its steps only).
 const fileSignal = "signal"
 
 // forwardedSignal reads fileSignal and removes it: the same sigForward
