@@ -175,23 +175,32 @@ srun python train.py
 	for _, v := range ts.Env {
 		got[v.Name] = v.Value
 	}
-	for k, v := range map[string]string{"HOME": "/home/alice", "MY_VAR": "1", "SLURM_JOB_NAME": "Train_Big", "SLURM_SUBMIT_DIR": "/home/alice/work",
-		"SLURM_NTASKS": "8", "SLURM_NTASKS_PER_NODE": "4", "SLURM_CPUS_PER_TASK": "8", "SLURM_TASKS_PER_NODE": "4(x2)",
-		"SLURM_JOB_CPUS_PER_NODE": "32(x2)", "SLURM_JOB_ACCOUNT": "proj42", "SLURM_JOB_PARTITION": "gpu", "SLURM_GPUS_ON_NODE": "4"} {
+	for k, v := range map[string]string{"HOME": "/home/alice", "MY_VAR": "1", "PATH": "/usr/bin"} {
 		if got[k] != v {
 			t.Errorf("env %s = %q, want %q", k, got[k], v)
 		}
 	}
-	for _, k := range []string{"SLURM_JOB_ID", "CUDA_VISIBLE_DEVICES", "BERTH_TOKEN", "BASH_FUNC_x%%"} {
-		if _, ok := got[k]; ok {
-			t.Errorf("the submitter's %s was passed to the job", k)
+	// The job's Slurm variables are the server's, at placement; the
+	// submitter's own never pass.
+	for k := range got {
+		if strings.HasPrefix(k, "SLURM_") || k == "CUDA_VISIBLE_DEVICES" || k == "BERTH_TOKEN" || k == "BASH_FUNC_x%%" {
+			t.Errorf("the job's env holds %s", k)
 		}
 	}
-	cmds := strings.Join(ts.Commands, "\n")
-	for _, want := range []string{"$__berth_exec /bin/bash -l \"$__berth_script\" 'a b' c\n", "srun python train.py\n", `"${SLURM_ARRAY_JOB_ID}"'_'"${SLURM_ARRAY_TASK_ID}"`} {
-		if !strings.Contains(cmds, want) {
-			t.Errorf("commands lack %q:\n%s", want, cmds)
-		}
+	layout := spec.Slurm{NTasks: 8, NTasksPerNode: 4, PerNodeGiven: 4, TasksPerNode: 4, CPUsPerTask: 8, CPUsPerNode: 32, GPUsPerNode: 4,
+		SubmitDir: "/home/alice/work", SubmitHost: "login1", User: "alice", UID: 1000, GID: 100, Group: "users"}
+	got2 := spec.Slurm{NTasks: ts.Slurm.NTasks, NTasksPerNode: ts.Slurm.NTasksPerNode, PerNodeGiven: ts.Slurm.PerNodeGiven, TasksPerNode: ts.Slurm.TasksPerNode,
+		CPUsPerTask: ts.Slurm.CPUsPerTask, CPUsPerNode: ts.Slurm.CPUsPerNode, GPUsPerNode: ts.Slurm.GPUsPerNode, SubmitDir: ts.Slurm.SubmitDir,
+		SubmitHost: ts.Slurm.SubmitHost, User: ts.Slurm.User, UID: ts.Slurm.UID, GID: ts.Slurm.GID, Group: ts.Slurm.Group}
+	if d := cmp.Diff(layout, got2); d != "" {
+		t.Errorf("layout and submitter (-want +got):\n%s", d)
+	}
+	// The script is the run's command, as written; the node runs it.
+	if len(ts.Commands) != 1 || ts.Commands[0] != script || !ts.Slurm.Script || !cmp.Equal(ts.Slurm.Args, []string{"a b", "c"}) {
+		t.Errorf("commands %q, script %v, args %q", ts.Commands, ts.Slurm.Script, ts.Slurm.Args)
+	}
+	if ts.StopCriteria != "master-done" {
+		t.Errorf("a 2-node batch job's stop criteria: %q", ts.StopCriteria)
 	}
 }
 

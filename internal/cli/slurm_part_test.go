@@ -61,6 +61,7 @@ srun python train.py
 	// placement, and facts sbatch had no tag for.
 	want := *cur
 	want.SubmitDir, want.CPUsPerNode, want.GPUsPerNode, want.NTasksGiven, want.TasksPerNode = "", 0, 0, 0, 4
+	want.PerNodeGiven, want.Script, want.Args = 0, false, nil
 	if d := cmp.Diff(&want, old); d != "" {
 		t.Errorf("the old record's Slurm part (-want +got):\n%s", d)
 	}
