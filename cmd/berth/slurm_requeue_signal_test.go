@@ -105,6 +105,16 @@ func TestSlurmSignalCheckpointRequeue(t *testing.T) {
 		t.Errorf("job %s: %v, want COMPLETED 0:0 (its second run)", a, st)
 	}
 	s.waitState(b, 30*time.Second, "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT")
+	// The poller's own look at the end: a poll in flight when it stops is
+	// dropped, and on a loaded machine one poll can outlast the waits above.
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		mu.Lock()
+		done := seen["COMPLETED"]
+		mu.Unlock()
+		if done {
+			break
+		}
+	}
 	stop()
 	wg.Wait()
 

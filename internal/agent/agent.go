@@ -428,8 +428,11 @@ func (a *Agent) forward(k api.KillJob) {
 		return
 	}
 	text := strconv.Itoa(k.Signal)
-	if k.BatchOnly {
+	switch {
+	case k.BatchOnly:
 		text = "B:" + text
+	case k.StepsOnly:
+		text = "S:" + text
 	}
 	if err := writeFileAtomic(filepath.Join(j.dir, fileSignal), []byte(text)); err != nil {
 		a.log.Warn("record a signal for the job", "job_id", j.id, "err", err)
@@ -498,7 +501,7 @@ func (a *Agent) startLocked(asg api.Assignment) {
 		fail(err)
 		return
 	}
-	sp := shimSpec{Script: script(asg.Commands), Shell: asg.Shell, Dir: workDir, MaxDuration: asg.MaxDuration, Grace: asg.Grace, Assignment: asg,
+	sp := shimSpec{Script: jobScript(asg), Shell: asg.Shell, Dir: workDir, MaxDuration: asg.MaxDuration, Grace: asg.Grace, Assignment: asg,
 		Cgroup: j.cg, Cred: acct.cred, Server: a.cfg.Server}
 	var extra []string
 	if acct.cred != nil && asg.Container == nil {

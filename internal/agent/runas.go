@@ -167,7 +167,7 @@ func (a *Agent) makeUserDir(asg api.Assignment, cred *jobCred, commands string) 
 		}
 		mine = append(mine, work)
 	}
-	script := filepath.Join(dir, fileScript)
+	script := filepath.Join(dir, scriptFile(asg))
 	if err := os.WriteFile(script, []byte(commands), 0o600); err != nil {
 		return "", "", nil, err
 	}

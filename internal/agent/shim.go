@@ -262,13 +262,21 @@ func superviseJob(dir string, sigs chan os.Signal, recordPid bool) (cleanup func
 		stdoutW.Close()
 		stderrW.Close()
 	}
+	scriptPath = filepath.Join(filepath.Dir(scriptPath), scriptFile(sp.Assignment))
 	if sp.UserDir != "" {
-		scriptPath = filepath.Join(sp.UserDir, fileScript) // written by the agent
+		scriptPath = filepath.Join(sp.UserDir, scriptFile(sp.Assignment)) // written by the agent
 		stepsDir = filepath.Join(sp.UserDir, StepsDirName)
 	}
 	cmd := bashCommand(scriptPath)
 	if sp.Shell != "" && sp.Shell != "bash" {
 		cmd = exec.Command(shellPath(sp.Shell), scriptPath)
+	}
+	batch := sp.Assignment.Batch
+	if !isBatch(sp.Assignment) {
+		batch = nil
+	}
+	if batch != nil {
+		cmd = batchCommand(batch, sp.Script, scriptPath) // batch.go
 	}
 	cmd.Env = sp.Env
 	cmd.Dir = sp.Dir
@@ -293,13 +301,31 @@ func superviseJob(dir string, sigs chan os.Signal, recordPid bool) (cleanup func
 	if err == nil {
 		err = carryArchives(&sp) // archives.go: the run's repo and files
 	}
+	var stdio []*os.File
+	if err == nil && batch != nil {
+		// As slurmd: the script's files, opened as its user (batch.go).
+		var bashEnv string
+		if bashEnv, err = loginEnv(batch, sp.Script, scriptPath, cmd.Env, sp.Cred); err == nil && bashEnv != "" {
+			cmd.Env = append(cmd.Env, bashEnv)
+		}
+		if err == nil {
+			stdio, err = batchStdio(batch, sp.Cred)
+		}
+		if err == nil {
+			cmd.Stdin, cmd.Stdout, cmd.Stderr = stdio[0], stdio[1], stdio[2]
+		}
+	}
 	var grp *cgroup.Group
 	if err == nil {
 		grp, err = startJob(cmd, sp.Cgroup)
 	}
+	closeFiles(stdio) // the job holds them now, or never will
 	if err != nil {
 		closeWriters()
 		msg := fmt.Sprintf("berth: cannot start the job: %v\n", err)
+		if strings.HasPrefix(err.Error(), "slurmstepd: ") {
+			msg = err.Error() + "\n" // a batch script's file: slurmstepd's words
+		}
 		_ = fw.write(2, []byte(msg))
 		ex.ExitCode, ex.Reason, ex.Message = 127, exitStartFailed, msg
 		return cleanup, true, finish()
@@ -362,9 +388,12 @@ func superviseJob(dir string, sigs chan os.Signal, recordPid bool) (cleanup func
 				signalJob(unix.SIGKILL)
 			case sigForward: // a signal to pass on, or a new time limit
 				clock.setLimit(currentLimit(dir, sp.MaxDuration))
-				if sig, batchOnly, ok := forwardedSignal(dir); ok && batchOnly {
+				switch sig, batchOnly, stepsOnly, ok := forwardedSignal(dir); {
+				case ok && batchOnly:
 					_ = unix.Kill(pgid, sig)
-				} else if ok {
+				case ok && stepsOnly:
+					signalSteps(stepsDir, pgid, sig) // none running: none gets it, as in Slurm
+				case ok:
 					signalJob(sig)
 				}
 			}
@@ -608,24 +637,26 @@ func memoryText(b int64) string {
 }
 
 // fileSignal holds the signal the agent asks a shim to forward to its job:
-// "N" (every process of the job) or "B:N" (its main process only).
+// "N" (every process of the job), "B:N" (its main process only) or "S:N"
+// (the tasks of its steps only).
 const fileSignal = "signal"
 
 // forwardedSignal reads fileSignal and removes it: the same sigForward
 // also says that the time limit changed (timelimit.go), which must not send
 // the job an earlier signal again.
-func forwardedSignal(dir string) (sig unix.Signal, batchOnly, ok bool) {
+func forwardedSignal(dir string) (sig unix.Signal, batchOnly, stepsOnly, ok bool) {
 	path := filepath.Join(dir, fileSignal)
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return 0, false, false
+		return 0, false, false, false
 	}
 	_ = os.Remove(path)
 	text := strings.TrimSpace(string(b))
 	text, batchOnly = strings.CutPrefix(text, "B:")
+	text, stepsOnly = strings.CutPrefix(text, "S:")
 	n, err := strconv.Atoi(text)
 	if err != nil || n < 1 || n > 64 {
-		return 0, false, false
+		return 0, false, false, false
 	}
-	return unix.Signal(n), batchOnly, true
+	return unix.Signal(n), batchOnly, stepsOnly, true
 }

@@ -224,7 +224,7 @@ func runContainer(dir string, sp *shimSpec, fw *frameWriter, ex *shimExit, sigs 
 				abort()
 			case sigForward: // a signal to pass on, or a new time limit
 				clock.setLimit(currentLimit(dir, sp.MaxDuration))
-				if sig, _, ok := forwardedSignal(dir); ok && !stopping {
+				if sig, _, _, ok := forwardedSignal(dir); ok && !stopping {
 					go func() {
 						if err := c.Signal(ctx, strconv.Itoa(int(sig))); err != nil {
 							note("%v", err)

@@ -67,10 +67,16 @@ func TestLimitAndSignalFiles(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, fileSignal), []byte("B:10"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if sig, batch, ok := forwardedSignal(dir); !ok || !batch || sig != 10 {
-		t.Errorf("forwarded %v %v %v, want 10 batch-only", sig, batch, ok)
+	if sig, batch, steps, ok := forwardedSignal(dir); !ok || !batch || steps || sig != 10 {
+		t.Errorf("forwarded %v %v %v %v, want 10 batch-only", sig, batch, steps, ok)
 	}
-	if _, _, ok := forwardedSignal(dir); ok {
+	if err := os.WriteFile(filepath.Join(dir, fileSignal), []byte("S:12"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if sig, batch, steps, ok := forwardedSignal(dir); !ok || batch || !steps || sig != 12 {
+		t.Errorf("forwarded %v %v %v %v, want 12 steps-only", sig, batch, steps, ok)
+	}
+	if _, _, _, ok := forwardedSignal(dir); ok {
 		t.Error("a forwarded signal was read twice (a new limit would send it again)")
 	}
 }

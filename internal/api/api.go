@@ -320,6 +320,9 @@ type Assignment struct {
 	// Shell runs a host job's commands (the run's `shell:`: sh, bash or
 	// an absolute path); empty: bash.
 	Shell string `json:"shell,omitempty"`
+	// Batch: Commands[0] is a Slurm batch script, run as slurmd runs one
+	// (batch.go).
+	Batch *BatchScript `json:"batch,omitempty"`
 	// Signal, when set, is sent to the job before MaxDuration (`signal:`).
 	Signal *SignalAt `json:"signal,omitempty"`
 	// Hostfile is the run's MPI hostfile ("ADDR slots=N" per node, in rank
@@ -380,18 +383,23 @@ type JobLimit struct {
 }
 
 // KillJob asks an agent to send a signal to one job's processes without
-// stopping it (scancel --signal): all of them, or with BatchOnly the job's
-// main process only (scancel -b).
+// stopping it (scancel --signal): all of them (scancel -f), with BatchOnly
+// the job's main process only (scancel -b), with StepsOnly the tasks of
+// its srun steps only (scancel without -b or -f, as Slurm).
 type KillJob struct {
 	JobID     int64 `json:"job_id"`
 	Signal    int   `json:"signal"`
 	BatchOnly bool  `json:"batch_only,omitempty"`
+	StepsOnly bool  `json:"steps_only,omitempty"`
 }
 
-// SignalRequest signals a run's running jobs (POST /runs/{ref}/signal).
+// SignalRequest signals a run's running jobs (POST /runs/{ref}/signal):
+// every process of each, or only the main process (BatchOnly) or only
+// the tasks of its srun steps (StepsOnly).
 type SignalRequest struct {
 	Signal    int  `json:"signal"`
 	BatchOnly bool `json:"batch_only,omitempty"`
+	StepsOnly bool `json:"steps_only,omitempty"`
 }
 
 // StopJob asks an agent to stop one job.

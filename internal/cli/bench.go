@@ -384,11 +384,14 @@ running) minus the submission's arrival; and "observed", the moment the job's ow
 
 func newBenchDrainCmd() *cobra.Command {
 	var runs int
+	var slurmMode string
 	cmd := &cobra.Command{
 		Use:   "drain",
 		Short: "Time to drain queued trivial runs (`true`) on one node",
 		Long: `Queues the runs on a server with no agent, then starts one agent (a separate process) and times
-from its start to the end of the last run (the server's record of it).`,
+from its start to the end of the last run (the server's record of it). --slurm queues what
+sbatch --wrap true -o /dev/null submits instead (the batch script the node runs as slurmd does);
+--slurm=wrapper what sbatch submitted before Slurm was applied at placement (a bash wrapper).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -397,7 +400,11 @@ from its start to the end of the last run (the server's record of it).`,
 				return err
 			}
 			defer b.stop()
-			if _, _, err := submitAll(ctx, b.c, runs, 8, benchTask("true")); err != nil {
+			task, err := drainTask(slurmMode) // bench_drain_slurm.go
+			if err != nil {
+				return err
+			}
+			if _, _, err := submitAll(ctx, b.c, runs, 8, task); err != nil {
 				return err
 			}
 			before, err := b.c.Status(ctx)
@@ -437,6 +444,8 @@ from its start to the end of the last run (the server's record of it).`,
 		},
 	}
 	cmd.Flags().IntVar(&runs, "runs", 500, "runs to queue")
+	cmd.Flags().StringVar(&slurmMode, "slurm", "", "queue sbatch --wrap true jobs: sbatch (today's), wrapper (before Slurm was applied at placement)")
+	cmd.Flags().Lookup("slurm").NoOptDefVal = "sbatch"
 	return cmd
 }
 

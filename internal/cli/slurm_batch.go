@@ -377,55 +377,35 @@ func exportEnv(ex slurm.Export, submitterEnv []string, l *envList) {
 // does).
 func buildBatchRun(job *slurm.BatchJob, scriptPath string, s submitter, known func(uint32) bool, partitions []string) (*batchRun, error) {
 	o := job.Components[0]
-	t := &spec.Task{Type: "task", Name: runNameFor(o.JobName), WorkingDir: o.Chdir, Tags: map[string]string{}}
-	tags := t.Tags
-	setTag := func(k, v string) {
-		if v != "" {
-			tags[k] = v
-		}
-	}
-	setTag(tagJobName, o.JobName)
-	setTag(tagTool, "sbatch")
-	setTag(tagUser, s.user)
-	setTag(tagGroup, s.group)
-	setTag(tagUID, strconv.Itoa(s.uid))
-	setTag(tagGID, strconv.Itoa(s.gid))
-	setTag(tagSubmitHost, s.host)
-	setTag(tagAccount, o.Account)
+	sp := &spec.Slurm{Tool: "sbatch", JobName: o.JobName, User: s.user, Group: s.group, UID: s.uid, GID: s.gid,
+		SubmitHost: s.host, SubmitDir: s.cwd, Account: o.Account, Comment: o.Comment, Output: o.Output, Error: o.Error,
+		Constraint: o.Constraint, OpenMode: o.OpenMode, TresPerNode: o.TresPerNode(), TresPerJob: o.TresPerJob(),
+		Requeue: o.Requeue, Wait: o.Wait}
+	t := &spec.Task{Type: "task", Name: runNameFor(o.JobName), WorkingDir: o.Chdir, Slurm: sp}
 	t.Project = o.Account // -A chooses among the submitter's projects
-	setTag(tagComment, o.Comment)
 	if o.Wrap == "" && scriptPath != "" {
 		p := scriptPath
 		if !strings.HasPrefix(p, "/") {
 			p = path.Join(s.cwd, p)
 		}
-		setTag(tagCommand, p)
+		sp.Command = p
 	}
-	setTag(tagStdout, o.Output)
-	setTag(tagStderr, o.Error)
 	if o.Input != "/dev/null" {
-		setTag(tagStdin, o.Input)
+		sp.Input = o.Input
 	}
-	setTag(tagConstraint, o.Constraint)
-	setTag(tagOpenMode, o.OpenMode)
-	setTag(tagTresPerNode, o.TresPerNode())
-	setTag(tagTresPerJob, o.TresPerJob())
 	if o.Dependency != nil {
-		setTag(tagDependency, o.Dependency.Spec())
+		sp.Dependency = o.Dependency.Spec()
 	}
 	if o.Signal != nil {
 		if o.Signal.Reservation {
-			// Kept as a tag without a time limit, it was silently
-			// dropped: Berth has no reservations to end.
+			// Kept without a time limit, it was silently dropped: Berth
+			// has no reservations to end.
 			return nil, slurm.SubmitFailed(fmt.Sprintf("--signal=%s: R: (also when the job's reservation ends) has no meaning in Berth, which has no reservations; remove R:", o.Signal))
 		}
-		setTag(tagSignal, o.Signal.String())
+		sp.Signal = slurmSignalOf(o.Signal)
 	}
-	if o.Requeue != nil {
-		tags[tagRequeue] = map[bool]string{true: "1", false: "0"}[*o.Requeue]
-		if *o.Requeue {
-			t.Retry = &spec.Retry{OnEvents: []string{"interruption"}}
-		}
+	if o.Requeue != nil && *o.Requeue {
+		t.Retry = &spec.Retry{OnEvents: []string{"interruption"}}
 	}
 
 	// Partitions: the default one means any node.
@@ -447,10 +427,10 @@ func buildBatchRun(job *slurm.BatchJob, scriptPath string, s submitter, known fu
 		t.Nice = int64(*o.Nice)
 	}
 	if o.Priority != nil {
-		setTag(tagPriority, strconv.FormatUint(uint64(o.Priority.Value), 10))
+		sp.Priority = strconv.FormatUint(uint64(o.Priority.Value), 10)
 		t.Priority = int(min(o.Priority.Value, 100))
 		if o.Priority.Top {
-			tags[tagPriority], t.Priority = "TOP", 100
+			sp.Priority, t.Priority = "TOP", 100
 		}
 	}
 	if o.Exclusive == "exclusive" {
@@ -500,79 +480,31 @@ func buildBatchRun(job *slurm.BatchJob, scriptPath string, s submitter, known fu
 		t.Resources = first.spec()
 	}
 	if first.ntasksGiven {
-		setTag(tagNTasks, strconv.Itoa(first.nodes*first.tasksPerNode))
-		setTag(tagNTasksPerNode, strconv.Itoa(first.tasksPerNode))
+		sp.NTasks, sp.NTasksPerNode = first.nodes*first.tasksPerNode, first.tasksPerNode
+		sp.NTasksGiven = o.NTasks
 	}
-	if o.CPUsPerTask > 0 {
-		setTag(tagCPUsPerTask, strconv.Itoa(o.CPUsPerTask))
-	}
-	if first.memPerCPUMB > 0 {
-		setTag(tagMemPerCPU, strconv.FormatUint(first.memPerCPUMB, 10))
+	sp.TasksPerNode, sp.CPUsPerNode, sp.CPUsPerTask = first.tasksPerNode, first.cpus, o.CPUsPerTask
+	sp.MemPerCPUMB, sp.GPUsPerNode = first.memPerCPUMB, first.gpus
+	if first.memPerCPUMB == 0 {
+		sp.MemPerNodeMB = first.memMB
 	}
 
-	// The environment: the submitter's (--export), then the batch
-	// variables sbatch's job gets that the server does not set.
+	// The environment: the submitter's (--export). The job's Slurm
+	// variables are the server's, at placement, when it has an ID and
+	// nodes (internal/control/slurm.go).
 	var env envList
 	exportEnv(o.Export, s.env, &env)
-	part := defaultPartition
-	if len(t.Fleets) > 0 {
-		part = strings.Join(t.Fleets, ",")
-	}
-	totalNodes := 0
-	if len(t.Groups) > 0 {
-		for _, g := range t.Groups {
-			totalNodes += g.Nodes
-		}
-	} else {
-		totalNodes = t.Nodes
-	}
-	for _, kv := range [][2]string{
-		{"SLURM_SUBMIT_DIR", s.cwd}, {"SLURM_SUBMIT_HOST", s.host}, {"SLURM_JOB_NAME", o.JobName},
-		{"SLURM_JOB_PARTITION", part}, {"SLURM_JOB_QOS", orStr(o.QOS, "normal")},
-		{"SLURM_JOB_USER", s.user}, {"SLURM_JOB_UID", strconv.Itoa(s.uid)}, {"SLURM_JOB_GID", strconv.Itoa(s.gid)},
-		{"SLURM_CLUSTER_NAME", clusterName}, {"SLURM_GTIDS", "0"}, {"SLURM_LOCALID", "0"}, {"SLURM_PROCID", "0"},
-		{"SLURM_PRIO_PROCESS", "0"}, {"SLURM_NODE_ALIASES", "(null)"},
-		{"SLURM_TASKS_PER_NODE", slurm.CompressCounts(repeat(first.tasksPerNode, totalNodes))},
-		{"SLURM_JOB_CPUS_PER_NODE", slurm.CompressCounts(repeat(first.cpus, totalNodes))},
-	} {
-		env.set(kv[0], kv[1])
-	}
-	if o.Account != "" { // else the server's: the project the run went to
-		env.set("SLURM_JOB_ACCOUNT", o.Account)
-	}
 	if o.Export.Mode != slurm.ExportAll || len(o.Export.Vars) > 0 {
-		env.set("SLURM_EXPORT_ENV", exportString(o.Export))
+		sp.Export = exportString(o.Export)
 	}
-	if first.ntasksGiven {
-		n := strconv.Itoa(first.nodes * first.tasksPerNode)
-		if o.NTasks > 0 {
-			n = strconv.Itoa(o.NTasks)
-		}
-		env.set("SLURM_NTASKS", n)
-		env.set("SLURM_NPROCS", n)
-	}
-	if o.NTasksPerNode > 0 {
-		env.set("SLURM_NTASKS_PER_NODE", strconv.Itoa(o.NTasksPerNode))
-	}
-	if o.CPUsPerTask > 0 {
-		env.set("SLURM_CPUS_PER_TASK", strconv.Itoa(o.CPUsPerTask))
-	}
-	switch {
-	case first.memPerCPUMB > 0:
-		env.set("SLURM_MEM_PER_CPU", strconv.FormatUint(first.memPerCPUMB, 10))
-	case first.memMB > 0:
-		env.set("SLURM_MEM_PER_NODE", strconv.FormatUint(first.memMB, 10))
-	}
-	if first.gpus > 0 {
-		env.set("SLURM_GPUS_ON_NODE", strconv.Itoa(first.gpus))
-	}
-	if o.Wait {
-		env.set("SLURM_JOB_WAIT", "1")
-	}
+	sp.PerNodeGiven = o.NTasksPerNode
 	t.Env = env.spec()
 
-	t.Commands = []string{batchCommands(job, o, s, totalNodes)}
-	if totalNodes > 1 {
+	// The script is the run's one command, which the node runs by its
+	// interpreter as slurmd does (spec.Slurm.Script).
+	sp.Script, sp.Args, sp.Links = true, job.ScriptArgs, s.links
+	t.Commands = []string{string(job.Script)}
+	if t.JobCount() > 1 {
 		// The script runs on the first node; the others host its steps
 		// until it ends.
 		t.StopCriteria = "master-done"
@@ -642,104 +574,6 @@ func shQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// interpreter is the script's "#!" line as the kernel reads it: the
-// program and at most one argument (the rest of the line).
-func interpreter(script []byte) []string {
-	line, _, _ := strings.Cut(string(script), "\n")
-	line = strings.TrimSpace(strings.TrimPrefix(line, "#!"))
-	prog, arg, ok := strings.Cut(line, " ")
-	if !ok {
-		prog, arg, _ = strings.Cut(line, "\t")
-	}
-	arg = strings.TrimSpace(arg)
-	if prog == "" {
-		return []string{"/bin/sh"}
-	}
-	if arg == "" {
-		return []string{prog}
-	}
-	return []string{prog, arg}
-}
-
-// batchCommands is the shell that runs a batch script as slurmd does:
-// standard input, output and error opened as --input, --output, --error
-// and --open-mode say (the names expanded by the job itself, which knows
-// its id), the script written to a file and run by its interpreter with
-// its arguments, the file removed afterwards. As in Slurm, the script
-// runs once, on the first node of a multi-node job: the other nodes run
-// `berth step-host`, which runs the script's srun steps there (through the
-// server's step relay, srun streaming their output into the script's).
-func batchCommands(job *slurm.BatchJob, o slurm.BatchOptions, s submitter, nodes int) string {
-	fc := shellFilenameContext{array: o.Array != nil, jobName: o.JobName, user: s.user, workDir: o.Chdir}
-	out := shellFilename(o.Output, fc)
-	errf := out
-	if o.Error != "" {
-		errf = shellFilename(o.Error, fc)
-	}
-	in := shQuote(orStr(o.Input, "/dev/null"))
-	var b strings.Builder
-	b.WriteString("set +e\n")
-	fmt.Fprintf(&b, "__berth_out=%s\n__berth_err=%s\n", out, errf)
-	redirect := func() {
-		if o.OpenMode != "append" {
-			b.WriteString(`  : >"$__berth_out" && { [ "$__berth_err" = "$__berth_out" ] || : >"$__berth_err"; } || exit 1` + "\n")
-		}
-		if o.Error == "" {
-			fmt.Fprintf(&b, "  exec <%s >>\"$__berth_out\" 2>&1 || exit 1\n", in)
-		} else {
-			fmt.Fprintf(&b, "  exec <%s >>\"$__berth_out\" 2>>\"$__berth_err\" || exit 1\n", in)
-		}
-	}
-	if nodes > 1 {
-		b.WriteString("if [ \"${SLURM_NODEID:-0}\" != 0 ]; then\n")
-		exe := "berth"
-		if s.exe != "" {
-			exe = shQuote(s.exe)
-		}
-		fmt.Fprintf(&b, "  __berth=%s\n  [ -x \"$__berth\" ] || __berth=berth\n  exec \"$__berth\" step-host </dev/null\n", exe)
-		b.WriteString("fi\n{\n")
-		redirect()
-		b.WriteString("}\nexport BERTH_SLURM_STEPS=1\n")
-	} else {
-		b.WriteString("{\n")
-		redirect()
-		b.WriteString("}\n")
-	}
-	script := string(job.Script)
-	if !strings.HasSuffix(script, "\n") {
-		script += "\n"
-	}
-	delim := "BERTH_SLURM_SCRIPT"
-	for n := 0; strings.Contains(script, delim); n++ {
-		delim = fmt.Sprintf("BERTH_SLURM_SCRIPT_%d", n)
-	}
-	// The script goes into the job's own directory (BERTH_JOB_DIR, which
-	// the agent removes with the job), and its interpreter replaces this
-	// shell: the script's process is the batch shell, the one
-	// `scancel -b --signal` reaches. Without that directory (an older
-	// agent), a temporary file, and the script runs as a child.
-	b.WriteString(`if [ -n "${BERTH_JOB_DIR:-}" ] && [ -d "$BERTH_JOB_DIR" ]; then` + "\n")
-	b.WriteString(`  __berth_script="$BERTH_JOB_DIR/slurm_script"; __berth_exec=exec` + "\n")
-	b.WriteString("else\n")
-	// The submitter's TMPDIR (exported) may not exist on the node.
-	b.WriteString(`  __berth_script=$(mktemp "${TMPDIR:-/tmp}/slurm_script.XXXXXX" 2>/dev/null || mktemp /tmp/slurm_script.XXXXXX) || exit 1` + "\n")
-	b.WriteString(`  trap 'rm -f "$__berth_script"' EXIT; trap 'exit 143' TERM; __berth_exec=` + "\n")
-	b.WriteString("fi\n")
-	fmt.Fprintf(&b, "cat >\"$__berth_script\" <<'%s'\n%s%s\n", delim, script, delim)
-	b.WriteString(`chmod 700 "$__berth_script"` + "\n")
-	var argv []string
-	for _, a := range interpreter(job.Script) {
-		argv = append(argv, shQuote(a))
-	}
-	argv = append(argv, `"$__berth_script"`)
-	for _, a := range job.ScriptArgs {
-		argv = append(argv, shQuote(a))
-	}
-	b.WriteString(loginPath(job.Script, s.links))
-	b.WriteString("$__berth_exec " + strings.Join(argv, " ") + "\n")
-	return b.String()
-}
-
 // slurmLinksDir is the directory on PATH whose srun is a link to exe (the
 // Slurm-named links, berth install-slurm-shims DIR), "" when there is none.
 func slurmLinksDir(exe string) string {
@@ -764,175 +598,6 @@ func slurmLinksDir(exe string) string {
 		}
 	}
 	return filepath.Dir(abs)
-}
-
-// loginPath, for a script whose interpreter is a login shell (#!/bin/bash
-// -l), is the shell that puts the Slurm-named links back on its PATH once
-// the shell's profile has reset it: bash -l reads /etc/profile and the
-// user's profile first, then $BASH_ENV, so the job's BASH_ENV is a file
-// that adds the links' directory (when PATH lacks it) and then hands over
-// to the submitter's own BASH_ENV, if any. Other scripts keep the
-// exported PATH as it was.
-func loginPath(script []byte, links string) string {
-	login := false
-	for _, a := range strings.Fields(strings.Join(interpreter(script)[1:], " ")) {
-		login = login || a == "--login" || strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") && strings.Contains(a, "l")
-	}
-	if !login || links == "" {
-		return ""
-	}
-	var b strings.Builder
-	dir := shQuote(links)
-	b.WriteString(`__berth_env="$__berth_script.env"` + "\n")
-	fmt.Fprintf(&b, "cat >\"$__berth_env\" <<'BERTH_SLURM_ENV' || exit 1\ncase \":$PATH:\" in *:%s:*) ;; *) PATH=%s:$PATH ;; esac\nBERTH_SLURM_ENV\n", dir, dir)
-	b.WriteString(`if [ -n "${BASH_ENV:-}" ]; then printf 'export BASH_ENV=%q; . "$BASH_ENV"\n' "$BASH_ENV"; else echo 'unset BASH_ENV'; fi >>"$__berth_env"` + "\n")
-	b.WriteString(`[ -n "$__berth_exec" ] || trap 'rm -f "$__berth_script" "$__berth_env"' EXIT` + "\n")
-	b.WriteString(`export BASH_ENV="$__berth_env"` + "\n")
-	return b.String()
-}
-
-// shellFilenameContext is what a file name pattern can refer to before the
-// job runs.
-type shellFilenameContext struct {
-	array            bool
-	jobName, user    string
-	workDir          string
-	stepID, taskVars bool // srun steps: %s, %t from the step's variables
-}
-
-// shellFilename is slurm.ExpandFilename as a bash word that the job's own
-// shell expands: %j, %A, %a come from SLURM_JOB_ID, SLURM_ARRAY_JOB_ID and
-// SLURM_ARRAY_TASK_ID, as the id is only known once the job runs; %N is
-// the first node of the job (the batch host), %n and %t are 0 for the batch
-// script; %x and %u are known now.
-func shellFilename(pattern string, c shellFilenameContext) string {
-	if pattern == "" {
-		pattern = "slurm-%J.out"
-		if c.array {
-			pattern = "slurm-%A_%a.out"
-		}
-	}
-	prefix := ""
-	if !strings.HasPrefix(pattern, "/") {
-		prefix = c.workDir
-		if !strings.Contains(pattern, `\`) && !strings.HasSuffix(prefix, "/") {
-			prefix += "/"
-		}
-	}
-	if literal, ok := slurm.RemovePathSlashes(pattern); ok {
-		return shQuote(prefix + literal)
-	}
-	var w strings.Builder
-	lit := func(s string) {
-		if s != "" {
-			w.WriteString("'" + strings.ReplaceAll(s, "'", `'\''`) + "'")
-		}
-	}
-	num := func(expr string, wid int) {
-		if wid > 0 {
-			fmt.Fprintf(&w, `"$(printf %%0%dd "%s")"`, wid, expr)
-		} else {
-			w.WriteString(`"` + expr + `"`)
-		}
-	}
-	lit(prefix)
-	path := pattern
-	q, p := 0, 0
-	for p < len(path) {
-		if path[p] != '%' {
-			p++
-			continue
-		}
-		if p+1 < len(path) && path[p+1] == '%' {
-			p++
-			lit(path[q:p])
-			p++
-			q = p
-			continue
-		}
-		p++
-		wid := 0
-		if p < len(path) && path[p] >= '0' && path[p] <= '9' {
-			lit(path[q : p-1])
-			start := p
-			for p < len(path) && path[p] >= '0' && path[p] <= '9' {
-				p++
-			}
-			n, err := strconv.Atoi(path[start:p])
-			if err != nil || n > 10 {
-				n = 10
-			}
-			wid = n
-			q = p - 1
-			if p >= len(path) {
-				break
-			}
-		}
-		if p >= len(path) {
-			break
-		}
-		ch := path[p]
-		if !strings.ContainsRune("aAjJnNstux", rune(ch)) {
-			continue
-		}
-		lit(path[q : p-1])
-		switch ch {
-		case 'a':
-			if c.array {
-				num("${SLURM_ARRAY_TASK_ID}", wid)
-			} else {
-				num("4294967294", wid)
-			}
-		case 'A':
-			if c.array {
-				num("${SLURM_ARRAY_JOB_ID}", wid)
-			} else {
-				num("${SLURM_JOB_ID}", wid)
-			}
-		case 'j', 'J':
-			num("${SLURM_JOB_ID}", wid)
-			if ch == 'J' && c.stepID {
-				w.WriteString(`".${SLURM_STEP_ID:-0}"`)
-			}
-		case 'n':
-			if c.taskVars {
-				num("${SLURM_NODEID:-0}", wid)
-			} else {
-				num("0", wid)
-			}
-		case 'N':
-			if c.taskVars {
-				w.WriteString(`"${SLURMD_NODENAME}"`)
-			} else {
-				w.WriteString(`"${SLURM_JOB_NODELIST%%,*}"`)
-			}
-		case 's':
-			if c.stepID {
-				num("${SLURM_STEP_ID:-0}", wid)
-			} else {
-				lit("batch")
-			}
-		case 't':
-			if c.taskVars {
-				num("${SLURM_PROCID:-0}", wid)
-			} else {
-				num("0", wid)
-			}
-		case 'u':
-			lit(c.user)
-		case 'x':
-			lit(c.jobName)
-		}
-		p++
-		q = p
-	}
-	if q != p {
-		lit(path[q:p])
-	}
-	if w.Len() == 0 {
-		return "''"
-	}
-	return w.String()
 }
 
 // nodeFilters puts -w/--nodelist, -x/--exclude and -C/--constraint in the

@@ -35,30 +35,6 @@ func bash(t *testing.T, script string, env []string, dir string) (string, int) {
 	return out.String(), 0
 }
 
-// The job's shell expands output file patterns exactly as slurmd would
-// (internal/slurm's ExpandFilename), from the variables the job gets.
-func TestShellFilename(t *testing.T) {
-	patterns := []string{"", "out.txt", "slurm-%j.out", "%x-%j.log", "/abs/%u/%A_%a.out", "%5j.out", "%%j%%", "%10a-%3A",
-		"a%", "%z%j", "%5z", "%N.%n.%t.%s", `back\slash%j`, `two\\%j`, "%J", "dir/%12j-%x"}
-	for _, array := range []bool{false, true} {
-		for _, p := range patterns {
-			fc := slurm.FilenameContext{JobID: 42, ArrayJobID: 0, ArrayTaskID: slurm.NoArrayTask, StepID: -1, JobName: "my job",
-				User: "alice", Node: "n1", WorkDir: "/home/alice/work"}
-			env := []string{"SLURM_JOB_ID=42", "SLURM_JOB_NODELIST=n1,n2", "SLURMD_NODENAME=n1", "PATH=" + os.Getenv("PATH")}
-			if array {
-				fc.ArrayJobID, fc.ArrayTaskID = 40, 7
-				env = append(env, "SLURM_ARRAY_JOB_ID=40", "SLURM_ARRAY_TASK_ID=7")
-			}
-			want := slurm.ExpandFilename(p, fc)
-			word := shellFilename(p, shellFilenameContext{array: array, jobName: "my job", user: "alice", workDir: "/home/alice/work"})
-			got, code := bash(t, "printf %s "+word, env, "/")
-			if code != 0 || got != want {
-				t.Errorf("pattern %q (array %v): the job's shell gives %q (exit %d) from %s, slurmd %q", p, array, got, code, word, want)
-			}
-		}
-	}
-}
-
 func TestRunNameFor(t *testing.T) {
 	for in, want := range map[string]string{
 		"train.sh": "train", "wrap": "wrap", "My_Job.v2": "my-job-v2", "1job": "job-1job", "x": "job-x", "": "job",
@@ -140,7 +116,7 @@ func TestResourcesMapping(t *testing.T) {
 }
 
 // A script with directives becomes a run that keeps what Slurm shows in
-// its tags, gets the batch variables sbatch gives, and the submitter's
+// its typed Slurm part (no string tags), gets the batch variables sbatch gives, and the submitter's
 // environment without its job variables.
 func TestBuildBatchRun(t *testing.T) {
 	script := `#!/bin/bash -l
@@ -179,15 +155,16 @@ srun python train.py
 		"exclusive":  {true, ts.Exclusive},
 		"retry":      {&spec.Retry{OnEvents: []string{"interruption"}}, ts.Retry},
 		"workdir":    {"/home/alice/work", ts.WorkingDir},
-		"job name":   {"Train_Big", ts.Tags[tagJobName]},
-		"account":    {"proj42", ts.Tags[tagAccount]},
-		"comment":    {"nightly run", ts.Tags[tagComment]},
-		"signal":     {"B:USR1@90", ts.Tags[tagSignal]},
-		"command":    {"/home/alice/work/job.sh", ts.Tags[tagCommand]},
-		"stdout":     {"/home/alice/work/logs/%x-%A_%a.out", ts.Tags[tagStdout]},
-		"ntasks":     {"8", ts.Tags[tagNTasks]},
-		"tres":       {"gres:gpu:a100:4", ts.Tags[tagTresPerNode]},
-		"dependency": {"afterok:12?afterok:999?afterany:13", ts.Tags[tagDependency]},
+		"job name":   {"Train_Big", ts.Slurm.JobName},
+		"account":    {"proj42", ts.Slurm.Account},
+		"comment":    {"nightly run", ts.Slurm.Comment},
+		"signal":     {"B:USR1@90", slurmSignalString(ts.Slurm.Signal)},
+		"command":    {"/home/alice/work/job.sh", ts.Slurm.Command},
+		"stdout":     {"/home/alice/work/logs/%x-%A_%a.out", ts.Slurm.Output},
+		"ntasks":     {8, ts.Slurm.NTasks},
+		"tres":       {"gres:gpu:a100:4", ts.Slurm.TresPerNode},
+		"dependency": {"afterok:12?afterok:999?afterany:13", ts.Slurm.Dependency},
+		"no tags":    {0, len(ts.Tags)},
 	}
 	for name, c := range checks {
 		if d := cmp.Diff(c[0], c[1]); d != "" {
@@ -198,23 +175,32 @@ srun python train.py
 	for _, v := range ts.Env {
 		got[v.Name] = v.Value
 	}
-	for k, v := range map[string]string{"HOME": "/home/alice", "MY_VAR": "1", "SLURM_JOB_NAME": "Train_Big", "SLURM_SUBMIT_DIR": "/home/alice/work",
-		"SLURM_NTASKS": "8", "SLURM_NTASKS_PER_NODE": "4", "SLURM_CPUS_PER_TASK": "8", "SLURM_TASKS_PER_NODE": "4(x2)",
-		"SLURM_JOB_CPUS_PER_NODE": "32(x2)", "SLURM_JOB_ACCOUNT": "proj42", "SLURM_JOB_PARTITION": "gpu", "SLURM_GPUS_ON_NODE": "4"} {
+	for k, v := range map[string]string{"HOME": "/home/alice", "MY_VAR": "1", "PATH": "/usr/bin"} {
 		if got[k] != v {
 			t.Errorf("env %s = %q, want %q", k, got[k], v)
 		}
 	}
-	for _, k := range []string{"SLURM_JOB_ID", "CUDA_VISIBLE_DEVICES", "BERTH_TOKEN", "BASH_FUNC_x%%"} {
-		if _, ok := got[k]; ok {
-			t.Errorf("the submitter's %s was passed to the job", k)
+	// The job's Slurm variables are the server's, at placement; the
+	// submitter's own never pass.
+	for k := range got {
+		if strings.HasPrefix(k, "SLURM_") || k == "CUDA_VISIBLE_DEVICES" || k == "BERTH_TOKEN" || k == "BASH_FUNC_x%%" {
+			t.Errorf("the job's env holds %s", k)
 		}
 	}
-	cmds := strings.Join(ts.Commands, "\n")
-	for _, want := range []string{"$__berth_exec /bin/bash -l \"$__berth_script\" 'a b' c\n", "srun python train.py\n", `"${SLURM_ARRAY_JOB_ID}"'_'"${SLURM_ARRAY_TASK_ID}"`} {
-		if !strings.Contains(cmds, want) {
-			t.Errorf("commands lack %q:\n%s", want, cmds)
-		}
+	layout := spec.Slurm{NTasks: 8, NTasksPerNode: 4, PerNodeGiven: 4, TasksPerNode: 4, CPUsPerTask: 8, CPUsPerNode: 32, GPUsPerNode: 4,
+		SubmitDir: "/home/alice/work", SubmitHost: "login1", User: "alice", UID: 1000, GID: 100, Group: "users"}
+	got2 := spec.Slurm{NTasks: ts.Slurm.NTasks, NTasksPerNode: ts.Slurm.NTasksPerNode, PerNodeGiven: ts.Slurm.PerNodeGiven, TasksPerNode: ts.Slurm.TasksPerNode,
+		CPUsPerTask: ts.Slurm.CPUsPerTask, CPUsPerNode: ts.Slurm.CPUsPerNode, GPUsPerNode: ts.Slurm.GPUsPerNode, SubmitDir: ts.Slurm.SubmitDir,
+		SubmitHost: ts.Slurm.SubmitHost, User: ts.Slurm.User, UID: ts.Slurm.UID, GID: ts.Slurm.GID, Group: ts.Slurm.Group}
+	if d := cmp.Diff(layout, got2); d != "" {
+		t.Errorf("layout and submitter (-want +got):\n%s", d)
+	}
+	// The script is the run's command, as written; the node runs it.
+	if len(ts.Commands) != 1 || ts.Commands[0] != script || !ts.Slurm.Script || !cmp.Equal(ts.Slurm.Args, []string{"a b", "c"}) {
+		t.Errorf("commands %q, script %v, args %q", ts.Commands, ts.Slurm.Script, ts.Slurm.Args)
+	}
+	if ts.StopCriteria != "master-done" {
+		t.Errorf("a 2-node batch job's stop criteria: %q", ts.StopCriteria)
 	}
 }
 
@@ -241,61 +227,6 @@ func TestBuildBatchRunRefusals(t *testing.T) {
 	br, err := buildFrom(t, []string{"-d", "afterok:999", "--wrap", "x"}, "", nil)
 	if err != nil || len(br.req.Spec.DependsOn) != 0 {
 		t.Errorf("afterok on an unknown job: %v, depends_on %v", err, br)
-	}
-}
-
-// The commands run the script as slurmd does: output and error in the
-// files --output and --error name, truncated or appended, the script run by
-// its interpreter with its arguments, its exit status the job's.
-func TestBatchCommandsRun(t *testing.T) {
-	dir := t.TempDir()
-	script := "#!/bin/sh\n#SBATCH -o out-%j.txt -e err-%x.txt\necho \"out $1 $2 $(basename $0)\"\necho err >&2\nread line || echo no input\nexit 7\n"
-	br, err := buildFrom(t, []string{"-D", dir, "-J", "nm", "job.sh", "x y", "z"}, script, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := []string{"SLURM_JOB_ID=5", "PATH=" + os.Getenv("PATH"), "TMPDIR=" + dir}
-	if err := os.WriteFile(filepath.Join(dir, "out-5.txt"), []byte("old content\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	log, code := bash(t, "set -e\n"+strings.Join(br.req.Spec.Commands, "\n"), env, dir)
-	if code != 7 || log != "" {
-		t.Errorf("exit %d, job log %q; want 7 and nothing (all output in the files)", code, log)
-	}
-	out, _ := os.ReadFile(filepath.Join(dir, "out-5.txt"))
-	errb, _ := os.ReadFile(filepath.Join(dir, "err-nm.txt"))
-	if string(out) != "out x y z slurm_script."+string(out[len("out x y z slurm_script."):]) || !strings.HasPrefix(string(out), "out x y z slurm_script.") || !strings.HasSuffix(string(out), "no input\n") {
-		t.Errorf("output file: %q", out)
-	}
-	if string(errb) != "err\n" {
-		t.Errorf("error file: %q", errb)
-	}
-	left, _ := filepath.Glob(filepath.Join(dir, "slurm_script.*"))
-	if len(left) != 0 {
-		t.Errorf("the script's copy is left behind: %v", left)
-	}
-	// --open-mode=append keeps what was there.
-	br, err = buildFrom(t, []string{"-D", dir, "--open-mode=append", "-o", "app.txt", "--wrap", "echo two"}, "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(filepath.Join(dir, "app.txt"), []byte("one\n"), 0o644)
-	if _, code := bash(t, strings.Join(br.req.Spec.Commands, "\n"), env, dir); code != 0 {
-		t.Fatalf("exit %d", code)
-	}
-	if b, _ := os.ReadFile(filepath.Join(dir, "app.txt")); string(b) != "one\ntwo\n" {
-		t.Errorf("append mode: %q", b)
-	}
-	// A script holding the here-document's delimiter still runs as written.
-	br, err = buildFrom(t, []string{"-D", dir, "-o", "delim.txt", "job.sh"}, "#!/bin/sh\ncat <<'BERTH_SLURM_SCRIPT'\nkept\nBERTH_SLURM_SCRIPT\n", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, code := bash(t, strings.Join(br.req.Spec.Commands, "\n"), env, dir); code != 0 {
-		t.Fatalf("exit %d", code)
-	}
-	if b, _ := os.ReadFile(filepath.Join(dir, "delim.txt")); string(b) != "kept\n" {
-		t.Errorf("script with the delimiter: %q", b)
 	}
 }
 

@@ -15,9 +15,11 @@ import (
 	"github.com/berth-hq/berth/internal/spec"
 )
 
-// What Slurm shows of a job but Berth's run model does not hold is kept in
-// the run's tags under "slurm." (sbatch, srun and salloc set them; runs
-// submitted with berth apply have none, and show Berth's own values).
+// What Slurm shows of a job but Berth's run model does not hold is the
+// run's Slurm part (spec.Slurm, which sbatch writes; slurmPart reads it).
+// Runs stored before it existed kept it in the run's tags under "slurm.",
+// and srun still writes them: slurmFromTags reads those. Runs submitted
+// with berth apply have neither, and show Berth's own values.
 const (
 	tagJobName       = "slurm.job_name" // the job name as Slurm knows it (run names are stricter)
 	tagTool          = "slurm.tool"     // sbatch, srun or salloc
@@ -110,18 +112,6 @@ func newSlurmView(runs []api.Run, nodes []api.Node, now time.Time) *slurmView {
 	return v
 }
 
-func tag(r *api.Run, key string) string {
-	if r.Spec == nil {
-		return ""
-	}
-	return r.Spec.Tags[key]
-}
-
-func tagInt(r *api.Run, key string) int {
-	n, _ := strconv.Atoi(tag(r, key))
-	return n
-}
-
 func orStr(s, def string) string {
 	if s == "" {
 		return def
@@ -131,7 +121,7 @@ func orStr(s, def string) string {
 
 // jobName is the name squeue and sacct show: Slurm's, else the run's.
 func jobName(r *api.Run) string {
-	if n := tag(r, tagJobName); n != "" {
+	if n := slurmPart(r).JobName; n != "" {
 		return n
 	}
 	if r.ArrayID != 0 && r.ArrayIndex != nil {
@@ -142,7 +132,7 @@ func jobName(r *api.Run) string {
 	return r.Name
 }
 
-func jobUser(r *api.Run) string { return orStr(tag(r, tagUser), r.User) }
+func jobUser(r *api.Run) string { return orStr(slurmPart(r).User, r.User) }
 
 // uniqueNodes are the run's nodes in order, once each.
 func uniqueNodes(r *api.Run) []string {
@@ -512,19 +502,19 @@ func (v *slurmView) job(r *api.Run) slurm.Job {
 	nodes, cpus, memMB, gpus := alloc(r)
 	hosts := uniqueNodes(r)
 	j := slurm.Job{
-		JobID: u32(r.ID), Name: jobName(r), User: jobUser(r), Group: orStr(tag(r, tagGroup), jobUser(r)),
-		UID: uint32(tagInt(r, tagUID)), GID: uint32(tagInt(r, tagGID)),
-		Account: orStr(tag(r, tagAccount), r.Project), Partition: v.partition(r), QOS: "normal",
-		Priority: uint32(max(r.Priority, 0)), Comment: tag(r, tagComment),
+		JobID: u32(r.ID), Name: jobName(r), User: jobUser(r), Group: orStr(slurmPart(r).Group, jobUser(r)),
+		UID: uint32(int(slurmPart(r).UID)), GID: uint32(int(slurmPart(r).GID)),
+		Account: orStr(slurmPart(r).Account, r.Project), Partition: v.partition(r), QOS: "normal",
+		Priority: uint32(max(r.Priority, 0)), Comment: slurmPart(r).Comment,
 		State: st, Reason: slurmReason(r, st), Dependency: v.dependencyOf(r, st),
 		Submit: r.SubmittedAt.Local(), TimeLimit: timeLimit(t),
-		NumNodes: nodes, NumCPUs: cpus, NumTasks: max(tagInt(r, tagNTasks), nodes), CPUsPerTask: max(tagInt(r, tagCPUsPerTask), 1),
-		NTasksPerNode: tagInt(r, tagNTasksPerNode),
+		NumNodes: nodes, NumCPUs: cpus, NumTasks: max(int(slurmPart(r).NTasks), nodes), CPUsPerTask: max(int(slurmPart(r).CPUsPerTask), 1),
+		NTasksPerNode: int(slurmPart(r).NTasksPerNode),
 		NodeList:      slurm.CompressHostlist(hosts), TRES: tresString(nodes, cpus, memMB, gpus),
-		TresPerNode: tag(r, tagTresPerNode), TresPerJob: tag(r, tagTresPerJob), Features: tag(r, tagConstraint),
-		Command: tag(r, tagCommand), StdIn: orStr(tag(r, tagStdin), "/dev/null"), StdOut: tag(r, tagStdout), StdErr: tag(r, tagStderr),
-		BatchFlag: tag(r, tagTool) == "sbatch", Requeue: tag(r, tagRequeue) != "0", OverSubscribe: "OK",
-		AllocNode: orStr(tag(r, tagSubmitHost), "localhost"),
+		TresPerNode: slurmPart(r).TresPerNode, TresPerJob: slurmPart(r).TresPerJob, Features: slurmPart(r).Constraint,
+		Command: slurmPart(r).Command, StdIn: orStr(slurmPart(r).Input, "/dev/null"), StdOut: slurmPart(r).Output, StdErr: slurmPart(r).Error,
+		BatchFlag: slurmPart(r).Tool == "sbatch", Requeue: slurmPart(r).Requeue == nil || *slurmPart(r).Requeue, OverSubscribe: "OK",
+		AllocNode: orStr(slurmPart(r).SubmitHost, "localhost"),
 	}
 	// Priority: a waiting run's multifactor priority (berth sprio), else
 	// its own; 0 only when held, as Slurm shows a held job.
@@ -550,7 +540,7 @@ func (v *slurmView) job(r *api.Run) slurm.Job {
 	}
 	if nodes > 0 {
 		j.MinCPUsNode = max(cpus/nodes, 1)
-		if mpc := tagInt(r, tagMemPerCPU); mpc > 0 {
+		if mpc := int(slurmPart(r).MemPerCPUMB); mpc > 0 {
 			j.MinMemoryMB, j.MemPerCPU = uint64(mpc), true
 		} else {
 			j.MinMemoryMB = memMB / uint64(nodes)
@@ -821,7 +811,7 @@ func (v *slurmView) acctRun(out []slurm.AcctRecord, r *api.Run, requeued bool) [
 	step.Partition, step.Reason = "", ""
 	step.TimeLimit = 0
 	recorded := v.steps[r.ID]
-	switch tag(r, tagTool) {
+	switch slurmPart(r).Tool {
 	case "sbatch", "":
 		step.Step, step.JobName = "batch", "batch"
 		nodes := uniqueNodes(r)
@@ -839,7 +829,7 @@ func (v *slurmView) acctRun(out []slurm.AcctRecord, r *api.Run, requeued bool) [
 			break
 		}
 		step.Step = "0"
-		step.NTasks = max(tagInt(r, tagNTasks), rec.NNodes)
+		step.NTasks = max(int(slurmPart(r).NTasks), rec.NNodes)
 		step.MaxRSS = maxRSS(r, -1)
 	default:
 		step.Step = ""
@@ -932,8 +922,8 @@ func (v *slurmView) acctRecord(r *api.Run) slurm.AcctRecord {
 	nodes, cpus, memMB, gpus := alloc(r)
 	rec := slurm.AcctRecord{
 		JobID: u32(r.ID), JobName: jobName(r), Partition: v.partition(r),
-		Account: orStr(tag(r, tagAccount), r.Project), User: jobUser(r), Group: orStr(tag(r, tagGroup), jobUser(r)),
-		UID: uint32(tagInt(r, tagUID)), GID: uint32(tagInt(r, tagGID)), Cluster: clusterName, QOS: "normal",
+		Account: orStr(slurmPart(r).Account, r.Project), User: jobUser(r), Group: orStr(slurmPart(r).Group, jobUser(r)),
+		UID: uint32(int(slurmPart(r).UID)), GID: uint32(int(slurmPart(r).GID)), Cluster: clusterName, QOS: "normal",
 		Priority: uint32(max(r.Priority, 0)), State: st, Reason: slurm.ReasonNone,
 		Submit: r.SubmittedAt.Local(), Eligible: r.SubmittedAt.Local(), Start: localTime(r.StartedAt), End: localTime(r.FinishedAt),
 		TimeLimit: timeLimit(r.Spec), NNodes: nodes, ReqTRES: sacctTRES(nodes, cpus, memMB, gpus),
@@ -950,7 +940,7 @@ func (v *slurmView) acctRecord(r *api.Run) slurm.AcctRecord {
 		rec.ExitCode, rec.ExitSignal = 0, 0
 	}
 	if st.Base() == slurm.JobCancelled && r.Status != api.StatusAborted {
-		uid := uint32(tagInt(r, tagUID))
+		uid := uint32(int(slurmPart(r).UID))
 		rec.CancelledBy = &uid
 	}
 	if st.Pending() {

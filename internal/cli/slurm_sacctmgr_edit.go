@@ -483,7 +483,7 @@ func accountChange(doc *policy.Doc, verb string, a acctArgs, active []api.Run) (
 
 // runAccount is the account a run counts under: its -A, or its project.
 func runAccount(r *api.Run) string {
-	return orStr(tag(r, tagAccount), r.Project)
+	return orStr(slurmPart(r).Account, r.Project)
 }
 
 // userChange edits users' associations (projects.A.users.U) and their

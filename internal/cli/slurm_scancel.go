@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/client"
 	"github.com/berth-hq/berth/internal/slurm"
 )
@@ -46,8 +47,10 @@ Help options:
 
 In Berth a job is cancelled as with berth stop: SIGTERM to its processes, then
 SIGKILL after the server's --stop-grace; --signal=KILL kills it at once (berth
-stop --abort). Other signals (--signal=USR1, …) are sent to the running job's
-processes, which go on running; with -b only to the batch shell.
+stop --abort). Other signals (--signal=USR1, …) go to the tasks of the running
+job's srun steps, as in Slurm (a job running no step gets nothing), and the job
+goes on; with -b to the batch shell only, with -f to the batch shell and its
+steps (every process of the job).
 `
 
 func runScancel(e *slurmEnv, args []string) error {
@@ -61,6 +64,7 @@ func runScancel(e *slurmEnv, args []string) error {
 		quiet    bool
 		abort    bool
 		batch    bool
+		full     bool
 		forward  int // a signal to send rather than cancel
 		nodelist []string
 		filtered bool
@@ -99,6 +103,8 @@ func runScancel(e *slurmEnv, args []string) error {
 			}
 		case "batch":
 			batch = true
+		case "full":
+			full = true
 		case "state":
 			st, _, err := slurm.ParseStateList(g.val)
 			if err != nil {
@@ -201,7 +207,10 @@ func runScancel(e *slurmEnv, args []string) error {
 	for _, id := range ids {
 		var err error
 		if forward != 0 {
-			_, err = c.Signal(e.ctx, id, forward, batch)
+			// As Slurm 22.05 (job_signal, _kill_all_active_steps): -b
+			// the batch shell only (also with -f), -f (--full) the batch
+			// shell and every step, neither the steps only.
+			_, err = c.SignalRun(e.ctx, id, api.SignalRequest{Signal: forward, BatchOnly: batch, StepsOnly: !batch && !full})
 		} else {
 			_, err = c.Stop(e.ctx, id, abort)
 		}

@@ -310,7 +310,7 @@ func squeueSteps(e *slurmEnv, f slurm.JobFilter, only []string, long, noHeader b
 		if r.ArrayID != 0 && r.ArrayIndex != nil {
 			base.ArrayID, base.ArrayTask = u32(r.ArrayID), *r.ArrayIndex
 		}
-		if t := tag(r, tagTool); t == "sbatch" || t == "" {
+		if t := slurmPart(r).Tool; t == "sbatch" || t == "" {
 			row := base
 			row.Step, row.Name, row.NodeList, row.Start = "batch", "batch", firstNode(r), *r.StartedAt
 			rows = append(rows, row)

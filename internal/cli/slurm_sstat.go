@@ -148,7 +148,7 @@ func sstatSteps(e *slurmEnv, c *client.Client, w sstatWanted, all bool) ([]slurm
 	}
 	var running []step
 	if run.Status == api.StatusRunning {
-		if t := tag(run, tagTool); t == "sbatch" || t == "" {
+		if t := slurmPart(run).Tool; t == "sbatch" || t == "" {
 			running = append(running, step{id: "batch", nodes: []string{firstNode(run)}, ntasks: 1})
 		}
 		steps, err := c.Steps(e.ctx, []int64{run.ID})

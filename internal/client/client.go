@@ -267,10 +267,16 @@ func (c *Client) Stop(ctx context.Context, ref string, abort bool) (*api.Run, er
 // Signal sends a signal to a run's running jobs without stopping them, and
 // returns how many it reached.
 func (c *Client) Signal(ctx context.Context, ref string, sig int, batchOnly bool) (int, error) {
+	return c.SignalRun(ctx, ref, api.SignalRequest{Signal: sig, BatchOnly: batchOnly})
+}
+
+// SignalRun signals a run's running jobs as req says (every process, the
+// main one, or its steps' tasks); it answers how many jobs were sent it.
+func (c *Client) SignalRun(ctx context.Context, ref string, req api.SignalRequest) (int, error) {
 	var out struct {
 		Jobs int `json:"jobs"`
 	}
-	return out.Jobs, c.do(ctx, c.http, http.MethodPost, "/runs/"+url.PathEscape(ref)+"/signal", api.SignalRequest{Signal: sig, BatchOnly: batchOnly}, &out)
+	return out.Jobs, c.do(ctx, c.http, http.MethodPost, "/runs/"+url.PathEscape(ref)+"/signal", req, &out)
 }
 
 // Control holds, releases, requeues or updates a run (scontrol's verbs).

@@ -133,6 +133,12 @@ func (s *Cluster) assignment(js *jobState, hosts, ips []string) api.Assignment {
 	}
 	a.Env = jobEnv(js, hosts, ips, visibleDevices(js.alloc.GPUs, devices))
 	a.Signal, a.Hostfile = signalOf(t), hostfile(rs, ips) // dist.go
+	// A Slurm batch script: its files and arguments (slurm.go).
+	if sp := batchOf(t); sp != nil {
+		if a.Batch = batchScript(js, sp, hosts); a.Batch == nil {
+			a.Commands = stepHostCommands
+		}
+	}
 	if c := api.ContainerFor(t); c != nil {
 		// dstack's rule: host network when the job has its node to itself
 		// (a multi-node run always does), a bridge when it shares it.
@@ -159,7 +165,9 @@ func login(user string) string {
 
 // jobEnv is the job's environment: Berth's variables, the dstack set and the
 // Slurm set, so that scripts written for either run unchanged, then the
-// run's own env, which may override them.
+// run's own env, which may override them. The Slurm set of a batch job
+// sbatch submitted is slurmd's (slurmBatchEnv); every other run gets a
+// generic one.
 func jobEnv(js *jobState, hosts, ips []string, visible string) []string {
 	rs := js.run
 	n := len(rs.jobs)
@@ -206,6 +214,21 @@ func jobEnv(js *jobState, hosts, ips []string, visible string) []string {
 			[2]string{"SLURM_ARRAY_JOB_ID", strconv.FormatInt(p.rec.ID, 10)}, [2]string{"SLURM_ARRAY_TASK_ID", idx},
 			[2]string{"SLURM_ARRAY_TASK_COUNT", count}, [2]string{"SLURM_ARRAY_TASK_MIN", strconv.Itoa(a.Min())},
 			[2]string{"SLURM_ARRAY_TASK_MAX", strconv.Itoa(a.Max())}, [2]string{"SLURM_ARRAY_TASK_STEP", strconv.Itoa(a.Step())})
+	}
+	if sp := batchOf(rs.task()); sp != nil {
+		// slurmd's set in place of the generic one; the heterogeneous
+		// job's variables stay (BatchEnvironment has none).
+		generic := kv
+		kv = kv[:0:0]
+		for _, p := range generic {
+			if !strings.HasPrefix(p[0], "SLURM") || strings.HasPrefix(p[0], "SLURM_HET_") || p[0] == "SLURM_JOB_COMPONENT_ID" {
+				kv = append(kv, p)
+			}
+		}
+		kv = append(kv, slurmBatchEnv(js, sp, hosts)...)
+		if visible != "" {
+			kv = append(kv, [2]string{"CUDA_VISIBLE_DEVICES", visible}) // a MIG instance's UUID
+		}
 	}
 	env := make([]string, 0, len(kv)+len(rs.task().Env))
 	for _, p := range kv {

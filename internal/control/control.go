@@ -328,7 +328,7 @@ func (s *Cluster) onSignal(now time.Time, in SignalInput) (int, error) {
 				continue
 			}
 			if ns, ok := s.nodes[js.rec.Node]; ok && ns.online {
-				k := api.KillJob{JobID: js.rec.ID, Signal: in.Signal, BatchOnly: in.BatchOnly}
+				k := api.KillJob{JobID: js.rec.ID, Signal: in.Signal, BatchOnly: in.BatchOnly, StepsOnly: in.StepsOnly && !in.BatchOnly}
 				after = append(after, sendEffect(ns, api.AgentMessage{Type: "signal", Kill: &k}))
 				sent++
 			}

@@ -60,6 +60,7 @@ type (
 		ID        int64
 		Signal    int
 		BatchOnly bool
+		StepsOnly bool
 	}
 	// CancelTaskInput: cancel an array's task before it exists.
 	CancelTaskInput struct {

@@ -65,7 +65,7 @@ func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request, u *store.U
 		writeError(w, err)
 		return
 	}
-	sent, err := s.do(control.SignalInput{ID: run.ID, Signal: req.Signal, BatchOnly: req.BatchOnly})
+	sent, err := s.do(control.SignalInput{ID: run.ID, Signal: req.Signal, BatchOnly: req.BatchOnly, StepsOnly: req.StepsOnly})
 	if err != nil {
 		writeError(w, err)
 		return

@@ -79,6 +79,9 @@ type Task struct {
 	Exclude    []string          `json:"exclude,omitempty"`
 	Constraint []string          `json:"constraint,omitempty"`
 	Tags       map[string]string `json:"tags,omitempty"`
+	// Slurm is the Slurm part of a run sbatch, srun or salloc submitted
+	// (slurm.go); nil for others.
+	Slurm *Slurm `json:"slurm,omitempty"`
 
 	// IDE, Init, InactivityDuration and Version are a dev environment's
 	// (devenv.go).
