@@ -97,4 +97,27 @@ func TestRuntimeNvcc(t *testing.T) {
 	if out, errs := jobOutput(t, j.dir); j.exit.ExitCode != 0 || out != "nvcc here\n" {
 		t.Errorf("nvcc: exit %+v, output %q %q", j.exit, out, errs)
 	}
+
+	// --nvcc-image, on a node with an engine: the job runs in it.
+	containertest.Engine(t)
+	py := hostPython3()
+	if py[1] == "" {
+		t.Skip("no python3 on the host to tell the image from it")
+	}
+	a.cfg.NvccImage = containertest.Image
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a.detectContainers(ctx)
+	a.detectRuntimes()
+	if got := a.info.Runtimes[api.RuntimeNvcc]; got != "image "+containertest.Image {
+		t.Fatalf("nvcc with --nvcc-image: %q", got)
+	}
+	a.mu.Lock()
+	a.startLocked(api.Assignment{JobID: 132, RunID: 130, Alloc: api.Alloc{CPUs: 1}, Nvcc: true, Commands: []string{"test -e " + py[1] + " || echo in the nvcc image"}})
+	j = a.jobs[132]
+	a.mu.Unlock()
+	waitFor(t, a, "the job's end", func() bool { return j.exit != nil })
+	if out, errs := jobOutput(t, j.dir); j.exit.ExitCode != 0 || out != "in the nvcc image\n" {
+		t.Errorf("nvcc by image: exit %+v, output %q %q", j.exit, out, errs)
+	}
 }
