@@ -99,6 +99,18 @@ func whyNotHere(tk *spec.Task) string {
 		return "needs a cloud"
 	case tk.Schedule != nil:
 		return "runs on a schedule"
+	case tk.Nvcc:
+		return "needs nvcc"
+	}
+	for _, r := range tk.URLRepos() {
+		if !strings.HasPrefix(r.URL, "file://") {
+			return "clones " + r.URL + " (no internet here)"
+		}
+	}
+	if v := tk.Python; v != "" {
+		if _, err := exec.LookPath("python" + v); err != nil {
+			return "needs python" + v + ", not installed here"
+		}
 	}
 	for _, c := range tk.Commands {
 		for _, w := range strings.Fields(c) {

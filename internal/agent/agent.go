@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -72,6 +73,12 @@ type Config struct {
 	// fake one. The job's supervisor, a process of its own, times the job
 	// by the real clock.
 	Clock Clock
+	// PythonImages are the images of Python versions ("3.12" →
+	// "python:3.12-slim"; "*" any version, {version} in it replaced) for
+	// runs with `python:` and no image, and NvccImage that of `nvcc:
+	// true`, used where the node has a container engine (runtime.go).
+	PythonImages map[string]string
+	NvccImage    string
 }
 
 // Clock tells the time.
@@ -177,6 +184,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	a.detectContainers(ctx) // agent_container.go
+	a.detectRuntimes()      // runtime.go
 	if err := os.MkdirAll(filepath.Join(a.cfg.DataDir, "jobs"), 0o700); err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
@@ -488,6 +496,15 @@ func (a *Agent) startLocked(asg api.Assignment) {
 	if acct.cred != nil && j.cg != nil {
 		j.cg.Owner = acct.cred.UID
 	}
+	image, bins, err := a.runtimeOf(asg) // runtime.go: python, nvcc
+	if err != nil {
+		fail(err)
+		return
+	}
+	if image != "" {
+		_, _ = useRuntime(&asg, image, nil, "", nil)
+		j.asg = asg
+	}
 	workDir := asg.WorkingDir
 	mk := dir
 	if workDir == "" || asg.Container != nil { // a container's working_dir is in the container
@@ -522,6 +539,12 @@ func (a *Agent) startLocked(asg api.Assignment) {
 	// One file holds what the shim runs and what the agent needs to find
 	// the job again after a restart.
 	sp.Env = jobEnv(asg, append(append(extra, acct.env...), a.jobCredEnv(asg)...)...)
+	if len(bins) > 0 {
+		if sp.Env, err = useRuntime(&asg, "", bins, cmp.Or(sp.UserDir, dir), sp.Env); err != nil {
+			fail(err)
+			return
+		}
+	}
 	if err := writeJSONAtomic(filepath.Join(dir, fileSpec), sp); err != nil {
 		fail(err)
 		return

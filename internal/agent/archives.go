@@ -54,8 +54,18 @@ func archiveDest(dest, work string, env []string) (string, error) {
 	return filepath.Join(work, dest), nil
 }
 
+// destFunc says where on the node a destination of the job's (an
+// archive's or a clone's) goes: hostDest for a process job,
+// containerCarry.dest for a container's (carry_container.go).
+type destFunc func(dest string, whole bool) (string, error)
+
+// hostDest is where a process job's destination is on its node.
+func hostDest(sp *shimSpec) destFunc {
+	return func(dest string, _ bool) (string, error) { return archiveDest(dest, sp.Dir, sp.Env) }
+}
+
 // carryArchives fetches and unpacks the job's archives before it starts.
-func carryArchives(sp *shimSpec) error {
+func carryArchives(sp *shimSpec, where destFunc) error {
 	asg := sp.Assignment
 	if len(asg.Archives) == 0 {
 		return nil
@@ -65,15 +75,15 @@ func carryArchives(sp *shimSpec) error {
 	}
 	c := client.New(sp.Server, asg.JobToken)
 	for _, a := range asg.Archives {
-		if err := carryOne(c, sp, a); err != nil {
+		if err := carryOne(c, sp, a, where); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func carryOne(c *client.Client, sp *shimSpec, a spec.Archive) error {
-	dest, err := archiveDest(a.Dest, sp.Dir, sp.Env)
+func carryOne(c *client.Client, sp *shimSpec, a spec.Archive, where destFunc) error {
+	dest, err := where(a.Dest, false)
 	if err != nil {
 		return err
 	}

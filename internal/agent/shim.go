@@ -299,7 +299,10 @@ func superviseJob(dir string, sigs chan os.Signal, recordPid bool) (cleanup func
 		}
 	}
 	if err == nil {
-		err = carryArchives(&sp) // archives.go: the run's repo and files
+		err = cloneRepos(&sp, hostDest(&sp), func(m string) { _ = fw.write(2, []byte("berth: "+m+"\n")) }) // clones.go: repos by URL
+	}
+	if err == nil {
+		err = carryArchives(&sp, hostDest(&sp)) // archives.go: the run's repo and files
 	}
 	var stdio []*os.File
 	if err == nil && batch != nil {

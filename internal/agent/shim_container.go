@@ -90,9 +90,22 @@ func runContainer(dir string, sp *shimSpec, fw *frameWriter, ex *shimExit, sigs 
 		if level > 0 {
 			return stoppedBeforeStart(level)
 		}
+		var carried []container.Mount
+		workdir := ""
+		if carriesInContainer(sp) { // carry_container.go: repos, files, disk
+			var unmount func()
+			if carried, workdir, unmount, err = carryIntoContainer(dir, sp, func(m string) { note("%s", m) }); err != nil {
+				return failStart(err)
+			}
+			defer unmount() // after the container is removed (deferred below)
+		}
 		cs, err := containerSpec(dir, sp)
 		if err != nil {
 			return failStart(err)
+		}
+		cs.Mounts = append(cs.Mounts, carried...)
+		if workdir != "" {
+			cs.WorkingDir = workdir
 		}
 		// The name goes on record first: a shim that dies while the engine
 		// creates the container leaves its successor a way to find it.

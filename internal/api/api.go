@@ -171,6 +171,10 @@ type NodeInfo struct {
 	// Features are the node's features (berth agent --features; Slurm's
 	// node features), which a run's constraint asks for.
 	Features []string `json:"features,omitempty"`
+	// Runtimes are the Pythons and nvcc the node offers a run without an
+	// image (`python:`, `nvcc:`): "python3.12" or "nvcc" → the host's
+	// binary ("/usr/bin/python3.12") or "image NAME" (runtime.go).
+	Runtimes map[string]string `json:"runtimes,omitempty"`
 }
 
 // A node's RunAs: how its agent runs jobs. As RunAsUser, jobs run as their
@@ -342,10 +346,18 @@ type Assignment struct {
 	// (GET /api/runs/RUN/blobs/DIGEST with JobToken) and unpacks, as the
 	// job's user, before the commands run (spec.Archive).
 	Archives []spec.Archive `json:"archives,omitempty"`
+	// Clones are the run's repos given by URL, cloned before the archives
+	// are unpacked (clone.go).
+	Clones []Clone `json:"clones,omitempty"`
 	// Disk is the run's resources.disk (its minimum, bytes; 0: none): the
 	// size of the job's working directory where the node enforces it
 	// (internal/agent/disk.go).
 	Disk int64 `json:"disk,omitempty"`
+	// Python ("3.12") and Nvcc are the run's `python:` and `nvcc:` when it
+	// names no image: the node runs it with the matching runtime
+	// (NodeInfo.Runtimes; internal/agent/runtime.go).
+	Python string `json:"python,omitempty"`
+	Nvcc   bool   `json:"nvcc,omitempty"`
 }
 
 // SignalAt is a signal to send Before seconds before the job's time limit;

@@ -49,7 +49,10 @@ func packRun(t *spec.Task, file string, limit int64) ([]carried, error) {
 	for i := range t.Repos {
 		r := &t.Repos[i]
 		if r.LocalPath == "" {
-			continue // a URL: cloned on the node (not yet: the plan says so)
+			continue // a URL: cloned on the node (internal/agent/clones.go)
+		}
+		if err := checkLocalRef(local(r.LocalPath), r.Branch, r.Hash); err != nil { // apply_clone.go
+			return nil, fmt.Errorf("%s: repos[%d]: %w", file, i, err)
 		}
 		a, err := pack.GitTree(local(r.LocalPath), limit)
 		if err != nil {

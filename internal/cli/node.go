@@ -63,8 +63,9 @@ func newNodeCmd() *cobra.Command {
 // monitorFlags configure an agent's metrics and health checks (berth agent,
 // and berth server for its local agent).
 type monitorFlags struct {
-	m        agent.Monitoring
-	features []string
+	m            agent.Monitoring
+	features     []string
+	runtimeFlags // runtime_flags.go: --python-image, --nvcc-image
 }
 
 func (f *monitorFlags) add(cmd *cobra.Command, prefix string) {
@@ -75,6 +76,7 @@ func (f *monitorFlags) add(cmd *cobra.Command, prefix string) {
 	fs.DurationVar(&f.m.HealthTimeout, "health-timeout", 0, prefix+"how long the health-check program may run (default: the interval, at most 1m)")
 	fs.BoolVar(&f.m.NoGPUHealth, "no-gpu-health", false, prefix+"do not check GPUs with nvidia-smi (ECC errors, lost GPUs)")
 	fs.StringSliceVar(&f.features, "features", nil, prefix+"node features (Slurm's Features=), comma-separated, e.g. ib,a100: a run's constraint (sbatch -C) asks for them")
+	f.runtimeFlags.add(cmd, prefix)
 	fs.Var(sizeValue{&f.m.MinFreeDisk}, "min-free-disk", prefix+"free room the data directory's disk must keep, e.g. 1GB; under it the node reports itself failed (disk full) and is drained (default: 64MB, or 5% of a smaller disk)")
 }
 
@@ -82,6 +84,7 @@ func (f *monitorFlags) add(cmd *cobra.Command, prefix string) {
 func (f *monitorFlags) config(cfg agent.Config) agent.Config {
 	cfg.Monitor = f.m
 	cfg.Features = f.features
+	f.runtimeFlags.apply(&cfg)
 	if cfg.Monitor.MetricsEvery <= 0 {
 		cfg.Monitor.MetricsEvery = -1 // never
 	}

@@ -117,6 +117,12 @@ func (s *Cluster) assignment(js *jobState, hosts, ips []string) api.Assignment {
 		Shell: t.Shell,
 	}
 	a.Archives = t.Archives()
+	if t.Image == "" { // runtime.go
+		a.Python, a.Nvcc = t.Python, t.Nvcc
+	}
+	for _, r := range t.URLRepos() { // the server adds their credentials as it sends them (server/clones.go)
+		a.Clones = append(a.Clones, api.Clone{URL: r.URL, Branch: r.Branch, Hash: r.Hash, Dest: r.Dest, IfExists: r.IfExists})
+	}
 	if d := t.Resources.Disk; d != nil {
 		a.Disk = int64(d.Min)
 	}

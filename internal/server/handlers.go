@@ -191,6 +191,9 @@ func (s *Server) plan(t *spec.Task) *api.Plan {
 		if why := diskNote(t, limits[nodes[i].Name]); why != "" && row.Why == "" { // plan_fields.go
 			row.Why = why
 		}
+		if why := runtimeWhy(t, states[nodes[i].Name]); why != "" && !now { // plan_fields.go
+			row.Why = why
+		}
 		if slices.Contains(req.NotFleets, nodes[i].Fleet) || held {
 			row.Why = "max_duration is over the fleet's time limit (PartitionTimeLimit)"
 		}
@@ -203,6 +206,7 @@ func (s *Server) plan(t *spec.Task) *api.Plan {
 		p.Rows = append(p.Rows, row)
 	}
 	p.FitsNow = sched.Fits(nodes, req, p.Nodes, true)
+	p.Notes = append(p.Notes, runtimeNotes(t, slices.Collect(maps.Values(states)))...) // plan_fields.go
 	for _, e := range slices.Sorted(maps.Keys(noEngine)) {
 		p.Notes = append(p.Notes, fmt.Sprintf("no container engine on %s: %s", strings.Join(noEngine[e], ", "), e))
 	}

@@ -1,8 +1,12 @@
 package server
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 
+	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/control"
 	"github.com/berth-hq/berth/internal/spec"
 )
 
@@ -10,9 +14,9 @@ import (
 // act on, for the plan's "Not supported yet" line: those it never acts on
 // (not in supported), and those it acts on only in some runs. A native run
 // (no image) mounts no volumes and sizes no /dev/shm (its ports are
-// forwarded by berth attach: the job listens on its node's network);
-// a container run gets no repo or files (they are unpacked on the host);
-// a repo given by URL is not cloned.
+// forwarded by berth attach: the job listens on its node's network).
+// Repos (local or by URL), files and resources.disk hold for both
+// (internal/agent/carry_container.go for containers).
 func unsupportedFields(t *spec.Task) []string {
 	var out []string
 	native := t.Image == ""
@@ -21,13 +25,10 @@ func unsupportedFields(t *spec.Task) []string {
 		switch f {
 		case "volumes", "resources.shm_size":
 			ok = ok && !native
-		case "repos":
-			for _, r := range t.Repos {
-				ok = ok && r.URL == ""
-			}
-			ok = ok && native
-		case "files", "resources.disk":
-			ok = native
+		case "resources.disk":
+			ok = true // the plan's rows say where it is not enforced (diskNote)
+		case "python", "nvcc":
+			ok = native // the node's runtime (control/runtime.go); an image brings its own
 		}
 		if !ok {
 			out = append(out, f)
@@ -41,7 +42,7 @@ func unsupportedFields(t *spec.Task) []string {
 // (api.NodeInfo.Disk, internal/agent/jobdisk.go), and only in the job's
 // default working directory.
 func diskNote(t *spec.Task, limits string) string {
-	if t.Resources.Disk == nil || t.Image != "" {
+	if t.Resources.Disk == nil {
 		return ""
 	}
 	if t.WorkingDir != "" {
@@ -58,4 +59,43 @@ func cmpOr(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// runtimeWhy says why a node cannot run t's `python:`/`nvcc:` ("" when it
+// can, or t needs neither): the node's agent found no such binary and
+// was given no image for it (control/runtime.go).
+func runtimeWhy(t *spec.Task, n api.Node) string {
+	var missing []string
+	for _, r := range control.RuntimesOf(t) {
+		if _, ok := n.Runtimes[r]; !ok {
+			missing = append(missing, r)
+		}
+	}
+	if len(missing) == 0 {
+		return ""
+	}
+	return "no " + strings.Join(missing, ", ") + " here (none on the agent's PATH, no image given: berth agent --python-image/--nvcc-image)"
+}
+
+// runtimeNotes say which Python (and nvcc) runs t on each node that has
+// them, for the plan.
+func runtimeNotes(t *spec.Task, nodes []api.Node) []string {
+	rs := control.RuntimesOf(t)
+	if len(rs) == 0 {
+		return nil
+	}
+	slices.SortFunc(nodes, func(a, b api.Node) int { return strings.Compare(a.Name, b.Name) })
+	var out []string
+	for _, n := range nodes {
+		var have []string
+		for _, r := range rs {
+			if v, ok := n.Runtimes[r]; ok {
+				have = append(have, r+": "+v)
+			}
+		}
+		if len(have) == len(rs) {
+			out = append(out, fmt.Sprintf("on %s: %s", n.Name, strings.Join(have, "; ")))
+		}
+	}
+	return out
 }

@@ -413,7 +413,7 @@ func (s *Server) handOff(m api.AgentMessage) api.AgentMessage {
 	jobs := make([]api.Assignment, len(m.Jobs))
 	for i, a := range m.Jobs {
 		a.JobToken = s.jobToken(a.RunID)
-		jobs[i] = s.putSecrets(a)
+		jobs[i] = s.putGitCredentials(s.putSecrets(a)) // clones.go
 	}
 	m.Jobs = jobs
 	return m

@@ -574,6 +574,9 @@ func items[T any](w *walker, n ast.Node, path, example string, item func(it ast.
 // parseRepo reads dstack's repo shorthand: ".", ".:dir", a URL
 // (https://… or git@host:…), optionally followed by ":dir".
 func parseRepo(s string) (Repo, string) {
+	if u, dir, ok := cutURLRepo(s); ok { // repos.go: a URL with a scheme, whose port is no :dir
+		return Repo{URL: u, Path: dir}, ""
+	}
 	parts := strings.Split(s, ":")
 	isURL := false
 	if len(parts) > 1 {

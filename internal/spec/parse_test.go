@@ -197,6 +197,8 @@ func TestParseValues(t *testing.T) {
 		"files":                   {in: "files:\n  - ../configs:~/configs\n  - data.csv\n  - {local_path: a, path: /b}", get: func(t *Task) any { return t.Files }, want: []FileMapping{{LocalPath: "../configs", Path: "~/configs"}, {LocalPath: "data.csv", Path: "data.csv"}, {LocalPath: "a", Path: "/b"}}},
 		"repo dir":                {in: "repos: [\".:train\"]", get: func(t *Task) any { return t.Repos }, want: []Repo{{LocalPath: ".", Path: "train"}}},
 		"repo url":                {in: "repos: [\"https://github.com/org/repo:/workflow\"]", get: func(t *Task) any { return t.Repos }, want: []Repo{{URL: "https://github.com/org/repo", Path: "/workflow"}}},
+		"repo url port":           {in: "repos: [\"https://git.example.com:8443/org/repo.git:src\"]", get: func(t *Task) any { return t.Repos }, want: []Repo{{URL: "https://git.example.com:8443/org/repo.git", Path: "src"}}},
+		"repo url port, no dir":   {in: "repos: [\"git://127.0.0.1:9418/repo.git\"]", get: func(t *Task) any { return t.Repos }, want: []Repo{{URL: "git://127.0.0.1:9418/repo.git"}}},
 		"repo ssh url":            {in: "repos: [\"git@github.com:org/repo.git\"]", get: func(t *Task) any { return t.Repos }, want: []Repo{{URL: "git@github.com:org/repo.git"}}},
 		"anchor and alias":        {in: "fleets: &f [a, b]\nregions: *f", get: func(t *Task) any { return t.Regions }, want: []string{"a", "b"}},
 		"max price":               {in: "max_price: 2.5", get: func(t *Task) any { return *t.MaxPrice }, want: 2.5},

@@ -47,6 +47,18 @@ func TestValidate(t *testing.T) {
 			mutate: func(t *Task) { t.Repos = []Repo{{LocalPath: "."}, {}} },
 			want:   []string{"repos: at most one repo is supported, got 2", "repos[1]: either `local_path` or `url` is required"},
 		},
+		"repo urls": {
+			mutate: func(t *Task) { t.Repos = []Repo{{URL: "https://x:tok@github.com/o/r.git", Branch: "-x", Hash: "XYZ"}} },
+			want: []string{"repos[0].url: must not hold a password or token: set the project's secret GIT_TOKEN (berth secret set GIT_TOKEN) and it is used for the clone",
+				`repos[0].branch: not a valid branch name: "-x"`, `repos[0].hash: must be a commit hash (4 to 64 lowercase hex digits), got "XYZ"`},
+		},
+		"repo url scheme": {
+			mutate: func(t *Task) { t.Repos = []Repo{{URL: "ftp://h/r.git"}} },
+			want:   []string{`repos[0].url: must be https://, http://, ssh://, git://, file:// or user@host:path, got "ftp://h/r.git"`},
+		},
+		"repo url fine": {mutate: func(t *Task) {
+			t.Repos = []Repo{{URL: "git@github.com:o/r.git", Branch: "feature/x", Hash: "0123abcd"}}
+		}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -129,6 +129,7 @@ func (t *Task) check(l Limits) []problem {
 			add(p, "`local_path` and `url` are mutually exclusive")
 		}
 		enum(p+".if_exists", r.IfExists, RepoIfExists)
+		r.checkURL(p, add) // repos.go
 		r.Archive.check(p+".archive", add)
 	}
 	for i, f := range t.Files {
