@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -57,7 +58,29 @@ func newNodeCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.AddCommand(drain, resume, nodeTokenCmd())
+	del := &cobra.Command{
+		Use:   "delete NODE...",
+		Short: "Remove nodes from the node list (admin): refused while jobs run there or its agent is connected",
+		Long: `Remove nodes from the node list for good. The runs that ran there keep the node's name
+(berth ps, sacct). Refused while jobs are placed on the node, or while its agent is connected:
+stop the agent first. A node whose agent registers again later is a new node.
+Nodes of SSH hosts removed from their fleet and of terminated instances are removed by the server.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := newClient()
+			if err != nil {
+				return err
+			}
+			for _, name := range args {
+				if err := c.DeleteNode(cmd.Context(), name); err != nil {
+					return fmt.Errorf("delete %s: %w", name, err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "Node %s deleted\n", name)
+			}
+			return nil
+		},
+	}
+	cmd.AddCommand(drain, resume, del, nodeTokenCmd())
 	return cmd
 }
 
@@ -75,6 +98,7 @@ func fleetReason(n api.Node) string {
 type monitorFlags struct {
 	m        agent.Monitoring
 	features []string
+	blocks   string
 }
 
 func (f *monitorFlags) add(cmd *cobra.Command, prefix string) {
@@ -85,6 +109,7 @@ func (f *monitorFlags) add(cmd *cobra.Command, prefix string) {
 	fs.DurationVar(&f.m.HealthTimeout, "health-timeout", 0, prefix+"how long the health-check program may run (default: the interval, at most 1m)")
 	fs.BoolVar(&f.m.NoGPUHealth, "no-gpu-health", false, prefix+"do not check GPUs with nvidia-smi (ECC errors, lost GPUs)")
 	fs.StringSliceVar(&f.features, "features", nil, prefix+"node features (Slurm's Features=), comma-separated, e.g. ib,a100: a run's constraint (sbatch -C) asks for them")
+	fs.StringVar(&f.blocks, "blocks", "", prefix+"split the node into N equal blocks of its CPUs, memory and GPUs (dstack's blocks; `auto`: one per GPU, 1 without GPUs); a job takes whole blocks (default: its fleet's blocks in the policy file, else 1)")
 	fs.Var(sizeValue{&f.m.MinFreeDisk}, "min-free-disk", prefix+"free room the data directory's disk must keep, e.g. 1GB; under it the node reports itself failed (disk full) and is drained (default: 64MB, or 5% of a smaller disk)")
 }
 
@@ -113,8 +138,33 @@ func (v sizeValue) Type() string { return "size" }
 func (f *monitorFlags) config(cfg agent.Config) agent.Config {
 	cfg.Monitor = f.m
 	cfg.Features = f.features
+	cfg.Blocks = parseBlocks(f.blocks)
 	if cfg.Monitor.MetricsEvery <= 0 {
 		cfg.Monitor.MetricsEvery = -1 // never
 	}
 	return cfg
+}
+
+// parseBlocks reads --blocks: a count, or auto (agent.BlocksAuto); 0 for
+// none or a value that is neither (checkBlocks refuses it first).
+func parseBlocks(v string) int {
+	if v == "auto" {
+		return agent.BlocksAuto
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0
+	}
+	return n
+}
+
+// checkBlocks refuses a --blocks that is neither a positive count nor auto.
+func checkBlocks(v string) error {
+	if v == "" || v == "auto" {
+		return nil
+	}
+	if n, err := strconv.Atoi(v); err != nil || n < 1 {
+		return fmt.Errorf("--blocks: want a number of blocks (at least 1) or auto, got %q", v)
+	}
+	return nil
 }

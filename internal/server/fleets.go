@@ -154,6 +154,11 @@ func (s *Server) apiFleet(ctx context.Context, f *store.Fleet) (api.Fleet, error
 	for _, h := range rec.Hosts {
 		out.Hosts = append(out.Hosts, h.FleetHost)
 	}
+	if sp.Nodes != nil {
+		if out.Instances, err = s.fleetInstances(ctx, f.Name); err != nil {
+			return api.Fleet{}, err
+		}
+	}
 	return out, nil
 }
 
@@ -208,7 +213,7 @@ func (s *Server) applyFleet(ctx context.Context, u *store.User, req *api.FleetAp
 		return nil, 0, fmt.Errorf("%w: %s", ErrInvalid, err)
 	}
 	if !f.IsSSH() {
-		return nil, 0, fmt.Errorf("%w: backend fleets (nodes:) are not provisioned by this server: give the fleet ssh_config and hosts", ErrInvalid)
+		return s.applyBackendFleet(ctx, u, req) // fleet_backend.go
 	}
 	if f.Name == "" {
 		return nil, 0, fmt.Errorf("%w: name: required for a fleet (it names the fleet's nodes: NAME-0, NAME-1, ...)", ErrInvalid)
