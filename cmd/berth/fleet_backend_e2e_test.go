@@ -30,8 +30,9 @@ func TestBackendFleetFromFile(t *testing.T) {
 name: dyn
 nodes: 2..3
 placement: cluster
+blocks: 2
 resources:
-  cpu: 1..
+  cpu: 2..
 termination_idle_time: 1h
 env:
   - FLEET_COLOUR=blue
@@ -39,7 +40,7 @@ env:
 	plan := c.berth("", "apply", "--dry-run", "-f", fleet)
 	all := plan.stdout + plan.stderr
 	for _, want := range []string{"dyn (new, backend)", "min 2, target 2, max 3: holds 0, creates 2 now", "Idle duration  1h0m0s",
-		" 1  docker   local   small     1xCPU, 256MB", "termination_idle_time: read as idle_duration"} {
+		"docker   local   medium", "2xCPU, 512MB", "termination_idle_time: read as idle_duration", "blocks: 2: each node is split"} {
 		if plan.code != 0 || !strings.Contains(all, want) {
 			t.Errorf("apply --dry-run lacks %q:\n%s", want, plan)
 		}
@@ -117,9 +118,12 @@ env:
 		if n.Fleet == "dyn" && !slices.Contains(n.Features, "segment:fleet-dyn") {
 			t.Errorf("node %s of a placement: cluster fleet lacks its segment: %v", n.Name, n.Features)
 		}
+		if n.Fleet == "dyn" && n.Blocks != 2 {
+			t.Errorf("node %s of a fleet with blocks: 2 has %d blocks", n.Name, n.Blocks)
+		}
 	}
 	out := c.mustBerth("fleet")
-	if !strings.Contains(out, "BACKEND FLEET") || !strings.Contains(out, "docker/small") || !strings.Contains(out, "2..3") {
+	if !strings.Contains(out, "BACKEND FLEET") || !strings.Contains(out, "docker/medium") || !strings.Contains(out, "2..3") || !strings.Contains(out, "0 (blocks 0/2 busy)") {
 		t.Errorf("berth fleet does not show the backend fleet's instances:\n%s", out)
 	}
 
@@ -128,6 +132,7 @@ env:
 name: on-dyn
 fleets: [dyn]
 shell: sh
+resources: {cpu: 1, memory: 128MB}
 commands:
   - echo "colour $FLEET_COLOUR"
 `)

@@ -87,6 +87,7 @@ type BackendFleet struct {
 	// get the segment feature), Env the agent's environment (NAME=VALUE).
 	Segment string
 	Env     []string
+	Blocks  spec.Blocks // 0: not split
 }
 
 // DefaultIdle is a backend fleet's idle_duration when it sets none.
@@ -255,6 +256,7 @@ func (p *Policy) BackendFleetOf(f *spec.Fleet) (*BackendFleet, error) {
 	if f.Placement == "cluster" {
 		bf.Segment = "fleet-" + f.Name
 	}
+	bf.Blocks = f.Blocks
 	for _, v := range f.Env {
 		if !v.PassThrough {
 			bf.Env = append(bf.Env, v.Name+"="+v.Value)

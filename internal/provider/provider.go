@@ -135,6 +135,8 @@ type Bootstrap struct {
 	// environment (NAME=VALUE): a fleet file's placement and env.
 	Features []string
 	Env      []string
+	// Blocks is the agent's --blocks ("" : not split; N or auto).
+	Blocks string
 	// Volumes are network volumes (by provider name) to attach at creation,
 	// mounted at Path (providers that can attach later may ignore them here).
 	Volumes []VolumeMount

@@ -384,7 +384,7 @@ func (s *Server) autoscale(ctx context.Context) error {
 
 // bootstrap is what instance key of fleet bf starts with.
 func (s *Server) bootstrap(url, token, key, fleet string, bf *policy.BackendFleet) provider.Bootstrap {
-	b := provider.Bootstrap{ServerURL: url, Token: token, NodeName: key, Fleet: fleet, Env: bf.Env}
+	b := provider.Bootstrap{ServerURL: url, Token: token, NodeName: key, Fleet: fleet, Env: bf.Env, Blocks: blocksFlag(bf.Blocks)}
 	if bf.Segment != "" {
 		b.Features = []string{sched.SegmentFeature + bf.Segment}
 	}

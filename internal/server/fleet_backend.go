@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/berth-hq/berth/internal/api"
@@ -102,8 +103,8 @@ func backendNotes(f *spec.Fleet) []string {
 	ignored(f.Retry != nil, "retry", "a failed creation is tried again at the next autoscale")
 	ignored(f.TerminationPolicy != "", "termination_policy", "idle nodes above min are terminated after idle_duration")
 	ignored(len(f.Tags) > 0, "tags", "the Docker provider labels its containers itself")
-	if f.Blocks != 0 && f.Blocks != 1 {
-		out = append(out, "blocks: each node is split into blocks (see docs/configuration.md)")
+	if b := blocksFlag(f.Blocks); b != "" {
+		out = append(out, "blocks: "+b+": each node is split into equal blocks of its CPUs, memory and GPUs; a run takes whole blocks")
 	}
 	return out
 }
@@ -297,4 +298,16 @@ func (s *Server) waitJobsGone(ctx context.Context, node string) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// blocksFlag is berth agent's --blocks for a fleet's blocks ("" for 1 or
+// unset: the node is not split).
+func blocksFlag(b spec.Blocks) string {
+	switch {
+	case b == spec.BlocksAuto:
+		return "auto"
+	case b > 1:
+		return strconv.Itoa(int(b))
+	}
+	return ""
 }

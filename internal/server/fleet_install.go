@@ -391,6 +391,9 @@ func (j *fleetJob) install(ctx context.Context, h *fleetHost) error {
 	if h.Config.InternalIP != "" {
 		args = append(args, "--addr", h.Config.InternalIP)
 	}
+	if b := blocksFlag(h.Config.Blocks); b != "" {
+		args = append(args, "--blocks", b) // fleet_backend.go
+	}
 	if j.spec.Placement == "cluster" {
 		// Multi-node runs stay within one network segment (sched).
 		seg := j.spec.SSHConfig.Network

@@ -104,6 +104,9 @@ func mergeHosts(fleet string, old []*fleetHost, f *spec.Fleet) (hosts []*fleetHo
 		seen[nh.Key] = true
 		oh, ok := byKey[nh.Key]
 		detail := fmt.Sprintf("berth agent in %s", nh.InstallDir)
+		if b := blocksFlag(nh.Config.Blocks); b != "" {
+			detail += ", blocks " + b
+		}
 		if nh.Config.ProxyJump != nil {
 			detail += fmt.Sprintf(", through %s@%s:%d", nh.Config.ProxyJump.User, nh.Config.ProxyJump.Hostname, nh.Config.ProxyJump.Port)
 		}

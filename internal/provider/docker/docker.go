@@ -163,6 +163,9 @@ func (p *Provider) Create(ctx context.Context, key string, offer provider.Offer,
 	if b.Fleet != "" {
 		args = append(args, "--fleet", b.Fleet)
 	}
+	if b.Blocks != "" {
+		args = append(args, "--blocks", b.Blocks)
+	}
 	if len(b.Features) > 0 {
 		args = append(args, "--features", strings.Join(b.Features, ","))
 	}
