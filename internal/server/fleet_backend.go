@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/berth-hq/berth/internal/api"
@@ -132,7 +133,7 @@ func (s *Server) applyBackendFleet(ctx context.Context, u *store.User, req *api.
 	}
 	bf, err := rules.BackendFleetOf(f)
 	if err != nil {
-		return nil, 0, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return nil, 0, fmt.Errorf("%w: %s", ErrInvalid, strings.TrimPrefix(err.Error(), "policy: "))
 	}
 	s.fleets.mu.Lock() // one apply or delete of a fleet at a time
 	defer s.fleets.mu.Unlock()
