@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -58,29 +57,7 @@ func newNodeCmd() *cobra.Command {
 			return nil
 		},
 	}
-	del := &cobra.Command{
-		Use:   "delete NODE...",
-		Short: "Remove nodes from the node list (admin): refused while jobs run there or its agent is connected",
-		Long: `Remove nodes from the node list for good. The runs that ran there keep the node's name
-(berth ps, sacct). Refused while jobs are placed on the node, or while its agent is connected:
-stop the agent first. A node whose agent registers again later is a new node.
-Nodes of SSH hosts removed from their fleet and of terminated instances are removed by the server.`,
-		Args: cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := newClient()
-			if err != nil {
-				return err
-			}
-			for _, name := range args {
-				if err := c.DeleteNode(cmd.Context(), name); err != nil {
-					return fmt.Errorf("delete %s: %w", name, err)
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "Node %s deleted\n", name)
-			}
-			return nil
-		},
-	}
-	cmd.AddCommand(drain, resume, del, nodeTokenCmd())
+	cmd.AddCommand(drain, resume, nodeDeleteCmd(), nodeTokenCmd())
 	return cmd
 }
 
@@ -143,28 +120,4 @@ func (f *monitorFlags) config(cfg agent.Config) agent.Config {
 		cfg.Monitor.MetricsEvery = -1 // never
 	}
 	return cfg
-}
-
-// parseBlocks reads --blocks: a count, or auto (agent.BlocksAuto); 0 for
-// none or a value that is neither (checkBlocks refuses it first).
-func parseBlocks(v string) int {
-	if v == "auto" {
-		return agent.BlocksAuto
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		return 0
-	}
-	return n
-}
-
-// checkBlocks refuses a --blocks that is neither a positive count nor auto.
-func checkBlocks(v string) error {
-	if v == "" || v == "auto" {
-		return nil
-	}
-	if n, err := strconv.Atoi(v); err != nil || n < 1 {
-		return fmt.Errorf("--blocks: want a number of blocks (at least 1) or auto, got %q", v)
-	}
-	return nil
 }
