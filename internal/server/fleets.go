@@ -414,6 +414,7 @@ func (s *Server) kickFleet(name string) {
 func (s *Server) fleetLoop(ctx context.Context) {
 	fw := &s.fleets
 	fw.init()
+	go s.nodeSweepLoop(ctx) // nodes_remove.go
 	if fs, err := s.store.ListFleets(ctx); err != nil {
 		s.log.Error("fleets: cannot list the fleets to resume", "err", err)
 	} else {

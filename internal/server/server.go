@@ -319,7 +319,6 @@ func (s *Server) Run(ctx context.Context) error {
 	go s.serviceLoop(ctx)
 	go s.cloudLoop(ctx)
 	go s.fleetLoop(ctx)
-	go s.nodeSweepLoop(ctx) // nodes_remove.go
 	s.wakeScheduler()
 	select {
 	case <-ctx.Done():
