@@ -64,6 +64,19 @@ func staticBerthBin(t *testing.T) string {
 // container, volume and network of that owner is removed at the end.
 func cloudCluster(t *testing.T, idle string, serverArgs ...string) (*cluster, *server, *docker.Provider) {
 	t.Helper()
+	return cloudClusterWith(t, fmt.Sprintf(`fleets:
+  cloud:
+    backend:
+      backends: [docker]
+      nodes: 0..2
+      idle_duration: %s
+`, idle), serverArgs...)
+}
+
+// cloudClusterWith is cloudCluster with the policy file's fleets block
+// given (empty: none).
+func cloudClusterWith(t *testing.T, fleets string, serverArgs ...string) (*cluster, *server, *docker.Provider) {
+	t.Helper()
 	containertest.Engine(t)
 	bin := staticBerthBin(t)
 	var b [4]byte
@@ -78,13 +91,7 @@ func cloudCluster(t *testing.T, idle string, serverArgs ...string) (*cluster, *s
     shapes:
       - {name: medium, cpus: 2, memory: 512MB, price: 0.02}
       - {name: small, cpus: 1, memory: 256MB, price: 0.01}
-fleets:
-  cloud:
-    backend:
-      backends: [docker]
-      nodes: 0..2
-      idle_duration: %s
-`, owner, containertest.Image, bin, idle))
+%s`, owner, containertest.Image, bin, fleets))
 	// The same owner's view, to check and clean what the server made.
 	p, err := docker.New(context.Background(), docker.Config{Owner: owner, Image: containertest.Image, Binary: bin})
 	if err != nil {

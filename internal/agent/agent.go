@@ -41,6 +41,9 @@ type Config struct {
 	Fleet string
 	// Features are the node's features (Slurm's node features).
 	Features []string
+	// Blocks splits the node in equal blocks (BlocksAuto: one per GPU, 1
+	// without); 0: as its fleet says.
+	Blocks int
 	// CPUs, Memory and GPUs declare resources instead of detecting them
 	// (0 / nil: detect).
 	CPUs         int
@@ -258,10 +261,17 @@ func (a *Agent) detect(ctx context.Context) error {
 		addr = routeAddr(a.cfg.Server)
 	}
 	version, limits := a.detectCgroups()
+	blocks := a.cfg.Blocks
+	if blocks == BlocksAuto {
+		blocks = max(1, len(gpus))
+	}
 	a.info = api.NodeInfo{Name: a.cfg.Name, Fleet: a.cfg.Fleet, Features: a.cfg.Features, Addr: addr, CPUs: cpus, Memory: mem, GPUs: gpus, Declared: declared,
-		Cgroups: version, Limits: limits, RunAs: a.runAsMode(), Version: a.cfg.Version, Disk: diskLimit()}
+		Cgroups: version, Limits: limits, RunAs: a.runAsMode(), Version: a.cfg.Version, Disk: diskLimit(), Blocks: blocks}
 	return nil
 }
+
+// BlocksAuto is Config.Blocks for `--blocks auto`.
+const BlocksAuto = -1
 
 // routeAddr is the local address this host uses to reach the server.
 // firstURL is the first of the server's URLs (several: replicas).

@@ -175,6 +175,10 @@ type NodeInfo struct {
 	// image (`python:`, `nvcc:`): "python3.12" or "nvcc" → the host's
 	// binary ("/usr/bin/python3.12") or "image NAME" (runtime.go).
 	Runtimes map[string]string `json:"runtimes,omitempty"`
+	// Blocks is how many equal blocks the node is split into (berth agent
+	// --blocks, resolved; 0: as its fleet says). The server's node list
+	// shows the count in force, and BusyBlocks.
+	Blocks int `json:"blocks,omitempty"`
 }
 
 // A node's RunAs: how its agent runs jobs. As RunAsUser, jobs run as their
@@ -199,13 +203,15 @@ type Node struct {
 	// "idle (failure)", "drained (REASON)", "draining (REASON)", offline,
 	// unreachable (see the server's nodeStatus); Reason says why the node
 	// is drained or not healthy.
-	Status      string    `json:"status"`
-	Reason      string    `json:"reason,omitempty"`
-	AllocCPUs   int       `json:"alloc_cpus"`
-	AllocMemory int64     `json:"alloc_memory"`
-	AllocGPUs   int       `json:"alloc_gpus"`
-	Jobs        int       `json:"jobs"`
-	LastSeen    time.Time `json:"last_seen"`
+	Status      string `json:"status"`
+	Reason      string `json:"reason,omitempty"`
+	AllocCPUs   int    `json:"alloc_cpus"`
+	AllocMemory int64  `json:"alloc_memory"`
+	AllocGPUs   int    `json:"alloc_gpus"`
+	// BusyBlocks are the blocks jobs hold on a node split in blocks.
+	BusyBlocks int       `json:"busy_blocks,omitempty"`
+	Jobs       int       `json:"jobs"`
+	LastSeen   time.Time `json:"last_seen"`
 	// Health is the node's last health report; Drain an administrator's
 	// drain (see metrics.go).
 	Health *NodeHealth `json:"health,omitempty"`

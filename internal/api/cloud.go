@@ -19,6 +19,7 @@ type Instance struct {
 	Node      string         `json:"node"`
 	State     string         `json:"state"` // creating, active, terminating, gone
 	Detail    string         `json:"detail,omitempty"`
+	NodeState string         `json:"node_state,omitempty"` // its node's status; "" before it joins
 	Offer     provider.Offer `json:"offer"`
 	CreatedAt time.Time      `json:"created_at"`
 	UpdatedAt time.Time      `json:"updated_at"`

@@ -3,6 +3,7 @@ package api
 import (
 	"time"
 
+	"github.com/berth-hq/berth/internal/provider"
 	"github.com/berth-hq/berth/internal/spec"
 )
 
@@ -25,14 +26,17 @@ type FleetApplyRequest struct {
 
 // Fleet is a fleet as the server holds it.
 type Fleet struct {
-	Name      string      `json:"name"`
-	Project   string      `json:"project"`
-	Status    string      `json:"status"` // provisioning, active, failed, deleting
-	Message   string      `json:"message,omitempty"`
-	Spec      *spec.Fleet `json:"spec"`
-	Hosts     []FleetHost `json:"hosts"`
-	CreatedAt time.Time   `json:"created_at"`
-	UpdatedAt time.Time   `json:"updated_at"`
+	Name    string      `json:"name"`
+	Project string      `json:"project"`
+	Status  string      `json:"status"` // provisioning, active, failed, deleting
+	Message string      `json:"message,omitempty"`
+	Spec    *spec.Fleet `json:"spec"`
+	Hosts   []FleetHost `json:"hosts"`
+	// Instances are a backend fleet's machines (creating, active,
+	// terminating), with their nodes' status.
+	Instances []Instance `json:"instances,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+	UpdatedAt time.Time  `json:"updated_at"`
 }
 
 // Fleet statuses.
@@ -85,6 +89,23 @@ type FleetPlan struct {
 	Project string            `json:"project"`
 	Exists  bool              `json:"exists"`
 	Actions []FleetHostAction `json:"actions"`
+	// Backend is a backend fleet's plan (it has no hosts).
+	Backend *BackendFleetPlan `json:"backend,omitempty"`
+}
+
+// BackendFleetPlan is what applying a backend fleet would do: its size,
+// the offers its nodes come from (cheapest first), how many nodes it holds
+// and how many it creates now (to reach min, or target).
+type BackendFleetPlan struct {
+	Min          int              `json:"min"`
+	Target       int              `json:"target"`
+	Max          int              `json:"max"`
+	IdleDuration string           `json:"idle_duration"`
+	SpotPolicy   string           `json:"spot_policy"`
+	Offers       []provider.Offer `json:"offers"`
+	Holds        int              `json:"holds"`
+	CreateNow    int              `json:"create_now"`
+	Notes        []string         `json:"notes,omitempty"`
 }
 
 // FleetHostAction is one host's part of a plan.

@@ -45,7 +45,9 @@ nodes could run it now), asks for confirmation (-y skips it), then streams the r
 exits with the run's exit code. Ctrl-C detaches without stopping the run; stop it with berth stop.
 --dry-run validates and shows the plan without submitting, so configurations can be checked in CI.
 A type: fleet with ssh_config installs the agent on each host over SSH: the plan lists each host,
-then apply prints each host's progress (see docs/configuration.md, Fleets).
+then apply prints each host's progress; a type: fleet with nodes: is a backend fleet whose nodes
+the server creates from its providers' offers: the plan lists the offers and how many nodes it
+creates now (see docs/configuration.md, Fleets).
 Without -f, apply reads .dstack.yml (or .dstack.yaml, .berth.yml, .berth.yaml) in the working
 directory. --gpu, --cpu, --memory, --disk, --max-duration, --fleet, --retry-duration, --name and
 --env override the file, as dstack apply's options do.`,
@@ -67,7 +69,7 @@ directory. --gpu, --cpu, --memory, --disk, --max-duration, --fleet, --retry-dura
 				return &ExitError{Code: 1, Err: fmt.Errorf("read configuration: %w", err)}
 			}
 			if spec.ConfigType(data) == "fleet" {
-				fleetOpts.yes, fleetOpts.dryRun, fleetOpts.project = yes, dryRun, project
+				fleetOpts.yes, fleetOpts.dryRun, fleetOpts.project, fleetOpts.detach = yes, dryRun, project, detach
 				return applyFleetFile(cmd.Context(), out, errw, cmd.InOrStdin(), file, data, fleetOpts)
 			}
 			t, err := spec.ParseLimits(file, data, limits)

@@ -27,8 +27,8 @@ import (
 const fleetPoll = 300 * time.Millisecond
 
 type fleetApplyOpts struct {
-	yes, dryRun, allOrNothing bool
-	serverURL, project        string
+	yes, dryRun, allOrNothing, detach bool
+	serverURL, project                string
 }
 
 // applyFleetFile is `berth apply -f` of a fleet configuration: the plan,
@@ -44,7 +44,7 @@ func applyFleetFile(ctx context.Context, out, errw io.Writer, in io.Reader, file
 		f.Project = o.project
 	}
 	if !f.IsSSH() {
-		return &ExitError{Code: 1, Err: fmt.Errorf("%s: backend fleets (nodes:) are not provisioned by this version's `berth apply`; give the fleet ssh_config and hosts", file)}
+		return applyBackendFleetFile(ctx, out, errw, in, file, data, f, o) // fleet_backend.go
 	}
 	keys := map[string]string{}
 	for i := range f.SSHConfig.Hosts {
@@ -166,6 +166,16 @@ func followFleet(ctx context.Context, c *client.Client, out io.Writer, name, whi
 				fmt.Fprintf(out, "  %-14s %-28s %s\n", h.Node, h.Host, line)
 			}
 		}
+		for _, in := range fl.Instances {
+			line := in.State
+			if in.Detail != "" {
+				line += ": " + in.Detail
+			}
+			if seen[in.Key] != line {
+				seen[in.Key] = line
+				fmt.Fprintf(out, "  %-22s %-10s %s\n", in.Node, in.Offer.Instance, line)
+			}
+		}
 		if fl.Status != while {
 			return fl, nil
 		}
@@ -179,7 +189,18 @@ func followFleet(ctx context.Context, c *client.Client, out io.Writer, name, whi
 
 // printSSHFleets is berth fleet's second table: the SSH fleets and each
 // host's state.
-func printSSHFleets(w io.Writer, fleets []api.Fleet) error {
+func printSSHFleets(w io.Writer, all []api.Fleet) error {
+	var fleets, backend []api.Fleet
+	for _, f := range all {
+		if f.Spec != nil && f.Spec.Nodes != nil {
+			backend = append(backend, f)
+		} else {
+			fleets = append(fleets, f)
+		}
+	}
+	if err := printBackendFleets(w, backend); err != nil { // fleet_backend.go
+		return err
+	}
 	if len(fleets) == 0 {
 		return nil
 	}

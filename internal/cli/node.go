@@ -56,7 +56,7 @@ func newNodeCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.AddCommand(drain, resume, nodeTokenCmd())
+	cmd.AddCommand(drain, resume, nodeDeleteCmd(), nodeTokenCmd())
 	return cmd
 }
 
@@ -65,6 +65,7 @@ func newNodeCmd() *cobra.Command {
 type monitorFlags struct {
 	m            agent.Monitoring
 	features     []string
+	blocks       string
 	runtimeFlags // runtime_flags.go: --python-image, --nvcc-image
 }
 
@@ -77,6 +78,7 @@ func (f *monitorFlags) add(cmd *cobra.Command, prefix string) {
 	fs.BoolVar(&f.m.NoGPUHealth, "no-gpu-health", false, prefix+"do not check GPUs with nvidia-smi (ECC errors, lost GPUs)")
 	fs.StringSliceVar(&f.features, "features", nil, prefix+"node features (Slurm's Features=), comma-separated, e.g. ib,a100: a run's constraint (sbatch -C) asks for them")
 	f.runtimeFlags.add(cmd, prefix)
+	fs.StringVar(&f.blocks, "blocks", "", prefix+"split the node into N equal blocks of its CPUs, memory and GPUs (dstack's blocks; `auto`: one per GPU, 1 without GPUs); a job takes whole blocks (default: its fleet's blocks in the policy file, else 1)")
 	fs.Var(sizeValue{&f.m.MinFreeDisk}, "min-free-disk", prefix+"free room the data directory's disk must keep, e.g. 1GB; under it the node reports itself failed (disk full) and is drained (default: 64MB, or 5% of a smaller disk)")
 }
 
@@ -85,6 +87,7 @@ func (f *monitorFlags) config(cfg agent.Config) agent.Config {
 	cfg.Monitor = f.m
 	cfg.Features = f.features
 	f.runtimeFlags.apply(&cfg)
+	cfg.Blocks = parseBlocks(f.blocks)
 	if cfg.Monitor.MetricsEvery <= 0 {
 		cfg.Monitor.MetricsEvery = -1 // never
 	}

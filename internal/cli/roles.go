@@ -492,6 +492,9 @@ same --data-dir finds them again.`,
 			}
 			defer unlock()
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			if err := checkBlocks(mon.blocks); err != nil {
+				return &ExitError{Code: 2, Err: err}
+			}
 			a, err := agent.New(mon.config(agent.Config{Server: serverURL, Token: conn.Token, Name: name, DataDir: dataDir, Addr: addr, Fleet: fleet, Socket: socket,
 				CPUs: res.cpus, Memory: res.memory, GPUs: res.gpus, DeclaredGPUs: res.gpusSet, NoCgroups: res.noCgroups,
 				RunAsAgent: runAs.agent, SpoolDir: runAs.spool, Logger: log, Version: Version}))

@@ -406,8 +406,12 @@ func printFleet(w io.Writer, nodes []api.Node, pal palette) error {
 		if len(n.GPUs) > 0 {
 			gpu = fmt.Sprintf("%d/%d %s", len(n.GPUs)-n.AllocGPUs, len(n.GPUs), gpuModel(n.GPUs))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s/%s\t%s\t%d\t%s\t%s\t%s\t%s\n", orDash(n.Fleet), n.Name, n.Addr, pal.status(n.Status), n.CPUs-n.AllocCPUs, n.CPUs,
-			spec.Bytes(n.Memory-n.AllocMemory).Approx(), spec.Bytes(n.Memory).Approx(), gpu, n.Jobs, limitsText(n), orDash(n.Containers), orDash(n.RunAs), fleetReason(n))
+		jobs := strconv.Itoa(n.Jobs)
+		if n.Blocks > 1 {
+			jobs += fmt.Sprintf(" (blocks %d/%d busy)", n.BusyBlocks, n.Blocks)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s/%s\t%s\t%s\t%s\t%s\t%s\t%s\n", orDash(n.Fleet), n.Name, n.Addr, pal.status(n.Status), n.CPUs-n.AllocCPUs, n.CPUs,
+			spec.Bytes(n.Memory-n.AllocMemory).Approx(), spec.Bytes(n.Memory).Approx(), gpu, jobs, limitsText(n), orDash(n.Containers), orDash(n.RunAs), fleetReason(n))
 	}
 	return tw.Flush()
 }

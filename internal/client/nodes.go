@@ -55,3 +55,9 @@ func (c *Client) AgentMetrics(ctx context.Context, m api.AgentMetrics) error {
 func (c *Client) AgentHealth(ctx context.Context, h api.AgentHealth) error {
 	return c.do(ctx, c.http, http.MethodPost, "/agent/health", h, nil)
 }
+
+// DeleteNode removes a node that runs nothing and whose agent is not
+// connected (an administrator's).
+func (c *Client) DeleteNode(ctx context.Context, node string) error {
+	return c.do(ctx, c.http, http.MethodDelete, "/nodes/"+url.PathEscape(node), nil, nil)
+}

@@ -97,6 +97,16 @@ type (
 		Drain *api.DrainRequest
 		By    string
 	}
+	// RemoveNodeInput: a node leaves the cluster for good (its host was
+	// removed from its fleet, its instance terminated, or an administrator
+	// deleted it). Refused while jobs are placed there; Online lets the
+	// server remove a node whose agent it has just stopped but whose stream
+	// has not ended yet.
+	RemoveNodeInput struct {
+		Node   string
+		Why    string
+		Online bool
+	}
 	// TickInput: time passed (schedules' ticks, nodes away too long).
 	TickInput struct{}
 	// ResyncInput: the safety net's timer: the next pass is a full one
@@ -125,6 +135,7 @@ func (ConnectInput) isInput()    {}
 func (DisconnectInput) isInput() {}
 func (HealthInput) isInput()     {}
 func (DrainInput) isInput()      {}
+func (RemoveNodeInput) isInput() {}
 func (TickInput) isInput()       {}
 func (ResyncInput) isInput()     {}
 func (RulesInput) isInput()      {}
@@ -161,6 +172,8 @@ func (s *Cluster) Step(now time.Time, in Input) (any, error) {
 		return nil, s.onHealth(in)
 	case DrainInput:
 		return s.onDrain(now, in)
+	case RemoveNodeInput:
+		return nil, s.onRemoveNode(in)
 	case TickInput:
 		return s.onTick(now), nil
 	case ResyncInput:

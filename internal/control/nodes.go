@@ -112,6 +112,32 @@ func (s *Cluster) onDrain(now time.Time, in DrainInput) (api.Node, error) {
 	return s.apiNodeLocked(ns), nil
 }
 
+// ErrNodeBusy refuses the removal of a node that holds jobs.
+var ErrNodeBusy = fmt.Errorf("%w: node busy", ErrConflict)
+
+// onRemoveNode forgets a node: it leaves the node list, the Cycle and the
+// store. Its jobs' records keep its name (sacct, berth ps). A node that
+// registers again under the name later is a new node.
+func (s *Cluster) onRemoveNode(in RemoveNodeInput) error {
+	ns, ok := s.nodes[in.Node]
+	if !ok {
+		return fmt.Errorf("node %q: %w", in.Node, ErrNotFound)
+	}
+	if n := len(ns.jobs); n > 0 {
+		return fmt.Errorf("%w: node %s runs %d job(s): drain it and wait for them, or stop them", ErrNodeBusy, in.Node, n)
+	}
+	if ns.online && !in.Online {
+		return fmt.Errorf("%w: node %s: its agent is connected: stop the agent first (berth fleet delete does both)", ErrConflict, in.Node)
+	}
+	delete(s.nodes, in.Node)
+	s.cycle.RemoveNode(in.Node)
+	s.cycDirty = true
+	s.freed = true
+	s.log.Info("node removed", "node", in.Node, "why", in.Why)
+	s.emit(&store.Batch{DeleteNodes: []string{in.Node}}, wakeEffect)
+	return nil
+}
+
 // apiNodeLocked is a node as the API shows it.
 func (s *Cluster) apiNodeLocked(ns *nodeState) api.Node {
 	n := api.Node{NodeInfo: ns.info, AllocCPUs: ns.usedCPU, AllocMemory: ns.usedMem, AllocGPUs: len(ns.usedGPU),
@@ -126,7 +152,34 @@ func (s *Cluster) apiNodeLocked(ns *nodeState) api.Node {
 		n.Health = &h
 	}
 	n.Status, n.Reason = nodeStatus(ns.online, ns.unreachable, len(ns.jobs), c)
+	if b := s.blocksOf(ns); b > 1 {
+		n.Blocks, n.BusyBlocks = b, busyBlocks(ns, b)
+	}
 	return n
+}
+
+// blocksOf is how many blocks the node is split into: what its agent
+// says (berth agent --blocks, which a fleet's installer gives), else its
+// fleet's in the policy file.
+func (s *Cluster) blocksOf(ns *nodeState) int {
+	if ns.info.Blocks > 0 {
+		return ns.info.Blocks
+	}
+	return s.rules.Load().Fleets[ns.info.Fleet].Blocks
+}
+
+// busyBlocks is how many of a node's b blocks its jobs hold: each job
+// holds whole blocks (sched), so the largest share of CPUs, memory or
+// GPUs in use, in blocks, rounded up.
+func busyBlocks(ns *nodeState, b int) int {
+	ceil := func(used, total int64) int {
+		per := total / int64(b)
+		if per <= 0 || used <= 0 {
+			return 0
+		}
+		return int((used + per - 1) / per)
+	}
+	return min(b, max(ceil(int64(ns.usedCPU), int64(ns.info.CPUs)), ceil(ns.usedMem, ns.info.Memory), ceil(int64(len(ns.usedGPU)), int64(len(ns.info.GPUs)))))
 }
 
 // nodeStatus is what berth fleet shows of a node, and why:

@@ -82,6 +82,12 @@ type BackendFleet struct {
 	// IdleDuration: a node idle this long is terminated (down to Min);
 	// zero: 5 minutes, as dstack.
 	IdleDuration time.Duration
+	// What a `type: fleet` file adds (the policy file's fleets have none):
+	// Segment is the network segment of `placement: cluster` (its nodes
+	// get the segment feature), Env the agent's environment (NAME=VALUE).
+	Segment string
+	Env     []string
+	Blocks  spec.Blocks // 0: not split
 }
 
 // DefaultIdle is a backend fleet's idle_duration when it sets none.
@@ -220,7 +226,8 @@ func parseSpanWith(s string, bytes bool) (lo, hi int64, ok bool) {
 }
 
 // BackendFleetOf makes a `type: fleet` file's backend fields (nodes,
-// resources, backends, regions, spot_policy, max_price, idle_duration)
+// resources, backends, regions, spot_policy, max_price, idle_duration or
+// its older name termination_idle_time, placement, env)
 // the autoscaler's BackendFleet, checked against the providers this
 // policy configures. An SSH fleet (no nodes) is nil, nil.
 func (p *Policy) BackendFleetOf(f *spec.Fleet) (*BackendFleet, error) {
@@ -246,7 +253,21 @@ func (p *Policy) BackendFleetOf(f *spec.Fleet) (*BackendFleet, error) {
 	if f.MaxPrice != nil {
 		bf.MaxPrice = *f.MaxPrice
 	}
-	if d := f.IdleDuration; d != nil {
+	if f.Placement == "cluster" {
+		bf.Segment = "fleet-" + f.Name
+	}
+	bf.Blocks = f.Blocks
+	for _, v := range f.Env {
+		if !v.PassThrough {
+			bf.Env = append(bf.Env, v.Name+"="+v.Value)
+		}
+	}
+	d := f.IdleDuration
+	if d == nil {
+		// dstack's older name for idle_duration.
+		d = f.TerminationIdleTime
+	}
+	if d != nil {
 		if *d == spec.DurationOff {
 			bf.IdleDuration = time.Duration(1<<63 - 1)
 		} else {

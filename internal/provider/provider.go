@@ -131,6 +131,12 @@ type Bootstrap struct {
 	Token     string
 	NodeName  string
 	Fleet     string
+	// Features are the agent's node features (--features), Env more of its
+	// environment (NAME=VALUE): a fleet file's placement and env.
+	Features []string
+	Env      []string
+	// Blocks is the agent's --blocks ("" : not split; N or auto).
+	Blocks string
 	// Volumes are network volumes (by provider name) to attach at creation,
 	// mounted at Path (providers that can attach later may ignore them here).
 	Volumes []VolumeMount

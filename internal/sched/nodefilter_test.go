@@ -109,6 +109,19 @@ func TestSegments(t *testing.T) {
 			}
 		})
 	}
+	// Never fits: three nodes in segments of two and one is refused at
+	// once (ReqNodeNotAvail), not left waiting for resources; without
+	// segments three nodes would hold it.
+	never := Schedule(Snapshot{Nodes: nodes, Pending: []Pending{aRun(1, 2).nodes(3), aRun(2, 2).nodes(2)}}, t0)
+	if got := never.Reasons[1]; got != ReasonNoNode {
+		t.Errorf("a 3-node run no segment holds: reason %q, want %q", got, ReasonNoNode)
+	}
+	if len(never.Starts) != 1 || never.Starts[0].RunID != 2 {
+		t.Errorf("the 2-node run behind it: starts %+v, want it started", never.Starts)
+	}
+	if !Fits(nodes, *aRun(1, 2).Request, 2, false) || Fits(nodes, *aRun(1, 2).Request, 3, false) {
+		t.Error("Fits: two nodes of segment a fit, three nodes in no one segment do not")
+	}
 	// Without segments the same two-node run takes the first two nodes.
 	plain := []Node{aNode("n1", 2, 8*gb), aNode("n2", 2, 8*gb), aNode("n3", 2, 8*gb)}
 	got := Schedule(Snapshot{Nodes: plain, Pending: []Pending{aRun(1, 2).nodes(2)}}, t0)

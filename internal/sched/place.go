@@ -285,11 +285,25 @@ func blocksFor(need, total, blocks int) int {
 // resources) or ever (total resources, offline nodes included).
 func Fits(nodes []Node, r Request, count int, now bool) bool {
 	want, n := max(count, 1), 0
+	// A multi-node run stays within one network segment when any node is
+	// in one (placeInto): so many nodes must fit in a single segment.
+	var perSegment map[string]int
+	if want > 1 && slices.ContainsFunc(nodes, func(n Node) bool { return n.segment() != "" }) {
+		perSegment = map[string]int{}
+	}
 	for i := range nodes {
-		if fitsOn(&nodes[i], r, now) {
-			if n++; n == want {
+		if !fitsOn(&nodes[i], r, now) {
+			continue
+		}
+		if perSegment != nil {
+			seg := nodes[i].segment()
+			if perSegment[seg]++; perSegment[seg] == want {
 				return true
 			}
+			continue
+		}
+		if n++; n == want {
+			return true
 		}
 	}
 	return false

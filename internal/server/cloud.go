@@ -46,6 +46,21 @@ type cloudState struct {
 	asked map[int64]time.Time
 	// idleSince is when each backend node was last seen busy or joining.
 	idleSince map[string]time.Time
+	// wake asks the loop for an autoscale now (a fleet applied); forget
+	// are nodes to remove once their jobs end (nodes_remove.go).
+	wake   chan struct{}
+	forget map[string]string
+}
+
+// kickCloud asks for an autoscale now.
+func (s *Server) kickCloud() {
+	s.cloud.mu.Lock()
+	w := s.cloud.wake
+	s.cloud.mu.Unlock()
+	select {
+	case w <- struct{}{}:
+	default:
+	}
 }
 
 // SetCloudURL tells the server where instances reach it (before Run).
@@ -61,6 +76,8 @@ func (s *Server) cloudLoop(ctx context.Context) {
 	}
 	s.cloud.mu.Lock()
 	s.cloud.asked, s.cloud.idleSince = map[int64]time.Time{}, map[string]time.Time{}
+	wake := make(chan struct{}, 1)
+	s.cloud.wake = wake
 	s.cloud.mu.Unlock()
 	every := s.cfg.CloudEvery
 	if every <= 0 {
@@ -84,6 +101,7 @@ func (s *Server) cloudLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-wake:
 		}
 	}
 }
@@ -149,7 +167,7 @@ func (s *Server) reconcileCloud(ctx context.Context) error {
 
 // provision creates one instance of offer for fleet, in the crash-safe
 // order (the comment at the top).
-func (s *Server) provision(ctx context.Context, fleet string, offer provider.Offer) error {
+func (s *Server) provision(ctx context.Context, fleet string, bf *policy.BackendFleet, offer provider.Offer) error {
 	p, err := provider.Find(s.cfg.Providers, offer.Backend)
 	if err != nil {
 		return err
@@ -159,6 +177,10 @@ func (s *Server) provision(ctx context.Context, fleet string, offer provider.Off
 	key := fleet + "-" + hex.EncodeToString(b[:])
 	s.cloud.gate.RLock()
 	defer s.cloud.gate.RUnlock()
+	if s.fleetDeleting(ctx, fleet) {
+		// Its delete took the gate after marking it: nothing more is made.
+		return fmt.Errorf("cloud: fleet %s is being deleted", fleet)
+	}
 	s.cloud.mu.Lock()
 	url := s.cloud.url
 	s.cloud.mu.Unlock()
@@ -179,7 +201,7 @@ func (s *Server) provision(ctx context.Context, fleet string, offer provider.Off
 			return ctx.Err()
 		}
 	}
-	in, err := p.Create(ctx, key, offer, provider.Bootstrap{ServerURL: url, Token: token, NodeName: key, Fleet: fleet})
+	in, err := p.Create(ctx, key, offer, s.bootstrap(url, token, key, fleet, bf))
 	if err != nil {
 		// Whatever the provider made of it goes: the next reconcile
 		// terminates an instance under a gone record.
@@ -249,12 +271,10 @@ func fleetQuery(bf *policy.BackendFleet, req sched.Request) provider.Query {
 // runs that fit an offer and no node, keep each fleet at its minimum (or
 // target), and terminate nodes idle past idle_duration.
 func (s *Server) autoscale(ctx context.Context) error {
-	rules := s.Rules()
+	bfs := s.backendFleets(ctx)
 	var fleets []string
-	for name, f := range rules.Fleets {
-		if f.Backend != nil {
-			fleets = append(fleets, name)
-		}
+	for name := range bfs {
+		fleets = append(fleets, name)
 	}
 	if len(fleets) == 0 {
 		return nil
@@ -288,7 +308,7 @@ func (s *Server) autoscale(ctx context.Context) error {
 	s.cloud.mu.Unlock()
 	var errs []error
 	for _, name := range fleets {
-		bf := rules.Fleets[name].Backend
+		bf := bfs[name]
 		var mine []*store.Instance
 		for _, r := range recs {
 			if r.Fleet == name && (r.State == string(provider.RecordCreating) || r.State == string(provider.RecordActive)) {
@@ -321,7 +341,7 @@ func (s *Server) autoscale(ctx context.Context) error {
 			s.log.Info("cloud: provisioning nodes for a waiting run", "run_id", d.ID, "fleet", name, "nodes", d.Nodes, "offer", offers[0].Instance)
 			for range d.Nodes {
 				count++
-				go s.provisionLogged(ctx, name, offers[0])
+				go s.provisionLogged(ctx, name, bf, offers[0])
 			}
 		}
 		// The fleet's floor.
@@ -329,7 +349,7 @@ func (s *Server) autoscale(ctx context.Context) error {
 			offers, err := s.offers(ctx, fleetQuery(bf, sched.Request{}))
 			if err == nil && len(offers) > 0 {
 				for ; count < want; count++ {
-					go s.provisionLogged(ctx, name, offers[0])
+					go s.provisionLogged(ctx, name, bf, offers[0])
 				}
 			}
 		}
@@ -351,6 +371,8 @@ func (s *Server) autoscale(ctx context.Context) error {
 			count--
 			if err := s.terminate(ctx, r, fmt.Sprintf("idle for %s", bf.IdleDuration)); err != nil {
 				errs = append(errs, err)
+			} else {
+				s.forgetNodeOf(ctx, r.Node, "instance terminated: idle")
 			}
 			s.cloud.mu.Lock()
 			delete(s.cloud.idleSince, r.Node)
@@ -360,8 +382,17 @@ func (s *Server) autoscale(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func (s *Server) provisionLogged(ctx context.Context, fleet string, offer provider.Offer) {
-	if err := s.provision(ctx, fleet, offer); err != nil && ctx.Err() == nil {
+// bootstrap is what instance key of fleet bf starts with.
+func (s *Server) bootstrap(url, token, key, fleet string, bf *policy.BackendFleet) provider.Bootstrap {
+	b := provider.Bootstrap{ServerURL: url, Token: token, NodeName: key, Fleet: fleet, Env: bf.Env, Blocks: blocksFlag(bf.Blocks)}
+	if bf.Segment != "" {
+		b.Features = []string{sched.SegmentFeature + bf.Segment}
+	}
+	return b
+}
+
+func (s *Server) provisionLogged(ctx context.Context, fleet string, bf *policy.BackendFleet, offer provider.Offer) {
+	if err := s.provision(ctx, fleet, bf, offer); err != nil && ctx.Err() == nil {
 		s.log.Warn("cloud: provision", "fleet", fleet, "err", err)
 	}
 }
@@ -389,14 +420,13 @@ func (s *Server) planOffers(req sched.Request) []provider.Offer {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	rules := s.Rules()
 	var out []provider.Offer
 	seen := map[string]bool{}
-	for name, f := range rules.Fleets {
-		if f.Backend == nil || len(req.Fleets) > 0 && !slices.Contains(req.Fleets, name) {
+	for name, bf := range s.backendFleets(ctx) {
+		if len(req.Fleets) > 0 && !slices.Contains(req.Fleets, name) {
 			continue
 		}
-		offers, err := s.offers(ctx, fleetQuery(f.Backend, req))
+		offers, err := s.offers(ctx, fleetQuery(bf, req))
 		if err != nil {
 			s.log.Warn("cloud: offers for a plan", "fleet", name, "err", err)
 			continue

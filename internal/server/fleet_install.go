@@ -95,6 +95,12 @@ func (s *Server) fleetWorkErr(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	if sp.Nodes != nil {
+		if f.Status == api.FleetDeleting {
+			return s.deleteBackendFleet(ctx, name, rec.Force) // fleet_backend.go
+		}
+		return nil // the autoscaler keeps it
+	}
 	j := &fleetJob{s: s, name: name, f: f, spec: sp, rec: rec, status: f.Status, gen: f.Hosts}
 	plain, err := s.secrets.open(f.ProjectID, fleetKeySealName(name), f.SSHKey)
 	if err == nil {
@@ -385,6 +391,9 @@ func (j *fleetJob) install(ctx context.Context, h *fleetHost) error {
 	if h.Config.InternalIP != "" {
 		args = append(args, "--addr", h.Config.InternalIP)
 	}
+	if b := blocksFlag(h.Config.Blocks); b != "" {
+		args = append(args, "--blocks", b) // fleet_backend.go
+	}
 	if j.spec.Placement == "cluster" {
 		// Multi-node runs stay within one network segment (sched).
 		seg := j.spec.SSHConfig.Network
@@ -482,6 +491,7 @@ func (j *fleetJob) uninstall(ctx context.Context, h *fleetHost, force bool) erro
 	conn, err := dialHost(ctx, h.Config, j.keys, &known)
 	if err != nil {
 		if force {
+			j.s.forgetNodeOf(ctx, h.Node, "fleet "+j.name+": host forgotten")
 			return j.set(ctx, h, api.HostRemoved, fmt.Sprintf("forgotten, not uninstalled: %v", err))
 		}
 		return j.set(ctx, h, api.HostFailed, fmt.Sprintf("uninstall: %v", err))
@@ -500,6 +510,7 @@ func (j *fleetJob) uninstall(ctx context.Context, h *fleetHost, force bool) erro
 		id := h.TokenID
 		j.s.forgetTokens(func(c cachedCred) bool { return c.tok != nil && c.tok.ID == id })
 	}
+	j.s.forgetNodeOf(ctx, h.Node, "fleet "+j.name+": host removed")
 	return j.set(ctx, h, api.HostRemoved, "")
 }
 

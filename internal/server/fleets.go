@@ -104,6 +104,9 @@ func mergeHosts(fleet string, old []*fleetHost, f *spec.Fleet) (hosts []*fleetHo
 		seen[nh.Key] = true
 		oh, ok := byKey[nh.Key]
 		detail := fmt.Sprintf("berth agent in %s", nh.InstallDir)
+		if b := blocksFlag(nh.Config.Blocks); b != "" {
+			detail += ", blocks " + b
+		}
 		if nh.Config.ProxyJump != nil {
 			detail += fmt.Sprintf(", through %s@%s:%d", nh.Config.ProxyJump.User, nh.Config.ProxyJump.Hostname, nh.Config.ProxyJump.Port)
 		}
@@ -153,6 +156,11 @@ func (s *Server) apiFleet(ctx context.Context, f *store.Fleet) (api.Fleet, error
 		Hosts: []api.FleetHost{}, CreatedAt: f.CreatedAt, UpdatedAt: f.UpdatedAt}
 	for _, h := range rec.Hosts {
 		out.Hosts = append(out.Hosts, h.FleetHost)
+	}
+	if sp.Nodes != nil {
+		if out.Instances, err = s.fleetInstances(ctx, f.Name); err != nil {
+			return api.Fleet{}, err
+		}
 	}
 	return out, nil
 }
@@ -208,7 +216,7 @@ func (s *Server) applyFleet(ctx context.Context, u *store.User, req *api.FleetAp
 		return nil, 0, fmt.Errorf("%w: %s", ErrInvalid, err)
 	}
 	if !f.IsSSH() {
-		return nil, 0, fmt.Errorf("%w: backend fleets (nodes:) are not provisioned by this server: give the fleet ssh_config and hosts", ErrInvalid)
+		return s.applyBackendFleet(ctx, u, req) // fleet_backend.go
 	}
 	if f.Name == "" {
 		return nil, 0, fmt.Errorf("%w: name: required for a fleet (it names the fleet's nodes: NAME-0, NAME-1, ...)", ErrInvalid)
@@ -406,6 +414,7 @@ func (s *Server) kickFleet(name string) {
 func (s *Server) fleetLoop(ctx context.Context) {
 	fw := &s.fleets
 	fw.init()
+	go s.nodeSweepLoop(ctx) // nodes_remove.go
 	if fs, err := s.store.ListFleets(ctx); err != nil {
 		s.log.Error("fleets: cannot list the fleets to resume", "err", err)
 	} else {

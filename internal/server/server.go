@@ -362,6 +362,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET "+v+"/runs/{ref}/metrics", s.auth(s.handleRunMetrics))
 	mux.HandleFunc("POST "+v+"/nodes/{name}/drain", s.auth(s.handleDrain))
 	mux.HandleFunc("POST "+v+"/nodes/{name}/resume", s.auth(s.handleResume))
+	mux.HandleFunc("DELETE "+v+"/nodes/{name}", s.auth(s.handleNodeDelete)) // nodes_remove.go
 	mux.HandleFunc("POST "+v+"/nodes/{name}/tokens", s.auth(s.handleNodeTokenCreate))
 	mux.HandleFunc("GET "+v+"/server", s.auth(s.handleStatus))
 	mux.HandleFunc("GET "+v+"/priorities", s.auth(s.handlePriorities))

@@ -32,13 +32,14 @@ func TestMain(m *testing.M) {
 }
 
 type agentOpts struct {
-	name  string
-	cpus  int
-	gpus  string
-	dir   string // data directory; default a new one
-	fleet string
-	mon   agent.Monitoring // metrics and health checks (metrics_test.go)
-	token string           // the agent's credential (default testToken, an admin's)
+	name   string
+	cpus   int
+	gpus   string
+	dir    string // data directory; default a new one
+	fleet  string
+	mon    agent.Monitoring // metrics and health checks (metrics_test.go)
+	token  string           // the agent's credential (default testToken, an admin's)
+	blocks int              // berth agent --blocks (agent.BlocksAuto: auto)
 }
 
 // startAgent runs a real agent for h until the test ends (or stop is called).
@@ -52,7 +53,7 @@ func startAgent(t *testing.T, h *harness, o agentOpts) (stop func()) {
 	}
 	cfg := agent.Config{Server: h.http.URL, Token: o.token, Name: o.name, Fleet: o.fleet, DataDir: o.dir, CPUs: o.cpus,
 		ShimCommand: []string{os.Args[0], "berth-shim"}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), LogTick: 20 * time.Millisecond,
-		Monitor: o.mon,
+		Monitor: o.mon, Blocks: o.blocks,
 		// The tests' users (alice, bob…) have no Unix accounts here: their
 		// jobs run as the agent's user (running as the user is the agent's
 		// and the cli's tests).

@@ -237,6 +237,11 @@ func (s *sqlDB) applyBatch(ctx context.Context, tx *sql.Tx, b *Batch) error {
 			return fmt.Errorf("store: node %s: %w", n.Name, err)
 		}
 	}
+	for _, name := range b.DeleteNodes {
+		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM nodes WHERE name = ?`), name); err != nil {
+			return fmt.Errorf("store: delete node %s: %w", name, err)
+		}
+	}
 	if st, err = prep(insertEvent, len(b.Events)); err != nil {
 		return err
 	}

@@ -310,12 +310,14 @@ type Token struct {
 
 // Batch is a set of changes committed together.
 type Batch struct {
-	Runs   []*Run
-	Jobs   []*Job
-	Nodes  []*Node
-	Events []*Event
-	Logs   []*LogChunk
-	Steps  []*Step
+	Runs  []*Run
+	Jobs  []*Job
+	Nodes []*Node
+	// DeleteNodes are nodes removed from the cluster (after Nodes).
+	DeleteNodes []string
+	Events      []*Event
+	Logs        []*LogChunk
+	Steps       []*Step
 	// Keys are submissions' idempotency keys and the runs they made.
 	Keys []*IdempotencyKey
 	// Samples are jobs' metrics samples to keep (one already there, by
@@ -364,6 +366,7 @@ func (b *Batch) Add(o *Batch) {
 	b.Runs = append(b.Runs, o.Runs...)
 	b.Jobs = append(b.Jobs, o.Jobs...)
 	b.Nodes = append(b.Nodes, o.Nodes...)
+	b.DeleteNodes = append(b.DeleteNodes, o.DeleteNodes...)
 	b.Events = append(b.Events, o.Events...)
 	b.Logs = append(b.Logs, o.Logs...)
 	b.Steps = append(b.Steps, o.Steps...)
@@ -375,7 +378,7 @@ func (b *Batch) Add(o *Batch) {
 
 // Empty reports whether b changes nothing.
 func (b *Batch) Empty() bool {
-	return len(b.Runs)+len(b.Jobs)+len(b.Nodes)+len(b.Events)+len(b.Logs)+len(b.Steps)+len(b.Keys)+len(b.Samples)+len(b.SampleCuts) == 0 &&
+	return len(b.Runs)+len(b.Jobs)+len(b.Nodes)+len(b.DeleteNodes)+len(b.Events)+len(b.Logs)+len(b.Steps)+len(b.Keys)+len(b.Samples)+len(b.SampleCuts) == 0 &&
 		b.Reserve == Reserve{}
 }
 

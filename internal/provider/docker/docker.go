@@ -18,8 +18,10 @@ import (
 	"net/url"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	cerrdefs "github.com/containerd/errdefs"
 	ctypes "github.com/moby/moby/api/types/container"
@@ -74,6 +76,9 @@ type Config struct {
 type Provider struct {
 	c   *client.Client
 	cfg Config
+	// netMu makes concurrent creations make one network, not one each
+	// (Docker allows two networks of one name).
+	netMu sync.Mutex
 }
 
 var unsafeName = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
@@ -158,9 +163,15 @@ func (p *Provider) Create(ctx context.Context, key string, offer provider.Offer,
 	if b.Fleet != "" {
 		args = append(args, "--fleet", b.Fleet)
 	}
+	if b.Blocks != "" {
+		args = append(args, "--blocks", b.Blocks)
+	}
+	if len(b.Features) > 0 {
+		args = append(args, "--features", strings.Join(b.Features, ","))
+	}
 	cfg := &ctypes.Config{
 		Image: p.cfg.Image, Entrypoint: []string{"/berth"}, Cmd: args,
-		Env:      []string{"BERTH_TOKEN=" + b.Token, "BERTH_HOME=/tmp/berth-home", "PATH=/bin:/usr/bin"},
+		Env:      append(slices.Clip(b.Env), "BERTH_TOKEN="+b.Token, "BERTH_HOME=/tmp/berth-home", "PATH=/bin:/usr/bin"),
 		Labels:   map[string]string{LabelOwner: p.cfg.Owner, LabelKey: key, LabelOffer: string(offerJSON)},
 		Hostname: b.NodeName,
 	}
@@ -218,6 +229,8 @@ func agentURL(server, gateway string) (string, error) {
 // ensureNetwork creates the instances' network if it is missing and
 // returns its IPv4 gateway.
 func (p *Provider) ensureNetwork(ctx context.Context) (string, error) {
+	p.netMu.Lock()
+	defer p.netMu.Unlock()
 	res, err := p.c.NetworkInspect(ctx, p.cfg.Network, client.NetworkInspectOptions{})
 	if cerrdefs.IsNotFound(err) {
 		_, err = p.c.NetworkCreate(ctx, p.cfg.Network, client.NetworkCreateOptions{Driver: "bridge", Labels: map[string]string{LabelOwner: p.cfg.Owner}})
