@@ -91,17 +91,29 @@ type gwRequest struct {
 // handleGateway serves /proxy/services/{project}/{name}/...
 func (s *Server) handleGateway(w http.ResponseWriter, r *http.Request) {
 	project, name := r.PathValue("project"), r.PathValue("name")
+	s.serveService(w, r, project, name, "/proxy/services/"+project+"/"+name)
+}
+
+// serveService passes r to service name of project; prefix is the path
+// the gateway answers it under ("" on the service's own host:
+// gateway_domain.go).
+func (s *Server) serveService(w http.ResponseWriter, r *http.Request, project, name, prefix string) {
 	info, err := s.gatewayService(r, project, name)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	prefix := "/proxy/services/" + project + "/" + name
 	s.svc.mu.Lock()
 	strip := info.task.StripsPrefix()
+	limits := info.limits
 	s.svc.mu.Unlock()
+	rel := "/" + strings.TrimPrefix(strings.TrimPrefix(r.URL.Path, prefix), "/")
+	if ok, wait, rl := limits.allow(rel, r, time.Now()); !ok { // gateway_limits.go
+		tooMany(w, project+"/"+name, rl, wait)
+		return
+	}
 	path := func(in string) string {
-		if !strip {
+		if !strip || prefix == "" {
 			return in
 		}
 		return "/" + strings.TrimPrefix(strings.TrimPrefix(in, prefix), "/")
@@ -138,7 +150,9 @@ func (s *Server) proxyService(w http.ResponseWriter, r *http.Request, info *svcI
 			pr.Out.URL.Scheme, pr.Out.URL.Host = "http", "replica"
 			pr.Out.URL.Path, pr.Out.URL.RawPath = path(pr.In.URL.Path), ""
 			pr.SetXForwarded()
-			pr.Out.Header.Set("X-Forwarded-Prefix", prefix)
+			if prefix != "" {
+				pr.Out.Header.Set("X-Forwarded-Prefix", prefix)
+			}
 			pr.Out.Host = pr.In.Host
 			if auth {
 				pr.Out.Header.Del("Authorization") // Berth's token, not the service's
@@ -283,7 +297,7 @@ func (s *Server) pickReplica(ctx context.Context, info *svcInfo) (*replica, erro
 		wake := false
 		if info.row != nil && info.row.Wanted == 0 && info.task.ReplicaRange().Max > 0 {
 			info.row.Wanted = 1
-			info.lowFrom = time.Time{}
+			info.scaledAt = time.Now()
 			wake = true
 		}
 		gone := info.row == nil

@@ -74,9 +74,13 @@ type svcInfo struct {
 	task    *spec.Task
 	replica []*replica // active replicas (draining ones too)
 	rr      int
-	hits    rate      // requests, per second of the last rpsWindow
-	lowFrom time.Time // since when fewer replicas would do
-	submits []time.Time
+	hits    rate // requests, per second of the last rpsWindow
+	// scaledAt is the autoscaler's last event (a scaling, the service's
+	// apply or the server's start): scale_up_delay and scale_down_delay
+	// count from it, as dstack's.
+	scaledAt time.Time
+	limits   *limiter // rate_limits (nil: none; gateway_limits.go)
+	submits  []time.Time
 }
 
 type services struct {
@@ -87,6 +91,9 @@ type services struct {
 	wake  chan struct{}
 	// ready is closed and replaced whenever a replica becomes ready.
 	ready chan struct{}
+	// domain is the parsed GatewayDomain (gateway_domain.go).
+	domainOnce sync.Once
+	domain     gatewayDomain
 }
 
 func (s *Server) svcInit() {
@@ -220,13 +227,13 @@ func (s *Server) reconcileServices(ctx context.Context) error {
 			byKey[k] = append(byKey[k], run)
 		}
 	}
-	now := time.Now()
 	type action struct {
 		submit *store.Service
 		port   int
 		stop   *replica
 	}
 	var acts []action
+	now := time.Now()
 	s.svc.mu.Lock()
 	seen := map[svcKey]bool{}
 	for _, row := range rows {
@@ -244,6 +251,8 @@ func (s *Server) reconcileServices(ctx context.Context) error {
 				return fmt.Errorf("service %q: %w", row.Name, err)
 			}
 			info.task = &t
+			info.limits = newLimiter(t.RateLimits)
+			info.scaledAt = now
 		}
 		info.row = row
 	}
@@ -437,9 +446,16 @@ func (s *Server) drainAndStop(rep *replica) {
 	s.wakeServices()
 }
 
+// Autoscaler delays, dstack's defaults.
+const (
+	defaultScaleUpDelay   = 5 * time.Minute
+	defaultScaleDownDelay = 10 * time.Minute
+)
+
 // autoscaleLocked moves a scaled service's wanted count from the
-// gateway's request rate: up at once, down once the lower count did for
-// scale_down_delay (default 10m).
+// gateway's request rate, as dstack's autoscaler: up once scale_up_delay
+// has passed since the last scaling event (from zero at once: a request
+// waits), down once scale_down_delay has.
 func (s *Server) autoscaleLocked(info *svcInfo, now time.Time) {
 	t := info.task
 	if t.Scaling == nil {
@@ -448,25 +464,23 @@ func (s *Server) autoscaleLocked(info *svcInfo, now time.Time) {
 	r := t.ReplicaRange()
 	desired := desiredReplicas(info.hits.count(now), rpsWindow, t.Scaling.Target, r)
 	cur := info.row.Wanted
-	delay := 10 * time.Minute
-	if d := t.Scaling.ScaleDownDelay; d != nil {
-		delay = d.Std()
+	up, down := defaultScaleUpDelay, defaultScaleDownDelay
+	if d := t.Scaling.ScaleUpDelay; d != nil {
+		up = d.Std()
 	}
+	if d := t.Scaling.ScaleDownDelay; d != nil {
+		down = d.Std()
+	}
+	since := now.Sub(info.scaledAt)
 	switch {
-	case desired > cur:
-		info.lowFrom = time.Time{}
-	case desired < cur:
-		if info.lowFrom.IsZero() {
-			info.lowFrom = now
-		}
-		if now.Sub(info.lowFrom) < delay {
-			return
-		}
-		info.lowFrom = time.Time{}
-	default:
-		info.lowFrom = time.Time{}
+	case desired > cur && cur > 0 && since < up:
+		return
+	case desired < cur && since < down:
+		return
+	case desired == cur:
 		return
 	}
+	info.scaledAt = now
 	info.row.Wanted = desired
 	go func(k svcKey, n int) {
 		if err := s.store.SetServiceWanted(context.Background(), k.project, k.name, n); err != nil {
@@ -491,6 +505,7 @@ func (s *Server) handleServiceSubmit(w http.ResponseWriter, r *http.Request, u *
 		writeError(w, err)
 		return
 	}
+	run.URLs = s.serviceURLs(run.Project, t.Name) // gateway_domain.go
 	writeJSON(w, http.StatusCreated, run)
 }
 
