@@ -18,9 +18,9 @@ import (
 // refused with the flag's name.
 func TestParseGatewayDomain(t *testing.T) {
 	for in, want := range map[string]gatewayDomain{
-		"example.test":              {"http", "example.test", ""},
+		"example.test":               {"http", "example.test", ""},
 		"HTTPS://Example.Test:8443/": {"https", "example.test", "8443"},
-		"svc.example.test.":         {"http", "svc.example.test", ""},
+		"svc.example.test.":          {"http", "svc.example.test", ""},
 	} {
 		got, err := parseGatewayDomain(in)
 		if err != nil || got != want {
