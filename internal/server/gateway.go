@@ -21,8 +21,9 @@ import (
 // the service's ready replicas, over a tunnel to the replica's port
 // (tunnel.go), pooled by an http.Transport as any upstream connection
 // would be. A replica is picked by fewest requests in flight, round robin
-// among equals. A request that could not reach its replica (the tunnel
-// did not open: stopped, gone, port closed) is sent to another when it is
+// among equals. A request that got no answer from its replica (the tunnel
+// did not open: stopped, gone, port closed; or the connection closed
+// before a response: its process died) is sent to another when it is
 // idempotent (GET, HEAD, OPTIONS, PUT, DELETE) and its body is small
 // enough to be kept (retryBody); a replica being drained gets no new
 // request and is stopped when its last one ends (services.go).
@@ -247,11 +248,13 @@ func (g gatewayRT) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		s.releaseReplica(rep)
 		last = err
-		var de *dialError
-		if !errors.As(err, &de) || !gr.kept {
+		if !gr.kept || req.Context().Err() != nil {
 			return nil, err
 		}
-		// Not reached: not ready until a probe says so again.
+		// No answer from it (the tunnel did not open, or the connection
+		// closed before a response: its process died): an idempotent
+		// request goes to another, and this replica is not ready until a
+		// probe says so again.
 		s.svc.mu.Lock()
 		rep.ready, rep.okRow = false, 0
 		s.svc.mu.Unlock()
@@ -359,7 +362,14 @@ func (s *Server) probeReplicas() {
 			}
 		}
 		for _, rep := range info.replica {
-			if !rep.probing && !rep.draining && now.Sub(rep.probedAt) >= interval {
+			every := interval
+			if pr == nil && rep.ready {
+				// Ready without a probe: its port is checked as often as
+				// a probe would be (a request that cannot reach it takes
+				// it out at once).
+				every = spec.DefaultProbeInterval.Std()
+			}
+			if !rep.probing && !rep.draining && now.Sub(rep.probedAt) >= every {
 				rep.probing = true
 				todo = append(todo, due{rep, pr})
 			}
@@ -422,6 +432,9 @@ func (s *Server) probe(rep *replica, pr *spec.Probe) {
 	if became {
 		close(s.svc.ready)
 		s.svc.ready = make(chan struct{})
+		if info := s.svc.byKey[rep.key]; info != nil {
+			info.fails = 0 // a crash loop is over
+		}
 	}
 	s.svc.mu.Unlock()
 	if became {

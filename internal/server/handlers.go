@@ -564,7 +564,13 @@ func (s *Server) handleStop(w http.ResponseWriter, r *http.Request, u *store.Use
 		err = s.mayChange(u, run)
 	}
 	if err == nil && isServiceRun(run) && !lifecycle.Status(run.Status).Finished() {
-		err = s.stopService(r.Context(), run) // services.go: the whole service
+		// By name: the whole service (services.go); by ID: that replica,
+		// drained, which the service replaces.
+		if ref != strconv.FormatInt(run.ID, 10) {
+			err = s.stopService(r.Context(), run)
+		} else {
+			s.stopReplica(run)
+		}
 	}
 	if err != nil {
 		writeError(w, err)
