@@ -100,6 +100,9 @@ type services struct {
 	rows                []*store.Service
 	rowsRead, rowsDirty bool
 	scanned             bool // the active runs were read once
+	// backoff is the first wait after a replica ended by itself
+	// (replicaBackoff; tests shorten it).
+	backoff time.Duration
 	// domain is the parsed GatewayDomain (gateway_domain.go).
 	domainOnce sync.Once
 	domain     gatewayDomain
@@ -113,6 +116,7 @@ func (s *Server) svcInit() {
 		s.svc.reps = map[int64]*replica{}
 		s.svc.wake = make(chan struct{}, 1)
 		s.svc.ready = make(chan struct{})
+		s.svc.backoff = replicaBackoff
 	}
 }
 
@@ -580,7 +584,7 @@ func (s *Server) replicaEndedLocked(info *svcInfo, rep *replica, run *store.Run,
 		return &control.NoteInput{RunID: run.ID, Type: "failed", Message: fmt.Sprintf("service %s failed: %d replicas in a row ended before one was ready (the last: %s); no more are started (berth apply starts it again)",
 			info.key.name, info.fails, how)}, true
 	}
-	wait := min(replicaBackoff<<min(info.fails-1, 20), maxReplicaBackoff)
+	wait := min(s.svc.backoff<<min(info.fails-1, 20), maxReplicaBackoff)
 	info.notBefore, info.wakeSet = now.Add(wait), false
 	return &control.NoteInput{RunID: run.ID, Type: "service", Message: fmt.Sprintf("service %s: replica ended (%s), %d in a row; the next starts in %s", info.key.name, how, info.fails, wait)}, false
 }

@@ -47,12 +47,17 @@ func eventsOf(t testing.TB, h *harness, id int64) string {
 }
 
 // TestServiceCrashLoop: a replica that exits at once is replaced after
-// 1 s, 2 s, 4 s, 8 s (each ended replica's history says when the next
-// starts), and at the fifth end in a row with none ready the service
-// fails: no sixth replica, the gateway no longer knows it, and the last
-// replica's history says why.
+// a wait that doubles (1 s, 2 s, 4 s, 8 s; here from 200 ms), each ended
+// replica's history saying when the next starts, and at the fifth end in
+// a row with none ready the service fails: no sixth replica, the gateway
+// no longer knows it, and the last replica's history says why.
 func TestServiceCrashLoop(t *testing.T) {
 	h := newHarness(t, t.TempDir())
+	h.srv.svcInit()
+	h.srv.svc.mu.Lock()
+	backoff := 200 * time.Millisecond
+	h.srv.svc.backoff = backoff
+	h.srv.svc.mu.Unlock()
 	startAgent(t, h, agentOpts{name: "n1", cpus: 2})
 	applyService(t, h, "type: service\nname: crash\nport: 8000\nauth: false\ncommands: [\"exit 3\"]\n")
 	waitForLong(t, "the service to fail", func() bool {
@@ -69,7 +74,7 @@ func TestServiceCrashLoop(t *testing.T) {
 			t.Errorf("replica %d: %s, want failed", r.ID, r.Status)
 		}
 		ev := eventsOf(t, h, r.ID)
-		want := fmt.Sprintf("%d in a row; the next starts in %s", i+1, time.Second<<i)
+		want := fmt.Sprintf("%d in a row; the next starts in %s", i+1, backoff<<i)
 		if i == len(runs)-1 {
 			want = fmt.Sprintf("service crash failed: %d replicas in a row ended before one was ready (the last: failed exited_with_error, exit 3)", maxReplicaFailures)
 		}
@@ -78,8 +83,8 @@ func TestServiceCrashLoop(t *testing.T) {
 		}
 		// The backoff held: each replica was submitted at least its wait
 		// after the one before ended.
-		if i > 0 && runs[i-1].FinishedAt != nil && r.SubmittedAt.Sub(*runs[i-1].FinishedAt) < time.Second<<(i-1)-100*time.Millisecond {
-			t.Errorf("replica %d submitted %s after the last ended, want at least %s", r.ID, r.SubmittedAt.Sub(*runs[i-1].FinishedAt), time.Second<<(i-1))
+		if i > 0 && runs[i-1].FinishedAt != nil && r.SubmittedAt.Sub(*runs[i-1].FinishedAt) < backoff<<(i-1)-100*time.Millisecond {
+			t.Errorf("replica %d submitted %s after the last ended, want at least %s", r.ID, r.SubmittedAt.Sub(*runs[i-1].FinishedAt), backoff<<(i-1))
 		}
 	}
 	hc := &http.Client{Timeout: 10 * time.Second}
