@@ -49,7 +49,7 @@ commands:
 func TestServiceE2E(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
-	s := c.startServer("--agent-name", "svc-node", "--cpus", "4")
+	s := c.startServer("--agent-name", "svc-node", "--cpus", "4", "--gateway-domain", "example.test")
 	c.waitNodes(30*time.Second, "svc-node")
 	port := freeTCPPort(t)
 	r := c.berth("", "apply", "-y", "-f", c.writeConfig("web.yml", serviceYAML(port, "v1")))
@@ -82,6 +82,25 @@ func TestServiceE2E(t *testing.T) {
 		}
 		if time.Now().After(end) {
 			t.Fatal("the service did not answer through the gateway")
+		}
+	}
+	// On the gateway's domain (--gateway-domain): apply names the host
+	// URLs, and a request with that Host reaches the service.
+	for _, u := range []string{"and http://web.example.test/", "and http://web.main.example.test/"} {
+		if !strings.Contains(r.stdout, u) {
+			t.Errorf("apply does not print %q:\n%s", u, r.stdout)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodGet, s.url+"/x", nil)
+	req.Host = "web.main.example.test"
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	if resp, err := hc.Do(req); err != nil {
+		t.Errorf("GET with Host web.main.example.test: %v", err)
+	} else {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || string(b) != "v1" {
+			t.Errorf("GET with Host web.main.example.test: %d %q, want 200 v1", resp.StatusCode, b)
 		}
 	}
 	if code, _, _ := get(""); code != http.StatusUnauthorized {

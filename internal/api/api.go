@@ -86,6 +86,9 @@ type Run struct {
 	Array      *ArrayInfo `json:"array,omitempty"`
 	ArrayID    int64      `json:"array_id,omitempty"`
 	ArrayIndex *int       `json:"array_index,omitempty"`
+	// URLs are where the gateway answers a service on its domain (berth
+	// server --gateway-domain), in the answer to its apply.
+	URLs []string `json:"urls,omitempty"`
 }
 
 // ArrayInfo is an array's progress: its indices as written, its throttle,

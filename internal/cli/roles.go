@@ -55,6 +55,7 @@ func newServerCmd() *cobra.Command {
 		cloudPause                                                           time.Duration
 		replicaOpts                                                          replicaFlags
 		sshListen                                                            string
+		gatewayDomain                                                        string
 	)
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -108,6 +109,9 @@ func newServerCmd() *cobra.Command {
 					return err
 				}
 			}
+			if err := server.ParseGatewayDomain(gatewayDomain); err != nil {
+				return err
+			}
 			private, err := parsePrivateData(privateData)
 			if err != nil {
 				return err
@@ -139,7 +143,7 @@ func newServerCmd() *cobra.Command {
 			srv, err := server.New(ctx, server.Config{SecretsKey: key, SecretsKeySource: keySource, Store: st, Logger: log, StopGrace: grace, Policy: pol, Weights: wts, HalfLife: halfLife, Depth: depth, Rules: rules,
 				PolicyFile: policyFile, NodeTimeout: nodeTimeout, UnkillableTimeout: unkillable, MetricsRetention: metricsRetention, MaxArraySize: maxArray, MaxScriptBytes: maxScript, MaxUploadBytes: maxUpload, BlobRetention: blobRetention, MaxNodesPerRun: maxNodes,
 				Metrics: server.NewMetrics(metricsOptions(metrics)), NoAutoUsers: !autoUsers, AllowUsers: allowUsers,
-				PrivateData: private, FleetBinaries: fleetBinaries, Providers: providers, CloudPauseAfterRecord: cloudPause})
+				PrivateData: private, GatewayDomain: gatewayDomain, FleetBinaries: fleetBinaries, Providers: providers, CloudPauseAfterRecord: cloudPause})
 			if err != nil {
 				return err
 			}
@@ -263,6 +267,7 @@ func newServerCmd() *cobra.Command {
 	f.StringSliceVar(&allowUsers, "allow-users", nil, "only these Unix logins are made users so (comma-separated; default: any)")
 	f.StringToStringVar(&fleetBinaries, "fleet-binary", nil, "a berth binary for SSH fleet hosts of another CPU architecture, ARCH=PATH (Go's names: arm64, amd64; repeatable)")
 	f.StringSliceVar(&privateData, "private-data", []string{"logs"}, "what members of a project do not see of each other's runs (Slurm's PrivateData): jobs (others' runs are not found), logs (others' output and metrics are refused), none; the project's admins and managers see all")
+	f.StringVar(&gatewayDomain, "gateway-domain", "", "services also answer on NAME.PROJECT.DOMAIN and (default project) NAME.DOMAIN, e.g. example.com, https://example.com or example.com:3000 (the scheme and port are what service URLs say; DNS: a wildcard record to this server)")
 	f.StringVar(&agentSocket, "socket", socketPath(), "local agent's socket for this host's users, who need no token there (default $BERTH_SOCKET, else "+api.DefaultSocket+"; none: no socket)")
 	agentRes.add(cmd, "local agent's ")
 	agentMon.add(cmd, "local agent's ")

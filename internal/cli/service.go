@@ -22,6 +22,12 @@ func printService(out io.Writer, c *client.Client, t *spec.Task, run *api.Run) {
 		fmt.Fprintf(out, "; newest replica: run %d", run.ID)
 	}
 	fmt.Fprintf(out, ")\nIt answers at %s\n", url)
+	for _, u := range run.URLs { // on the gateway's domain
+		fmt.Fprintf(out, "         and %s\n", u)
+	}
+	if len(run.URLs) > 0 {
+		url = run.URLs[0]
+	}
 	if t.AuthRequired() {
 		fmt.Fprintf(out, "  curl -H \"Authorization: Bearer $BERTH_TOKEN\" %s\n", url)
 	} else {

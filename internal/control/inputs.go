@@ -9,6 +9,7 @@ import (
 	"github.com/berth-hq/berth/internal/policy"
 	"github.com/berth-hq/berth/internal/sched"
 	"github.com/berth-hq/berth/internal/spec"
+	"github.com/berth-hq/berth/internal/store"
 )
 
 // The cluster changes only through Step: one input at a time, at the time
@@ -107,6 +108,13 @@ type (
 		Why    string
 		Online bool
 	}
+	// NoteInput: the server adds a line to a run's history (a service's
+	// reconciler: why a replica is not replaced at once, why the service
+	// failed). The run may have ended.
+	NoteInput struct {
+		RunID         int64
+		Type, Message string
+	}
 	// TickInput: time passed (schedules' ticks, nodes away too long).
 	TickInput struct{}
 	// ResyncInput: the safety net's timer: the next pass is a full one
@@ -137,6 +145,7 @@ func (HealthInput) isInput()     {}
 func (DrainInput) isInput()      {}
 func (RemoveNodeInput) isInput() {}
 func (TickInput) isInput()       {}
+func (NoteInput) isInput()       {}
 func (ResyncInput) isInput()     {}
 func (RulesInput) isInput()      {}
 func (PassInput) isInput()       {}
@@ -176,6 +185,8 @@ func (s *Cluster) Step(now time.Time, in Input) (any, error) {
 		return nil, s.onRemoveNode(in)
 	case TickInput:
 		return s.onTick(now), nil
+	case NoteInput:
+		s.emit(&store.Batch{Events: []*store.Event{{RunID: in.RunID, Time: now, Type: in.Type, Message: in.Message}}})
 	case ResyncInput:
 		s.freed = true
 		s.cycle.Rescan()

@@ -71,6 +71,16 @@ func (s *Cluster) ActiveRun(id int64) (store.Run, []store.Job, bool) {
 	return rs.rec, jobs, true
 }
 
+// ActiveRunRecord is active run id's record (no jobs, no copy of them),
+// and ok.
+func (s *Cluster) ActiveRunRecord(id int64) (store.Run, bool) {
+	rs, ok := s.runs[id]
+	if !ok {
+		return store.Run{}, false
+	}
+	return rs.rec, true
+}
+
 // RunIDs are the active runs' IDs, in no order.
 func (s *Cluster) RunIDs() []int64 {
 	ids := make([]int64, 0, len(s.runs))

@@ -948,7 +948,7 @@ func (s *Cluster) onReport(now time.Time, in ReportInput) Report {
 			}
 			js.rec.MaxRSS = max(ev.MaxRSS, in.Peaks[js.rec.ID])
 			delete(touched, js.rec.ID)
-			exit := lifecycle.Exit{Reason: ev.Reason, Code: ev.ExitCode, OOMKilled: ev.OOMKilled}
+			exit := lifecycle.Exit{Reason: ev.Reason, Code: ev.ExitCode, OOMKilled: ev.OOMKilled, Message: ev.Message}
 			extra = append(extra, s.stepLocked(js.run, lifecycle.Event{Kind: lifecycle.Exited, Job: js.rec.Num, Exit: exit, Time: ev.Time}, now, b)...)
 			if ev.Message != "" {
 				b.Events = append(b.Events, &store.Event{RunID: js.rec.RunID, JobID: js.rec.ID, Time: now, Type: "agent", Message: ev.Message})

@@ -21,7 +21,24 @@ type Retries struct {
 	Reason      Reason    `json:"reason"` // and its job reason
 	Retries     int       `json:"retries"`
 	NotBefore   time.Time `json:"not_before"`
+	// StartFailures counts the attempts in a row that failed to start
+	// with the same error (StartError, the agent's message, cut to
+	// startErrorLen): at MaxStartFailures retry gives up.
+	StartFailures int    `json:"start_failures,omitempty"`
+	StartError    string `json:"start_error,omitempty"`
 }
+
+// MaxStartFailures is how many attempts in a row may fail to start with
+// the same error (an image that cannot be pulled, the same engine message)
+// before retry gives up and the run fails failed_to_start, whatever its
+// retry duration: the same start failure does not pass by itself, and
+// without a duration it would be retried for ever. Slurm's nearest is a
+// launch failure that requeues the job held; Berth ends it instead, so an
+// attached apply returns.
+const MaxStartFailures = 5
+
+// startErrorLen bounds the start error kept in a run's history.
+const startErrorLen = 300
 
 // retry decides, for a run whose jobs have all ended, whether its policy
 // starts it again; if so it makes d a requeue with the history updated.
@@ -34,10 +51,10 @@ func retry(r Run, js []Job, d *Decision, now time.Time) bool {
 	}
 	// The run's event and reason: its first failing job's (not a sibling
 	// the server stopped because of it).
-	event, reason := "", ReasonNone
+	event, reason, msg := "", ReasonNone, ""
 	for _, j := range js {
 		if e := RetryEvent(j.Status, j.Reason); e != "" && j.Reason != ReasonByServer {
-			event, reason = e, j.Reason
+			event, reason, msg = e, j.Reason, j.Message
 			break
 		}
 	}
@@ -45,6 +62,26 @@ func retry(r Run, js []Job, d *Decision, now time.Time) bool {
 		return false
 	}
 	h := r.Retries
+	if reason == ReasonFailedToStart {
+		if len(msg) > startErrorLen {
+			msg = msg[:startErrorLen]
+		}
+		if h.StartFailures > 0 && msg == h.StartError {
+			h.StartFailures++
+		} else {
+			h.StartFailures, h.StartError = 1, msg
+		}
+		if h.StartFailures >= MaxStartFailures {
+			why := fmt.Sprintf("failed to start %d times in a row with the same error: not retried again", h.StartFailures)
+			if msg != "" {
+				why += " (" + msg + ")"
+			}
+			d.note(Note{Job: -1, Type: "failed", Message: why})
+			return false
+		}
+	} else {
+		h.StartFailures, h.StartError = 0, ""
+	}
 	h.LastFailure, h.Event, h.Reason = now, event, reason
 	h.Retries++
 	h.NotBefore = now.Add(min(time.Second<<min(h.Retries-1, 6), time.Minute))

@@ -32,6 +32,9 @@ type Job struct {
 	// BySibling: the server stops it because a sibling failed or the
 	// master is done; its end does not decide the run's.
 	BySibling bool
+	// Message is its agent's word on its end, in the step that reports
+	// it (not kept): retry compares start failures by it.
+	Message string
 }
 
 // EventKind is what happened to a run.
@@ -159,6 +162,7 @@ func Step(r Run, jobs []Job, ev Event, now time.Time) Decision {
 		st, reason := JobEnd(ev.Exit, d.Stop, js[ev.Job].BySibling)
 		code := ev.Exit.Code
 		change(JobChange{Job: ev.Job, Status: st, Reason: reason, ExitCode: &code, At: at})
+		js[ev.Job].Message = ev.Exit.Message
 		stopSiblings(r, js, ev.Job, &d, change, now)
 	case NodeLost:
 		if js[ev.Job].Status.Finished() {

@@ -82,6 +82,10 @@ type Exit struct {
 	Code   int
 	// OOMKilled: the kernel's OOM killer killed a process of the job.
 	OOMKilled bool
+	// Message is the agent's word on a job that did not start (the
+	// engine's error: an image that cannot be pulled), for retry's count
+	// of the same start failure.
+	Message string
 }
 
 // JobEnd maps an agent's report onto a job's final state, given what asked

@@ -21,8 +21,9 @@ import (
 // the service's ready replicas, over a tunnel to the replica's port
 // (tunnel.go), pooled by an http.Transport as any upstream connection
 // would be. A replica is picked by fewest requests in flight, round robin
-// among equals. A request that could not reach its replica (the tunnel
-// did not open: stopped, gone, port closed) is sent to another when it is
+// among equals. A request that got no answer from its replica (the tunnel
+// did not open: stopped, gone, port closed; or the connection closed
+// before a response: its process died) is sent to another when it is
 // idempotent (GET, HEAD, OPTIONS, PUT, DELETE) and its body is small
 // enough to be kept (retryBody); a replica being drained gets no new
 // request and is stopped when its last one ends (services.go).
@@ -91,17 +92,29 @@ type gwRequest struct {
 // handleGateway serves /proxy/services/{project}/{name}/...
 func (s *Server) handleGateway(w http.ResponseWriter, r *http.Request) {
 	project, name := r.PathValue("project"), r.PathValue("name")
+	s.serveService(w, r, project, name, "/proxy/services/"+project+"/"+name)
+}
+
+// serveService passes r to service name of project; prefix is the path
+// the gateway answers it under ("" on the service's own host:
+// gateway_domain.go).
+func (s *Server) serveService(w http.ResponseWriter, r *http.Request, project, name, prefix string) {
 	info, err := s.gatewayService(r, project, name)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	prefix := "/proxy/services/" + project + "/" + name
 	s.svc.mu.Lock()
 	strip := info.task.StripsPrefix()
+	limits := info.limits
 	s.svc.mu.Unlock()
+	rel := "/" + strings.TrimPrefix(strings.TrimPrefix(r.URL.Path, prefix), "/")
+	if ok, wait, rl := limits.allow(rel, r, time.Now()); !ok { // gateway_limits.go
+		tooMany(w, project+"/"+name, rl, wait)
+		return
+	}
 	path := func(in string) string {
-		if !strip {
+		if !strip || prefix == "" {
 			return in
 		}
 		return "/" + strings.TrimPrefix(strings.TrimPrefix(in, prefix), "/")
@@ -138,7 +151,9 @@ func (s *Server) proxyService(w http.ResponseWriter, r *http.Request, info *svcI
 			pr.Out.URL.Scheme, pr.Out.URL.Host = "http", "replica"
 			pr.Out.URL.Path, pr.Out.URL.RawPath = path(pr.In.URL.Path), ""
 			pr.SetXForwarded()
-			pr.Out.Header.Set("X-Forwarded-Prefix", prefix)
+			if prefix != "" {
+				pr.Out.Header.Set("X-Forwarded-Prefix", prefix)
+			}
 			pr.Out.Host = pr.In.Host
 			if auth {
 				pr.Out.Header.Del("Authorization") // Berth's token, not the service's
@@ -233,11 +248,13 @@ func (g gatewayRT) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		s.releaseReplica(rep)
 		last = err
-		var de *dialError
-		if !errors.As(err, &de) || !gr.kept {
+		if !gr.kept || req.Context().Err() != nil {
 			return nil, err
 		}
-		// Not reached: not ready until a probe says so again.
+		// No answer from it (the tunnel did not open, or the connection
+		// closed before a response: its process died): an idempotent
+		// request goes to another, and this replica is not ready until a
+		// probe says so again.
 		s.svc.mu.Lock()
 		rep.ready, rep.okRow = false, 0
 		s.svc.mu.Unlock()
@@ -283,7 +300,7 @@ func (s *Server) pickReplica(ctx context.Context, info *svcInfo) (*replica, erro
 		wake := false
 		if info.row != nil && info.row.Wanted == 0 && info.task.ReplicaRange().Max > 0 {
 			info.row.Wanted = 1
-			info.lowFrom = time.Time{}
+			info.scaledAt = time.Now()
 			wake = true
 		}
 		gone := info.row == nil
@@ -345,7 +362,14 @@ func (s *Server) probeReplicas() {
 			}
 		}
 		for _, rep := range info.replica {
-			if !rep.probing && !rep.draining && now.Sub(rep.probedAt) >= interval {
+			every := interval
+			if pr == nil && rep.ready {
+				// Ready without a probe: its port is checked as often as
+				// a probe would be (a request that cannot reach it takes
+				// it out at once).
+				every = spec.DefaultProbeInterval.Std()
+			}
+			if !rep.probing && !rep.draining && now.Sub(rep.probedAt) >= every {
 				rep.probing = true
 				todo = append(todo, due{rep, pr})
 			}
@@ -408,6 +432,9 @@ func (s *Server) probe(rep *replica, pr *spec.Probe) {
 	if became {
 		close(s.svc.ready)
 		s.svc.ready = make(chan struct{})
+		if info := s.svc.byKey[rep.key]; info != nil {
+			info.fails = 0 // a crash loop is over
+		}
 	}
 	s.svc.mu.Unlock()
 	if became {

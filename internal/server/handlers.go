@@ -90,7 +90,7 @@ func (s *Server) admit(t *spec.Task) error {
 		return fmt.Errorf("%w: qos: %v", ErrInvalid, err)
 	}
 	t.QOS = q
-	return nil
+	return s.admitService(t) // gateway_limits.go
 }
 
 func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, u *store.User) {
@@ -142,6 +142,7 @@ var supported = map[string]bool{
 	"resources.shm_size": true, "signal": true, "startup_order": true, "stop_criteria": true, "dstack": true,
 	"ide": true, "init": true, "inactivity_duration": true, // dev environments (spec/devenv.go)
 	"port": true, "replicas": true, "scaling": true, "probes": true, "auth": true, "strip_prefix": true, "model": true, // services.go, gateway.go
+	"rate_limits": true, "https": true, // gateway_limits.go
 	"utilization_policy": true, // utilization.go
 	"retry":              true, "repos": true, "files": true,
 }
@@ -567,7 +568,13 @@ func (s *Server) handleStop(w http.ResponseWriter, r *http.Request, u *store.Use
 		err = s.mayChange(u, run)
 	}
 	if err == nil && isServiceRun(run) && !lifecycle.Status(run.Status).Finished() {
-		err = s.stopService(r.Context(), run) // services.go: the whole service
+		// By name: the whole service (services.go); by ID: that replica,
+		// drained, which the service replaces.
+		if ref != strconv.FormatInt(run.ID, 10) {
+			err = s.stopService(r.Context(), run)
+		} else {
+			s.stopReplica(run)
+		}
 	}
 	if err != nil {
 		writeError(w, err)

@@ -126,6 +126,10 @@ type Config struct {
 	// between its record and the provider's call (tests kill the server
 	// there: berth server --cloud-pause-after-record, hidden).
 	CloudPauseAfterRecord time.Duration
+	// GatewayDomain: services answer on NAME.PROJECT.DOMAIN and, in the
+	// default project, NAME.DOMAIN ([SCHEME://]DOMAIN[:PORT];
+	// gateway_domain.go; empty: on /proxy/services/ only).
+	GatewayDomain string
 	// PrivateData is what members do not see of each other's runs in
 	// their projects (Slurm's PrivateData; projects.go). The zero value
 	// hides nothing; berth server's default (--private-data logs) hides
@@ -428,7 +432,7 @@ func (s *Server) Handler() http.Handler {
 	ui := web.New(mux, web.Options{Logger: s.log, Changed: s.changes.Next, Poll: s.cfg.DashboardPoll})
 	mux.Handle("GET /{$}", ui)
 	mux.Handle("/ui/", ui)
-	return s.cfg.Metrics.instrument(mux)
+	return s.cfg.Metrics.instrument(s.hostRoute(mux)) // gateway_domain.go
 }
 
 // user resolves a user's token (a node's is refused).

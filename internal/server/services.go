@@ -15,6 +15,7 @@ import (
 
 	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/control"
+	"github.com/berth-hq/berth/internal/lifecycle"
 	"github.com/berth-hq/berth/internal/spec"
 	"github.com/berth-hq/berth/internal/store"
 )
@@ -43,9 +44,6 @@ const (
 	rpsWindow = 60 * time.Second
 	// replicaPortVar is the variable that tells a replica its port.
 	replicaPortVar = "PORT"
-	// submitsPerMinute bounds replica submissions per service, so that a
-	// replica that dies at once does not loop fast.
-	submitsPerMinute = 20
 )
 
 type svcKey struct {
@@ -63,6 +61,7 @@ type replica struct {
 	probing  bool
 	probedAt time.Time
 	draining bool
+	spec     string // specKey of its configuration
 	inflight int
 	idle     chan struct{} // closed when draining and inflight reaches 0
 }
@@ -74,9 +73,18 @@ type svcInfo struct {
 	task    *spec.Task
 	replica []*replica // active replicas (draining ones too)
 	rr      int
-	hits    rate      // requests, per second of the last rpsWindow
-	lowFrom time.Time // since when fewer replicas would do
-	submits []time.Time
+	hits    rate // requests, per second of the last rpsWindow
+	// scaledAt is the autoscaler's last event (a scaling, the service's
+	// apply or the server's start): scale_up_delay and scale_down_delay
+	// count from it, as dstack's.
+	scaledAt time.Time
+	limits   *limiter // rate_limits (nil: none; gateway_limits.go)
+	found    bool     // its replicas were looked up in the store
+	// fails counts replicas in a row that ended by themselves; the next
+	// is not submitted before notBefore (wakeSet: a wake is due then).
+	fails     int
+	notBefore time.Time
+	wakeSet   bool
 }
 
 type services struct {
@@ -87,6 +95,17 @@ type services struct {
 	wake  chan struct{}
 	// ready is closed and replaced whenever a replica becomes ready.
 	ready chan struct{}
+	// rows are the services' rows as last read (rowsRead), to be read
+	// again when rowsDirty (this server changed them).
+	rows                []*store.Service
+	rowsRead, rowsDirty bool
+	scanned             bool // the active runs were read once
+	// backoff is the first wait after a replica ended by itself
+	// (replicaBackoff; tests shorten it).
+	backoff time.Duration
+	// domain is the parsed GatewayDomain (gateway_domain.go).
+	domainOnce sync.Once
+	domain     gatewayDomain
 }
 
 func (s *Server) svcInit() {
@@ -97,6 +116,7 @@ func (s *Server) svcInit() {
 		s.svc.reps = map[int64]*replica{}
 		s.svc.wake = make(chan struct{}, 1)
 		s.svc.ready = make(chan struct{})
+		s.svc.backoff = replicaBackoff
 	}
 }
 
@@ -156,12 +176,19 @@ func (s *Server) applyService(ctx context.Context, u *store.User, t *spec.Task) 
 	wanted := r.Min // 0: the first request starts one
 	s.svcInit()
 	s.svc.mu.Lock()
-	if info := s.svc.byKey[svcKey{pid, t.Name}]; info != nil && info.row != nil {
-		// A running service keeps its count within the new bounds.
-		wanted = min(max(info.row.Wanted, r.Min), r.Max)
+	if info := s.svc.byKey[svcKey{pid, t.Name}]; info != nil {
+		if info.row != nil {
+			// A running service keeps its count within the new bounds.
+			wanted = min(max(info.row.Wanted, r.Min), r.Max)
+		}
+		info.fails, info.notBefore = 0, time.Time{} // an apply tries again at once
 	}
 	s.svc.mu.Unlock()
-	if err := s.store.PutService(ctx, &store.Service{ProjectID: pid, Name: t.Name, UserID: u.ID, Spec: body, Wanted: wanted}); err != nil {
+	err = s.store.PutService(ctx, &store.Service{ProjectID: pid, Name: t.Name, UserID: u.ID, Spec: body, Wanted: wanted})
+	s.svc.mu.Lock()
+	s.svc.rowsDirty = true
+	s.svc.mu.Unlock()
+	if err != nil {
 		return nil, err
 	}
 	if err := s.reconcileServices(ctx); err != nil {
@@ -183,10 +210,42 @@ func (s *Server) applyService(ctx context.Context, u *store.User, t *spec.Task) 
 // stopService ends a service: its row goes, and its replicas stop
 // (drained first).
 func (s *Server) stopService(ctx context.Context, run *store.Run) error {
-	if err := s.store.DeleteService(ctx, run.ProjectID, run.Name); err != nil && !errors.Is(err, store.ErrNotFound) {
+	err := s.store.DeleteService(ctx, run.ProjectID, run.Name)
+	s.svcInit()
+	s.svc.mu.Lock()
+	s.svc.rowsDirty = true
+	s.svc.mu.Unlock()
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
 	return s.reconcileServices(ctx)
+}
+
+// stopReplica is a user's stop of one replica (by its ID): the gateway
+// sends it nothing new and lets what it serves finish (up to drainWait)
+// before the stop goes ahead; the reconciler replaces it meanwhile.
+func (s *Server) stopReplica(run *store.Run) {
+	s.svcInit()
+	s.svc.mu.Lock()
+	rep := s.svc.reps[run.ID]
+	if rep == nil || rep.draining {
+		s.svc.mu.Unlock()
+		return
+	}
+	rep.draining = true
+	rep.idle = make(chan struct{})
+	if rep.inflight == 0 {
+		close(rep.idle)
+	}
+	s.svc.mu.Unlock()
+	if _, err := s.do(control.NoteInput{RunID: run.ID, Type: "service", Message: fmt.Sprintf("service %s: replica stopped by its user; drained, and another replaces it", run.Name)}); err != nil {
+		s.log.Warn("service note", "run_id", run.ID, "err", err)
+	}
+	s.wakeServices()
+	select {
+	case <-rep.idle:
+	case <-time.After(drainWait):
+	}
 }
 
 // isServiceRun reports whether run is a service's replica.
@@ -194,40 +253,37 @@ func isServiceRun(run *store.Run) bool {
 	return bytes.Contains(run.Spec, []byte(`"type":"service"`))
 }
 
-// reconcileServices does one pass over every service.
+// reconcileServices does one pass over every service. It reads the
+// services' rows from the store only when they changed (this server
+// writes them all), and its replicas' states from the cluster's memory:
+// an idle service costs no query. A service's replicas are found in the
+// store once (its first pass after a start or an apply: ListRuns by
+// name); replicas it submits it knows from then on.
 func (s *Server) reconcileServices(ctx context.Context) error {
 	s.svcInit()
 	s.svc.pass.Lock()
 	defer s.svc.pass.Unlock()
-	rows, err := s.store.ListServices(ctx)
-	if err != nil {
-		return err
-	}
 	s.svc.mu.Lock()
-	known := len(s.svc.byKey)
+	rows, fresh := s.svc.rows, s.svc.rowsRead && !s.svc.rowsDirty
+	s.svc.rowsDirty = false
 	s.svc.mu.Unlock()
-	if len(rows) == 0 && known == 0 {
-		return nil // no service: no need to read the active runs
-	}
-	active, err := s.store.ListRuns(ctx, store.RunFilter{})
-	if err != nil {
-		return err
-	}
-	byKey := map[svcKey][]*store.Run{}
-	for _, run := range active {
-		if isServiceRun(run) {
-			k := svcKey{run.ProjectID, run.Name}
-			byKey[k] = append(byKey[k], run)
+	if !fresh {
+		var err error
+		if rows, err = s.store.ListServices(ctx); err != nil {
+			s.svc.mu.Lock()
+			s.svc.rowsDirty = true
+			s.svc.mu.Unlock()
+			return err
 		}
 	}
 	now := time.Now()
-	type action struct {
-		submit *store.Service
-		port   int
-		stop   *replica
-	}
-	var acts []action
 	s.svc.mu.Lock()
+	s.svc.rows, s.svc.rowsRead = rows, true
+	if len(rows) == 0 && len(s.svc.byKey) == 0 && s.svc.scanned {
+		s.svc.mu.Unlock()
+		return nil
+	}
+	var find []svcKey // services whose replicas are to be found
 	seen := map[svcKey]bool{}
 	for _, row := range rows {
 		k := svcKey{row.ProjectID, row.Name}
@@ -244,26 +300,125 @@ func (s *Server) reconcileServices(ctx context.Context) error {
 				return fmt.Errorf("service %q: %w", row.Name, err)
 			}
 			info.task = &t
+			info.limits = newLimiter(t.RateLimits)
+			info.scaledAt = now
 		}
 		info.row = row
+		if !info.found {
+			find = append(find, k)
+		}
 	}
 	for k, info := range s.svc.byKey {
 		if !seen[k] {
 			info.row, info.task = nil, nil
 		}
-		// The replicas: active runs of the key (draining ones included).
-		runs := byKey[k]
-		info.replica = info.replica[:0]
+	}
+	s.svc.mu.Unlock()
+
+	if !s.svc.scanned {
+		// The first pass after a start reads every active run once: the
+		// replicas of a service stopped just before the restart are
+		// stopped too.
+		runs, err := s.store.ListRuns(ctx, store.RunFilter{})
+		if err != nil {
+			return err
+		}
+		s.svc.mu.Lock()
 		for _, run := range runs {
-			rep := s.svc.reps[run.ID]
-			if rep == nil {
+			k := svcKey{run.ProjectID, run.Name}
+			if isServiceRun(run) && s.svc.byKey[k] == nil {
+				s.svc.byKey[k] = &svcInfo{key: k}
+				find = append(find, k)
+			}
+		}
+		s.svc.scanned = true
+		s.svc.mu.Unlock()
+	}
+	for _, k := range find {
+		runs, err := s.store.ListRuns(ctx, store.RunFilter{ProjectID: k.project, Name: k.name})
+		if err != nil {
+			return err
+		}
+		s.svc.mu.Lock()
+		info := s.svc.byKey[k]
+		for _, run := range runs {
+			if info != nil && isServiceRun(run) && s.svc.reps[run.ID] == nil {
 				var t spec.Task
 				_ = json.Unmarshal(run.Spec, &t)
-				rep = &replica{run: run.ID, key: k, port: replicaPort(&t)}
+				rep := &replica{run: run.ID, key: k, port: replicaPort(&t), spec: specKey(&t)}
 				s.svc.reps[run.ID] = rep
+				info.replica = append(info.replica, rep)
 			}
-			info.replica = append(info.replica, rep)
 		}
+		if info != nil {
+			info.found = true
+		}
+		s.svc.mu.Unlock()
+	}
+
+	// Which replicas are still active, and which were asked to stop: the
+	// cluster's memory.
+	s.svc.mu.Lock()
+	ids := make([]int64, 0, len(s.svc.reps))
+	for id := range s.svc.reps {
+		ids = append(ids, id)
+	}
+	s.svc.mu.Unlock()
+	live := make(map[int64]bool, len(ids))
+	stopping := map[int64]bool{}
+	s.mu.Lock()
+	for _, id := range ids {
+		if rec, ok := s.Cluster.ActiveRunRecord(id); ok {
+			live[id] = true
+			stopping[id] = rec.StopReq != 0
+		}
+	}
+	s.mu.Unlock()
+	// The replicas that ended without the reconciler's stop: how.
+	s.svc.mu.Lock()
+	var gone []*replica
+	for _, id := range ids {
+		if rep := s.svc.reps[id]; rep != nil && !live[id] && !rep.draining {
+			gone = append(gone, rep)
+		}
+	}
+	s.svc.mu.Unlock()
+	ended := map[int64]*store.Run{}
+	for _, rep := range gone {
+		if run, err := s.store.GetRun(ctx, rep.run); err == nil {
+			ended[rep.run] = run
+		}
+	}
+
+	type action struct {
+		submit *store.Service
+		port   int
+		stop   *replica
+	}
+	var acts []action
+	var notes []control.NoteInput
+	var failed []svcKey
+	s.svc.mu.Lock()
+	for k, info := range s.svc.byKey {
+		// The replicas: the active ones (draining ones included).
+		kept := info.replica[:0]
+		for _, rep := range info.replica {
+			if live[rep.run] {
+				kept = append(kept, rep)
+				continue
+			}
+			delete(s.svc.reps, rep.run)
+			if run := ended[rep.run]; run != nil && info.row != nil {
+				if n, fail := s.replicaEndedLocked(info, rep, run, now); n != nil {
+					notes = append(notes, *n)
+					if fail {
+						failed = append(failed, k)
+					}
+				}
+			}
+		}
+		clear(info.replica[len(kept):])
+		info.replica = kept
 		if info.row == nil {
 			for _, rep := range info.replica {
 				if !rep.draining {
@@ -275,24 +430,17 @@ func (s *Server) reconcileServices(ctx context.Context) error {
 			}
 			continue
 		}
+		if slices.Contains(failed, k) {
+			continue
+		}
 		s.autoscaleLocked(info, now)
 		want := specKey(info.task)
 		var cur, old []*replica
 		for _, rep := range info.replica {
-			if rep.draining {
+			if rep.draining || stopping[rep.run] {
 				continue
 			}
-			var run *store.Run
-			for _, r := range runs {
-				if r.ID == rep.run {
-					run = r
-				}
-			}
-			if run.StopReq != 0 {
-				continue
-			}
-			var t spec.Task
-			if json.Unmarshal(run.Spec, &t) == nil && specKey(&t) == want {
+			if rep.spec == want {
 				cur = append(cur, rep)
 			} else {
 				old = append(old, rep)
@@ -305,15 +453,24 @@ func (s *Server) reconcileServices(ctx context.Context) error {
 				notReady++
 			}
 		}
+		// A crash-looping service waits out its backoff before it
+		// submits again.
+		mayStart := !now.Before(info.notBefore)
+		if !mayStart && !info.wakeSet {
+			info.wakeSet = true
+			time.AfterFunc(info.notBefore.Sub(now), s.wakeServices)
+		}
 		switch {
 		case len(old) > 0 && notReady > 0:
 			// A new replica is on its way: wait for it.
 		case len(old) > 0 && len(cur)+len(old) > wanted:
 			acts = append(acts, action{stop: old[0]})
 		case len(old) > 0:
-			acts = append(acts, action{submit: info.row})
+			if mayStart {
+				acts = append(acts, action{submit: info.row})
+			}
 		case len(cur) < wanted:
-			for i := len(cur); i < wanted; i++ {
+			for i := len(cur); i < wanted && mayStart; i++ {
 				acts = append(acts, action{submit: info.row})
 			}
 		case len(cur) > wanted:
@@ -332,21 +489,9 @@ func (s *Server) reconcileServices(ctx context.Context) error {
 			}
 		}
 	}
-	for id, rep := range s.svc.reps {
-		if _, ok := s.svc.byKey[rep.key]; !ok || !slices.Contains(s.svc.byKey[rep.key].replica, rep) {
-			delete(s.svc.reps, id)
-		}
-	}
-	// Submissions, bounded per service.
 	for i := range acts {
 		if row := acts[i].submit; row != nil {
 			info := s.svc.byKey[svcKey{row.ProjectID, row.Name}]
-			info.submits = slices.DeleteFunc(info.submits, func(t time.Time) bool { return now.Sub(t) > time.Minute })
-			if len(info.submits) >= submitsPerMinute {
-				acts[i].submit = nil
-				continue
-			}
-			info.submits = append(info.submits, now)
 			// A port no other replica of the service has: native replicas
 			// on one node share its network.
 			used := map[int]bool{}
@@ -374,6 +519,21 @@ func (s *Server) reconcileServices(ctx context.Context) error {
 	}
 	s.svc.mu.Unlock()
 
+	for _, n := range notes {
+		if _, err := s.do(n); err != nil {
+			s.log.Warn("service note", "run_id", n.RunID, "err", err)
+		}
+	}
+	for _, k := range failed {
+		if err := s.store.DeleteService(ctx, k.project, k.name); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		s.log.Warn("service failed", "service", k.name)
+		s.svc.mu.Lock()
+		s.svc.rowsDirty = true
+		s.svc.mu.Unlock()
+		s.wakeServices()
+	}
 	for _, a := range acts {
 		if a.submit != nil {
 			if err := s.submitReplica(ctx, a.submit, a.port); err != nil {
@@ -386,6 +546,47 @@ func (s *Server) reconcileServices(ctx context.Context) error {
 	}
 	s.probeReplicas()
 	return nil
+}
+
+// Crash loops: a replica that ends by itself (not drained, not stopped by
+// a user) is replaced after a wait that doubles with each such end in a
+// row, from replicaBackoff to maxReplicaBackoff; the count starts again
+// when a replica becomes ready. After maxReplicaFailures in a row while
+// no replica is ready, the service fails: its row goes (as a stop), its
+// replicas stop, and the last one's history says why. dstack fails a
+// service at its first failed replica unless `retry` is set; Berth
+// replaces replicas, but not for ever.
+const (
+	replicaBackoff     = time.Second
+	maxReplicaBackoff  = 5 * time.Minute
+	maxReplicaFailures = 5
+)
+
+// replicaEndedLocked counts a replica of info that ended (run, its
+// record) and says so in its history: a user's stop is only replaced; an
+// end of its own adds to the failures in a row and sets the backoff, or
+// fails the service (fail).
+func (s *Server) replicaEndedLocked(info *svcInfo, rep *replica, run *store.Run, now time.Time) (note *control.NoteInput, fail bool) {
+	how := run.Status
+	if run.Reason != "" {
+		how += " " + run.Reason
+	}
+	if run.ExitCode != nil && *run.ExitCode != 0 {
+		how += fmt.Sprintf(", exit %d", *run.ExitCode)
+	}
+	switch lifecycle.Reason(run.Reason) {
+	case lifecycle.ReasonTerminatedByUser, lifecycle.ReasonAbortedByUser:
+		return &control.NoteInput{RunID: run.ID, Type: "service", Message: fmt.Sprintf("service %s: replica stopped (%s); another replaces it", info.key.name, how)}, false
+	}
+	info.fails++
+	ready := slices.ContainsFunc(info.replica, func(r *replica) bool { return r.ready && r != rep })
+	if info.fails >= maxReplicaFailures && !ready {
+		return &control.NoteInput{RunID: run.ID, Type: "failed", Message: fmt.Sprintf("service %s failed: %d replicas in a row ended before one was ready (the last: %s); no more are started (berth apply starts it again)",
+			info.key.name, info.fails, how)}, true
+	}
+	wait := min(s.svc.backoff<<min(info.fails-1, 20), maxReplicaBackoff)
+	info.notBefore, info.wakeSet = now.Add(wait), false
+	return &control.NoteInput{RunID: run.ID, Type: "service", Message: fmt.Sprintf("service %s: replica ended (%s), %d in a row; the next starts in %s", info.key.name, how, info.fails, wait)}, false
 }
 
 // replicaPort is the port a replica serves on: its PORT, else the
@@ -420,6 +621,14 @@ func (s *Server) submitReplica(ctx context.Context, row *store.Service, port int
 	if err != nil {
 		return err
 	}
+	k := svcKey{row.ProjectID, row.Name}
+	s.svc.mu.Lock()
+	if info := s.svc.byKey[k]; info != nil && s.svc.reps[run.ID] == nil {
+		rep := &replica{run: run.ID, key: k, port: port, spec: specKey(&t)}
+		s.svc.reps[run.ID] = rep
+		info.replica = append(info.replica, rep)
+	}
+	s.svc.mu.Unlock()
 	s.log.Info("service replica submitted", "service", row.Name, "run_id", run.ID)
 	return nil
 }
@@ -437,9 +646,16 @@ func (s *Server) drainAndStop(rep *replica) {
 	s.wakeServices()
 }
 
+// Autoscaler delays, dstack's defaults.
+const (
+	defaultScaleUpDelay   = 5 * time.Minute
+	defaultScaleDownDelay = 10 * time.Minute
+)
+
 // autoscaleLocked moves a scaled service's wanted count from the
-// gateway's request rate: up at once, down once the lower count did for
-// scale_down_delay (default 10m).
+// gateway's request rate, as dstack's autoscaler: up once scale_up_delay
+// has passed since the last scaling event (from zero at once: a request
+// waits), down once scale_down_delay has.
 func (s *Server) autoscaleLocked(info *svcInfo, now time.Time) {
 	t := info.task
 	if t.Scaling == nil {
@@ -448,25 +664,23 @@ func (s *Server) autoscaleLocked(info *svcInfo, now time.Time) {
 	r := t.ReplicaRange()
 	desired := desiredReplicas(info.hits.count(now), rpsWindow, t.Scaling.Target, r)
 	cur := info.row.Wanted
-	delay := 10 * time.Minute
-	if d := t.Scaling.ScaleDownDelay; d != nil {
-		delay = d.Std()
+	up, down := defaultScaleUpDelay, defaultScaleDownDelay
+	if d := t.Scaling.ScaleUpDelay; d != nil {
+		up = d.Std()
 	}
+	if d := t.Scaling.ScaleDownDelay; d != nil {
+		down = d.Std()
+	}
+	since := now.Sub(info.scaledAt)
 	switch {
-	case desired > cur:
-		info.lowFrom = time.Time{}
-	case desired < cur:
-		if info.lowFrom.IsZero() {
-			info.lowFrom = now
-		}
-		if now.Sub(info.lowFrom) < delay {
-			return
-		}
-		info.lowFrom = time.Time{}
-	default:
-		info.lowFrom = time.Time{}
+	case desired > cur && cur > 0 && since < up:
+		return
+	case desired < cur && since < down:
+		return
+	case desired == cur:
 		return
 	}
+	info.scaledAt = now
 	info.row.Wanted = desired
 	go func(k svcKey, n int) {
 		if err := s.store.SetServiceWanted(context.Background(), k.project, k.name, n); err != nil {
@@ -491,6 +705,7 @@ func (s *Server) handleServiceSubmit(w http.ResponseWriter, r *http.Request, u *
 		writeError(w, err)
 		return
 	}
+	run.URLs = s.serviceURLs(run.Project, t.Name) // gateway_domain.go
 	writeJSON(w, http.StatusCreated, run)
 }
 

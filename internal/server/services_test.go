@@ -81,7 +81,7 @@ func stopServiceAtEnd(t *testing.T, h *harness, name string) {
 	})
 }
 
-func waitForLong(t *testing.T, what string, cond func() bool) {
+func waitForLong(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	for end := time.Now().Add(60 * time.Second); !cond(); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(end) {
@@ -91,7 +91,7 @@ func waitForLong(t *testing.T, what string, cond func() bool) {
 }
 
 // activeReplicas are the active runs named name.
-func activeReplicas(t *testing.T, h *harness, name string) []api.Run {
+func activeReplicas(t testing.TB, h *harness, name string) []api.Run {
 	t.Helper()
 	runs, err := h.c.Runs(context.Background(), client.ListOptions{})
 	if err != nil {

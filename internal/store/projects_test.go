@@ -144,7 +144,11 @@ func TestListRunsVisible(t *testing.T) {
 		}
 		b := &Batch{}
 		for i, r := range []struct{ p, u int }{{1, 1}, {1, 2}, {2, 2}, {3, 1}} {
-			b.Runs = append(b.Runs, &Run{ID: int64(i + 1), ProjectID: pid[r.p], UserID: uid[r.u], Name: "r", Status: "submitted", Spec: []byte("{}")})
+			name := "r"
+			if i == 2 {
+				name = "svc"
+			}
+			b.Runs = append(b.Runs, &Run{ID: int64(i + 1), ProjectID: pid[r.p], UserID: uid[r.u], Name: name, Status: "submitted", Spec: []byte("{}")})
 		}
 		if err := s.Apply(ctx, b); err != nil {
 			t.Fatal(err)
@@ -168,6 +172,13 @@ func TestListRunsVisible(t *testing.T) {
 		}
 		if d := cmp.Diff([]int64{4, 1}, ids(RunFilter{OnlyUser: uid[1]})); d != "" {
 			t.Errorf("user 1's (-want +got):\n%s", d)
+		}
+		// By name, as a service's reconciler finds its replicas.
+		if d := cmp.Diff([]int64{3}, ids(RunFilter{ProjectID: pid[2], Name: "svc"})); d != "" {
+			t.Errorf("project 2's svc (-want +got):\n%s", d)
+		}
+		if got := ids(RunFilter{ProjectID: pid[1], Name: "svc"}); len(got) != 0 {
+			t.Errorf("project 1's svc: %v, want none", got)
 		}
 	})
 }

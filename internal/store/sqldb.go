@@ -503,6 +503,10 @@ func (s *sqlDB) ListRuns(ctx context.Context, f RunFilter) ([]*Run, error) {
 		q += ` AND user_id = ?`
 		args = append(args, f.OnlyUser)
 	}
+	if f.Name != "" {
+		q += ` AND name = ?`
+		args = append(args, f.Name)
+	}
 	if f.ArrayID != 0 {
 		q += ` AND array_id = ?`
 		args = append(args, f.ArrayID)

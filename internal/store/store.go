@@ -413,6 +413,8 @@ type RunFilter struct {
 	Users []string
 	// Statuses, when set, keeps the runs in these statuses.
 	Statuses []string
+	// Name, when set, keeps the runs of this name (a service's replicas).
+	Name string
 	// BeforeID keeps the runs of lower IDs (0: no bound): a listing's next
 	// page, newest first.
 	BeforeID int64
