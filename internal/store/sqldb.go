@@ -136,7 +136,8 @@ ON CONFLICT (run_id, step_id) DO UPDATE SET status=excluded.status, exit_code=ex
 )
 
 // writeStatements are the statements Apply runs for each row.
-var writeStatements = []string{upsertRun, upsertJob, upsertNode, insertEvent, insertLog, upsertStep, insertKey, insertSample}
+var writeStatements = []string{upsertRun, upsertJob, upsertNode, insertEvent, insertLog, upsertStep, insertKey, insertSample,
+	upsertArray, upsertSchedule}
 
 // prepare prepares the write statements on w.
 func (s *sqlDB) prepare(ctx context.Context) error {
@@ -197,6 +198,9 @@ func (s *sqlDB) applyBatch(ctx context.Context, tx *sql.Tx, b *Batch) error {
 			r.StopReq, isActive(r.Status), nanos(r.EstimatedStart), r.ArrayID, r.ArrayIndex, string(r.Meta)); err != nil {
 			return fmt.Errorf("store: run %d: %w", r.ID, err)
 		}
+	}
+	if err := s.applyArrays(ctx, tx, b); err != nil {
+		return err
 	}
 	if st, err = prep(upsertJob, len(b.Jobs)); err != nil {
 		return err
@@ -400,6 +404,9 @@ func (s *sqlDB) LoadActive(ctx context.Context) (*Active, error) {
 		return nil, err
 	}
 	if a.Nodes, err = s.ListNodes(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.loadArrays(ctx, a); err != nil {
 		return nil, err
 	}
 	if err := s.w.QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0) FROM runs`).Scan(&a.MaxRunID); err != nil {

@@ -129,6 +129,10 @@ type Store interface {
 	// FindArrayTask returns an array's task by index (ErrNotFound: not
 	// created yet, or no such task).
 	FindArrayTask(ctx context.Context, arrayID int64, index int) (*Run, error)
+	// GetArray returns an array's own record (ErrNotFound: not an array);
+	// GetSchedule a schedule's.
+	GetArray(ctx context.Context, id int64) (*Array, error)
+	GetSchedule(ctx context.Context, id int64) (*Schedule, error)
 	// CreateProject makes a project, or a deleted one live again; a live
 	// project of that name is ErrExists.
 	CreateProject(ctx context.Context, name string) (*Project, error)
@@ -179,7 +183,8 @@ type Run struct {
 	// task); ArrayIndex is its index, meaningful only when ArrayID is set.
 	ArrayID    int64
 	ArrayIndex int
-	// Meta is the server's JSON state of an array or a scheduled run.
+	// Meta is the server's JSON state of a held, delayed or retried run
+	// (an array's or a schedule's progress is in its own record).
 	Meta []byte
 }
 
@@ -319,6 +324,10 @@ type Batch struct {
 	// the cuts are applied first.
 	Samples    []*MetricSample
 	SampleCuts []SampleCut
+	// Arrays and Schedules are arrays' and schedules' own records, written
+	// whole (migration 00027).
+	Arrays    []*Array
+	Schedules []*Schedule
 	// Reserve raises the marks below which run and job IDs may be used
 	// (0: unchanged); a batch that does is made durable on disk before
 	// Apply returns, whatever the store's sync setting.
@@ -371,17 +380,21 @@ func (b *Batch) Add(o *Batch) {
 
 // Empty reports whether b changes nothing.
 func (b *Batch) Empty() bool {
-	return len(b.Runs)+len(b.Jobs)+len(b.Nodes)+len(b.Events)+len(b.Logs)+len(b.Steps)+len(b.Keys)+len(b.Samples)+len(b.SampleCuts) == 0 &&
+	return len(b.Runs)+len(b.Jobs)+len(b.Nodes)+len(b.Events)+len(b.Logs)+len(b.Steps)+len(b.Keys)+len(b.Samples)+len(b.SampleCuts)+
+		len(b.Arrays)+len(b.Schedules) == 0 &&
 		b.Reserve == Reserve{}
 }
 
 // Active is the state the leader rebuilds at start.
 type Active struct {
-	Runs     []*Run
-	Jobs     []*Job
-	Nodes    []*Node
-	MaxRunID int64
-	MaxJobID int64
+	Runs  []*Run
+	Jobs  []*Job
+	Nodes []*Node
+	// Arrays and Schedules are the active ones' records.
+	Arrays    []*Array
+	Schedules []*Schedule
+	MaxRunID  int64
+	MaxJobID  int64
 }
 
 // RunFilter selects runs for ListRuns, newest first.
