@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io/fs"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -247,4 +248,25 @@ func testArraysLeaveMeta(t *testing.T, db *sql.DB, dialect goose.Dialect, migrat
 type scheduleMeta struct {
 	Next time.Time `json:"next"`
 	Runs int       `json:"runs"`
+}
+
+// Batch.Add keeps every kind of change: each slice field of a batch added
+// to an empty one comes through (a field Add forgets is never written,
+// since the committer merges batches before Apply).
+func TestBatchAddKeepsEveryField(t *testing.T) {
+	var o Batch
+	v := reflect.ValueOf(&o).Elem()
+	for i := range v.NumField() {
+		if f := v.Field(i); f.Kind() == reflect.Slice {
+			f.Set(reflect.MakeSlice(f.Type(), 1, 1))
+		}
+	}
+	var b Batch
+	b.Add(&o)
+	got := reflect.ValueOf(b)
+	for i := range got.NumField() {
+		if f := got.Field(i); f.Kind() == reflect.Slice && f.Len() != 1 {
+			t.Errorf("Batch.Add drops %s", got.Type().Field(i).Name)
+		}
+	}
 }

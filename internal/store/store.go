@@ -375,6 +375,8 @@ func (b *Batch) Add(o *Batch) {
 	b.Keys = append(b.Keys, o.Keys...)
 	b.Samples = append(b.Samples, o.Samples...)
 	b.SampleCuts = append(b.SampleCuts, o.SampleCuts...)
+	b.Arrays = append(b.Arrays, o.Arrays...)
+	b.Schedules = append(b.Schedules, o.Schedules...)
 	b.Reserve.Runs, b.Reserve.Jobs = max(b.Reserve.Runs, o.Reserve.Runs), max(b.Reserve.Jobs, o.Reserve.Jobs)
 }
 
