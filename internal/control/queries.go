@@ -197,6 +197,9 @@ func (s *Cluster) Check() error {
 			return fmt.Errorf("final run %d is still in memory", id)
 		}
 	}
+	if err := s.checkRecords(); err != nil {
+		return err
+	}
 	return s.checkCycle()
 }
 
@@ -269,4 +272,30 @@ func (s *Cluster) Waiting() []Waiting {
 	}
 	slices.SortFunc(out, func(a, b Waiting) int { return cmp.Compare(a.ID, b.ID) })
 	return out
+}
+
+// checkRecords verifies that each active array's and schedule's own record
+// agrees with the cluster: an array's counts with its tasks (every task
+// made has ended done or failed, or is live), a schedule's next fire with
+// its run row's estimate.
+func (s *Cluster) checkRecords() error {
+	for id, rs := range s.arrays {
+		a := rs.array
+		if a == nil || a.rec.ID != id || !a.rec.Active {
+			return fmt.Errorf("array %d: record %+v", id, a)
+		}
+		if ended := len(a.tasks) - len(a.live); a.rec.Done+a.rec.Failed != ended {
+			return fmt.Errorf("array %d: %d tasks ended, the record counts %d done and %d failed", id, ended, a.rec.Done, a.rec.Failed)
+		}
+		if a.rec.Next < len(a.tasks) || a.rec.Next > a.count() {
+			return fmt.Errorf("array %d: %d tasks made of %d, the record says %d", id, len(a.tasks), a.count(), a.rec.Next)
+		}
+	}
+	for id, rs := range s.schedules {
+		st := rs.r().sched
+		if st == nil || st.rec.ID != id || !st.rec.Active || !st.rec.NextFire.Equal(rs.rec.EstimatedStart) {
+			return fmt.Errorf("schedule %d: record %+v, run estimate %v", id, st, rs.rec.EstimatedStart)
+		}
+	}
+	return nil
 }

@@ -130,6 +130,14 @@ func runTranscript(t *testing.T, path string) {
 			continue
 		}
 		got := e.do(t, b.cmd)
+		// The state machine's invariants hold after every command (an
+		// array's or a schedule's record agrees with the cluster...).
+		e.srv.mu.Lock()
+		err := e.srv.Check()
+		e.srv.unlock()
+		if err != nil {
+			t.Errorf("%s: after %s: %v", path, b.cmd, err)
+		}
 		fmt.Fprintf(&out, "%s\n----\n%s\n", b.cmd, got)
 		if !*update && got != b.out {
 			t.Errorf("%s: %s\n--- want\n%s--- got\n%s", path, b.cmd, b.out, got)
