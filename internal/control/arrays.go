@@ -136,6 +136,12 @@ func (s *Cluster) newTaskLocked(rs *runState, index int, now time.Time, b *store
 	task.setBegin(rs.beginAt())
 	task.saveMeta()
 	s.queueRunLocked(task, now, b)
+	// The task's configuration is its array's with its index filled in:
+	// stored with the task's row (just now), not kept in memory, where
+	// task() makes it from the array's when needed (a change to it, such
+	// as scontrol update, gives the task its own again: setTask). Writes
+	// of the row without it leave the stored one (store's upsertRun).
+	task.rec.Spec = nil
 	a.tasks[index] = task.rec.ID
 	a.live[task.rec.ID] = task
 }

@@ -2,6 +2,7 @@ package control
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"reflect"
@@ -68,7 +69,11 @@ func (s *Cluster) ActiveRun(id int64) (store.Run, []store.Job, bool) {
 			jobs[k] = rs.jobs[k].rec
 		}
 	}
-	return rs.rec, jobs, true
+	rec := rs.rec
+	if len(rec.Spec) == 0 {
+		rec.Spec, _ = json.Marshal(rs.task()) // an array's task: made from its array's
+	}
+	return rec, jobs, true
 }
 
 // RunIDs are the active runs' IDs, in no order.

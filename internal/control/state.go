@@ -163,10 +163,14 @@ func (rs *runState) configure(t *spec.Task) {
 }
 
 // task is the run's configuration: the parsed one when kept, else decoded
-// from its stored form (a copy: changes to it are saved with setTask).
+// from its stored form, or for an array's task that holds none, made from
+// its array's (a copy: changes to it are saved with setTask).
 func (rs *runState) task() *spec.Task {
 	if p := rs.r().parsed; p != nil {
 		return p
+	}
+	if len(rs.rec.Spec) == 0 && rs.parent != nil && rs.parent.array != nil {
+		return rs.parent.task().ForArrayTask(rs.rec.ArrayIndex, rs.parent.array.count())
 	}
 	var t spec.Task
 	if err := json.Unmarshal(rs.rec.Spec, &t); err != nil {

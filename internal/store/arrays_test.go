@@ -270,3 +270,36 @@ func TestBatchAddKeepsEveryField(t *testing.T) {
 		}
 	}
 }
+
+// A run written again with no spec keeps the one stored (an array's task
+// holds none in memory once written).
+func TestRunWriteWithoutSpecKeepsIt(t *testing.T) {
+	forEachStore(t, func(t *testing.T, open func() Store) {
+		ctx := context.Background()
+		s := open()
+		pid, err := s.EnsureProject(ctx, "main")
+		if err != nil {
+			t.Fatal(err)
+		}
+		uid, err := s.EnsureUser(ctx, "admin", true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &Run{ID: 3, ProjectID: pid, UserID: uid, Name: "a_0", Status: "submitted", Spec: []byte(`{"type":"task"}`), SubmittedAt: ts(1), ArrayID: 2}
+		if err := s.Apply(ctx, &Batch{Runs: []*Run{r}}); err != nil {
+			t.Fatal(err)
+		}
+		again := *r
+		again.Spec, again.Status = nil, "running"
+		if err := s.Apply(ctx, &Batch{Runs: []*Run{&again}}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.GetRun(ctx, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got.Spec) != `{"type":"task"}` || got.Status != "running" {
+			t.Errorf("after a write without spec: spec %s, status %s", got.Spec, got.Status)
+		}
+	})
+}

@@ -113,7 +113,8 @@ const (
 ON CONFLICT (id) DO UPDATE SET name=excluded.name, status=excluded.status, reason=excluded.reason,
   exit_code=excluded.exit_code, priority=excluded.priority, started_at=excluded.started_at,
   finished_at=excluded.finished_at, stop_req=excluded.stop_req, active=excluded.active,
-  estimated_start=excluded.estimated_start, meta=excluded.meta, spec=excluded.spec`
+  estimated_start=excluded.estimated_start, meta=excluded.meta,
+  spec=CASE WHEN excluded.spec = '' THEN runs.spec ELSE excluded.spec END`
 	upsertJob = `INSERT INTO jobs (id, run_id, num, attempt, status, reason, exit_code, node, alloc,
   submitted_at, started_at, finished_at, log_size, active, max_rss) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
 ON CONFLICT (id) DO UPDATE SET status=excluded.status, reason=excluded.reason, exit_code=excluded.exit_code,

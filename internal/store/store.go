@@ -164,14 +164,17 @@ type Store interface {
 
 // Run is one submission. Spec holds the configuration as JSON.
 type Run struct {
-	ID          int64
-	ProjectID   int64
-	UserID      int64
-	Name        string
-	Status      string
-	Reason      string
-	ExitCode    *int
-	Priority    int
+	ID        int64
+	ProjectID int64
+	UserID    int64
+	Name      string
+	Status    string
+	Reason    string
+	ExitCode  *int
+	Priority  int
+	// Spec is the run's configuration (JSON of spec.Task). A write of a
+	// run already stored with an empty Spec keeps the stored one (an
+	// array's task holds none in memory after it was first written).
 	Spec        []byte
 	SubmittedAt time.Time
 	StartedAt   time.Time // zero until a job starts
