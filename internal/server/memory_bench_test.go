@@ -68,13 +68,13 @@ func (e *transcriptEnv) fillQueue(b *testing.B, runs, clients int) {
 }
 
 // BenchmarkArrayMemory reports the live heap an array costs the server:
-// 100 arrays of 1,000 `sleep 3600` tasks, each needing the whole node, on
+// 400 arrays of 1,000 `sleep 3600` tasks, each needing the whole node, on
 // one node, after a scheduling pass (each array has its window of waiting
 // tasks made as runs; the rest exist only as its record's index set).
 //
 //	go test ./internal/server -run XXX -bench ArrayMemory -benchtime 1x
 func BenchmarkArrayMemory(b *testing.B) {
-	const arrays, tasks = 100, 1000
+	const arrays, tasks = 400, 1000
 	for range b.N {
 		e := newTranscriptEnv(b)
 		e.do(b, "node n1 cpus=4")
