@@ -27,17 +27,14 @@ import (
 // ArrayWindow is how many tasks of an unthrottled array wait as runs at once.
 const ArrayWindow = 256
 
-// arrayState is an array's progress, in memory and, as JSON, in the
-// array's run record (meta), so that a restart resumes it.
+// arrayState is an array in memory: its own record (store.Array: index
+// set, throttle, how many tasks were made, cancelled indices, stopped,
+// done and failed counts), which is stored whenever its run row is
+// (emit), so that a restart resumes it; and what is rebuilt from its
+// tasks.
 type arrayState struct {
+	rec  store.Array
 	spec *spec.ArraySpec
-	// Next is how many tasks exist: those of indices At(0..Next-1).
-	Next     int    `json:"next"`
-	Throttle int    `json:"throttle"`
-	Cancel   []int  `json:"cancel,omitempty"` // indices stopped before they existed
-	Stopped  bool   `json:"stopped,omitempty"`
-	Failed   int    `json:"failed"` // tasks that ended not done
-	Result   string `json:"result,omitempty"`
 	// tasks maps every created task's index to its run ID; live are the
 	// created tasks not final yet.
 	tasks map[int]int64
@@ -45,7 +42,7 @@ type arrayState struct {
 	key   string // the array's limit key (arrayKey), made once
 }
 
-func (a *arrayState) cancelled(index int) bool { return slices.Contains(a.Cancel, index) }
+func (a *arrayState) cancelled(index int) bool { return slices.Contains(a.rec.Cancel, index) }
 
 // count is how many tasks the array has.
 func (a *arrayState) count() int { return a.spec.Count() }
@@ -59,23 +56,22 @@ func (s *Cluster) newArrayLocked(rs *runState) error {
 	if max := s.cfg.MaxArraySize; as.Max() >= max {
 		return fmt.Errorf("%w: array: index %d is over the server's maximum (MaxArraySize %d: indices 0..%d)", ErrInvalid, as.Max(), max, max-1)
 	}
-	rs.array = &arrayState{spec: as, Throttle: as.Throttle, tasks: map[int]int64{}, live: map[int64]*runState{}}
-	rs.saveMeta()
+	rs.array = &arrayState{spec: as, tasks: map[int]int64{}, live: map[int64]*runState{},
+		rec: store.Array{ID: rs.rec.ID, ProjectID: rs.rec.ProjectID, UserID: rs.rec.UserID, Indices: rs.task().Array, Throttle: as.Throttle, Active: true}}
 	return nil
 }
 
 // loadArray restores an array's state from its record and its tasks.
-func (s *Cluster) loadArray(rs *runState, tasks []*store.Run) error {
-	var m runMeta
-	if err := json.Unmarshal(rs.rec.Meta, &m); err != nil || m.Array == nil {
-		return fmt.Errorf("server: array %d: bad state %q", rs.rec.ID, rs.rec.Meta)
+func (s *Cluster) loadArray(rs *runState, rec *store.Array, tasks []*store.Run) error {
+	if rec == nil {
+		return fmt.Errorf("server: array %d: no array record", rs.rec.ID)
 	}
 	as, err := spec.ParseArray(rs.task().Array)
 	if err != nil {
 		return fmt.Errorf("server: array %d: %w", rs.rec.ID, err)
 	}
-	a := m.Array
-	a.spec, a.tasks, a.live = as, map[int]int64{}, map[int64]*runState{}
+	a := &arrayState{rec: *rec, spec: as, tasks: map[int]int64{}, live: map[int64]*runState{}}
+	a.rec.Cancel = slices.Clone(rec.Cancel)
 	for _, t := range tasks {
 		a.tasks[t.ArrayIndex] = t.ID
 		if task, ok := s.runs[t.ID]; ok {
@@ -93,7 +89,7 @@ func (s *Cluster) loadArray(rs *runState, tasks []*store.Run) error {
 func (s *Cluster) topUpArraysLocked(now time.Time, b *store.Batch) {
 	for _, rs := range s.arrays {
 		a := rs.array
-		if a.Stopped || a.Next >= a.count() {
+		if a.rec.Stopped || a.rec.Next >= a.count() {
 			continue
 		}
 		waiting := 0
@@ -103,12 +99,12 @@ func (s *Cluster) topUpArraysLocked(now time.Time, b *store.Batch) {
 			}
 		}
 		window := ArrayWindow
-		if a.Throttle > 0 {
-			window = min(window, a.Throttle)
+		if a.rec.Throttle > 0 {
+			window = min(window, a.rec.Throttle)
 		}
 		made := false
-		for ; waiting < window && a.Next < a.count(); a.Next++ {
-			index := a.spec.At(a.Next)
+		for ; waiting < window && a.rec.Next < a.count(); a.rec.Next++ {
+			index := a.spec.At(a.rec.Next)
 			if a.cancelled(index) {
 				continue
 			}
@@ -117,7 +113,6 @@ func (s *Cluster) topUpArraysLocked(now time.Time, b *store.Batch) {
 			made = true
 		}
 		if made {
-			rs.saveMeta()
 			b.Runs = append(b.Runs, runCopy(rs))
 		}
 	}
@@ -141,6 +136,12 @@ func (s *Cluster) newTaskLocked(rs *runState, index int, now time.Time, b *store
 	task.setBegin(rs.beginAt())
 	task.saveMeta()
 	s.queueRunLocked(task, now, b)
+	// The task's configuration is its array's with its index filled in:
+	// stored with the task's row (just now), not kept in memory, where
+	// task() makes it from the array's when needed (a change to it, such
+	// as scontrol update, gives the task its own again: setTask). Writes
+	// of the row without it leave the stored one (store's upsertRun).
+	task.rec.Spec = nil
 	a.tasks[index] = task.rec.ID
 	a.live[task.rec.ID] = task
 }
@@ -155,25 +156,26 @@ func (s *Cluster) taskEndedLocked(task *runState, now time.Time) {
 	a := rs.array
 	delete(a.live, task.rec.ID)
 	if task.rec.Status != string(api.StatusDone) {
-		a.Failed++
+		a.rec.Failed++
+	} else {
+		a.rec.Done++
 	}
 	if rs.rec.StartedAt.IsZero() && !task.rec.StartedAt.IsZero() {
 		rs.rec.StartedAt = task.rec.StartedAt
 	}
-	rs.saveMeta()
 	s.arrayFinishedLocked(rs, now)
 }
 
 // arrayFinishedLocked makes an array final when no task remains to run.
 func (s *Cluster) arrayFinishedLocked(rs *runState, now time.Time) {
 	a := rs.array
-	if len(a.live) > 0 || (!a.Stopped && a.Next < a.count()) {
+	if len(a.live) > 0 || (!a.rec.Stopped && a.rec.Next < a.count()) {
 		return
 	}
-	status, reason := lifecycle.ArrayEnd(a.Stopped, len(a.Cancel) > 0 && len(a.tasks) < a.count(), a.Failed)
+	status, reason := lifecycle.ArrayEnd(a.rec.Stopped, len(a.rec.Cancel) > 0 && len(a.tasks) < a.count(), a.rec.Failed)
 	rs.rec.Status, rs.rec.Reason, rs.rec.FinishedAt = string(status), string(reason), now
-	rs.saveMeta()
-	if a.Throttle > 0 {
+	a.rec.Active = false
+	if a.rec.Throttle > 0 {
 		s.cycle.SetArrayLimit(strconv.FormatInt(rs.rec.ID, 10), 0)
 		s.cycDirty = true
 	}
@@ -195,8 +197,7 @@ func (s *Cluster) arrayFinishedLocked(rs *runState, now time.Time) {
 // stopArrayLocked stops an array: no task is created any more, and every
 // live one is stopped.
 func (s *Cluster) stopArrayLocked(rs *runState) []int64 {
-	rs.array.Stopped = true
-	rs.saveMeta()
+	rs.array.rec.Stopped = true
 	return slices.Sorted(maps.Keys(rs.array.live))
 }
 
@@ -209,8 +210,7 @@ func (s *Cluster) cancelTaskLocked(rs *runState, index int, now time.Time, b *st
 	if _, made := a.tasks[index]; made || a.cancelled(index) {
 		return nil
 	}
-	a.Cancel = append(a.Cancel, index)
-	rs.saveMeta()
+	a.rec.Cancel = append(a.rec.Cancel, index)
 	b.Runs = append(b.Runs, runCopy(rs))
 	b.Events = append(b.Events, &store.Event{RunID: rs.rec.ID, Time: now, Type: "stop", Message: fmt.Sprintf("task %d stopped before it started", index)})
 	s.changedLocked(rs.rec.ID, 0)
@@ -222,10 +222,10 @@ func (s *Cluster) cancelTaskLocked(rs *runState, index int, now time.Time, b *st
 // in Slurm's compact form (for squeue's folded line), with their count:
 // computed from the array's ranges, never one index at a time.
 func (a *arrayState) pendingIndices() (string, int) {
-	if a.Stopped {
+	if a.rec.Stopped {
 		return "", 0
 	}
-	rest := a.spec.From(a.Next).Without(a.Cancel)
+	rest := a.spec.From(a.rec.Next).Without(a.rec.Cancel)
 	return rest.String(), rest.Count()
 }
 
@@ -243,21 +243,59 @@ func (s *Cluster) onCancelTask(now time.Time, in CancelTaskInput) error {
 	return nil
 }
 
-// ArrayInfo is what the API shows of an array's progress, from its stored
-// record and its indices (nil when the record holds none).
-func ArrayInfo(r *store.Run, indices string) *api.ArrayInfo {
-	var m runMeta
-	if json.Unmarshal(r.Meta, &m) != nil || m.Array == nil {
-		return nil
-	}
-	as, err := spec.ParseArray(indices)
+// ArrayInfo is what the API shows of an array's progress, from its
+// stored record (nil when its index set does not parse).
+func ArrayInfo(rec *store.Array) *api.ArrayInfo {
+	as, err := spec.ParseArray(rec.Indices)
 	if err != nil {
 		return nil
 	}
-	m.Array.spec = as
-	info := &api.ArrayInfo{Indices: as.String(), Count: as.Count(), Throttle: m.Array.Throttle, Failed: m.Array.Failed}
-	if !api.Status(r.Status).Finished() {
-		info.Waiting, info.NWaiting = m.Array.pendingIndices()
+	a := &arrayState{rec: *rec, spec: as}
+	info := &api.ArrayInfo{Indices: as.String(), Count: as.Count(), Throttle: rec.Throttle, Failed: rec.Failed}
+	if rec.Active {
+		info.Waiting, info.NWaiting = a.pendingIndices()
 	}
 	return info
+}
+
+// arrayRecord is a copy of the array's record to store.
+func (a *arrayState) record() *store.Array {
+	c := a.rec
+	c.Cancel = slices.Clone(a.rec.Cancel)
+	return &c
+}
+
+// addRecords adds to b the record of every array and schedule whose run
+// row b writes: an array's or a schedule's record is stored whenever its
+// run row is, in the same batch, so that the two never disagree after a
+// crash. (A stopped schedule, no longer among the active ones, adds its
+// own.)
+func (s *Cluster) addRecords(b *store.Batch) {
+	if len(s.arrays) == 0 && len(s.schedules) == 0 && len(s.doneArrays) == 0 {
+		return
+	}
+	var seen map[int64]bool
+	for _, r := range b.Runs {
+		if r.ArrayID != 0 || seen[r.ID] {
+			continue
+		}
+		var a *arrayState
+		if rs, ok := s.arrays[r.ID]; ok {
+			a = rs.array
+		} else if d, ok := s.doneArrays[r.ID]; ok && d.rec.ID == r.ID {
+			a = d // ended in this batch
+		}
+		switch rs := s.schedules[r.ID]; {
+		case a != nil:
+			b.Arrays = append(b.Arrays, a.record())
+		case rs != nil:
+			b.Schedules = append(b.Schedules, rs.r().sched.record())
+		default:
+			continue
+		}
+		if seen == nil {
+			seen = map[int64]bool{}
+		}
+		seen[r.ID] = true
+	}
 }

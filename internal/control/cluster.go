@@ -109,6 +109,7 @@ func (s *Cluster) emit(b *store.Batch, after ...Effect) {
 		s.jobsUpto = s.nextJob + idBlock
 		b.Reserve.Jobs = s.jobsUpto
 	}
+	s.addRecords(b)
 	s.out = append(s.out, Commit{Batch: b, Effects: after})
 }
 

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
@@ -20,27 +21,28 @@ import (
 // an array's progress, a schedule's next tick, retries, a user's hold and a
 // begin time. Each part is set only on runs that have it.
 type runMeta struct {
-	Array    *arrayState        `json:"array,omitempty"`
-	Schedule *scheduleState     `json:"schedule,omitempty"`
-	Retry    *lifecycle.Retries `json:"retry,omitempty"`
-	Held     bool               `json:"held,omitempty"`
-	Begin    time.Time          `json:"begin,omitzero"`
+	Retry *lifecycle.Retries `json:"retry,omitempty"`
+	Held  bool               `json:"held,omitempty"`
+	Begin time.Time          `json:"begin,omitzero"`
 }
 
-// IsArrayRun tells whether a stored run is an array's own record (its meta
-// holds the array's progress; meta alone does not say so: held and retried
-// runs have meta too).
+// IsArrayRun tells whether a stored run is the run row of an array (the
+// one that lists it; its progress is in its own record, store.Array): a
+// run that is not a task and whose configuration has `array:`.
 func IsArrayRun(r *store.Run) bool {
-	if r.ArrayID != 0 || len(r.Meta) == 0 {
+	if r.ArrayID != 0 || !bytes.Contains(r.Spec, []byte(`"array":`)) {
 		return false
 	}
-	var m runMeta
-	return json.Unmarshal(r.Meta, &m) == nil && m.Array != nil
+	var t struct {
+		Array string `json:"array"`
+	}
+	return json.Unmarshal(r.Spec, &t) == nil && t.Array != ""
 }
 
-// saveMeta writes the run's state parts into its record's meta.
+// saveMeta writes the run's hold, begin time and retries into its
+// record's meta (an array's or a schedule's progress is in its own record).
 func (rs *runState) saveMeta() {
-	m := runMeta{Array: rs.array, Schedule: rs.r().sched, Retry: rs.r().retry, Held: rs.held, Begin: rs.beginAt()}
+	m := runMeta{Retry: rs.r().retry, Held: rs.held, Begin: rs.beginAt()}
 	if m == (runMeta{}) {
 		rs.rec.Meta = nil
 		return
@@ -187,11 +189,11 @@ func (s *Cluster) updateLocked(rs *runState, req api.ControlRequest, admin bool,
 		tasks[i] = t.task()
 	}
 	if req.ArrayThrottle != nil {
-		rs.array.Throttle = *req.ArrayThrottle
-		s.cycle.SetArrayLimit(strconv.FormatInt(id, 10), rs.array.Throttle)
+		rs.array.rec.Throttle = *req.ArrayThrottle
+		s.cycle.SetArrayLimit(strconv.FormatInt(id, 10), rs.array.rec.Throttle)
 		s.cycDirty = true
 		s.freed = true // the throttle may let more start
-		changed = append(changed, fmt.Sprintf("array throttle %d", rs.array.Throttle))
+		changed = append(changed, fmt.Sprintf("array throttle %d", rs.array.rec.Throttle))
 	}
 	if req.Priority != nil {
 		rs.rec.Priority, tasks[0].Priority = *req.Priority, *req.Priority

@@ -2,6 +2,7 @@ package control
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"reflect"
@@ -68,7 +69,11 @@ func (s *Cluster) ActiveRun(id int64) (store.Run, []store.Job, bool) {
 			jobs[k] = rs.jobs[k].rec
 		}
 	}
-	return rs.rec, jobs, true
+	rec := rs.rec
+	if len(rec.Spec) == 0 {
+		rec.Spec, _ = json.Marshal(rs.task()) // an array's task: made from its array's
+	}
+	return rec, jobs, true
 }
 
 // ActiveRunRecord is active run id's record (no jobs, no copy of them),
@@ -207,6 +212,9 @@ func (s *Cluster) Check() error {
 			return fmt.Errorf("final run %d is still in memory", id)
 		}
 	}
+	if err := s.checkRecords(); err != nil {
+		return err
+	}
 	return s.checkCycle()
 }
 
@@ -279,4 +287,30 @@ func (s *Cluster) Waiting() []Waiting {
 	}
 	slices.SortFunc(out, func(a, b Waiting) int { return cmp.Compare(a.ID, b.ID) })
 	return out
+}
+
+// checkRecords verifies that each active array's and schedule's own record
+// agrees with the cluster: an array's counts with its tasks (every task
+// made has ended done or failed, or is live), a schedule's next fire with
+// its run row's estimate.
+func (s *Cluster) checkRecords() error {
+	for id, rs := range s.arrays {
+		a := rs.array
+		if a == nil || a.rec.ID != id || !a.rec.Active {
+			return fmt.Errorf("array %d: record %+v", id, a)
+		}
+		if ended := len(a.tasks) - len(a.live); a.rec.Done+a.rec.Failed != ended {
+			return fmt.Errorf("array %d: %d tasks ended, the record counts %d done and %d failed", id, ended, a.rec.Done, a.rec.Failed)
+		}
+		if a.rec.Next < len(a.tasks) || a.rec.Next > a.count() {
+			return fmt.Errorf("array %d: %d tasks made of %d, the record says %d", id, len(a.tasks), a.count(), a.rec.Next)
+		}
+	}
+	for id, rs := range s.schedules {
+		st := rs.r().sched
+		if st == nil || st.rec.ID != id || !st.rec.Active || !st.rec.NextFire.Equal(rs.rec.EstimatedStart) {
+			return fmt.Errorf("schedule %d: record %+v, run estimate %v", id, st, rs.rec.EstimatedStart)
+		}
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package control
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -18,10 +19,11 @@ import (
 // the server was down is run once at start, not once per missed tick. The
 // schedule lasts until it is stopped.
 
-// scheduleState is a schedule's progress, in its run record's meta.
+// scheduleState is a schedule in memory: its own record (store.Schedule:
+// cron lines, next fire, last run, runs submitted, active), stored
+// whenever its run row is (emit), and its parsed cron lines.
 type scheduleState struct {
-	Next  time.Time `json:"next"`
-	Runs  int       `json:"runs"` // runs submitted so far
+	rec   store.Schedule
 	exprs []cron.Schedule
 }
 
@@ -54,30 +56,36 @@ func (s *Cluster) newScheduleLocked(rs *runState, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	st := &scheduleState{exprs: exprs}
-	st.Next = st.next(now)
+	t := rs.task()
+	st := &scheduleState{exprs: exprs, rec: store.Schedule{ID: rs.rec.ID, ProjectID: rs.rec.ProjectID, UserID: rs.rec.UserID,
+		Name: rs.rec.Name, Cron: slices.Clone(t.Schedule.Cron), Active: true}}
+	st.rec.NextFire = st.next(now)
 	rs.w().sched = st
 	rs.rec.Status = string(api.StatusScheduled)
-	rs.rec.EstimatedStart = st.Next
-	rs.saveMeta()
+	rs.rec.EstimatedStart = st.rec.NextFire
 	return nil
 }
 
 // loadSchedule restores a schedule from its record.
-func (s *Cluster) loadSchedule(rs *runState) error {
-	var m runMeta
-	if err := json.Unmarshal(rs.rec.Meta, &m); err != nil || m.Schedule == nil {
-		return fmt.Errorf("server: schedule %d: bad state %q", rs.rec.ID, rs.rec.Meta)
+func (s *Cluster) loadSchedule(rs *runState, rec *store.Schedule) error {
+	if rec == nil {
+		return fmt.Errorf("server: schedule %d: no schedule record", rs.rec.ID)
 	}
 	exprs, err := parseCron(rs.task().Schedule.Cron)
 	if err != nil {
 		return fmt.Errorf("server: schedule %d: %w", rs.rec.ID, err)
 	}
-	m.Schedule.exprs = exprs
-	if m.Schedule != nil || rs.rare != nil {
-		rs.w().sched = m.Schedule
-	}
+	st := &scheduleState{rec: *rec, exprs: exprs}
+	st.rec.Cron = slices.Clone(rec.Cron)
+	rs.w().sched = st
 	return nil
+}
+
+// record is a copy of the schedule's record to store.
+func (st *scheduleState) record() *store.Schedule {
+	c := st.rec
+	c.Cron = slices.Clone(st.rec.Cron)
+	return &c
 }
 
 // tickSchedulesLocked submits a run for every schedule whose tick has come
@@ -86,23 +94,22 @@ func (s *Cluster) tickSchedulesLocked(now time.Time, b *store.Batch) time.Time {
 	var soonest time.Time
 	for _, rs := range s.schedules {
 		st := rs.r().sched
-		if !st.Next.After(now) {
-			s.submitTickLocked(rs, now, b)
-			st.Runs++
-			st.Next = st.next(now)
-			rs.rec.EstimatedStart = st.Next
-			rs.saveMeta()
+		if !st.rec.NextFire.After(now) {
+			st.rec.LastRun = s.submitTickLocked(rs, now, b)
+			st.rec.Runs++
+			st.rec.NextFire = st.next(now)
+			rs.rec.EstimatedStart = st.rec.NextFire
 			b.Runs = append(b.Runs, runCopy(rs))
 		}
-		if soonest.IsZero() || st.Next.Before(soonest) {
-			soonest = st.Next
+		if soonest.IsZero() || st.rec.NextFire.Before(soonest) {
+			soonest = st.rec.NextFire
 		}
 	}
 	return soonest
 }
 
-// submitTickLocked submits one run of a schedule.
-func (s *Cluster) submitTickLocked(rs *runState, now time.Time, b *store.Batch) {
+// submitTickLocked submits one run of a schedule and returns its ID.
+func (s *Cluster) submitTickLocked(rs *runState, now time.Time, b *store.Batch) int64 {
 	t := *rs.task()
 	t.Schedule = nil
 	body, _ := json.Marshal(&t)
@@ -112,6 +119,7 @@ func (s *Cluster) submitTickLocked(rs *runState, now time.Time, b *store.Batch) 
 	s.queueRunLocked(run, now, b)
 	b.Events = append(b.Events, &store.Event{RunID: rs.rec.ID, Time: now, Type: "scheduled",
 		Message: "submitted run " + strconv.FormatInt(run.rec.ID, 10)})
+	return run.rec.ID
 }
 
 // stopScheduleLocked ends a schedule: no more runs (those submitted go on).
@@ -120,7 +128,10 @@ func (s *Cluster) stopScheduleLocked(rs *runState, now time.Time, b *store.Batch
 	delete(s.schedules, rs.rec.ID)
 	delete(s.runs, rs.rec.ID)
 	s.countActive(rs, -1)
+	st := rs.r().sched
+	st.rec.Active, st.rec.NextFire = false, time.Time{}
 	b.Runs = append(b.Runs, runCopy(rs))
+	b.Schedules = append(b.Schedules, st.record())
 	b.Events = append(b.Events, &store.Event{RunID: rs.rec.ID, Time: now, Type: "stop", Message: "schedule stopped"})
 }
 

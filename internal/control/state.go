@@ -163,10 +163,14 @@ func (rs *runState) configure(t *spec.Task) {
 }
 
 // task is the run's configuration: the parsed one when kept, else decoded
-// from its stored form (a copy: changes to it are saved with setTask).
+// from its stored form, or for an array's task that holds none, made from
+// its array's (a copy: changes to it are saved with setTask).
 func (rs *runState) task() *spec.Task {
 	if p := rs.r().parsed; p != nil {
 		return p
+	}
+	if len(rs.rec.Spec) == 0 && rs.parent != nil && rs.parent.array != nil {
+		return rs.parent.task().ForArrayTask(rs.rec.ArrayIndex, rs.parent.array.count())
 	}
 	var t spec.Task
 	if err := json.Unmarshal(rs.rec.Spec, &t); err != nil {
@@ -485,6 +489,14 @@ func (s *Cluster) Restore(l *Loaded, now time.Time) error {
 			ns.take(js)
 		}
 	}
+	arrays := map[int64]*store.Array{}
+	for _, r := range a.Arrays {
+		arrays[r.ID] = r
+	}
+	schedules := map[int64]*store.Schedule{}
+	for _, r := range a.Schedules {
+		schedules[r.ID] = r
+	}
 	for _, rs := range s.runs {
 		sort.Slice(rs.jobs, func(i, k int) bool { return rs.jobs[i].rec.Num < rs.jobs[k].rec.Num })
 		for _, js := range rs.jobs {
@@ -509,14 +521,14 @@ func (s *Cluster) Restore(l *Loaded, now time.Time) error {
 			}
 		}
 		if rs.task().Array != "" && rs.rec.ArrayID == 0 {
-			if err := s.loadArray(rs, l.Tasks[rs.rec.ID]); err != nil {
+			if err := s.loadArray(rs, arrays[rs.rec.ID], l.Tasks[rs.rec.ID]); err != nil {
 				return err
 			}
 			s.arrays[rs.rec.ID] = rs
 			continue
 		}
 		if api.Status(rs.rec.Status) == api.StatusScheduled {
-			if err := s.loadSchedule(rs); err != nil {
+			if err := s.loadSchedule(rs, schedules[rs.rec.ID]); err != nil {
 				return err
 			}
 			s.schedules[rs.rec.ID] = rs
@@ -568,7 +580,7 @@ func (s *Cluster) Restore(l *Loaded, now time.Time) error {
 		rs.dropTask()
 	}
 	for id, rs := range s.arrays {
-		if t := rs.array.Throttle; t > 0 {
+		if t := rs.array.rec.Throttle; t > 0 {
 			s.cycle.SetArrayLimit(strconv.FormatInt(id, 10), t)
 		}
 	}
@@ -683,7 +695,7 @@ func (s *Cluster) onSubmit(now time.Time, in SubmitInput) (any, error) {
 	s.runs[id] = rs
 	if rs.array != nil {
 		s.arrays[id] = rs
-		if t := rs.array.Throttle; t > 0 {
+		if t := rs.array.rec.Throttle; t > 0 {
 			s.cycle.SetArrayLimit(strconv.FormatInt(id, 10), t)
 			s.cycDirty = true
 		}

@@ -722,8 +722,10 @@ func (s *Server) apiRun(r *store.Run, jobs []*store.Job, user string, t *spec.Ta
 		out.ArrayID = r.ArrayID
 		idx := r.ArrayIndex
 		out.ArrayIndex = &idx
-	} else if len(r.Meta) > 0 && t != nil && t.Array != "" {
-		out.Array = control.ArrayInfo(r, t.Array)
+	} else if t != nil && t.Array != "" {
+		if a, err := s.store.GetArray(context.Background(), r.ID); err == nil {
+			out.Array = control.ArrayInfo(a)
+		}
 	}
 
 	for _, j := range jobs {

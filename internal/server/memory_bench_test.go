@@ -66,3 +66,41 @@ func (e *transcriptEnv) fillQueue(b *testing.B, runs, clients int) {
 	}
 	wg.Wait()
 }
+
+// BenchmarkArrayMemory reports the live heap an array costs the server:
+// 400 arrays of 1,000 `sleep 3600` tasks, each needing the whole node, on
+// one node, after a scheduling pass (each array has its window of waiting
+// tasks made as runs; the rest exist only as its record's index set).
+//
+//	go test ./internal/server -run XXX -bench ArrayMemory -benchtime 1x
+func BenchmarkArrayMemory(b *testing.B) {
+	const arrays, tasks = 400, 1000
+	for range b.N {
+		e := newTranscriptEnv(b)
+		e.do(b, "node n1 cpus=4")
+		e.st.record = false
+		var before runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		t := task(b, fmt.Sprintf("type: task\ncommands: [\"sleep 3600\"]\nresources: {cpu: 4}\narray: \"0-%d\"\n", tasks-1))
+		for range arrays {
+			c := *t
+			if _, err := e.srv.submit(e.admin, &c, nil, control.SubmitOpts{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		e.srv.scheduleOnce()
+		e.settle()
+		e.st.take()
+		var after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		e.srv.mu.Lock()
+		runs, _, _, _ := e.srv.Counts()
+		e.srv.unlock()
+		live := float64(after.HeapAlloc - before.HeapAlloc)
+		b.ReportMetric(live/arrays, "live-bytes/array")
+		b.ReportMetric(live/float64(runs), "live-bytes/task-run")
+		fmt.Fprintf(os.Stderr, "arrays: %d arrays of %d tasks, %d runs in memory\n", arrays, tasks, runs)
+	}
+}

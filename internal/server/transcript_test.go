@@ -130,6 +130,14 @@ func runTranscript(t *testing.T, path string) {
 			continue
 		}
 		got := e.do(t, b.cmd)
+		// The state machine's invariants hold after every command (an
+		// array's or a schedule's record agrees with the cluster...).
+		e.srv.mu.Lock()
+		err := e.srv.Check()
+		e.srv.unlock()
+		if err != nil {
+			t.Errorf("%s: after %s: %v", path, b.cmd, err)
+		}
 		fmt.Fprintf(&out, "%s\n----\n%s\n", b.cmd, got)
 		if !*update && got != b.out {
 			t.Errorf("%s: %s\n--- want\n%s--- got\n%s", path, b.cmd, b.out, got)
@@ -508,9 +516,17 @@ func (e *transcriptEnv) describe(batches []*store.Batch) string {
 	jobs := map[int64]*store.Job{}
 	var events []*store.Event
 	nodes := map[string]*store.Node{}
+	arrays := map[int64]*store.Array{}
+	schedules := map[int64]*store.Schedule{}
 	for _, b := range batches {
 		for _, n := range b.Nodes {
 			nodes[n.Name] = n
+		}
+		for _, a := range b.Arrays {
+			arrays[a.ID] = a
+		}
+		for _, c := range b.Schedules {
+			schedules[c.ID] = c
 		}
 		for _, r := range b.Runs {
 			runs[r.ID] = r
@@ -543,6 +559,37 @@ func (e *transcriptEnv) describe(batches []*store.Batch) string {
 		}
 		if !r.EstimatedStart.IsZero() {
 			fmt.Fprintf(&out, " estimate +%s", r.EstimatedStart.Sub(e.start))
+		}
+		out.WriteString("\n")
+	}
+	for _, id := range slices.Sorted(mapsKeys(arrays)) {
+		a := arrays[id]
+		fmt.Fprintf(&out, "commit array %s: %s made %d done %d failed %d", e.names[id], a.Indices, a.Next, a.Done, a.Failed)
+		if a.Throttle > 0 {
+			fmt.Fprintf(&out, " throttle %d", a.Throttle)
+		}
+		if len(a.Cancel) > 0 {
+			fmt.Fprintf(&out, " cancel %v", a.Cancel)
+		}
+		if a.Stopped {
+			out.WriteString(" stopped")
+		}
+		if !a.Active {
+			out.WriteString(" ended")
+		}
+		out.WriteString("\n")
+	}
+	for _, id := range slices.Sorted(mapsKeys(schedules)) {
+		c := schedules[id]
+		fmt.Fprintf(&out, "commit schedule %s: %q runs %d", e.names[id], c.Cron, c.Runs)
+		if c.LastRun != 0 {
+			fmt.Fprintf(&out, " last %s", e.names[c.LastRun])
+		}
+		if !c.NextFire.IsZero() {
+			fmt.Fprintf(&out, " next +%s", c.NextFire.Sub(e.start))
+		}
+		if !c.Active {
+			out.WriteString(" stopped")
 		}
 		out.WriteString("\n")
 	}

@@ -113,7 +113,8 @@ const (
 ON CONFLICT (id) DO UPDATE SET name=excluded.name, status=excluded.status, reason=excluded.reason,
   exit_code=excluded.exit_code, priority=excluded.priority, started_at=excluded.started_at,
   finished_at=excluded.finished_at, stop_req=excluded.stop_req, active=excluded.active,
-  estimated_start=excluded.estimated_start, meta=excluded.meta, spec=excluded.spec`
+  estimated_start=excluded.estimated_start, meta=excluded.meta,
+  spec=CASE WHEN excluded.spec = '' THEN runs.spec ELSE excluded.spec END`
 	upsertJob = `INSERT INTO jobs (id, run_id, num, attempt, status, reason, exit_code, node, alloc,
   submitted_at, started_at, finished_at, log_size, active, max_rss) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
 ON CONFLICT (id) DO UPDATE SET status=excluded.status, reason=excluded.reason, exit_code=excluded.exit_code,
@@ -136,7 +137,8 @@ ON CONFLICT (run_id, step_id) DO UPDATE SET status=excluded.status, exit_code=ex
 )
 
 // writeStatements are the statements Apply runs for each row.
-var writeStatements = []string{upsertRun, upsertJob, upsertNode, insertEvent, insertLog, upsertStep, insertKey, insertSample}
+var writeStatements = []string{upsertRun, upsertJob, upsertNode, insertEvent, insertLog, upsertStep, insertKey, insertSample,
+	upsertArray, upsertSchedule}
 
 // prepare prepares the write statements on w.
 func (s *sqlDB) prepare(ctx context.Context) error {
@@ -197,6 +199,9 @@ func (s *sqlDB) applyBatch(ctx context.Context, tx *sql.Tx, b *Batch) error {
 			r.StopReq, isActive(r.Status), nanos(r.EstimatedStart), r.ArrayID, r.ArrayIndex, string(r.Meta)); err != nil {
 			return fmt.Errorf("store: run %d: %w", r.ID, err)
 		}
+	}
+	if err := s.applyArrays(ctx, tx, b); err != nil {
+		return err
 	}
 	if st, err = prep(upsertJob, len(b.Jobs)); err != nil {
 		return err
@@ -405,6 +410,9 @@ func (s *sqlDB) LoadActive(ctx context.Context) (*Active, error) {
 		return nil, err
 	}
 	if a.Nodes, err = s.ListNodes(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.loadArrays(ctx, a); err != nil {
 		return nil, err
 	}
 	if err := s.w.QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0) FROM runs`).Scan(&a.MaxRunID); err != nil {

@@ -133,6 +133,10 @@ type Store interface {
 	// FindArrayTask returns an array's task by index (ErrNotFound: not
 	// created yet, or no such task).
 	FindArrayTask(ctx context.Context, arrayID int64, index int) (*Run, error)
+	// GetArray returns an array's own record (ErrNotFound: not an array);
+	// GetSchedule a schedule's.
+	GetArray(ctx context.Context, id int64) (*Array, error)
+	GetSchedule(ctx context.Context, id int64) (*Schedule, error)
 	// CreateProject makes a project, or a deleted one live again; a live
 	// project of that name is ErrExists.
 	CreateProject(ctx context.Context, name string) (*Project, error)
@@ -164,14 +168,17 @@ type Store interface {
 
 // Run is one submission. Spec holds the configuration as JSON.
 type Run struct {
-	ID          int64
-	ProjectID   int64
-	UserID      int64
-	Name        string
-	Status      string
-	Reason      string
-	ExitCode    *int
-	Priority    int
+	ID        int64
+	ProjectID int64
+	UserID    int64
+	Name      string
+	Status    string
+	Reason    string
+	ExitCode  *int
+	Priority  int
+	// Spec is the run's configuration (JSON of spec.Task). A write of a
+	// run already stored with an empty Spec keeps the stored one (an
+	// array's task holds none in memory after it was first written).
 	Spec        []byte
 	SubmittedAt time.Time
 	StartedAt   time.Time // zero until a job starts
@@ -183,7 +190,8 @@ type Run struct {
 	// task); ArrayIndex is its index, meaningful only when ArrayID is set.
 	ArrayID    int64
 	ArrayIndex int
-	// Meta is the server's JSON state of an array or a scheduled run.
+	// Meta is the server's JSON state of a held, delayed or retried run
+	// (an array's or a schedule's progress is in its own record).
 	Meta []byte
 }
 
@@ -325,6 +333,10 @@ type Batch struct {
 	// the cuts are applied first.
 	Samples    []*MetricSample
 	SampleCuts []SampleCut
+	// Arrays and Schedules are arrays' and schedules' own records, written
+	// whole (migration 00027).
+	Arrays    []*Array
+	Schedules []*Schedule
 	// Reserve raises the marks below which run and job IDs may be used
 	// (0: unchanged); a batch that does is made durable on disk before
 	// Apply returns, whatever the store's sync setting.
@@ -373,22 +385,28 @@ func (b *Batch) Add(o *Batch) {
 	b.Keys = append(b.Keys, o.Keys...)
 	b.Samples = append(b.Samples, o.Samples...)
 	b.SampleCuts = append(b.SampleCuts, o.SampleCuts...)
+	b.Arrays = append(b.Arrays, o.Arrays...)
+	b.Schedules = append(b.Schedules, o.Schedules...)
 	b.Reserve.Runs, b.Reserve.Jobs = max(b.Reserve.Runs, o.Reserve.Runs), max(b.Reserve.Jobs, o.Reserve.Jobs)
 }
 
 // Empty reports whether b changes nothing.
 func (b *Batch) Empty() bool {
-	return len(b.Runs)+len(b.Jobs)+len(b.Nodes)+len(b.DeleteNodes)+len(b.Events)+len(b.Logs)+len(b.Steps)+len(b.Keys)+len(b.Samples)+len(b.SampleCuts) == 0 &&
+	return len(b.Runs)+len(b.Jobs)+len(b.Nodes)+len(b.DeleteNodes)+len(b.Events)+len(b.Logs)+len(b.Steps)+len(b.Keys)+len(b.Samples)+len(b.SampleCuts)+
+		len(b.Arrays)+len(b.Schedules) == 0 &&
 		b.Reserve == Reserve{}
 }
 
 // Active is the state the leader rebuilds at start.
 type Active struct {
-	Runs     []*Run
-	Jobs     []*Job
-	Nodes    []*Node
-	MaxRunID int64
-	MaxJobID int64
+	Runs  []*Run
+	Jobs  []*Job
+	Nodes []*Node
+	// Arrays and Schedules are the active ones' records.
+	Arrays    []*Array
+	Schedules []*Schedule
+	MaxRunID  int64
+	MaxJobID  int64
 }
 
 // RunFilter selects runs for ListRuns, newest first.
