@@ -177,10 +177,10 @@ type PortMapping struct {
 type Volume struct {
 	Name         string   `json:"name,omitempty"`
 	Names        []string `json:"names,omitempty"`
-	InstancePath string `json:"instance_path,omitempty"`
-	Path         string `json:"path"`
-	Optional     bool   `json:"optional,omitempty"`
-	ReadOnly     bool   `json:"read_only,omitempty"`
+	InstancePath string   `json:"instance_path,omitempty"`
+	Path         string   `json:"path"`
+	Optional     bool     `json:"optional,omitempty"`
+	ReadOnly     bool     `json:"read_only,omitempty"`
 }
 
 // Schedule starts the task periodically; each line is 5-field cron syntax in UTC.
