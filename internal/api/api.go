@@ -343,6 +343,11 @@ type Assignment struct {
 	// size of the job's working directory where the node enforces it
 	// (internal/agent/disk.go).
 	Disk int64 `json:"disk,omitempty"`
+	// Mounts and ShmSize are a job without a container's volumes (network
+	// ones with the node's path filled in as InstancePath) and /dev/shm
+	// size, made in a mount namespace of the job (internal/agent/mountns.go).
+	Mounts  []spec.Volume `json:"mounts,omitempty"`
+	ShmSize int64         `json:"shm_size,omitempty"`
 }
 
 // SignalAt is a signal to send Before seconds before the job's time limit;

@@ -120,6 +120,12 @@ func (s *Cluster) assignment(js *jobState, hosts, ips []string) api.Assignment {
 	if d := t.Resources.Disk; d != nil {
 		a.Disk = int64(d.Min)
 	}
+	if t.Image == "" {
+		a.Mounts = t.Volumes // volumes.go fills in network volumes' paths
+		if t.Resources.SHMSize != nil {
+			a.ShmSize = int64(*t.Resources.SHMSize)
+		}
+	}
 	if t.MaxDuration != nil {
 		a.MaxDuration = int64(t.MaxDuration.Bounded())
 	}

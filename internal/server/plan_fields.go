@@ -1,6 +1,7 @@
 package server
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/berth-hq/berth/internal/spec"
@@ -9,18 +10,20 @@ import (
 // unsupportedFields lists the fields set in t that this version does not
 // act on, for the plan's "Not supported yet" line: those it never acts on
 // (not in supported), and those it acts on only in some runs. A native run
-// (no image) mounts no volumes and sizes no /dev/shm (its ports are
-// forwarded by berth attach: the job listens on its node's network);
-// a container run gets no repo or files (they are unpacked on the host);
-// a repo given by URL is not cloned.
+// (no image) gets its instance volumes and /dev/shm in a mount namespace
+// of its own (internal/agent/mountns.go; its ports are forwarded by berth
+// attach: the job listens on its node's network), and its network volumes
+// on a node created with them (volumes.go); a container run gets no
+// network volume, repo or files (they are unpacked on the host); a repo
+// given by URL is not cloned.
 func unsupportedFields(t *spec.Task) []string {
 	var out []string
 	native := t.Image == ""
 	for _, f := range t.SetFields() {
 		ok := supported[f]
 		switch f {
-		case "volumes", "resources.shm_size":
-			ok = ok && !native
+		case "volumes":
+			ok = ok && (native || !slices.ContainsFunc(t.Volumes, spec.Volume.IsNetwork))
 		case "repos":
 			for _, r := range t.Repos {
 				ok = ok && r.URL == ""
