@@ -6,11 +6,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/spec"
 )
 
@@ -48,10 +51,45 @@ func needsMountNS(sp *shimSpec) bool {
 	return len(sp.Assignment.Mounts) > 0 || sp.Assignment.ShmSize > 0
 }
 
+// mountNamespaces says whether this agent can give a job a mount
+// namespace (api.NodeInfo.Mounts): it tries,
+// on a thread of its own that is thrown away after (a Go thread locked
+// and never unlocked ends with its goroutine).
+func mountNamespaces() string {
+	if os.Geteuid() != 0 {
+		return "none (the agent is not root)"
+	}
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+			done <- err
+			return
+		}
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+			done <- err
+			return
+		}
+		done <- unix.Mount("tmpfs", os.TempDir(), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=4096")
+	}()
+	if err := <-done; err != nil {
+		return fmt.Sprintf("none (%v: no CAP_SYS_ADMIN?)", err)
+	}
+	return api.MountsNamespaces
+}
+
 // wrapInMountNS turns cmd (the job's shell) into the mounting copy of the
-// shim that runs it; the caller starts cmd as before.
-func wrapInMountNS(cmd *exec.Cmd, dir string, sp *shimSpec) error {
-	if uid := os.Geteuid(); uid != 0 {
+// shim that runs it; the caller starts cmd as before. On an agent that is
+// not root, optional volumes are left out (said on stderr) and anything
+// else refused.
+func wrapInMountNS(cmd *exec.Cmd, dir string, sp *shimSpec, stderr func(string)) error {
+	if uid := os.Geteuid(); uid != 0 && sp.Assignment.ShmSize == 0 &&
+		!slices.ContainsFunc(sp.Assignment.Mounts, func(v spec.Volume) bool { return !v.Optional }) {
+		for _, v := range sp.Assignment.Mounts {
+			stderr(fmt.Sprintf("berth: optional volume %s not mounted: the agent is not root\n", v.InstancePath))
+		}
+		return nil
+	} else if uid != 0 {
 		return fmt.Errorf("volumes and resources.shm_size on a run without an image need an agent running as root (this one runs as uid %d): run it in a container (`image:`) or drop them", uid)
 	}
 	for _, m := range sp.Assignment.Mounts {

@@ -297,7 +297,7 @@ func superviseJob(dir string, sigs chan os.Signal, recordPid bool) (cleanup func
 		err = carryArchives(&sp) // archives.go: the run's repo and files
 	}
 	if err == nil && needsMountNS(&sp) {
-		err = wrapInMountNS(cmd, dir, &sp) // mountns.go: volumes, /dev/shm
+		err = wrapInMountNS(cmd, dir, &sp, func(msg string) { _ = fw.write(2, []byte(msg)) }) // mountns.go: volumes, /dev/shm
 	}
 	var grp *cgroup.Group
 	if err == nil {

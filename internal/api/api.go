@@ -161,6 +161,10 @@ type NodeInfo struct {
 	// Disk says whether the node enforces resources.disk: "enforced
 	// (ext4 image)" or "not enforced: WHY" (empty: an agent older than it).
 	Disk string `json:"disk,omitempty"`
+	// Mounts says whether the node gives a job without a container its
+	// volumes and /dev/shm in a mount namespace: "namespaces" or "none
+	// (why)" (empty: an agent older than it).
+	Mounts string `json:"mounts,omitempty"`
 	// Containers says whether the node runs `image:` jobs: "docker 1.41"
 	// (the engine and its API version), or "none (why)". See CanRunContainers.
 	Containers string `json:"containers"`

@@ -97,6 +97,7 @@ func NewRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		newUserCmd(), newTokenCmd(), newLoginCmd(), newAdminCmd(), newSecretCmd(), newUsageCmd())
 	root.AddCommand(newAttachCmd(), newSSHProxyCmd(), newSSHHostCmd()) // attach.go, sshhost.go
 	root.AddCommand(newOfferCmd())                                     // offer.go (issue 17)
+	root.AddCommand(newVolumeCmd())                                    // volume.go (issue 17)
 	root.AddCommand(newUICmd())                                        // ui.go: a one-time dashboard sign-in
 	root.AddGroup(&cobra.Group{ID: "slurm", Title: "Slurm commands (also as links named after them: berth install-slurm-shims DIR):"})
 	root.AddCommand(newSlurmCmds()...)

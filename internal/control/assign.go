@@ -121,7 +121,13 @@ func (s *Cluster) assignment(js *jobState, hosts, ips []string) api.Assignment {
 		a.Disk = int64(d.Min)
 	}
 	if t.Image == "" {
-		a.Mounts = t.Volumes // volumes.go fills in network volumes' paths
+		// Instance volumes only: a network volume is on the node already,
+		// at its path (volumes.go).
+		for _, v := range t.Volumes {
+			if !v.IsNetwork() {
+				a.Mounts = append(a.Mounts, v)
+			}
+		}
 		if t.Resources.SHMSize != nil {
 			a.ShmSize = int64(*t.Resources.SHMSize)
 		}

@@ -134,6 +134,9 @@ type Bootstrap struct {
 	// Volumes are network volumes (by provider name) to attach at creation,
 	// mounted at Path (providers that can attach later may ignore them here).
 	Volumes []VolumeMount
+	// Features are node features the instance's agent advertises (berth
+	// agent --features): the server names the volumes attached with them.
+	Features []string
 }
 
 // VolumeMount is a network volume at a path on the instance.

@@ -149,7 +149,7 @@ func (s *Server) reconcileCloud(ctx context.Context) error {
 
 // provision creates one instance of offer for fleet, in the crash-safe
 // order (the comment at the top).
-func (s *Server) provision(ctx context.Context, fleet string, offer provider.Offer) error {
+func (s *Server) provision(ctx context.Context, fleet string, offer provider.Offer, vols []provider.VolumeMount, features []string) error {
 	p, err := provider.Find(s.cfg.Providers, offer.Backend)
 	if err != nil {
 		return err
@@ -179,7 +179,7 @@ func (s *Server) provision(ctx context.Context, fleet string, offer provider.Off
 			return ctx.Err()
 		}
 	}
-	in, err := p.Create(ctx, key, offer, provider.Bootstrap{ServerURL: url, Token: token, NodeName: key, Fleet: fleet})
+	in, err := p.Create(ctx, key, offer, provider.Bootstrap{ServerURL: url, Token: token, NodeName: key, Fleet: fleet, Volumes: vols, Features: features})
 	if err != nil {
 		// Whatever the provider made of it goes: the next reconcile
 		// terminates an instance under a gone record.
@@ -307,6 +307,10 @@ func (s *Server) autoscale(ctx context.Context) error {
 			if done || count+d.Nodes > bf.Max {
 				continue
 			}
+			vols, features, ok := s.volumeBootstrap(ctx, d.Req.Features) // volumes.go
+			if !ok {
+				continue
+			}
 			offers, err := s.offers(ctx, fleetQuery(bf, d.Req))
 			if err != nil {
 				errs = append(errs, err)
@@ -321,7 +325,7 @@ func (s *Server) autoscale(ctx context.Context) error {
 			s.log.Info("cloud: provisioning nodes for a waiting run", "run_id", d.ID, "fleet", name, "nodes", d.Nodes, "offer", offers[0].Instance)
 			for range d.Nodes {
 				count++
-				go s.provisionLogged(ctx, name, offers[0])
+				go s.provisionLogged(ctx, name, offers[0], vols, features)
 			}
 		}
 		// The fleet's floor.
@@ -329,7 +333,7 @@ func (s *Server) autoscale(ctx context.Context) error {
 			offers, err := s.offers(ctx, fleetQuery(bf, sched.Request{}))
 			if err == nil && len(offers) > 0 {
 				for ; count < want; count++ {
-					go s.provisionLogged(ctx, name, offers[0])
+					go s.provisionLogged(ctx, name, offers[0], nil, nil)
 				}
 			}
 		}
@@ -360,8 +364,8 @@ func (s *Server) autoscale(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func (s *Server) provisionLogged(ctx context.Context, fleet string, offer provider.Offer) {
-	if err := s.provision(ctx, fleet, offer); err != nil && ctx.Err() == nil {
+func (s *Server) provisionLogged(ctx context.Context, fleet string, offer provider.Offer, vols []provider.VolumeMount, features []string) {
+	if err := s.provision(ctx, fleet, offer, vols, features); err != nil && ctx.Err() == nil {
 		s.log.Warn("cloud: provision", "fleet", fleet, "err", err)
 	}
 }

@@ -158,6 +158,9 @@ func (p *Provider) Create(ctx context.Context, key string, offer provider.Offer,
 	if b.Fleet != "" {
 		args = append(args, "--fleet", b.Fleet)
 	}
+	if len(b.Features) > 0 {
+		args = append(args, "--features", strings.Join(b.Features, ","))
+	}
 	cfg := &ctypes.Config{
 		Image: p.cfg.Image, Entrypoint: []string{"/berth"}, Cmd: args,
 		Env:      []string{"BERTH_TOKEN=" + b.Token, "BERTH_HOME=/tmp/berth-home", "PATH=/bin:/usr/bin"},
