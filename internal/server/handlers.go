@@ -207,6 +207,7 @@ func (s *Server) plan(t *spec.Task) *api.Plan {
 	if !p.FitsNow {
 		p.Offers = s.planOffers(req) // cloud.go
 	}
+	p.Notes = append(p.Notes, s.volumeNotes(t)...) // volumes.go
 	return p
 }
 

@@ -126,6 +126,20 @@ func (s *Server) volumeReason(t *spec.Task, project, reason string) string {
 	return reason
 }
 
+// volumeNotes are the plan's words on t's network volumes that are not
+// active: the run will wait for them.
+func (s *Server) volumeNotes(t *spec.Task) []string {
+	var out []string
+	for _, v := range t.Volumes {
+		if !v.IsNetwork() || slices.ContainsFunc(v.NetworkNames(), func(n string) bool { return s.vols.get(t.Project, n) == api.VolumeActive }) {
+			continue
+		}
+		out = append(out, fmt.Sprintf("volume %s of project %s is not active (%s): the run waits for it (%s); create it with berth apply -f of a `type: volume`",
+			strings.Join(v.NetworkNames(), " or "), t.Project, cmpOr(s.vols.get(t.Project, v.NetworkNames()[0]), "no such volume"), ReasonWaitingForVolume))
+	}
+	return out
+}
+
 // volumeBootstrap is what a node created for a run with request features
 // must have attached: the first active volume of each network volume it
 // mounts, and the features that say so. ok is false when the run cannot

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -93,11 +94,17 @@ func TestVolumeCreateListDelete(t *testing.T) {
 		}
 	}
 	waitReason(func(r string) bool { return r == ReasonWaitingForVolume }, ReasonWaitingForVolume)
+	plan, err := h.c.Plan(ctx, api.SubmitRequest{Spec: task(t, "type: task\ncommands: [\"true\"]\nvolumes: [data:/data]\n")})
+	if err != nil || !slices.ContainsFunc(plan.Notes, func(n string) bool {
+		return strings.HasPrefix(n, "volume data of project main is not active (no such volume): the run waits for it (WaitingForVolume)")
+	}) {
+		t.Fatalf("the plan's notes %q (%v) do not say the run waits for its volume", plan.Notes, err)
+	}
 
 	cfg := volumeConfig(t, "type: volume\nname: data\nbackend: docker\nsize: 1GB\n")
-	plan, err := h.c.PlanVolume(ctx, api.VolumeApplyRequest{Spec: cfg})
-	if err != nil || plan.Exists || plan.Project != DefaultProject {
-		t.Fatalf("plan of a new volume: %+v, %v", plan, err)
+	vplan, err := h.c.PlanVolume(ctx, api.VolumeApplyRequest{Spec: cfg})
+	if err != nil || vplan.Exists || vplan.Project != DefaultProject {
+		t.Fatalf("plan of a new volume: %+v, %v", vplan, err)
 	}
 	v, err := h.c.ApplyVolume(ctx, api.VolumeApplyRequest{Spec: cfg})
 	if err != nil {
