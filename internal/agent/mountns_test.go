@@ -2,10 +2,14 @@ package agent
 
 import (
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
+	"github.com/berth-hq/berth/internal/agent/cgroup"
 	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/spec"
 )
@@ -104,5 +108,57 @@ func TestNativeVolumeThatCannotMountFailsTheStart(t *testing.T) {
 	out := strings.Join(readAll(t, filepath.Join(j.dir, fileOutput)), "")
 	if j.exit.ExitCode != 127 || strings.Contains(out, "ran") || !strings.Contains(out, "volumes[0] (/proc/nonexistent/x:/tmp/berth-never)") {
 		t.Errorf("exit %+v, output %q; want 127 and the volume named", j.exit, out)
+	}
+}
+
+// As another user, in the job's cgroup: the mounting copy drops to the
+// user after mounting (a missing volume directory is made theirs), and
+// the job runs in its cgroup.
+func TestNativeVolumesAsItsUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	nobody, err := user.Lookup("nobody")
+	if err != nil {
+		t.Skip(err)
+	}
+	a := testAgent(t)
+	if h, err := cgroup.Detect(); err == nil {
+		a.cg = h
+	}
+	spool, err := os.MkdirTemp("", "berth-spool-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(spool) })
+	if err := os.Chmod(spool, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	a.cfg.SpoolDir = filepath.Join(spool, "spool")
+	base, err := os.MkdirTemp("", "berth-vol-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	if err := os.Chmod(base, 0o755); err != nil { // the user reaches the mount point
+		t.Fatal(err)
+	}
+	host := filepath.Join(base, "made") // missing: made, owned by nobody
+	a.mu.Lock()
+	a.startLocked(api.Assignment{JobID: 3, User: "nobody", Alloc: api.Alloc{CPUs: 1, Memory: 64 << 20}, ShmSize: 16 << 20,
+		Mounts:   []spec.Volume{{InstancePath: host, Path: filepath.Join(base, "mnt")}},
+		Commands: []string{`id -u`, `echo hi > "` + filepath.Join(base, "mnt") + `/f"`, `grep -c ':/.*berth' /proc/self/cgroup`},
+		Env:      []string{"PATH=" + os.Getenv("PATH")}})
+	j := a.jobs[3]
+	a.mu.Unlock()
+	waitFor(t, a, "the job's end", func() bool { return j.exit != nil })
+	out, _ := jobOutput(t, j.dir)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if j.exit.ExitCode != 0 || len(lines) < 2 || lines[0] != nobody.Uid || (a.cg != nil && lines[1] == "0") {
+		t.Fatalf("exit %+v, output %q; want uid %s, in its cgroup", j.exit, out, nobody.Uid)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(host, "f"), &st); err != nil || strconv.Itoa(int(st.Uid)) != nobody.Uid {
+		t.Errorf("the job's file in the volume: uid %d, %v; want nobody's", st.Uid, err)
 	}
 }
