@@ -55,6 +55,10 @@ type volumeState struct {
 	mu     sync.Mutex // applies, deletes and reconciles, one at a time
 	smu    sync.Mutex
 	status map[string]string // "project/name" → status
+	// unused is when each volume with an auto_cleanup_duration was first
+	// seen unused (by reconcile; under mu). Memory only: a restart starts
+	// the count again, so a volume lives at least its duration.
+	unused map[string]time.Time
 }
 
 func (vs *volumeState) set(project, name, status string) {
@@ -234,7 +238,7 @@ func (s *Server) applyVolume(ctx context.Context, u *store.User, req *api.Volume
 	}
 	if old != nil {
 		same := old.Backend == c.Backend && old.External == (c.VolumeID != "") && (c.VolumeID == "" || c.VolumeID == old.ProviderName) &&
-			(c.Size == nil || int64(*c.Size) == old.Size)
+			(c.Size == nil || int64(*c.Size) == old.Size) && old.AutoCleanup == autoCleanupOf(c)
 		switch {
 		case old.State == api.VolumeDeleting:
 			return nil, 0, fmt.Errorf("%w: volume %s is being deleted; apply it again when it is gone", ErrConflict, c.Name)
@@ -256,7 +260,7 @@ func (s *Server) applyVolume(ctx context.Context, u *store.User, req *api.Volume
 			old.ProviderName = "berth-" + c.Name + "-" + hex.EncodeToString(b[:])
 		}
 	}
-	old.State, old.Region, old.Detail = api.VolumeSubmitted, c.Region, ""
+	old.State, old.Region, old.Detail, old.AutoCleanup = api.VolumeSubmitted, c.Region, "", autoCleanupOf(c)
 	if err := s.store.PutVolume(ctx, old); err != nil {
 		return nil, 0, err
 	}
@@ -266,6 +270,13 @@ func (s *Server) applyVolume(ctx context.Context, u *store.User, req *api.Volume
 		return nil, 0, err
 	}
 	return s.apiVolume(ctx, old, nil), http.StatusCreated, nil
+}
+
+func autoCleanupOf(c *spec.VolumeConfig) int64 {
+	if d := c.AutoCleanupDuration; d != nil && *d > 0 {
+		return int64(d.Bounded())
+	}
+	return 0
 }
 
 // createVolume asks the provider for the recorded volume v and records
@@ -471,6 +482,39 @@ func (s *Server) deleteVolume(ctx context.Context, v *store.Volume, project stri
 	return nil
 }
 
+// autoCleanup deletes active volume v once no active run has mounted it
+// for its auto_cleanup_duration (dstack's; counted by the reconciles).
+func (s *Server) autoCleanup(ctx context.Context, v *store.Volume, project string) error {
+	key := project + "/" + v.Name
+	if v.AutoCleanup <= 0 {
+		return nil
+	}
+	users, err := s.volumeUsers(ctx, v.ProjectID, v.Name)
+	if err != nil {
+		return err
+	}
+	now := s.clock.Now()
+	if s.vols.unused == nil {
+		s.vols.unused = map[string]time.Time{}
+	}
+	since, seen := s.vols.unused[key]
+	if len(users) > 0 || !seen {
+		s.vols.unused[key] = now
+		return nil
+	}
+	if now.Sub(since) < time.Duration(v.AutoCleanup)*time.Second {
+		return nil
+	}
+	delete(s.vols.unused, key)
+	s.log.Info("volume: unused for its auto_cleanup_duration: deleting", "volume", v.Name, "project", project, "unused_since", since)
+	v.State, v.Detail = api.VolumeDeleting, ""
+	if err := s.store.PutVolume(ctx, v); err != nil {
+		return err
+	}
+	s.vols.set(project, v.Name, v.State)
+	return s.deleteVolume(ctx, v, project)
+}
+
 // volumeLoop reconciles the volumes at start and every half minute.
 func (s *Server) volumeLoop(ctx context.Context) {
 	t := time.NewTicker(30 * time.Second)
@@ -514,6 +558,8 @@ func (s *Server) reconcileVolumes(ctx context.Context) error {
 		case api.VolumeDeleting:
 			s.log.Info("volume: finishing a delete", "volume", v.Name, "project", project)
 			errs = append(errs, s.deleteVolume(ctx, v, project))
+		case api.VolumeActive:
+			errs = append(errs, s.autoCleanup(ctx, v, project))
 		}
 	}
 	for _, p := range s.cfg.Providers {

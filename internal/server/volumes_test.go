@@ -203,3 +203,34 @@ func TestVolumeReconcileAfterCrash(t *testing.T) {
 		t.Fatalf("the provider has %v, want exactly %s", got, name)
 	}
 }
+
+// auto_cleanup_duration: a volume no run mounts is deleted once that long
+// has passed since a reconcile first saw it unused; one a run mounts is
+// kept.
+func TestVolumeAutoCleanup(t *testing.T) {
+	p := volumeProvider(t)
+	h := newHarnessCfg(t, t.TempDir(), "127.0.0.1:0", func(c *Config) { c.Providers = []provider.Provider{p} })
+	ctx := context.Background()
+	for _, name := range []string{"temp", "kept"} {
+		if _, err := h.c.ApplyVolume(ctx, api.VolumeApplyRequest{Spec: volumeConfig(t, "type: volume\nname: "+name+"\nbackend: docker\nsize: 1GB\nauto_cleanup_duration: 1s\n")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := h.c.Submit(ctx, api.SubmitRequest{Spec: task(t, "type: task\ncommands: [\"true\"]\nvolumes: [kept:/data]\n")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.srv.reconcileVolumes(ctx); err != nil { // first seen unused
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if err := h.srv.reconcileVolumes(ctx); err != nil {
+		t.Fatal(err)
+	}
+	vs, err := h.c.Volumes(ctx, "")
+	if err != nil || len(vs) != 1 || vs[0].Name != "kept" {
+		t.Fatalf("volumes: %+v, %v; want only kept (a run mounts it)", vs, err)
+	}
+	if got := providerVolumes(t, p); len(got) != 1 || got[0] != vs[0].VolumeID {
+		t.Fatalf("the provider has %v, want only %s", got, vs[0].VolumeID)
+	}
+}

@@ -23,16 +23,18 @@ type VolumeConfig struct {
 	// VolumeID registers a volume that exists at the provider under that
 	// name instead of creating one; deleting it only forgets it.
 	VolumeID string `json:"volume_id,omitempty"`
+	// AutoCleanupDuration deletes the volume once no run has used it for
+	// that long (nil: kept until deleted; `off` and -1 too).
+	AutoCleanupDuration *Duration `json:"auto_cleanup_duration,omitempty"`
 }
 
 // volumeFields is the schema of a volume configuration, in order.
-var volumeFields = []string{"type", "name", "project", "backend", "region", "size", "volume_id"}
+var volumeFields = []string{"type", "name", "project", "backend", "region", "size", "volume_id", "auto_cleanup_duration"}
 
 // volumeRefused are dstack's volume fields Berth does not act on, with
 // why; they are errors rather than silently ignored.
 var volumeRefused = map[string]string{
 	"availability_zone":     "is not supported by Berth: its backends have no availability zones; remove it",
-	"auto_cleanup_duration": "is not supported by Berth yet: a volume is kept until `berth volume delete`; remove it",
 	"tags":                  "is not supported on volumes by Berth yet; remove it",
 	"claim_name":            "belongs to dstack's kubernetes backend, which Berth does not have",
 	"storage_class_name":    "belongs to dstack's kubernetes backend, which Berth does not have",
@@ -131,6 +133,14 @@ func (w *walker) volumeConfig(root ast.Node) *VolumeConfig {
 			str(&v.Region)
 		case "volume_id":
 			str(&v.VolumeID)
+		case "auto_cleanup_duration":
+			if s, k := w.scalar(e.value); k == kindInt && s == "-1" {
+				continue // dstack's other way to say off
+			}
+			off := DurationOff
+			if d := w.offDuration(e.value, e.fieldPath, &off); d != nil && *d != DurationOff {
+				v.AutoCleanupDuration = d
+			}
 		case "size":
 			if s, ok := w.sizeText(e.value, e.fieldPath); ok {
 				b, err := ParseBytes(s)
@@ -184,6 +194,13 @@ func (v *VolumeConfig) check() []problem {
 		add("size", "is too large")
 	case v.Size == nil && v.VolumeID == "":
 		add("size", "required to create a volume (or give `volume_id` to register one that exists)")
+	}
+	if d := v.AutoCleanupDuration; d != nil {
+		if *d <= 0 {
+			add("auto_cleanup_duration", "must be positive (or `off`)")
+		} else if m := checkDuration(*d, false); m != "" {
+			add("auto_cleanup_duration", "%s", m)
+		}
 	}
 	if v.VolumeID != "" && !volumeIDRe().MatchString(v.VolumeID) {
 		add("volume_id", "%q is not a volume id: use letters, digits, '.', '_' and '-' (at most 128)", v.VolumeID)

@@ -10,6 +10,8 @@ import (
 
 func bytesp(b Bytes) *Bytes { return &b }
 
+func durationp(d Duration) *Duration { return &d }
+
 // TestParseVolume reads dstack's volume configurations (the ones from its
 // volumes page, with Berth's backend) and refuses bad ones at
 // file:line:col: field.
@@ -26,6 +28,14 @@ func TestParseVolume(t *testing.T) {
 		"register": {
 			in:   "type: volume\nname: my-volume\nproject: ml\nbackend: docker\nvolume_id: vol1235\n",
 			want: &VolumeConfig{Type: "volume", Name: "my-volume", Project: "ml", Backend: "docker", VolumeID: "vol1235"},
+		},
+		"auto cleanup": {
+			in:   "type: volume\nname: v3\nbackend: docker\nsize: 1GB\nauto_cleanup_duration: 1h\n",
+			want: &VolumeConfig{Type: "volume", Name: "v3", Backend: "docker", Size: bytesp(1 << 30), AutoCleanupDuration: durationp(3600)},
+		},
+		"auto cleanup off": {
+			in:   "type: volume\nname: v3\nbackend: docker\nsize: 1GB\nauto_cleanup_duration: -1\n",
+			want: &VolumeConfig{Type: "volume", Name: "v3", Backend: "docker", Size: bytesp(1 << 30)},
 		},
 		"bare number is GB": {
 			in:   "type: volume\nname: v2\nbackend: docker\nsize: 10\n",
@@ -48,9 +58,9 @@ func TestParseVolume(t *testing.T) {
 			},
 		},
 		"refused dstack fields": {
-			in: "type: volume\nname: v1\nbackend: docker\nsize: 1GB\nauto_cleanup_duration: 1h\nclaim_name: pvc\n",
+			in: "type: volume\nname: v1\nbackend: docker\nsize: 1GB\ntags: {a: b}\nclaim_name: pvc\n",
 			errs: []string{
-				"f.yml:5:1: auto_cleanup_duration: is not supported by Berth yet: a volume is kept until `berth volume delete`; remove it",
+				"f.yml:5:1: tags: is not supported on volumes by Berth yet; remove it",
 				"f.yml:6:1: claim_name: belongs to dstack's kubernetes backend, which Berth does not have",
 			},
 		},

@@ -38,6 +38,8 @@ type Volume struct {
 	Region   string
 	External bool
 	Detail   string
+	// AutoCleanup deletes it once unused that long (seconds; 0: never).
+	AutoCleanup int64
 }
 
 // CloudStore keeps instances and volumes.
@@ -112,7 +114,7 @@ func (s *sqlDB) ListInstances(ctx context.Context, all bool) ([]*Instance, error
 	return out, rows.Err()
 }
 
-const volumeCols = `project_id, name, backend, provider_name, node, path, size, state, created_at, region, external, detail`
+const volumeCols = `project_id, name, backend, provider_name, node, path, size, state, created_at, region, external, detail, auto_cleanup`
 
 // PutVolume creates or replaces v's row.
 func (s *sqlDB) PutVolume(ctx context.Context, v *Volume) error {
@@ -123,11 +125,11 @@ func (s *sqlDB) PutVolume(ctx context.Context, v *Volume) error {
 	if v.External {
 		external = 1
 	}
-	_, err := s.w.ExecContext(ctx, s.q(`INSERT INTO volumes (`+volumeCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	_, err := s.w.ExecContext(ctx, s.q(`INSERT INTO volumes (`+volumeCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (project_id, name) DO UPDATE SET backend = excluded.backend, provider_name = excluded.provider_name,
 		node = excluded.node, path = excluded.path, size = excluded.size, state = excluded.state,
-		region = excluded.region, external = excluded.external, detail = excluded.detail`),
-		v.ProjectID, v.Name, v.Backend, v.ProviderName, v.Node, v.Path, v.Size, v.State, v.CreatedAt.UnixNano(), v.Region, external, v.Detail)
+		region = excluded.region, external = excluded.external, detail = excluded.detail, auto_cleanup = excluded.auto_cleanup`),
+		v.ProjectID, v.Name, v.Backend, v.ProviderName, v.Node, v.Path, v.Size, v.State, v.CreatedAt.UnixNano(), v.Region, external, v.Detail, v.AutoCleanup)
 	if err != nil {
 		return fmt.Errorf("store: volume %q: %w", v.Name, err)
 	}
@@ -149,7 +151,7 @@ func (s *sqlDB) ListVolumes(ctx context.Context, projectID int64) ([]*Volume, er
 	for rows.Next() {
 		var v Volume
 		var created, external int64
-		if err := rows.Scan(&v.ProjectID, &v.Name, &v.Backend, &v.ProviderName, &v.Node, &v.Path, &v.Size, &v.State, &created, &v.Region, &external, &v.Detail); err != nil {
+		if err := rows.Scan(&v.ProjectID, &v.Name, &v.Backend, &v.ProviderName, &v.Node, &v.Path, &v.Size, &v.State, &created, &v.Region, &external, &v.Detail, &v.AutoCleanup); err != nil {
 			return nil, fmt.Errorf("store: volumes: %w", err)
 		}
 		v.CreatedAt, v.External = fromNanos(created), external != 0
