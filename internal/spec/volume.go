@@ -34,12 +34,12 @@ var volumeFields = []string{"type", "name", "project", "backend", "region", "siz
 // volumeRefused are dstack's volume fields Berth does not act on, with
 // why; they are errors rather than silently ignored.
 var volumeRefused = map[string]string{
-	"availability_zone":     "is not supported by Berth: its backends have no availability zones; remove it",
-	"tags":                  "is not supported on volumes by Berth yet; remove it",
-	"claim_name":            "belongs to dstack's kubernetes backend, which Berth does not have",
-	"storage_class_name":    "belongs to dstack's kubernetes backend, which Berth does not have",
-	"access_modes":          "belongs to dstack's kubernetes backend, which Berth does not have",
-	"read_only":             "belongs to dstack's kubernetes backend, which Berth does not have; mount a volume read-only in the run (`- NAME:/path:ro`)",
+	"availability_zone":  "is not supported by Berth: its backends have no availability zones; remove it",
+	"tags":               "is not supported on volumes by Berth yet; remove it",
+	"claim_name":         "belongs to dstack's kubernetes backend, which Berth does not have",
+	"storage_class_name": "belongs to dstack's kubernetes backend, which Berth does not have",
+	"access_modes":       "belongs to dstack's kubernetes backend, which Berth does not have",
+	"read_only":          "belongs to dstack's kubernetes backend, which Berth does not have; mount a volume read-only in the run (`- NAME:/path:ro`)",
 }
 
 // ParseVolumeFile reads and parses one volume configuration file.
