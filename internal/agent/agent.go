@@ -266,7 +266,7 @@ func (a *Agent) detect(ctx context.Context) error {
 		blocks = max(1, len(gpus))
 	}
 	a.info = api.NodeInfo{Name: a.cfg.Name, Fleet: a.cfg.Fleet, Features: a.cfg.Features, Addr: addr, CPUs: cpus, Memory: mem, GPUs: gpus, Declared: declared,
-		Cgroups: version, Limits: limits, RunAs: a.runAsMode(), Version: a.cfg.Version, Disk: diskLimit(), Blocks: blocks}
+		Cgroups: version, Limits: limits, RunAs: a.runAsMode(), Version: a.cfg.Version, Disk: diskLimit(), Blocks: blocks, Mounts: mountNamespaces()}
 	return nil
 }
 

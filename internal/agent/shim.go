@@ -116,6 +116,9 @@ type shimExit struct {
 // RunShim supervises the job described in dir/job.json and returns the shim's
 // own exit status (0 unless the shim itself could not work).
 func RunShim(dir string) int {
+	if d, ok := strings.CutPrefix(dir, nsArgPrefix); ok {
+		return runMountNS(d) // mountns.go: the job's own mount namespace
+	}
 	if err := runShim(dir); err != nil {
 		fmt.Fprintf(os.Stderr, "berth shim: %v\n", err)
 		return 1
@@ -317,6 +320,9 @@ func superviseJob(dir string, sigs chan os.Signal, recordPid bool) (cleanup func
 		if err == nil {
 			cmd.Stdin, cmd.Stdout, cmd.Stderr = stdio[0], stdio[1], stdio[2]
 		}
+	}
+	if err == nil && needsMountNS(&sp) {
+		err = wrapInMountNS(cmd, dir, &sp, func(msg string) { _ = fw.write(2, []byte(msg)) }) // mountns.go: volumes, /dev/shm
 	}
 	var grp *cgroup.Group
 	if err == nil {

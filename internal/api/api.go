@@ -164,6 +164,10 @@ type NodeInfo struct {
 	// Disk says whether the node enforces resources.disk: "enforced
 	// (ext4 image)" or "not enforced: WHY" (empty: an agent older than it).
 	Disk string `json:"disk,omitempty"`
+	// Mounts says whether the node gives a job without a container its
+	// volumes and /dev/shm in a mount namespace: "namespaces" or "none
+	// (why)" (empty: an agent older than it).
+	Mounts string `json:"mounts,omitempty"`
 	// Containers says whether the node runs `image:` jobs: "docker 1.41"
 	// (the engine and its API version), or "none (why)". See CanRunContainers.
 	Containers string `json:"containers"`
@@ -367,6 +371,11 @@ type Assignment struct {
 	// (NodeInfo.Runtimes; internal/agent/runtime.go).
 	Python string `json:"python,omitempty"`
 	Nvcc   bool   `json:"nvcc,omitempty"`
+	// Mounts and ShmSize are a job without a container's volumes (network
+	// ones with the node's path filled in as InstancePath) and /dev/shm
+	// size, made in a mount namespace of the job (internal/agent/mountns.go).
+	Mounts  []spec.Volume `json:"mounts,omitempty"`
+	ShmSize int64         `json:"shm_size,omitempty"`
 }
 
 // SignalAt is a signal to send Before seconds before the job's time limit;

@@ -68,6 +68,9 @@ directory. --gpu, --cpu, --memory, --disk, --max-duration, --fleet, --retry-dura
 			if err != nil {
 				return &ExitError{Code: 1, Err: fmt.Errorf("read configuration: %w", err)}
 			}
+			if spec.ConfigType(data) == "volume" {
+				return applyVolumeFile(cmd.Context(), out, errw, cmd.InOrStdin(), file, data, yes, dryRun, project) // volume.go
+			}
 			if spec.ConfigType(data) == "fleet" {
 				fleetOpts.yes, fleetOpts.dryRun, fleetOpts.project, fleetOpts.detach = yes, dryRun, project, detach
 				return applyFleetFile(cmd.Context(), out, errw, cmd.InOrStdin(), file, data, fleetOpts)

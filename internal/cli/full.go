@@ -19,6 +19,7 @@ func addFullCmds(root *cobra.Command) {
 		newUserCmd(), newTokenCmd(), newLoginCmd(), newAdminCmd(), newSecretCmd(), newUsageCmd())
 	root.AddCommand(newAttachCmd(), newSSHProxyCmd(), newSSHHostCmd()) // attach.go, sshhost.go
 	root.AddCommand(newOfferCmd())                                     // offer.go (issue 17)
+	root.AddCommand(newVolumeCmd())                                    // volume.go (issue 17)
 	root.AddCommand(newUICmd())                                        // ui.go: a one-time dashboard sign-in
 	root.AddCommand(newSSHKeyCmd())
 }

@@ -126,6 +126,18 @@ func (s *Cluster) assignment(js *jobState, hosts, ips []string) api.Assignment {
 	if d := t.Resources.Disk; d != nil {
 		a.Disk = int64(d.Min)
 	}
+	if t.Image == "" {
+		// Instance volumes only: a network volume is on the node already,
+		// at its path (volumes.go).
+		for _, v := range t.Volumes {
+			if !v.IsNetwork() {
+				a.Mounts = append(a.Mounts, v)
+			}
+		}
+		if t.Resources.SHMSize != nil {
+			a.ShmSize = int64(*t.Resources.SHMSize)
+		}
+	}
 	if t.MaxDuration != nil {
 		a.MaxDuration = int64(t.MaxDuration.Bounded())
 	}

@@ -131,8 +131,9 @@ type Bootstrap struct {
 	Token     string
 	NodeName  string
 	Fleet     string
-	// Features are the agent's node features (--features), Env more of its
-	// environment (NAME=VALUE): a fleet file's placement and env.
+	// Features are the agent's node features (--features): a fleet file's
+	// placement, and the volumes attached with Volumes. Env is more of its
+	// environment (NAME=VALUE): a fleet file's env.
 	Features []string
 	Env      []string
 	// Blocks is the agent's --blocks ("" : not split; N or auto).

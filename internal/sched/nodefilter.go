@@ -17,12 +17,45 @@ func (r Request) nodeAllowed(n *Node) bool {
 	if slices.Contains(r.Exclude, n.Name) {
 		return false
 	}
+	return r.missingFeature(n) == ""
+}
+
+// missingFeature is the first feature the request asks for that node n
+// lacks ("" none). A feature written "a|b" (Slurm's OR) is met by either.
+func (r Request) missingFeature(n *Node) string {
 	for _, f := range r.Features {
-		if !slices.Contains(n.Features, f) {
-			return false
+		if !slices.ContainsFunc(strings.Split(f, "|"), func(alt string) bool { return slices.Contains(n.Features, alt) }) {
+			return f
 		}
 	}
-	return true
+	return ""
+}
+
+// MountsFeature is what a node whose agent can give a job without a
+// container a mount namespace of its own has (internal/agent/mountns.go),
+// and what a run asks for when it needs one (instance volumes or
+// resources.shm_size without an image).
+const MountsFeature = "berth:mounts"
+
+// VolumeFeature starts the feature of a node that has a network volume
+// attached ("volume:PROJECT/NAME:PATH"); a run that mounts it asks for it
+// (volumes.go in the server).
+const VolumeFeature = "volume:"
+
+// featureWhy says why node n lacks feature f, for the plan.
+func featureWhy(f string) string {
+	switch {
+	case f == MountsFeature:
+		return "cannot mount volumes or /dev/shm for a run without an image (the agent is not root, or has no CAP_SYS_ADMIN)"
+	case strings.HasPrefix(f, VolumeFeature):
+		var names []string
+		for _, alt := range strings.Split(f, "|") {
+			v, _, _ := strings.Cut(strings.TrimPrefix(alt, VolumeFeature), ":")
+			names = append(names, v)
+		}
+		return "volume " + strings.Join(names, " or ") + " is not attached to this node"
+	}
+	return "lacks feature " + f
 }
 
 // narrowsNodes reports whether the request names, excludes or asks

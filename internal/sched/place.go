@@ -325,6 +325,9 @@ func shortOf(n *Node, r Request, now bool) string {
 	if r.Containers && !n.Containers {
 		return "no container engine"
 	}
+	if f := r.missingFeature(n); f != "" {
+		return featureWhy(f) // nodefilter.go
+	}
 	if !r.inFleet(n) {
 		return "not in fleet " + strings.Join(r.Fleets, " or ")
 	}

@@ -181,6 +181,7 @@ func cloneSnapshot(s Snapshot) Snapshot {
 func TestFitsNode(t *testing.T) {
 	n := aNode("n1", 4, 8*gb, t4(0))
 	n.FreeCPUs, n.FreeGPUs = 1, nil
+	n.Features = []string{"volume:ml/b:/d"}
 	tests := map[string]struct {
 		req       Request
 		now, ever bool
@@ -195,6 +196,11 @@ func TestFitsNode(t *testing.T) {
 		// The node has the model: only the CPUs are short, and that is
 		// all the reason says.
 		"right model, CPUs short": {req: Request{CPUs: 8, GPU: GPURequest{Count: 1, Names: []string{"T4"}}}, why: "not enough CPUs"},
+		// Features a node lacks say which; "a|b" is either.
+		"volume not here": {req: Request{CPUs: 1, Features: []string{"volume:ml/a:/d|volume:ml/c:/d"}}, why: "volume ml/a or ml/c is not attached to this node"},
+		"one of volumes":  {req: Request{CPUs: 1, Features: []string{"volume:ml/x:/d|volume:ml/b:/d"}}, now: true, ever: true},
+		"no mounts":       {req: Request{CPUs: 1, Features: []string{MountsFeature, "volume:ml/b:/d"}}, why: "cannot mount volumes or /dev/shm for a run without an image (the agent is not root, or has no CAP_SYS_ADMIN)"},
+		"other feature":   {req: Request{CPUs: 1, Features: []string{"ib"}}, why: "lacks feature ib"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

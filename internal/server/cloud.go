@@ -167,7 +167,7 @@ func (s *Server) reconcileCloud(ctx context.Context) error {
 
 // provision creates one instance of offer for fleet, in the crash-safe
 // order (the comment at the top).
-func (s *Server) provision(ctx context.Context, fleet string, bf *policy.BackendFleet, offer provider.Offer) error {
+func (s *Server) provision(ctx context.Context, fleet string, bf *policy.BackendFleet, offer provider.Offer, vols []provider.VolumeMount, features []string) error {
 	p, err := provider.Find(s.cfg.Providers, offer.Backend)
 	if err != nil {
 		return err
@@ -201,7 +201,7 @@ func (s *Server) provision(ctx context.Context, fleet string, bf *policy.Backend
 			return ctx.Err()
 		}
 	}
-	in, err := p.Create(ctx, key, offer, s.bootstrap(url, token, key, fleet, bf))
+	in, err := p.Create(ctx, key, offer, s.bootstrap(url, token, key, fleet, bf, vols, features))
 	if err != nil {
 		// Whatever the provider made of it goes: the next reconcile
 		// terminates an instance under a gone record.
@@ -327,6 +327,10 @@ func (s *Server) autoscale(ctx context.Context) error {
 			if done || count+d.Nodes > bf.Max {
 				continue
 			}
+			vols, features, ok := s.volumeBootstrap(ctx, d.Req.Features) // volumes.go
+			if !ok {
+				continue
+			}
 			offers, err := s.offers(ctx, fleetQuery(bf, d.Req))
 			if err != nil {
 				errs = append(errs, err)
@@ -341,7 +345,7 @@ func (s *Server) autoscale(ctx context.Context) error {
 			s.log.Info("cloud: provisioning nodes for a waiting run", "run_id", d.ID, "fleet", name, "nodes", d.Nodes, "offer", offers[0].Instance)
 			for range d.Nodes {
 				count++
-				go s.provisionLogged(ctx, name, bf, offers[0])
+				go s.provisionLogged(ctx, name, bf, offers[0], vols, features)
 			}
 		}
 		// The fleet's floor.
@@ -349,7 +353,7 @@ func (s *Server) autoscale(ctx context.Context) error {
 			offers, err := s.offers(ctx, fleetQuery(bf, sched.Request{}))
 			if err == nil && len(offers) > 0 {
 				for ; count < want; count++ {
-					go s.provisionLogged(ctx, name, bf, offers[0])
+					go s.provisionLogged(ctx, name, bf, offers[0], nil, nil)
 				}
 			}
 		}
@@ -382,17 +386,19 @@ func (s *Server) autoscale(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// bootstrap is what instance key of fleet bf starts with.
-func (s *Server) bootstrap(url, token, key, fleet string, bf *policy.BackendFleet) provider.Bootstrap {
-	b := provider.Bootstrap{ServerURL: url, Token: token, NodeName: key, Fleet: fleet, Env: bf.Env, Blocks: blocksFlag(bf.Blocks)}
+// bootstrap is what instance key of fleet bf starts with: its volumes
+// mounted, and features (the volumes', the segment's) advertised.
+func (s *Server) bootstrap(url, token, key, fleet string, bf *policy.BackendFleet, vols []provider.VolumeMount, features []string) provider.Bootstrap {
+	b := provider.Bootstrap{ServerURL: url, Token: token, NodeName: key, Fleet: fleet, Env: bf.Env, Blocks: blocksFlag(bf.Blocks), Volumes: vols,
+		Features: slices.Clone(features)}
 	if bf.Segment != "" {
-		b.Features = []string{sched.SegmentFeature + bf.Segment}
+		b.Features = append(b.Features, sched.SegmentFeature+bf.Segment)
 	}
 	return b
 }
 
-func (s *Server) provisionLogged(ctx context.Context, fleet string, bf *policy.BackendFleet, offer provider.Offer) {
-	if err := s.provision(ctx, fleet, bf, offer); err != nil && ctx.Err() == nil {
+func (s *Server) provisionLogged(ctx context.Context, fleet string, bf *policy.BackendFleet, offer provider.Offer, vols []provider.VolumeMount, features []string) {
+	if err := s.provision(ctx, fleet, bf, offer, vols, features); err != nil && ctx.Err() == nil {
 		s.log.Warn("cloud: provision", "fleet", fleet, "err", err)
 	}
 }

@@ -62,8 +62,11 @@ func (s *Server) readSubmit(r *http.Request, u *store.User) (*api.SubmitRequest,
 		return nil, err
 	}
 	// The secrets it references are its project's (the one it goes to).
-	pid, _, err := s.projectFor(r.Context(), u, t.Project)
+	pid, pname, err := s.projectFor(r.Context(), u, t.Project)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.admitVolumes(t, pname); err != nil { // volumes.go
 		return nil, err
 	}
 	if err := s.checkSecretRefs(t, what, pid); err != nil {
@@ -79,11 +82,6 @@ func (s *Server) admit(t *spec.Task) error {
 		// Checked before anything is made: a run's jobs are rows.
 		return fmt.Errorf("%w: nodes: %d nodes asked for, the most a run may have is %d (berth server --max-nodes-per-run; Slurm: Node count specification invalid)",
 			ErrInvalid, n, s.cfg.MaxNodesPerRun)
-	}
-	for i, v := range t.Volumes {
-		if v.Name != "" {
-			return fmt.Errorf("%w: volumes[%d]: network volume %q: Berth mounts instance paths only (write `- /host/dir:%s`)", ErrInvalid, i, v.Name, v.Path)
-		}
 	}
 	q, err := s.Rules().QOSOf(t.QOS)
 	if err != nil {
@@ -214,6 +212,7 @@ func (s *Server) plan(t *spec.Task) *api.Plan {
 	if !p.FitsNow {
 		p.Offers = s.planOffers(req) // cloud.go
 	}
+	p.Notes = append(p.Notes, s.volumeNotes(t)...) // volumes.go
 	return p
 }
 
@@ -717,6 +716,7 @@ func (s *Server) apiRun(r *store.Run, jobs []*store.Job, user string, t *spec.Ta
 	}
 	if t != nil {
 		out.Resources = t.Resources.String()
+		out.Reason = s.volumeReason(t, out.Project, out.Reason) // volumes.go
 	}
 	if r.ArrayID != 0 {
 		out.ArrayID = r.ArrayID

@@ -13,18 +13,20 @@ import (
 // unsupportedFields lists the fields set in t that this version does not
 // act on, for the plan's "Not supported yet" line: those it never acts on
 // (not in supported), and those it acts on only in some runs. A native run
-// (no image) mounts no volumes and sizes no /dev/shm (its ports are
-// forwarded by berth attach: the job listens on its node's network).
-// Repos (local or by URL), files and resources.disk hold for both
-// (internal/agent/carry_container.go for containers).
+// (no image) gets its instance volumes and /dev/shm in a mount namespace
+// of its own (internal/agent/mountns.go; its ports are forwarded by berth
+// attach: the job listens on its node's network), and its network volumes
+// on a node created with them (volumes.go); a container run gets no
+// network volume. Repos (local or by URL), files and resources.disk hold
+// for both (internal/agent/carry_container.go for containers).
 func unsupportedFields(t *spec.Task) []string {
 	var out []string
 	native := t.Image == ""
 	for _, f := range t.SetFields() {
 		ok := supported[f]
 		switch f {
-		case "volumes", "resources.shm_size":
-			ok = ok && !native
+		case "volumes":
+			ok = ok && (native || !slices.ContainsFunc(t.Volumes, spec.Volume.IsNetwork))
 		case "resources.disk":
 			ok = true // the plan's rows say where it is not enforced (diskNote)
 		case "python", "nvcc":

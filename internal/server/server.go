@@ -204,6 +204,7 @@ type Server struct {
 	stepPollWait atomic.Int64 // nanoseconds; tests shorten the step polls
 	// fleets run the SSH fleets' installations (fleets.go).
 	fleets fleetWorkers
+	vols   volumeState // network volumes (volumes.go)
 }
 
 // New opens the server's state from the store. The "main" project and the
@@ -332,6 +333,7 @@ func (s *Server) Run(ctx context.Context) error {
 	go s.cloudLoop(ctx)
 	go s.fleetLoop(ctx)
 	go s.blobLoop(ctx) // blobs_prune.go
+	go s.volumeLoop(ctx)
 	s.wakeScheduler()
 	select {
 	case <-ctx.Done():
@@ -391,6 +393,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("DELETE "+v+"/secrets/{name}", s.auth(s.handleSecretDelete))
 	// Projects and their members (projects_api.go).
 	s.fleetRoutes(mux, v)
+	s.volumeRoutes(mux, v)
 	mux.HandleFunc("POST "+v+"/projects", s.auth(s.handleProjectCreate))
 	mux.HandleFunc("GET "+v+"/projects", s.auth(s.handleProjectList))
 	mux.HandleFunc("DELETE "+v+"/projects/{name}", s.auth(s.handleProjectDelete))

@@ -481,6 +481,11 @@ func (w *walker) volumes(n ast.Node, path string) []Volume {
 					v.ReadOnly = b
 				}
 			default:
+				if _, isSeq := w.resolve(e.value).(*ast.SequenceNode); isSeq && e.key == "name" {
+					// dstack's list of volumes, any one of which will do.
+					v.Names = w.strings(e.value, e.fieldPath, "[vol-eu, vol-us]")
+					continue
+				}
 				s, ok := w.str(e.value, e.fieldPath)
 				if !ok {
 					continue

@@ -108,12 +108,15 @@ func TestParseErrors(t *testing.T) {
 			},
 		},
 		"ports and volumes": {
-			in: "type: task\ncommands: [x]\nports: [8888, 70000, \"a:b\"]\nvolumes:\n  - data\n  - name: v\n    path: data\n",
+			in: "type: task\ncommands: [x]\nports: [8888, 70000, \"a:b\"]\nvolumes:\n  - data\n  - name: v\n    path: data\n  - name: [vol-a, Bad]\n    path: /d\n    optional: true\n",
 			want: []string{
 				"f.yml:3:15: ports[1]: port 70000 is out of range 1..65535",
 				`f.yml:3:22: ports[2]: invalid port "a:b" (expected 8080, 80:8080 or *:8080)`,
 				`f.yml:5:5: volumes[0]: invalid volume "data" (expected NAME:/path for a network volume or /host/dir:/path for an instance volume)`,
+				`f.yml:6:11: volumes[1].name: "v" is not a volume name: use 2 to 41 lowercase letters, digits and hyphens, starting with a letter`,
 				`f.yml:7:11: volumes[1].path: must be an absolute path in the container, got "data"`,
+				`f.yml:8:19: volumes[2].name[1]: "Bad" is not a volume name: use 2 to 41 lowercase letters, digits and hyphens, starting with a letter`,
+				`f.yml:10:15: volumes[2].optional: only an instance volume (` + "`instance_path`" + `) may be optional`,
 			},
 		},
 		"empty file": {

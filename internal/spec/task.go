@@ -173,15 +173,17 @@ type PortMapping struct {
 }
 
 // Volume is a mount: a network volume (Name, which may contain
-// `${{ dstack.node_rank }}` and is kept as text) or an instance volume
-// (InstancePath, a directory on the host). ReadOnly (Berth's addition,
-// written `/host:/data:ro` or `read_only: true`) mounts it read-only.
+// `${{ dstack.node_rank }}` and is kept as text; or Names, any one of
+// them, as dstack's `name: [a, b]`) or an instance volume (InstancePath,
+// a directory on the host). ReadOnly (Berth's addition, written
+// `/host:/data:ro` or `read_only: true`) mounts it read-only.
 type Volume struct {
-	Name         string `json:"name,omitempty"`
-	InstancePath string `json:"instance_path,omitempty"`
-	Path         string `json:"path"`
-	Optional     bool   `json:"optional,omitempty"`
-	ReadOnly     bool   `json:"read_only,omitempty"`
+	Name         string   `json:"name,omitempty"`
+	Names        []string `json:"names,omitempty"`
+	InstancePath string   `json:"instance_path,omitempty"`
+	Path         string   `json:"path"`
+	Optional     bool     `json:"optional,omitempty"`
+	ReadOnly     bool     `json:"read_only,omitempty"`
 }
 
 // Schedule starts the task periodically; each line is 5-field cron syntax in UTC.

@@ -181,10 +181,24 @@ func (t *Task) check(l Limits) []problem {
 	for i, v := range t.Volumes {
 		p := fmt.Sprintf("volumes[%d]", i)
 		switch {
-		case v.Name == "" && v.InstancePath == "":
+		case v.Name == "" && len(v.Names) == 0 && v.InstancePath == "":
 			add(p, "either `name` (a network volume) or `instance_path` (a host directory) is required")
-		case v.Name != "" && v.InstancePath != "":
+		case (v.Name != "" || len(v.Names) > 0) && v.InstancePath != "":
 			add(p, "`name` and `instance_path` are mutually exclusive")
+		case v.Name != "" && len(v.Names) > 0:
+			add(p+".names", "`name` and `names` are mutually exclusive (write `name: [a, b]` for any one of several)")
+		}
+		for j, n := range v.NetworkNames() {
+			if !volumeRefName().MatchString(n) {
+				np := p + ".name"
+				if len(v.Names) > 0 {
+					np = fmt.Sprintf("%s.name[%d]", p, j)
+				}
+				add(np, "%q is not a volume name: use 2 to 41 lowercase letters, digits and hyphens, starting with a letter", n)
+			}
+		}
+		if v.Optional && v.InstancePath == "" {
+			add(p+".optional", "only an instance volume (`instance_path`) may be optional")
 		}
 		if v.InstancePath != "" && !strings.HasPrefix(v.InstancePath, "/") && !strings.HasPrefix(v.InstancePath, "~") {
 			add(p+".instance_path", "must be an absolute path, got %q", v.InstancePath)

@@ -32,6 +32,14 @@ type Volume struct {
 	Size         int64
 	State        string
 	CreatedAt    time.Time
+	// Region is where the provider made it; External: registered by
+	// volume_id, so deleting it forgets the row and keeps the volume;
+	// Detail is the provider's last error (migration 00024).
+	Region   string
+	External bool
+	Detail   string
+	// AutoCleanup deletes it once unused that long (seconds; 0: never).
+	AutoCleanup int64
 }
 
 // CloudStore keeps instances and volumes.
@@ -106,17 +114,22 @@ func (s *sqlDB) ListInstances(ctx context.Context, all bool) ([]*Instance, error
 	return out, rows.Err()
 }
 
-const volumeCols = `project_id, name, backend, provider_name, node, path, size, state, created_at`
+const volumeCols = `project_id, name, backend, provider_name, node, path, size, state, created_at, region, external, detail, auto_cleanup`
 
 // PutVolume creates or replaces v's row.
 func (s *sqlDB) PutVolume(ctx context.Context, v *Volume) error {
 	if v.CreatedAt.IsZero() {
 		v.CreatedAt = time.Now()
 	}
-	_, err := s.w.ExecContext(ctx, s.q(`INSERT INTO volumes (`+volumeCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+	external := 0
+	if v.External {
+		external = 1
+	}
+	_, err := s.w.ExecContext(ctx, s.q(`INSERT INTO volumes (`+volumeCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (project_id, name) DO UPDATE SET backend = excluded.backend, provider_name = excluded.provider_name,
-		node = excluded.node, path = excluded.path, size = excluded.size, state = excluded.state`),
-		v.ProjectID, v.Name, v.Backend, v.ProviderName, v.Node, v.Path, v.Size, v.State, v.CreatedAt.UnixNano())
+		node = excluded.node, path = excluded.path, size = excluded.size, state = excluded.state,
+		region = excluded.region, external = excluded.external, detail = excluded.detail, auto_cleanup = excluded.auto_cleanup`),
+		v.ProjectID, v.Name, v.Backend, v.ProviderName, v.Node, v.Path, v.Size, v.State, v.CreatedAt.UnixNano(), v.Region, external, v.Detail, v.AutoCleanup)
 	if err != nil {
 		return fmt.Errorf("store: volume %q: %w", v.Name, err)
 	}
@@ -137,11 +150,11 @@ func (s *sqlDB) ListVolumes(ctx context.Context, projectID int64) ([]*Volume, er
 	var out []*Volume
 	for rows.Next() {
 		var v Volume
-		var created int64
-		if err := rows.Scan(&v.ProjectID, &v.Name, &v.Backend, &v.ProviderName, &v.Node, &v.Path, &v.Size, &v.State, &created); err != nil {
+		var created, external int64
+		if err := rows.Scan(&v.ProjectID, &v.Name, &v.Backend, &v.ProviderName, &v.Node, &v.Path, &v.Size, &v.State, &created, &v.Region, &external, &v.Detail, &v.AutoCleanup); err != nil {
 			return nil, fmt.Errorf("store: volumes: %w", err)
 		}
-		v.CreatedAt = fromNanos(created)
+		v.CreatedAt, v.External = fromNanos(created), external != 0
 		out = append(out, &v)
 	}
 	return out, rows.Err()

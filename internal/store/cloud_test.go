@@ -48,14 +48,15 @@ func TestInstancesAndVolumes(t *testing.T) {
 		if err := s.PutVolume(ctx, &Volume{ProjectID: 1, Name: "data", Backend: "docker", ProviderName: "p-data", State: "ready"}); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.PutVolume(ctx, &Volume{ProjectID: 1, Name: "data", Backend: "docker", ProviderName: "p-data", State: "deleting"}); err != nil {
+		if err := s.PutVolume(ctx, &Volume{ProjectID: 1, Name: "data", Backend: "docker", ProviderName: "p-data", State: "deleting",
+			Region: "local", External: true, Detail: "busy", AutoCleanup: 3600}); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.PutVolume(ctx, &Volume{ProjectID: 2, Name: "scratch", Backend: "local", Node: "n1", Path: "/srv/scratch", State: "ready"}); err != nil {
 			t.Fatal(err)
 		}
 		vs, err := s.ListVolumes(ctx, 1)
-		if err != nil || len(vs) != 1 || vs[0].State != "deleting" {
+		if err != nil || len(vs) != 1 || vs[0].State != "deleting" || vs[0].Region != "local" || !vs[0].External || vs[0].Detail != "busy" || vs[0].AutoCleanup != 3600 {
 			t.Fatalf("project 1's volumes: %+v, %v", vs, err)
 		}
 		if vs, _ := s.ListVolumes(ctx, 0); len(vs) != 2 || vs[1].Node != "n1" || vs[1].Path != "/srv/scratch" {

@@ -1,0 +1,230 @@
+package spec
+
+import (
+	"fmt"
+	"os"
+	"slices"
+
+	"github.com/goccy/go-yaml/ast"
+)
+
+// VolumeConfig is one `type: volume` configuration, with dstack's field
+// names: a network volume made (or, with VolumeID, registered) through the
+// provider of Backend. Runs name it in their `volumes:`.
+type VolumeConfig struct {
+	Type    string `json:"type"` // always "volume"
+	Name    string `json:"name"`
+	Project string `json:"project,omitempty"` // Berth's: the owning project (empty: the applier's default)
+	Backend string `json:"backend"`
+	Region  string `json:"region,omitempty"`
+	// Size is required to create a volume; a registered one (VolumeID)
+	// has its own.
+	Size *Bytes `json:"size,omitempty"`
+	// VolumeID registers a volume that exists at the provider under that
+	// name instead of creating one; deleting it only forgets it.
+	VolumeID string `json:"volume_id,omitempty"`
+	// AutoCleanupDuration deletes the volume once no run has used it for
+	// that long (nil: kept until deleted; `off` and -1 too).
+	AutoCleanupDuration *Duration `json:"auto_cleanup_duration,omitempty"`
+}
+
+// volumeFields is the schema of a volume configuration, in order.
+var volumeFields = []string{"type", "name", "project", "backend", "region", "size", "volume_id", "auto_cleanup_duration"}
+
+// volumeRefused are dstack's volume fields Berth does not act on, with
+// why; they are errors rather than silently ignored.
+var volumeRefused = map[string]string{
+	"availability_zone":  "is not supported by Berth: its backends have no availability zones; remove it",
+	"tags":               "is not supported on volumes by Berth yet; remove it",
+	"claim_name":         "belongs to dstack's kubernetes backend, which Berth does not have",
+	"storage_class_name": "belongs to dstack's kubernetes backend, which Berth does not have",
+	"access_modes":       "belongs to dstack's kubernetes backend, which Berth does not have",
+	"read_only":          "belongs to dstack's kubernetes backend, which Berth does not have; mount a volume read-only in the run (`- NAME:/path:ro`)",
+}
+
+// ParseVolumeFile reads and parses one volume configuration file.
+func ParseVolumeFile(p string) (*VolumeConfig, error) {
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return nil, fmt.Errorf("read configuration: %w", err)
+	}
+	return ParseVolume(p, data)
+}
+
+// ParseVolume reads one `type: volume` configuration. Like Parse it
+// returns every problem with file, line, column and field, and a nil
+// VolumeConfig when there is any.
+func ParseVolume(filename string, data []byte) (*VolumeConfig, error) {
+	w := &walker{file: filename, pos: map[string]ast.Node{}, bad: map[string]bool{}, anchors: map[string]ast.Node{}}
+	if n := int64(len(data)); n > DefaultLimits.fileBytes() {
+		return nil, Errors{{File: filename, Msg: fmt.Sprintf("the file is %d bytes: a configuration may be at most %d", n, DefaultLimits.fileBytes())}}
+	}
+	root, ok := w.document(data)
+	if !ok {
+		return nil, w.errs
+	}
+	v := w.volumeConfig(root)
+	if v != nil {
+		w.placeProblems(root, v.check())
+	}
+	if len(w.errs) > 0 {
+		w.errs.sortByPosition()
+		return nil, w.errs
+	}
+	return v, nil
+}
+
+// Validate re-checks a VolumeConfig decoded from JSON with the rules
+// ParseVolume applies; problems carry the field path but no position.
+func (v *VolumeConfig) Validate() error {
+	var es Errors
+	for _, p := range v.check() {
+		es = append(es, &Error{Field: p.path, Msg: p.msg})
+	}
+	if len(es) > 0 {
+		return es
+	}
+	return nil
+}
+
+func (w *walker) volumeConfig(root ast.Node) *VolumeConfig {
+	known := slices.Concat(volumeFields, sortedKeys(volumeRefused))
+	entries, ok := w.mapping(root, "", known, func(key string) string {
+		if s := suggest(key, volumeFields); s != "" {
+			return fmt.Sprintf("unknown field; did you mean %q?", s)
+		}
+		return ""
+	})
+	if !ok {
+		return nil
+	}
+	typ, ok := w.configType(root, entries, "volume", func(typ string) string {
+		if typ != "volume" {
+			return fmt.Sprintf("this is a %q configuration, not a volume; `berth apply` of a volume needs `type: volume`", typ)
+		}
+		return ""
+	})
+	if !ok {
+		return nil
+	}
+	v := &VolumeConfig{Type: typ}
+	for _, e := range entries {
+		if w.isNull(e.value) {
+			continue
+		}
+		if why, refused := volumeRefused[e.key]; refused {
+			w.fail(e.keyNode, e.fieldPath, "%s", why)
+			continue
+		}
+		str := func(dst *string) {
+			if s, ok := w.str(e.value, e.fieldPath); ok {
+				*dst = s
+			}
+		}
+		switch e.key {
+		case "type":
+		case "name":
+			str(&v.Name)
+		case "project":
+			str(&v.Project)
+		case "backend":
+			str(&v.Backend)
+		case "region":
+			str(&v.Region)
+		case "volume_id":
+			str(&v.VolumeID)
+		case "auto_cleanup_duration":
+			if s, k := w.scalar(e.value); k == kindInt && s == "-1" {
+				continue // dstack's other way to say off
+			}
+			off := DurationOff
+			if d := w.offDuration(e.value, e.fieldPath, &off); d != nil && *d != DurationOff {
+				v.AutoCleanupDuration = d
+			}
+		case "size":
+			if s, ok := w.sizeText(e.value, e.fieldPath); ok {
+				b, err := ParseBytes(s)
+				if err != nil {
+					w.fail(e.value, e.fieldPath, "%s", msgOf(err))
+					continue
+				}
+				v.Size = &b
+			}
+		default:
+			w.fail(e.keyNode, e.fieldPath, "field is known but not handled (bug in Berth)")
+		}
+	}
+	return v
+}
+
+func sortedKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// check is every semantic rule of a volume configuration.
+func (v *VolumeConfig) check() []problem {
+	var ps []problem
+	add := func(p, format string, args ...any) {
+		ps = append(ps, problem{p, fmt.Sprintf(format, args...)})
+	}
+	if v.Type != "" && v.Type != "volume" {
+		add("type", "must be \"volume\", got %q", v.Type)
+	}
+	switch {
+	case v.Name == "":
+		add("name", "required: runs mount the volume by its name (`volumes: [NAME:/path]`)")
+	case !runName().MatchString(v.Name):
+		add("name", "%q is not a valid volume name: use 2 to 41 lowercase letters, digits and hyphens, starting with a letter", v.Name)
+	}
+	if v.Project != "" && !qosName().MatchString(v.Project) {
+		add("project", "%q is not a project name: use letters, digits, '-', '_' and '.' (at most 64)", v.Project)
+	}
+	if v.Backend == "" {
+		add("backend", "required: the backend that makes the volume (Berth's: docker)")
+	}
+	switch {
+	case v.Size != nil && *v.Size <= 0:
+		add("size", "must be more than 0, got %s", v.Size)
+	case v.Size != nil && *v.Size >= maxBytesValue:
+		add("size", "is too large")
+	case v.Size == nil && v.VolumeID == "":
+		add("size", "required to create a volume (or give `volume_id` to register one that exists)")
+	}
+	if d := v.AutoCleanupDuration; d != nil {
+		if *d <= 0 {
+			add("auto_cleanup_duration", "must be positive (or `off`)")
+		} else if m := checkDuration(*d, false); m != "" {
+			add("auto_cleanup_duration", "%s", m)
+		}
+	}
+	if v.VolumeID != "" && !volumeIDRe().MatchString(v.VolumeID) {
+		add("volume_id", "%q is not a volume id: use letters, digits, '.', '_' and '-' (at most 128)", v.VolumeID)
+	}
+	return ps
+}
+
+// volumeIDRe is what a provider's volume name may be (Docker's rule,
+// which the cloud providers' ids also meet).
+var volumeIDRe = lazyRegexp(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+
+// volumeRefName is a volume's name as a run gives it: a volume name,
+// possibly with `${{ dstack.node_rank }}` (kept as text, one volume per
+// node).
+var volumeRefName = lazyRegexp(`^[a-z]([a-z0-9-]|\$\{\{ *dstack\.node_rank *\}\}){1,40}$`)
+
+// NetworkNames are the network volumes a mount may use, any one of them
+// (none: an instance volume).
+func (v Volume) NetworkNames() []string {
+	if v.Name != "" {
+		return []string{v.Name}
+	}
+	return v.Names
+}
+
+// IsNetwork says whether v is a network volume (by name).
+func (v Volume) IsNetwork() bool { return v.Name != "" || len(v.Names) > 0 }
