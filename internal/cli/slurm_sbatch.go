@@ -133,9 +133,11 @@ func runSbatch(e *slurmEnv, args []string) error {
 	if err != nil {
 		return slurmFail(1, "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure): "+err.Error())
 	}
-	nodes, err := c.Nodes(e.ctx)
-	if err != nil {
-		return submitError(err)
+	var nodes []api.Node
+	if sbatchNeedsNodes(job) {
+		if nodes, err = c.Nodes(e.ctx); err != nil {
+			return submitError(err)
+		}
 	}
 	s := currentSubmitter(e)
 	if s.limits, err = submitLimits(e.getenv); err != nil {
@@ -148,7 +150,11 @@ func runSbatch(e *slurmEnv, args []string) error {
 	for i := range job.Components {
 		spreadTasks(&job.Components[i], nodes)
 	}
-	br, err := buildBatchRun(job, name, s, known, knownPartitions(nodes))
+	var partitions []string
+	if nodes != nil {
+		partitions = knownPartitions(nodes)
+	}
+	br, err := buildBatchRun(job, name, s, known, partitions)
 	if err != nil {
 		return err
 	}
@@ -638,4 +644,23 @@ func unknownNodesOrFeatures(t *spec.Task, nodes []api.Node) string {
 		}
 	}
 	return ""
+}
+
+// sbatchNeedsNodes says whether a job's options need the node list before
+// it is submitted: to spread -n over nodes, to check a partition, GPUs,
+// -w/-x/-C against what exists, or for --test-only. Most submissions need
+// none of it, and skip the round trip (Slurm's controller checks them).
+func sbatchNeedsNodes(job *slurm.BatchJob) bool {
+	for _, c := range job.Components {
+		o := &c
+		switch {
+		case o.TestOnly,
+			o.NTasks > 0 && o.Nodes <= 0 && o.NTasksPerNode <= 0 && o.Nodelist == "",
+			slices.ContainsFunc(o.Partition, func(p string) bool { return p != "" && p != defaultPartition }),
+			len(o.GRES)+len(o.GPUs)+len(o.GPUsPerNode)+len(o.GPUsPerTask) > 0,
+			o.Nodelist != "" || o.Exclude != "" || o.Constraint != "":
+			return true
+		}
+	}
+	return false
 }
