@@ -408,7 +408,7 @@ func requestOf(t *spec.Task, res spec.Resources) sched.Request {
 	r.Exclusive = t.Exclusive
 	r.Containers = t.Image != ""
 	r.Nodes, r.Exclude, r.Features = t.Nodelist, t.Exclude, withRuntimes(t, t.Constraint) // runtime.go
-	if f := mountFeatures(t); len(f) > 0 { // volumes.go
+	if f := mountFeatures(t); len(f) > 0 {                                                // volumes.go
 		r.Features = slices.Concat(r.Features, f)
 	}
 	r.CPUs = 1
