@@ -28,7 +28,7 @@ import (
 // takes it up again (fleetLoop); the steps are idempotent.
 
 func (s *Server) fleetRoutes(mux *http.ServeMux, v string) {
-	mux.HandleFunc("POST "+v+"/fleets", s.auth(s.handleFleetApply))
+	mux.HandleFunc("POST "+v+"/fleets", s.auth(applyHandler(s.applyFleet)))
 	mux.HandleFunc("GET "+v+"/fleets", s.auth(s.handleFleetList))
 	mux.HandleFunc("GET "+v+"/fleets/{name}", s.auth(s.handleFleetGet))
 	mux.HandleFunc("DELETE "+v+"/fleets/{name}", s.auth(s.handleFleetDelete))
@@ -191,20 +191,6 @@ func identityFiles(f *spec.Fleet) []string {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
-}
-
-func (s *Server) handleFleetApply(w http.ResponseWriter, r *http.Request, u *store.User) {
-	var req api.FleetApplyRequest
-	if err := decode(r, &req); err != nil {
-		writeError(w, err)
-		return
-	}
-	out, status, err := s.applyFleet(r.Context(), u, &req)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, status, out)
 }
 
 func (s *Server) applyFleet(ctx context.Context, u *store.User, req *api.FleetApplyRequest) (any, int, error) {
@@ -471,4 +457,22 @@ func fleetSummary(rec *fleetRecord) (status, msg string) {
 		return api.FleetActive, fmt.Sprintf("%d of %d hosts failed: %s", len(failed), len(rec.Hosts), strings.Join(failed, ", "))
 	}
 	return api.FleetActive, ""
+}
+
+// applyHandler serves a POST of an apply request (a fleet's, a volume's):
+// the body decoded into Req, apply's answer written with its status.
+func applyHandler[Req any](apply func(context.Context, *store.User, *Req) (any, int, error)) func(http.ResponseWriter, *http.Request, *store.User) {
+	return func(w http.ResponseWriter, r *http.Request, u *store.User) {
+		var req Req
+		if err := decode(r, &req); err != nil {
+			writeError(w, err)
+			return
+		}
+		out, status, err := apply(r.Context(), u, &req)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, status, out)
+	}
 }

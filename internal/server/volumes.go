@@ -81,7 +81,7 @@ func (vs *volumeState) get(project, name string) string {
 }
 
 func (s *Server) volumeRoutes(mux *http.ServeMux, v string) {
-	mux.HandleFunc("POST "+v+"/volumes", s.auth(s.handleVolumeApply))
+	mux.HandleFunc("POST "+v+"/volumes", s.auth(applyHandler(s.applyVolume)))
 	mux.HandleFunc("GET "+v+"/volumes", s.auth(s.handleVolumeList))
 	mux.HandleFunc("DELETE "+v+"/volumes/{name}", s.auth(s.handleVolumeDelete))
 }
@@ -183,20 +183,6 @@ func (s *Server) volumeBootstrap(ctx context.Context, features []string) (mounts
 		}
 	}
 	return mounts, have, true
-}
-
-func (s *Server) handleVolumeApply(w http.ResponseWriter, r *http.Request, u *store.User) {
-	var req api.VolumeApplyRequest
-	if err := decode(r, &req); err != nil {
-		writeError(w, err)
-		return
-	}
-	out, status, err := s.applyVolume(r.Context(), u, &req)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, status, out)
 }
 
 func (s *Server) applyVolume(ctx context.Context, u *store.User, req *api.VolumeApplyRequest) (any, int, error) {

@@ -224,13 +224,9 @@ func ParseFleetFile(p string) (*Fleet, error) {
 // every problem with file, line, column and field, and a nil Fleet when
 // there is any.
 func ParseFleet(filename string, data []byte) (*Fleet, error) {
-	w := &walker{file: filename, pos: map[string]ast.Node{}, bad: map[string]bool{}, anchors: map[string]ast.Node{}}
-	if n := int64(len(data)); n > DefaultLimits.fileBytes() {
-		return nil, Errors{{File: filename, Msg: fmt.Sprintf("the file is %d bytes: a configuration may be at most %d", n, DefaultLimits.fileBytes())}}
-	}
-	root, ok := w.document(data)
-	if !ok {
-		return nil, w.errs
+	w, root, err := openDocument(filename, data)
+	if err != nil {
+		return nil, err
 	}
 	f := w.fleet(root)
 	if f != nil {

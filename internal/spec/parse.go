@@ -506,3 +506,18 @@ func describeScalar(s string, k kind, n ast.Node) string {
 	}
 	return describe(n)
 }
+
+// openDocument checks a configuration file's size (DefaultLimits) and
+// reads its YAML document: the walker that reports its problems and the
+// root node, or every problem so far.
+func openDocument(filename string, data []byte) (*walker, ast.Node, error) {
+	w := &walker{file: filename, pos: map[string]ast.Node{}, bad: map[string]bool{}, anchors: map[string]ast.Node{}}
+	if n := int64(len(data)); n > DefaultLimits.fileBytes() {
+		return nil, nil, Errors{{File: filename, Msg: fmt.Sprintf("the file is %d bytes: a configuration may be at most %d", n, DefaultLimits.fileBytes())}}
+	}
+	root, ok := w.document(data)
+	if !ok {
+		return nil, nil, w.errs
+	}
+	return w, root, nil
+}

@@ -55,13 +55,9 @@ func ParseVolumeFile(p string) (*VolumeConfig, error) {
 // returns every problem with file, line, column and field, and a nil
 // VolumeConfig when there is any.
 func ParseVolume(filename string, data []byte) (*VolumeConfig, error) {
-	w := &walker{file: filename, pos: map[string]ast.Node{}, bad: map[string]bool{}, anchors: map[string]ast.Node{}}
-	if n := int64(len(data)); n > DefaultLimits.fileBytes() {
-		return nil, Errors{{File: filename, Msg: fmt.Sprintf("the file is %d bytes: a configuration may be at most %d", n, DefaultLimits.fileBytes())}}
-	}
-	root, ok := w.document(data)
-	if !ok {
-		return nil, w.errs
+	w, root, err := openDocument(filename, data)
+	if err != nil {
+		return nil, err
 	}
 	v := w.volumeConfig(root)
 	if v != nil {
