@@ -111,6 +111,25 @@ func cloudClusterWith(t *testing.T, fleets string, serverArgs ...string) (*clust
 	return c, s, p
 }
 
+// instancesAndRecords are the provider's instances, the server's records
+// of them (every state) and how many records are in each state.
+func instancesAndRecords(t *testing.T, ctx context.Context, p *docker.Provider, s *server) ([]provider.Instance, []api.Instance, map[string]int) {
+	t.Helper()
+	ins, err := p.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []api.Instance
+	if err := getJSON(s, "/instances?all=1", &recs); err != nil {
+		t.Fatal(err)
+	}
+	states := map[string]int{}
+	for _, x := range recs {
+		states[x.State]++
+	}
+	return ins, recs, states
+}
+
 // getJSON GETs an API path (under /api/v1) as the admin.
 func getJSON(s *server, path string, v any) error {
 	req, err := http.NewRequest(http.MethodGet, s.url+"/api/v1"+path, nil)
@@ -259,18 +278,7 @@ commands:
 		c.dumpLogs()
 		t.Fatalf("run after-crash: %s (%s)", r.Status, r.Reason)
 	}
-	ins, err := p.List(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var recs []api.Instance
-	if err := getJSON(s, "/instances?all=1", &recs); err != nil {
-		t.Fatal(err)
-	}
-	states := map[string]int{}
-	for _, x := range recs {
-		states[x.State]++
-	}
+	ins, recs, states := instancesAndRecords(t, ctx, p, s)
 	if len(ins) != 1 || states["active"] != 1 || states["gone"] != 1 || len(recs) != 2 {
 		t.Fatalf("after the crash: instances %+v, records %+v; want one instance, one active record and the crashed one gone", ins, recs)
 	}

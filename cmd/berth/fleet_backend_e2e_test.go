@@ -99,18 +99,7 @@ env:
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
-	ins, err := p.List(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var recs []api.Instance
-	if err := getJSON(s, "/instances?all=1", &recs); err != nil {
-		t.Fatal(err)
-	}
-	states := map[string]int{}
-	for _, x := range recs {
-		states[x.State]++
-	}
+	ins, recs, states := instancesAndRecords(t, ctx, p, s)
 	if len(ins) != 2 || states["active"] != 2 || states["gone"] != 2 || len(recs) != 4 {
 		t.Fatalf("after the crash: instances %+v, records %+v; want two instances, two active records and the two crashed ones gone", ins, recs)
 	}
