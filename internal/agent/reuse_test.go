@@ -78,6 +78,11 @@ func TestWarmShimsAreReused(t *testing.T) {
 		if out, _ := jobOutput(t, j.dir); out != fmt.Sprintf("job-%d\n", id) {
 			t.Errorf("job %d: output %q", id, out)
 		}
+		// Idle, it no longer lives in that job's directory: a restarted
+		// agent would take it for the job's supervisor.
+		if shimAlive(j.shimPid, j.dir) {
+			t.Errorf("job %d: its shim %d, idle again, still works in %s", id, j.shimPid, j.dir)
+		}
 		pids[j.shimPid]++
 	}
 	if len(pids) > 3 {

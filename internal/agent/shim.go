@@ -163,7 +163,13 @@ func runShim(arg string) error {
 		}
 		// The job's status is written and nothing of it runs: the agent may
 		// report its end now; removing its group is this shim's
-		// bookkeeping, done before it takes another job.
+		// bookkeeping, done before it takes another job. An idle shim does
+		// not live in the directory of a job it is done with: a restarted
+		// agent would take it for that job's supervisor (shimAlive).
+		if err := os.Chdir("/"); err != nil {
+			cleanup()
+			return err
+		}
 		_, werr := report.WriteString(dir + "\n")
 		cleanup()
 		if werr != nil {
