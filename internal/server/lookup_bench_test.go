@@ -53,6 +53,15 @@ func BenchmarkNamedJob(b *testing.B) {
 			}
 		}
 	})
+	// A whole squeue: every active run with its jobs and configuration.
+	b.Run("queue", func(b *testing.B) {
+		for range b.N {
+			n := 0
+			if err := h.c.EachRun(ctx, client.ListOptions{Jobs: true, Spec: true, Lean: true}, func(*api.Run) error { n++; return nil }); err != nil || n != lookupPending {
+				b.Fatal(n, err)
+			}
+		}
+	})
 	b.Run("priorities", func(b *testing.B) {
 		for range b.N {
 			if ps, err := h.c.PrioritiesOf(ctx, []int64{id}); err != nil || len(ps) != 1 {
