@@ -55,6 +55,7 @@ import (
 //	print runs                                every run and job as the batches left them
 //	print waiting                             the waiting runs' reasons, estimates and blockers
 //	print priorities                          the waiting runs' priority factors (sprio)
+//	print nodes                               the nodes as berth fleet shows them: status, CPUs and jobs held
 var update = flag.Bool("update", false, "rewrite the transcripts' outputs")
 
 func TestTranscripts(t *testing.T) {
@@ -286,6 +287,8 @@ func (e *transcriptEnv) do(t testing.TB, line string) string {
 			return e.printWaiting()
 		case "priorities":
 			return e.printPriorities(t)
+		case "nodes":
+			return printNodes(e.c.Nodes())
 		}
 		return e.printRuns(t)
 	case "restart":
@@ -738,6 +741,15 @@ func (e *transcriptEnv) printRuns(t testing.TB) string {
 			}
 			out.WriteString("\n")
 		}
+	}
+	return out.String()
+}
+
+// printNodes prints the nodes as the API shows them (berth fleet).
+func printNodes(nodes []api.Node) string {
+	var out strings.Builder
+	for _, n := range nodes {
+		fmt.Fprintf(&out, "node %s: %s cpus %d/%d jobs %d\n", n.Name, n.Status, n.AllocCPUs, n.CPUs, n.Jobs)
 	}
 	return out.String()
 }

@@ -336,6 +336,15 @@ func (e *transcriptEnv) do(t testing.TB, line string) string {
 			return e.printWaiting()
 		case "priorities":
 			return e.printPriorities(t)
+		case "nodes":
+			e.srv.mu.Lock()
+			nodes := e.srv.Nodes()
+			e.srv.unlock()
+			var out strings.Builder
+			for _, n := range nodes {
+				fmt.Fprintf(&out, "node %s: %s cpus %d/%d jobs %d\n", n.Name, n.Status, n.AllocCPUs, n.CPUs, n.Jobs)
+			}
+			return out.String()
 		}
 		return e.printRuns(t)
 	default:

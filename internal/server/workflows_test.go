@@ -3,14 +3,9 @@ package server
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/control"
@@ -208,115 +203,6 @@ func TestLargeArrayIsLazy(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "MaxArraySize") {
 		t.Errorf("over the maximum: %v", err)
 	}
-}
-
-func TestAftercorr(t *testing.T) {
-	h := newHarness(t, t.TempDir())
-	startAgent(t, h, agentOpts{name: "n1", cpus: 8})
-	a := submit(t, h, "type: task\nname: gen\narray: 1-3\ncommands: [\"[ ${{ array.index }} != 2 ]\"]\n")
-	b := submit(t, h, "type: task\nname: eval\narray: 1-3\ndepends_on: [{aftercorr: gen}]\ncommands: [\"true\"]\n")
-	finished(t, h, fmt.Sprint(a.ID))
-	for _, i := range []int{1, 3} {
-		if r := finished(t, h, fmt.Sprintf("eval_%d", i)); r.Status != api.StatusDone {
-			t.Errorf("eval_%d ended %s", i, r.Status)
-		}
-	}
-	waitFor(t, "eval_2 to wait forever", func() bool {
-		r, err := h.c.Run(context.Background(), fmt.Sprintf("%d_2", b.ID))
-		return err == nil && r.Reason == string(lifecycle.ReasonDependencyNever)
-	})
-}
-
-// manualClock is a clock the test moves.
-type manualClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *manualClock) set(t time.Time) {
-	c.mu.Lock()
-	c.t = t
-	c.mu.Unlock()
-}
-
-func TestScheduledRuns(t *testing.T) {
-	dir := t.TempDir()
-	clock := &manualClock{t: time.Date(2026, 11, 22, 23, 0, 0, 0, time.UTC)}
-	var stopCommitter context.CancelFunc
-	open := func() (*Server, store.Store) {
-		if stopCommitter != nil {
-			stopCommitter()
-		}
-		st, err := store.OpenSQLite(context.Background(), filepath.Join(dir, "berth.db"), store.SQLiteOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv, err := New(context.Background(), Config{Store: st, Clock: clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		stopCommitter = cancel
-		go srv.committer(ctx)
-		return srv, st
-	}
-	srv, st := open()
-	if err := srv.EnsureAdmin(context.Background(), testToken); err != nil {
-		t.Fatal(err)
-	}
-	u, err := srv.user(context.Background(), testToken)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sch, err := srv.submit(u, task(t, "type: task\nname: nightly\nschedule: {cron: [\"15 23 * * *\"]}\ncommands: [\"true\"]\n"), nil, control.SubmitOpts{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sch.Status != api.StatusScheduled || !sch.EstimatedStart.Equal(time.Date(2026, 11, 22, 23, 15, 0, 0, time.UTC)) {
-		t.Fatalf("schedule %s next %v", sch.Status, sch.EstimatedStart)
-	}
-	count := func() int {
-		runs, _ := st.ListRuns(context.Background(), store.RunFilter{All: true})
-		n := 0
-		for _, r := range runs {
-			if r.Name == "nightly" && r.Status != string(api.StatusScheduled) {
-				n++
-			}
-		}
-		return n
-	}
-	clock.set(time.Date(2026, 11, 22, 23, 14, 0, 0, time.UTC))
-	srv.tick()
-	if n := count(); n != 0 {
-		t.Fatalf("%d runs before the tick", n)
-	}
-	clock.set(time.Date(2026, 11, 22, 23, 15, 1, 0, time.UTC))
-	if next := srv.tick(); !next.Equal(time.Date(2026, 11, 23, 23, 15, 0, 0, time.UTC)) {
-		t.Errorf("next tick %v", next)
-	}
-	waitFor(t, "the tick's run to be stored", func() bool { return count() == 1 })
-	// Down for three days: one run at start, not three.
-	stopCommitter()
-	time.Sleep(50 * time.Millisecond)
-	st.Close()
-	clock.set(time.Date(2026, 11, 26, 8, 0, 0, 0, time.UTC))
-	srv, st = open()
-	srv.tick()
-	waitFor(t, "one catch-up run", func() bool { return count() == 2 })
-	srv.tick()
-	time.Sleep(100 * time.Millisecond)
-	if n := count(); n != 2 {
-		t.Errorf("%d runs after the catch-up, want 2", n)
-	}
-	stopCommitter()
-	time.Sleep(50 * time.Millisecond)
-	st.Close()
 }
 
 func TestHeterogeneousRun(t *testing.T) {
