@@ -2,6 +2,7 @@ package control
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -111,12 +112,17 @@ func parseTranscript(t *testing.T, text string) []block {
 }
 
 func runTranscript(t *testing.T, path string) {
+	runTranscriptOn(t, path, newTranscriptEnv(filepath.Dir(path)))
+}
+
+// runTranscriptOn runs the transcript at path on e and checks (or, with
+// -update, rewrites) its outputs.
+func runTranscriptOn(t *testing.T, path string, e *transcriptEnv) {
 	text, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	blocks := parseTranscript(t, string(text))
-	e := newTranscriptEnv(filepath.Dir(path))
 	var out strings.Builder
 	for k := range blocks {
 		b := &blocks[k]
@@ -168,8 +174,12 @@ type transcriptEnv struct {
 		runs map[int64]*store.Run
 		jobs map[int64]*store.Job
 	}
-	// commits and sends are what the last command emitted.
+	// commits are what the last command emitted.
 	commits []Commit
+	// st, when set, is a real store each batch is applied to as well
+	// (TestTranscriptRecordsAreTheStore); its users are made as the
+	// transcript names them.
+	st store.Store
 }
 
 func newTranscriptEnv(dir string) *transcriptEnv {
@@ -198,6 +208,11 @@ func (e *transcriptEnv) step(in Input) (any, error) {
 // when a later version has none).
 func (e *transcriptEnv) take() {
 	for _, cm := range e.c.Take().Commits {
+		if e.st != nil {
+			if err := e.st.Apply(context.Background(), cm.Batch); err != nil {
+				panic(fmt.Sprintf("the store refused a batch: %v", err))
+			}
+		}
 		e.commits = append(e.commits, cm)
 		for _, r := range cm.Batch.Runs {
 			cp := *r
@@ -442,6 +457,11 @@ func (e *transcriptEnv) submit(t testing.TB, name string, flags []string, args m
 	uid, ok := e.users[user]
 	if !ok {
 		uid = int64(len(e.users) + 1)
+		if e.st != nil {
+			if uid, err = e.st.EnsureUser(context.Background(), user, false); err != nil {
+				t.Fatal(err)
+			}
+		}
 		e.users[user] = uid
 	}
 	body, _ := json.Marshal(task)
