@@ -44,7 +44,8 @@ import (
 //	         [held] [begin=+30s] [singleton] [user=U]  (U is a new user; the default is admin)
 //	         [cron=*/5_*_*_*_*] (a schedule; _ for spaces; its runs are named R@1, R@2…)
 //	         [het=NODES:CPUS,NODES:CPUS] (a heterogeneous run's groups)
-//	         [stop-criteria=master-done] [depends=afterok:R2[?afterok:R3]] [priority=P] [qos=Q] [array=0-3%2]
+//	         [stop-criteria=master-done] [depends=afterok:R2[?afterok:R3|+afterok:R3]] [kill-invalid-depend]
+//	         [priority=P] [qos=Q] [array=0-3%2]                (? any of them, + all)
 //	         [fleets=F1,F2] (fleet or partition names, sbatch's -p)
 //	                                          (an array's tasks are named R_INDEX)
 //	policy FILE.yml                           the policy file's rules (testdata/FILE.yml)
@@ -374,6 +375,9 @@ func (e *transcriptEnv) submit(t testing.TB, name string, flags []string, args m
 	if slices.Contains(flags, "singleton") {
 		y += "singleton: true\n"
 	}
+	if slices.Contains(flags, "kill-invalid-depend") {
+		y += "kill_invalid_depend: true\n"
+	}
 	var opts SubmitOpts
 	opts.Hold = slices.Contains(flags, "held")
 	if v := args["begin"]; v != "" {
@@ -415,14 +419,19 @@ func (e *transcriptEnv) submit(t testing.TB, name string, flags []string, args m
 		}
 	}
 	if v := args["depends"]; v != "" {
-		// TYPE:R, or alternatives TYPE:R?TYPE:R2 (dependency_policy: any).
+		// TYPE:R, alternatives TYPE:R?TYPE:R2 (dependency_policy: any), or
+		// all of TYPE:R+TYPE:R2.
+		sep := "?"
+		if strings.Contains(v, "+") {
+			sep = "+"
+		}
 		var conds []string
-		for _, c := range strings.Split(v, "?") {
+		for _, c := range strings.Split(v, sep) {
 			typ, ref, _ := strings.Cut(c, ":")
 			conds = append(conds, fmt.Sprintf("{%s: %d}", typ, e.runs[ref]))
 		}
 		y += "depends_on: [" + strings.Join(conds, ", ") + "]\n"
-		if len(conds) > 1 {
+		if sep == "?" && len(conds) > 1 {
 			y += "dependency_policy: any\n"
 		}
 	}

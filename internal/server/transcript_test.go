@@ -395,6 +395,9 @@ func (e *transcriptEnv) submit(t testing.TB, name string, flags []string, args m
 	if slices.Contains(flags, "singleton") {
 		y += "singleton: true\n"
 	}
+	if slices.Contains(flags, "kill-invalid-depend") {
+		y += "kill_invalid_depend: true\n"
+	}
 	var opts control.SubmitOpts
 	opts.Hold = slices.Contains(flags, "held")
 	if v := args["begin"]; v != "" {
@@ -436,14 +439,19 @@ func (e *transcriptEnv) submit(t testing.TB, name string, flags []string, args m
 		}
 	}
 	if v := args["depends"]; v != "" {
-		// TYPE:R, or alternatives TYPE:R?TYPE:R2 (dependency_policy: any).
+		// TYPE:R, alternatives TYPE:R?TYPE:R2 (dependency_policy: any), or
+		// all of TYPE:R+TYPE:R2.
+		sep := "?"
+		if strings.Contains(v, "+") {
+			sep = "+"
+		}
 		var conds []string
-		for _, c := range strings.Split(v, "?") {
+		for _, c := range strings.Split(v, sep) {
 			typ, ref, _ := strings.Cut(c, ":")
 			conds = append(conds, fmt.Sprintf("{%s: %d}", typ, e.runs[ref]))
 		}
 		y += "depends_on: [" + strings.Join(conds, ", ") + "]\n"
-		if len(conds) > 1 {
+		if sep == "?" && len(conds) > 1 {
 			y += "dependency_policy: any\n"
 		}
 	}

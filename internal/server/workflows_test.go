@@ -9,7 +9,6 @@ import (
 
 	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/control"
-	"github.com/berth-hq/berth/internal/lifecycle"
 	"github.com/berth-hq/berth/internal/store"
 )
 
@@ -49,49 +48,6 @@ func TestDependencyChain(t *testing.T) {
 	r, _ := h.c.Run(context.Background(), fmt.Sprint(ids[1]))
 	if d := r.Spec.DependsOn; len(d) != 1 || d[0].Runs[0] != fmt.Sprint(ids[0]) || d[0].IDs[0] != ids[0] {
 		t.Errorf("resolved dependency %+v, want run %d", d, ids[0])
-	}
-}
-
-func TestDependencyTypes(t *testing.T) {
-	h := newHarness(t, t.TempDir())
-	startAgent(t, h, agentOpts{name: "n1", cpus: 8})
-	ok := submit(t, h, "type: task\nname: good\ncommands: [\"sleep 0.3\"]\n")
-	bad := submit(t, h, "type: task\nname: bad\ncommands: [\"sleep 0.3; exit 4\"]\n")
-	cases := map[string]struct {
-		yaml   string
-		status api.Status
-		reason string
-	}{
-		"afterok ok":          {"depends_on: [{afterok: good}]", api.StatusDone, ""},
-		"afterok failed":      {"depends_on: [{afterok: bad}]", api.StatusSubmitted, string(lifecycle.ReasonDependencyNever)},
-		"afternotok failed":   {"depends_on: [{afternotok: bad}]", api.StatusDone, ""},
-		"afternotok ok":       {"depends_on: [{afternotok: good}]", api.StatusSubmitted, string(lifecycle.ReasonDependencyNever)},
-		"afterany failed":     {"depends_on: [{afterany: bad}]", api.StatusDone, ""},
-		"after":               {"depends_on: [{after: good}]", api.StatusDone, ""},
-		"any of two":          {"depends_on: [{afterok: bad}, {afterok: good}]\ndependency_policy: any", api.StatusDone, ""},
-		"all of two":          {"depends_on: [{afterok: bad}, {afterok: good}]", api.StatusSubmitted, string(lifecycle.ReasonDependencyNever)},
-		"kill invalid depend": {"depends_on: [{afterok: bad}]\nkill_invalid_depend: true", api.StatusTerminated, string(lifecycle.ReasonDependencyNever)},
-		"by ID":               {fmt.Sprintf("depends_on: [{afterok: %d}]", ok.ID), api.StatusDone, ""},
-	}
-	ids := map[string]int64{}
-	for name, tc := range cases {
-		r := submit(t, h, "type: task\ncommands: [\"true\"]\n"+tc.yaml+"\n")
-		ids[name] = r.ID
-	}
-	finished(t, h, fmt.Sprint(ok.ID))
-	finished(t, h, fmt.Sprint(bad.ID))
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			ref := fmt.Sprint(ids[name])
-			if tc.status == api.StatusSubmitted {
-				waitReason(t, h, ids[name], tc.reason)
-				return
-			}
-			r := finished(t, h, ref)
-			if r.Status != tc.status || (tc.reason != "" && r.Reason != tc.reason) {
-				t.Errorf("ended %s (%s), want %s (%s)", r.Status, r.Reason, tc.status, tc.reason)
-			}
-		})
 	}
 }
 
