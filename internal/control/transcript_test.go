@@ -52,6 +52,7 @@ import (
 //	schedule                                  the tick (schedules' due runs), then one scheduling pass
 //	agent N started|exited R.K [code=C] [reason=stopped|aborted|max_duration|start_failed|lost_by_agent] [oom]
 //	stop R [abort] | requeue R | hold R | release R | update R [limit=S] [priority=P] [throttle=T]
+//	                                          (stop R_INDEX of a task not made yet cancels it)
 //	tick D                                    the clock moves on by D (1m, 30s…)
 //	check-nodes                               the tick alone: nodes away past the timeout fail their jobs
 //	print runs                                every run and job as the batches left them
@@ -267,6 +268,10 @@ func (e *transcriptEnv) do(t testing.TB, line string) string {
 	case "agent":
 		err = e.agent(flags, args)
 	case "stop":
+		if array, index, ok := e.taskNotMade(flags[0]); ok {
+			_, err = e.step(CancelTaskInput{Array: array, Index: index})
+			break
+		}
 		_, err = e.step(StopInput{ID: e.runs[flags[0]], Abort: slices.Contains(flags, "abort")})
 	case "requeue", "hold", "release":
 		_, err = e.step(ControlInput{ID: e.runs[flags[0]], Req: api.ControlRequest{Action: f[0]}, Admin: true})
@@ -361,6 +366,20 @@ func (e *transcriptEnv) connect(name string) error {
 	}
 	e.epochs[name] = r.(uint64)
 	return nil
+}
+
+// taskNotMade reads R_INDEX, a task of array R not made yet (stopping it
+// cancels it before it exists).
+func (e *transcriptEnv) taskNotMade(name string) (array int64, index int, ok bool) {
+	if _, made := e.runs[name]; made {
+		return 0, 0, false
+	}
+	a, i, found := strings.Cut(name, "_")
+	index, err := strconv.Atoi(i)
+	if array = e.runs[a]; !found || err != nil || array == 0 {
+		return 0, 0, false
+	}
+	return array, index, true
 }
 
 func atoi(s string, def int) int {

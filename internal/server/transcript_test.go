@@ -279,6 +279,13 @@ func (e *transcriptEnv) do(t testing.TB, line string) string {
 	case "agent":
 		err = e.agent(flags, args)
 	case "stop":
+		if _, made := e.runs[flags[0]]; !made {
+			// R_INDEX of a task not made yet: cancelled before it exists.
+			if a, i, ok := strings.Cut(flags[0], "_"); ok && e.runs[a] != 0 {
+				err = e.srv.cancelTask(e.runs[a], atoi(i, -1))
+				break
+			}
+		}
 		err = e.srv.stop(e.runs[flags[0]], slices.Contains(flags, "abort"))
 	case "requeue", "hold", "release":
 		err = e.srv.control(e.runs[flags[0]], api.ControlRequest{Action: f[0]}, true)

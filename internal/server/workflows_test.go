@@ -112,31 +112,6 @@ commands:
 	}
 }
 
-func TestArrayCancelMiddleTask(t *testing.T) {
-	h := newHarness(t, t.TempDir())
-	startAgent(t, h, agentOpts{name: "n1", cpus: 8})
-	a := submit(t, h, "type: task\nname: seq\narray: 1-5%1\ncommands: [\"sleep 0.2\"]\n")
-	if _, err := h.c.Stop(context.Background(), fmt.Sprintf("%d_4", a.ID), false); err != nil {
-		t.Fatal(err)
-	}
-	end := finished(t, h, fmt.Sprint(a.ID))
-	if end.Status != api.StatusTerminated {
-		t.Errorf("array with a stopped task ended %s", end.Status)
-	}
-	for i := 1; i <= 5; i++ {
-		r, err := h.c.Run(context.Background(), fmt.Sprintf("seq_%d", i))
-		if i == 4 {
-			if err == nil {
-				t.Errorf("task 4 was created (%s) after it was stopped", r.Status)
-			}
-			continue
-		}
-		if err != nil || r.Status != api.StatusDone {
-			t.Errorf("task %d: %v %v", i, err, r)
-		}
-	}
-}
-
 func TestLargeArrayIsLazy(t *testing.T) {
 	h := newHarness(t, t.TempDir())
 	a := submit(t, h, "type: task\nname: big\narray: 0-99999\ncommands: [\"true\"]\n")
@@ -186,39 +161,6 @@ groups:
 	}
 	if end.Jobs[0].Node == end.Jobs[1].Node || end.Jobs[0].Alloc.CPUs != 3 || end.Jobs[1].Alloc.CPUs != 2 {
 		t.Errorf("jobs %+v: want 3 CPUs and 2 CPUs on two nodes", end.Jobs)
-	}
-}
-
-func TestArrayThrottleUpdate(t *testing.T) {
-	h := newHarness(t, t.TempDir())
-	ctx := context.Background()
-	startAgent(t, h, agentOpts{name: "n1", cpus: 8})
-	a := submit(t, h, "type: task\nname: thr\narray: 1-6%1\ncommands: [\"sleep 0.3\"]\n")
-	three := 3
-	if _, err := h.c.Control(ctx, fmt.Sprint(a.ID), api.ControlRequest{Action: "update", ArrayThrottle: &three}); err != nil {
-		t.Fatal(err)
-	}
-	end := finished(t, h, fmt.Sprint(a.ID))
-	if end.Array.Throttle != 3 {
-		t.Errorf("throttle %d after update", end.Array.Throttle)
-	}
-	var tasks []*api.Run
-	for i := 1; i <= 6; i++ {
-		r, _ := h.c.Run(ctx, fmt.Sprintf("thr_%d", i))
-		tasks = append(tasks, r)
-	}
-	most := 0
-	for _, x := range tasks {
-		n := 0
-		for _, y := range tasks {
-			if !y.StartedAt.After(*x.StartedAt) && y.FinishedAt.After(*x.StartedAt) {
-				n++
-			}
-		}
-		most = max(most, n)
-	}
-	if most < 2 || most > 3 {
-		t.Errorf("at most %d tasks ran at once after the throttle went to 3", most)
 	}
 }
 
