@@ -169,7 +169,7 @@ commands:
 	if got, code := ssh("", "ctrtask", "test -f /.dockerenv && echo $BERTH_RUN_NAME"); code != 0 || got != "ctrtask\n" {
 		t.Errorf("ssh ctrtask: exit %d, %q; want ctrtask", code, got)
 	}
-	sshGateway(t, c, gwPort)
+	sshGateway(t, c, gwPort, "ctrtask")
 	c.mustBerth("stop", "--abort", "ctrtask")
 	c.mustBerth("stop", "--abort", "ctrbox")
 	c.waitFinished("ctrtask", 60*time.Second)
@@ -198,8 +198,9 @@ inactivity_duration: 2s
 // sshGateway: OpenSSH with a key registered by `berth ssh-key add`, and
 // no token or berth in its environment, reaches the running ctrtask
 // through the server's SSH gateway (ProxyJump); an unregistered key, a
-// removed one and another user's key do not.
-func sshGateway(t *testing.T, c *cluster, gwPort int) {
+// removed one and another user's key do not. run is the running run to
+// reach (ctrtask is the one of TestContainerSSH).
+func sshGateway(t *testing.T, c *cluster, gwPort int, run string) {
 	home := t.TempDir()
 	for _, name := range []string{"mine", "other", "stranger"} {
 		if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name+"@e2e", "-f", filepath.Join(home, name)).CombinedOutput(); err != nil {
@@ -238,13 +239,13 @@ func sshGateway(t *testing.T, c *cluster, gwPort int) {
   UserKnownHostsFile /dev/null
   BatchMode yes
   LogLevel ERROR
-Host ctrtask
+Host %s
   ProxyJump gw
   StrictHostKeyChecking no
   UserKnownHostsFile /dev/null
   BatchMode yes
   LogLevel ERROR
-`, gwPort, filepath.Join(home, key))
+`, gwPort, filepath.Join(home, key), run)
 		if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -252,7 +253,7 @@ Host ctrtask
 	ssh := func() (string, int) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, "ssh", "-F", cfg, "ctrtask", "echo $BERTH_RUN_NAME; exit 3")
+		cmd := exec.CommandContext(ctx, "ssh", "-F", cfg, run, "echo $BERTH_RUN_NAME; exit 3")
 		cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
 		cmd.WaitDelay = 5 * time.Second
 		out, err := cmd.CombinedOutput()
@@ -264,12 +265,12 @@ Host ctrtask
 		return string(out), 0
 	}
 	write("mine")
-	if got, code := ssh(); code != 3 || got != "ctrtask\n" {
-		t.Errorf("ssh -J gateway ctrtask with a registered key: exit %d, %q; want exit 3, ctrtask", code, got)
+	if got, code := ssh(); code != 3 || got != run+"\n" {
+		t.Errorf("ssh -J gateway %s with a registered key: exit %d, %q; want exit 3, %s", run, code, got, run)
 	}
 	for _, key := range []string{"stranger", "other"} {
 		write(key)
-		if got, code := ssh(); code != 255 || strings.Contains(got, "ctrtask\n") {
+		if got, code := ssh(); code != 255 || strings.Contains(got, run+"\n") {
 			t.Errorf("ssh through the gateway with %s's key: exit %d, %q; want refused (255)", key, code, got)
 		}
 	}
