@@ -24,7 +24,7 @@ import (
 // environment and control group (compared with what the job itself
 // wrote); ssh -L reaches a server the job started on its node's
 // loopback; `ssh RUN-1-0` reaches the second job of the two-node run
-// (dstack's name for it); the server's SSH gateway reaches it with a
+// (dstack's name for it); the server's SSH gateway reaches both with a
 // registered key (sshGateway).
 func TestNativeTaskSSH(t *testing.T) {
 	if _, err := exec.LookPath("ssh"); err != nil {
@@ -130,7 +130,7 @@ commands:
 	}
 	_ = tunnel.Process.Kill()
 
-	sshGateway(t, c, gwPort, "nattask")
+	sshGateway(t, c, gwPort, "nattask", "nattask-1-0")
 	c.mustBerth("stop", "--abort", "nattask")
 	c.waitFinished("nattask", 60*time.Second)
 }
