@@ -24,7 +24,8 @@ import (
 
 // `berth attach RUN` forwards the run's ports to this machine and keeps an
 // entry for it in ~/.berth/ssh/config (included from ~/.ssh/config), so
-// that `ssh RUN` reaches its dev environment; `berth ssh-proxy` is that
+// that `ssh RUN` reaches its master job (every running job has an SSH
+// endpoint) and `ssh RUN-N-0` its job N; `berth ssh-proxy` is that
 // entry's ProxyCommand. Both go through the server's tunnels (api
 // TunnelOpen): nothing on the run's node listens for them.
 
