@@ -169,7 +169,7 @@ commands:
 	if got, code := ssh("", "ctrtask", "test -f /.dockerenv && echo $BERTH_RUN_NAME"); code != 0 || got != "ctrtask\n" {
 		t.Errorf("ssh ctrtask: exit %d, %q; want ctrtask", code, got)
 	}
-	sshGateway(t, c, gwPort)
+	sshGateway(t, c, gwPort, "ctrtask", "")
 	c.mustBerth("stop", "--abort", "ctrtask")
 	c.mustBerth("stop", "--abort", "ctrbox")
 	c.waitFinished("ctrtask", 60*time.Second)
@@ -198,8 +198,10 @@ inactivity_duration: 2s
 // sshGateway: OpenSSH with a key registered by `berth ssh-key add`, and
 // no token or berth in its environment, reaches the running ctrtask
 // through the server's SSH gateway (ProxyJump); an unregistered key, a
-// removed one and another user's key do not.
-func sshGateway(t *testing.T, c *cluster, gwPort int) {
+// removed one and another user's key do not. run is the running run to
+// reach (ctrtask is the one of TestContainerSSH); other, when given, the
+// host name of its second job (RUN-1-0), reached the same way.
+func sshGateway(t *testing.T, c *cluster, gwPort int, run, other string) {
 	home := t.TempDir()
 	for _, name := range []string{"mine", "other", "stranger"} {
 		if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name+"@e2e", "-f", filepath.Join(home, name)).CombinedOutput(); err != nil {
@@ -238,21 +240,21 @@ func sshGateway(t *testing.T, c *cluster, gwPort int) {
   UserKnownHostsFile /dev/null
   BatchMode yes
   LogLevel ERROR
-Host ctrtask
+Host %s %s
   ProxyJump gw
   StrictHostKeyChecking no
   UserKnownHostsFile /dev/null
   BatchMode yes
   LogLevel ERROR
-`, gwPort, filepath.Join(home, key))
+`, gwPort, filepath.Join(home, key), run, other)
 		if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	ssh := func() (string, int) {
+	sshTo := func(host, command string) (string, int) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, "ssh", "-F", cfg, "ctrtask", "echo $BERTH_RUN_NAME; exit 3")
+		cmd := exec.CommandContext(ctx, "ssh", "-F", cfg, host, command)
 		cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
 		cmd.WaitDelay = 5 * time.Second
 		out, err := cmd.CombinedOutput()
@@ -263,13 +265,19 @@ Host ctrtask
 		}
 		return string(out), 0
 	}
+	ssh := func() (string, int) { return sshTo(run, "echo $BERTH_RUN_NAME; exit 3") }
 	write("mine")
-	if got, code := ssh(); code != 3 || got != "ctrtask\n" {
-		t.Errorf("ssh -J gateway ctrtask with a registered key: exit %d, %q; want exit 3, ctrtask", code, got)
+	if got, code := ssh(); code != 3 || got != run+"\n" {
+		t.Errorf("ssh -J gateway %s with a registered key: exit %d, %q; want exit 3, %s", run, code, got, run)
+	}
+	if other != "" {
+		if got, code := sshTo(other, "echo $BERTH_RUN_NAME $BERTH_NODE_RANK"); code != 0 || got != run+" 1\n" {
+			t.Errorf("ssh -J gateway %s: exit %d, %q; want %s 1 (its second job)", other, code, got, run)
+		}
 	}
 	for _, key := range []string{"stranger", "other"} {
 		write(key)
-		if got, code := ssh(); code != 255 || strings.Contains(got, "ctrtask\n") {
+		if got, code := ssh(); code != 255 || strings.Contains(got, run+"\n") {
 			t.Errorf("ssh through the gateway with %s's key: exit %d, %q; want refused (255)", key, code, got)
 		}
 	}

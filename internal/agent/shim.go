@@ -371,6 +371,9 @@ func superviseJob(dir string, sigs chan os.Signal, recordPid bool) (cleanup func
 		st, _ := cmd.Process.Wait()
 		exited <- st
 	}()
+	// The job's SSH endpoint, once it has lived a while (shim_native_ssh.go).
+	sshSoon := time.NewTimer(nativeSSHDelay)
+	stopSSH := func() {}
 
 	// The limit counts from the job's start; scontrol update may move it
 	// (timelimit.go), even before this shim started the job.
@@ -427,8 +430,12 @@ func superviseJob(dir string, sigs chan os.Signal, recordPid bool) (cleanup func
 			}
 		case <-killAfter:
 			signalJob(unix.SIGKILL)
+		case <-sshSoon.C:
+			stopSSH = serveNativeSSH(dir, &sp, grp, func(f string, a ...any) { _ = fw.write(2, []byte("berth: "+fmt.Sprintf(f, a...)+"\n")) })
 		}
 	}
+	sshSoon.Stop()
+	stopSSH() // its sessions end with the job
 	// Whatever the job left behind in its process group or its steps' ends
 	// with it, and so does whatever left the group but not the job's cgroup.
 	_ = unix.Kill(-pgid, unix.SIGKILL)

@@ -57,32 +57,36 @@ func (a *Agent) dialJob(ctx context.Context, t api.TunnelOpen) (net.Conn, error)
 	}
 	var d net.Dialer
 	if t.SSH {
-		// The socket is in BERTH_JOB_DIR: the user's own directory when
-		// the job runs as its user (runas.go), else the agent's; a
-		// container job's shim serves it in the job's directory
-		// (shim_ssh.go).
+		// The socket is in BERTH_JOB_DIR where the job serves it itself
+		// (a native dev environment's `berth ssh-host`): the user's own
+		// directory when the job runs as its user (runas.go), else the
+		// agent's. Every other job's shim serves one in the job's
+		// directory: a container job's once its container has started
+		// (shim_ssh.go), a native job's once it has lived a moment
+		// (shim_native_ssh.go); wait for it.
 		abs, _ := filepath.Abs(dir)
+		paths := []string{filepath.Join(a.userJobDir(t.JobID), api.SSHSocket), filepath.Join(abs, api.SSHSocket)}
+		if asg.Container == nil {
+			paths = append(paths, filepath.Join(abs, fileNativeSSH))
+		}
 		for {
-			for _, p := range []string{filepath.Join(a.userJobDir(t.JobID), api.SSHSocket), filepath.Join(abs, api.SSHSocket)} {
+			for _, p := range paths {
 				if _, err := os.Stat(p); err == nil {
 					return d.DialContext(ctx, "unix", p)
 				}
 			}
-			if asg.Container == nil {
-				break
-			}
-			// A container job's shim serves it once the container has
-			// started (its image may be on its way): wait for it.
 			select {
 			case <-ctx.Done():
-				return nil, fmt.Errorf("job %d: its container has not started yet", t.JobID)
-			case <-time.After(200 * time.Millisecond):
+				if asg.Container != nil {
+					return nil, fmt.Errorf("job %d: its container has not started yet", t.JobID)
+				}
+				return nil, fmt.Errorf("job %d has no SSH endpoint yet", t.JobID)
+			case <-time.After(50 * time.Millisecond):
 			}
 			if !a.jobRunning(t.JobID) {
 				return nil, fmt.Errorf("job %d is not running on this node", t.JobID)
 			}
 		}
-		return nil, fmt.Errorf("job %d has no SSH endpoint (yet): only dev environments, jobs running `berth ssh-host` and running containers have one", t.JobID)
 	}
 	host := "127.0.0.1"
 	if asg.Container != nil && !asg.Container.HostNetwork {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,7 +24,8 @@ import (
 
 // `berth attach RUN` forwards the run's ports to this machine and keeps an
 // entry for it in ~/.berth/ssh/config (included from ~/.ssh/config), so
-// that `ssh RUN` reaches its dev environment; `berth ssh-proxy` is that
+// that `ssh RUN` reaches its master job (every running job has an SSH
+// endpoint) and `ssh RUN-N-0` its job N; `berth ssh-proxy` is that
 // entry's ProxyCommand. Both go through the server's tunnels (api
 // TunnelOpen): nothing on the run's node listens for them.
 
@@ -107,12 +109,6 @@ func startAttach(ctx context.Context, c *client.Client, r *api.Run, job int, out
 	if r.Status.Finished() {
 		return nil, fmt.Errorf("run %s has finished (%s): there is nothing to attach to", r.Name, r.Status)
 	}
-	// A dev environment serves SSH, and so does every container job (its
-	// shim does).
-	sshable := r.Spec != nil && (r.Spec.IsDevEnvironment() || r.Spec.Image != "")
-	if (r.Spec == nil || len(r.Spec.Ports) == 0) && !sshable {
-		return nil, fmt.Errorf("run %s has no ports, is not a dev environment and runs no container: there is nothing to attach to (berth logs -f %s follows its output)", r.Name, r.Name)
-	}
 	ref := strconv.FormatInt(r.ID, 10)
 	a := &attachment{ref: ref}
 	var ports []forwardedPort
@@ -140,12 +136,29 @@ func startAttach(ctx context.Context, c *client.Client, r *api.Run, job int, out
 	for _, p := range ports {
 		fmt.Fprintf(out, "Forwarded http://localhost:%d → port %d of run %s\n", p.Local, p.Remote, r.Name)
 	}
-	if sshable {
-		if err := writeSSHEntry(r.Name, ref); err != nil {
-			fmt.Fprintf(out, "warning: no SSH configuration for %s: %v\n", r.Name, err)
-		} else {
-			fmt.Fprintf(out, "To connect with SSH: ssh %s\n", r.Name)
+	// Every running job serves SSH (a native one through its shim or its
+	// `berth ssh-host`, a container's through its shim): `ssh RUN` reaches
+	// the master job, and `ssh RUN-N-0` job N of a multi-node run (the
+	// name dstack gives that job: run, job number, replica).
+	if err := writeSSHEntry(r.Name, ref, 0); err != nil {
+		fmt.Fprintf(out, "warning: no SSH configuration for %s: %v\n", r.Name, err)
+		return a, nil
+	}
+	fmt.Fprintf(out, "To connect with SSH: ssh %s\n", r.Name)
+	var others []string
+	for _, j := range r.Jobs {
+		name := jobHost(r.Name, j.Num)
+		if j.Num == 0 || slices.Contains(others, name) {
+			continue
 		}
+		if err := writeSSHEntry(name, ref, j.Num); err != nil {
+			fmt.Fprintf(out, "warning: no SSH configuration for %s: %v\n", name, err)
+			continue
+		}
+		others = append(others, name)
+	}
+	if len(others) > 0 {
+		fmt.Fprintf(out, "Other jobs of the run: ssh %s\n", strings.Join(others, ", ssh "))
 	}
 	return a, nil
 }
@@ -225,18 +238,25 @@ func joinConns(l *net.TCPConn, tc *client.TunnelConn) {
 	tc.Close()
 }
 
+// jobHost is the SSH host name of job num of run name other than its
+// master: dstack's name of that job (run, job number, replica).
+func jobHost(name string, num int) string { return fmt.Sprintf("%s-%d-0", name, num) }
+
 // sshConfigPath is Berth's SSH configuration: ~/.berth/ssh/config.
 func sshConfigPath() string { return filepath.Join(Home(), "ssh", "config") }
 
-// writeSSHEntry puts the entry of run name (ref its ID) in Berth's SSH
-// configuration, replacing an older one, and includes that file from
-// ~/.ssh/config (once).
-func writeSSHEntry(name, ref string) error {
+// writeSSHEntry puts the entry of host name, job num of run ref (its ID),
+// in Berth's SSH configuration, replacing an older one, and includes that
+// file from ~/.ssh/config (once).
+func writeSSHEntry(name, ref string, job int) error {
 	exe, err := os.Executable()
 	if err != nil {
 		exe = "berth"
 	}
 	proxy := fmt.Sprintf("%s ssh-proxy %s", shQuote(exe), ref)
+	if job != 0 {
+		proxy += fmt.Sprintf(" --job %d", job)
+	}
 	if h := os.Getenv("BERTH_HOME"); h != "" {
 		proxy = "env BERTH_HOME=" + shQuote(h) + " " + proxy
 	}

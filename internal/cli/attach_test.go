@@ -21,9 +21,13 @@ func TestSSHEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, e := range [][2]string{{"box", "1"}, {"other", "2"}, {"box", "3"}} {
-		if err := writeSSHEntry(e[0], e[1]); err != nil {
+		if err := writeSSHEntry(e[0], e[1], 0); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// Job 2 of run 3, by dstack's name for it.
+	if err := writeSSHEntry(jobHost("box", 2), "3", 2); err != nil {
+		t.Fatal(err)
 	}
 	b, err := os.ReadFile(sshConfigPath())
 	if err != nil {
@@ -32,6 +36,9 @@ func TestSSHEntries(t *testing.T) {
 	text := string(b)
 	if strings.Count(text, "Host box\n") != 1 || strings.Count(text, "Host other\n") != 1 {
 		t.Errorf("want one entry per run:\n%s", text)
+	}
+	if !strings.Contains(text, "Host box-2-0\n") || !strings.Contains(text, "ssh-proxy 3 --job 2\n") {
+		t.Errorf("want an entry box-2-0 for job 2 of run 3:\n%s", text)
 	}
 	if !strings.Contains(text, "ssh-proxy 3\n") || strings.Contains(text, "ssh-proxy 1\n") || !strings.Contains(text, "ssh-proxy 2\n") {
 		t.Errorf("box's entry is not its latest run's (3), or other's (2) went:\n%s", text)

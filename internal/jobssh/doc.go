@@ -6,7 +6,10 @@
 // working directory are the job's); the shim of a container job serves
 // the same protocol on the host and runs each session through the
 // engine's exec (internal/agent/shim_ssh.go), since Berth's binary is not
-// in the image.
+// in the image; the shim of every other native job serves it too and
+// starts each session as the job (StartCommand, with the job's
+// credential, cgroup, environment and directory;
+// internal/agent/shim_native_ssh.go).
 //
 // The endpoint listens on a Unix socket that only the node's agent
 // reaches; the server opens a tunnel to it only for someone allowed into

@@ -44,15 +44,28 @@ func (Native) Start(r Request) (Process, error) {
 		cmd = exec.Command(sh, "-c", r.Command)
 	}
 	cmd.Env = append(os.Environ(), r.Env...)
+	return StartCommand(cmd, r, (*exec.Cmd).Start)
+}
+
+// StartCommand starts cmd (its path, arguments, environment and working
+// directory set; its SysProcAttr's credential, if any, kept) as r's
+// session: its streams joined to r's, or on a new terminal (TERM set,
+// owned by cmd's user) when r has one; in a process group or session of
+// its own, so that a signal reaches all of it. start starts it (cmd.Start,
+// or a start inside a control group).
+func StartCommand(cmd *exec.Cmd, r Request, start func(*exec.Cmd) error) (Process, error) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
 	if r.Term == "" {
 		stdin, err := cmd.StdinPipe()
 		if err != nil {
 			return nil, err
 		}
 		cmd.Stdout, cmd.Stderr = r.Stdout, r.Stderr
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.SysProcAttr.Setpgid = true
 		cmd.WaitDelay = 2 * time.Second
-		if err := cmd.Start(); err != nil {
+		if err := start(cmd); err != nil {
 			return nil, err
 		}
 		go func() { _, _ = io.Copy(stdin, r.Stdin); stdin.Close() }()
@@ -67,10 +80,14 @@ func (Native) Start(r Request) (Process, error) {
 	if err != nil {
 		return nil, err
 	}
+	if c := cmd.SysProcAttr.Credential; c != nil {
+		// As sshd does: the terminal is its user's.
+		_ = slave.Chown(int(c.Uid), int(c.Gid))
+	}
 	_ = pty.Setsize(master, &pty.Winsize{Rows: uint16(rows), Cols: uint16(cols)})
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
-	err = cmd.Start()
+	cmd.SysProcAttr.Setsid, cmd.SysProcAttr.Setctty, cmd.SysProcAttr.Ctty = true, true, 0
+	err = start(cmd)
 	slave.Close()
 	if err != nil {
 		master.Close()

@@ -54,7 +54,8 @@ type Options struct {
 
 // Serve serves SSH connections accepted from ln with b until ctx is done
 // (nil) or, with o.Inactivity, until no connection has been open for that
-// long (idle true). It closes ln.
+// long (idle true). It closes ln, and the connections still open when it
+// returns (their sessions' processes are the Backend's to end).
 func Serve(ctx context.Context, ln net.Listener, b Backend, o Options) (idle bool, err error) {
 	defer ln.Close()
 	_, key, err := ed25519.GenerateKey(rand.Reader)
@@ -70,6 +71,14 @@ func Serve(ctx context.Context, ln net.Listener, b Backend, o Options) (idle boo
 
 	var mu sync.Mutex
 	open, idleSince := 0, time.Now()
+	conns := map[net.Conn]bool{}
+	defer func() {
+		mu.Lock()
+		for c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	}()
 	idleC := make(chan struct{})
 	if o.Inactivity > 0 {
 		go func() {
@@ -109,11 +118,13 @@ func Serve(ctx context.Context, ln net.Listener, b Backend, o Options) (idle boo
 		}
 		mu.Lock()
 		open++
+		conns[c] = true
 		mu.Unlock()
 		go func() {
 			serveConn(ctx, c, cfg, b)
 			mu.Lock()
 			open--
+			delete(conns, c)
 			idleSince = time.Now()
 			mu.Unlock()
 		}()

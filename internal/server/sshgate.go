@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -241,7 +243,8 @@ func (s *Server) serveSSHGateway(ctx context.Context, c net.Conn, cfg *ssh.Serve
 }
 
 // gatewayChannel joins a direct-tcpip channel to RUN:22 (the run's SSH
-// endpoint) or RUN:PORT (a port of its master job).
+// endpoint) or RUN:PORT (a port of its master job); RUN-N-0 is job N of a
+// multi-node run.
 func (s *Server) gatewayChannel(ctx context.Context, u *store.User, nc ssh.NewChannel) {
 	var to struct {
 		Host     string
@@ -254,6 +257,13 @@ func (s *Server) gatewayChannel(ctx context.Context, u *store.User, nc ssh.NewCh
 		return
 	}
 	run, _, err := s.activeRun(ctx, to.Host, u)
+	job := 0
+	if name, num, ok := jobHostName(to.Host); err != nil && ok {
+		// RUN-N-0: job N of run RUN (dstack's job name; berth attach's).
+		if r, hosts, jerr := s.activeRun(ctx, name, u); jerr == nil && num < len(hosts) {
+			run, job, err = r, num, nil
+		}
+	}
 	if errors.Is(err, ErrForbidden) || errors.Is(err, ErrNotFound) || errors.Is(err, store.ErrNotFound) {
 		// Another's run is not found, as everywhere.
 		err = fmt.Errorf("you have no active run %s", to.Host)
@@ -267,7 +277,7 @@ func (s *Server) gatewayChannel(ctx context.Context, u *store.User, nc ssh.NewCh
 		port = 0 // the SSH endpoint
 	}
 	tctx, cancel := context.WithTimeout(ctx, tunnelWait+5*time.Second)
-	t, err := s.openTunnel(tctx, run, 0, port)
+	t, err := s.openTunnel(tctx, run, job, port)
 	cancel()
 	if err != nil {
 		_ = nc.Reject(ssh.ConnectionFailed, publicMessage(err.Error()))
@@ -297,4 +307,17 @@ func (s *Server) gatewayChannel(ctx context.Context, u *store.User, nc ssh.NewCh
 	<-done
 	t.conn.Close()
 	ch.Close()
+}
+
+// jobHostRE is the host name of a job other than the master: RUN-N-0.
+var jobHostRE = regexp.MustCompile(`^(.+)-([0-9]{1,6})-0$`)
+
+// jobHostName splits RUN-N-0 into RUN and N.
+func jobHostName(host string) (run string, num int, ok bool) {
+	m := jobHostRE.FindStringSubmatch(host)
+	if m == nil {
+		return "", 0, false
+	}
+	num, err := strconv.Atoi(m[2])
+	return m[1], num, err == nil
 }
