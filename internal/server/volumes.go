@@ -52,7 +52,12 @@ const ReasonWaitingForVolume = "WaitingForVolume"
 // each volume's status for the waiting runs' reasons (rebuilt from the
 // store by every reconcile).
 type volumeState struct {
-	mu     sync.Mutex // applies, deletes and reconciles, one at a time
+	mu sync.Mutex // applies, deletes and reconciles, one at a time
+	// admit is held (read) by each submission from admission to its
+	// commit, and (write) by a delete from its check of the volume's users
+	// to the row's removal, so a run is either seen by that check or sees
+	// the volume gone. Taken before mu.
+	admit  sync.RWMutex
 	smu    sync.Mutex
 	status map[string]string // "project/name" → status
 	// unused is when each volume with an auto_cleanup_duration was first
@@ -89,7 +94,10 @@ func (s *Server) volumeRoutes(mux *http.ServeMux, v string) {
 // admitVolumes checks a run's volumes against what the server can do,
 // and names the run's project in it when it mounts a network volume (the
 // volume is the project's: control/volumes.go makes the feature of it).
-func (s *Server) admitVolumes(t *spec.Task, project string) error {
+func (s *Server) admitVolumes(ctx context.Context, t *spec.Task, pid int64, project string) error {
+	if err := s.resolveInstanceVolumes(ctx, t, pid); err != nil { // volumes_instance.go
+		return err
+	}
 	for i, v := range t.Volumes {
 		if !v.IsNetwork() {
 			continue
@@ -199,6 +207,9 @@ func (s *Server) applyVolume(ctx context.Context, u *store.User, req *api.Volume
 	pid, pname, err := s.projectFor(ctx, u, c.Project)
 	if err != nil {
 		return nil, 0, err
+	}
+	if c.IsInstance() {
+		return s.applyInstanceVolume(ctx, u, c, pid, pname, req.Plan) // volumes_instance.go
 	}
 	p, err := provider.Find(s.cfg.Providers, c.Backend)
 	if err != nil {
@@ -347,6 +358,13 @@ func (s *Server) apiVolume(ctx context.Context, v *store.Volume, users []string)
 	project := s.name(ctx, 'p', v.ProjectID)
 	out := api.Volume{Name: v.Name, Project: project, Backend: v.Backend, Region: v.Region, Status: v.State, Size: v.Size,
 		External: v.External, VolumeID: v.ProviderName, Message: v.Detail, CreatedAt: v.CreatedAt, UsedBy: users}
+	if v.Backend == instanceBackend {
+		out.Backend, out.Node, out.Path, out.Attached = instanceBackendAPI, v.Node, v.Path, []string{v.Node}
+		if !s.hasNode(v.Node) {
+			out.Message = "node " + v.Node + " is not in the cluster: runs that mount it cannot start (ReqNodeNotAvail) until it is back"
+		}
+		return out
+	}
 	for _, n := range s.attachedNodes(project, v.Name) {
 		out.Attached = append(out.Attached, n.Name)
 	}
@@ -394,6 +412,8 @@ func (s *Server) handleVolumeDelete(w http.ResponseWriter, r *http.Request, u *s
 		writeError(w, err)
 		return
 	}
+	s.vols.admit.Lock()
+	defer s.vols.admit.Unlock()
 	s.vols.mu.Lock()
 	defer s.vols.mu.Unlock()
 	v, err := s.findVolume(ctx, pid, name)
@@ -436,7 +456,7 @@ func (s *Server) deleteVolume(ctx context.Context, v *store.Volume, project stri
 		_ = s.store.PutVolume(context.WithoutCancel(ctx), v)
 		return err
 	}
-	if nodes := s.attachedNodes(project, v.Name); len(nodes) > 0 {
+	if nodes := s.attachedNodes(project, v.Name); len(nodes) > 0 && v.Backend != instanceBackend {
 		recs, err := s.store.ListInstances(ctx, false)
 		if err != nil {
 			return fail(err)
@@ -451,7 +471,7 @@ func (s *Server) deleteVolume(ctx context.Context, v *store.Volume, project stri
 			}
 		}
 	}
-	if !v.External {
+	if !v.External && v.Backend != instanceBackend { // an instance volume's directory stays on its node
 		p, err := provider.Find(s.cfg.Providers, v.Backend)
 		if err != nil {
 			return fail(err)
