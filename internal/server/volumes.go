@@ -60,10 +60,6 @@ type volumeState struct {
 	admit  sync.RWMutex
 	smu    sync.Mutex
 	status map[string]string // "project/name" → status
-	// unused is when each volume with an auto_cleanup_duration was first
-	// seen unused (by reconcile; under mu). Memory only: a restart starts
-	// the count again, so a volume lives at least its duration.
-	unused map[string]time.Time
 }
 
 func (vs *volumeState) set(project, name, status string) {
@@ -219,6 +215,9 @@ func (s *Server) applyVolume(ctx context.Context, u *store.User, req *api.Volume
 		}
 		return nil, 0, fmt.Errorf("%w: backend: %q is not configured on this server (configured: %s; see the policy file's providers)", ErrInvalid, c.Backend, cmpOr(strings.Join(have, ", "), "none"))
 	}
+	if err := checkVolumeID(ctx, p, c); err != nil {
+		return nil, 0, err
+	}
 	s.vols.mu.Lock()
 	defer s.vols.mu.Unlock()
 	old, err := s.findVolume(ctx, pid, c.Name)
@@ -267,6 +266,27 @@ func (s *Server) applyVolume(ctx context.Context, u *store.User, req *api.Volume
 		return nil, 0, err
 	}
 	return s.apiVolume(ctx, old, nil), http.StatusCreated, nil
+}
+
+// volumeGetter is a provider that can look up one volume by its name,
+// whoever made it.
+type volumeGetter interface {
+	GetVolume(ctx context.Context, name string) (provider.Volume, error)
+}
+
+// checkVolumeID refuses a registration (volume_id) of a volume the
+// provider does not have. A provider that cannot look one up is trusted.
+func checkVolumeID(ctx context.Context, p provider.Provider, c *spec.VolumeConfig) error {
+	g, ok := p.(volumeGetter)
+	if c.VolumeID == "" || !ok {
+		return nil
+	}
+	if _, err := g.GetVolume(ctx, c.VolumeID); errors.Is(err, provider.ErrNotFound) {
+		return fmt.Errorf("%w: volume_id: %q: backend %s has no volume of that name (give the name of an existing one, or size: to create one)", ErrInvalid, c.VolumeID, c.Backend)
+	} else if err != nil {
+		return fmt.Errorf("volume_id: %q: %w", c.VolumeID, err)
+	}
+	return nil
 }
 
 func autoCleanupOf(c *spec.VolumeConfig) int64 {
@@ -489,9 +509,12 @@ func (s *Server) deleteVolume(ctx context.Context, v *store.Volume, project stri
 }
 
 // autoCleanup deletes active volume v once no active run has mounted it
-// for its auto_cleanup_duration (dstack's; counted by the reconciles).
+// for its auto_cleanup_duration (dstack's), counted from its last use as
+// stored (store.Volume.LastUsed, renewed by each reconcile that sees it
+// used; never used: from its creation), so a restart neither restarts
+// nor loses the count. The delete waits for no submission: when one is
+// being admitted (volumeState.admit) it is left to the next reconcile.
 func (s *Server) autoCleanup(ctx context.Context, v *store.Volume, project string) error {
-	key := project + "/" + v.Name
 	if v.AutoCleanup <= 0 {
 		return nil
 	}
@@ -500,18 +523,24 @@ func (s *Server) autoCleanup(ctx context.Context, v *store.Volume, project strin
 		return err
 	}
 	now := s.clock.Now()
-	if s.vols.unused == nil {
-		s.vols.unused = map[string]time.Time{}
+	if len(users) > 0 {
+		v.LastUsed = now
+		return s.store.PutVolume(ctx, v)
 	}
-	since, seen := s.vols.unused[key]
-	if len(users) > 0 || !seen {
-		s.vols.unused[key] = now
-		return nil
+	since := v.LastUsed
+	if since.IsZero() {
+		since = v.CreatedAt
 	}
 	if now.Sub(since) < time.Duration(v.AutoCleanup)*time.Second {
 		return nil
 	}
-	delete(s.vols.unused, key)
+	if !s.vols.admit.TryLock() {
+		return nil // a submission is being admitted: it may mount it
+	}
+	defer s.vols.admit.Unlock()
+	if users, err := s.volumeUsers(ctx, v.ProjectID, v.Name); err != nil || len(users) > 0 {
+		return err
+	}
 	s.log.Info("volume: unused for its auto_cleanup_duration: deleting", "volume", v.Name, "project", project, "unused_since", since)
 	v.State, v.Detail = api.VolumeDeleting, ""
 	if err := s.store.PutVolume(ctx, v); err != nil {
