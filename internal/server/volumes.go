@@ -60,6 +60,9 @@ type volumeState struct {
 	admit  sync.RWMutex
 	smu    sync.Mutex
 	status map[string]string // "project/name" → status
+	// engines are the providers' container engine IDs, by backend
+	// (volumes_instance.go; under mu).
+	engines map[string]string
 }
 
 func (vs *volumeState) set(project, name, status string) {
@@ -91,6 +94,11 @@ func (s *Server) volumeRoutes(mux *http.ServeMux, v string) {
 // and names the run's project in it when it mounts a network volume (the
 // volume is the project's: control/volumes.go makes the feature of it).
 func (s *Server) admitVolumes(ctx context.Context, t *spec.Task, pid int64, project string) error {
+	for i, v := range t.Volumes {
+		if v.EngineVolume != "" {
+			return fmt.Errorf("%w: volumes[%d].engine_volume: set by the server, not by a configuration; name the volume (`name`)", ErrInvalid, i)
+		}
+	}
 	if err := s.resolveInstanceVolumes(ctx, t, pid); err != nil { // volumes_instance.go
 		return err
 	}
@@ -98,9 +106,9 @@ func (s *Server) admitVolumes(ctx context.Context, t *spec.Task, pid int64, proj
 		if !v.IsNetwork() {
 			continue
 		}
-		if t.Image != "" {
-			return fmt.Errorf("%w: volumes[%d]: network volume %s: a run with `image:` cannot mount network volumes yet (Berth attaches them to backend nodes, which run no containers): drop `image:` or mount a host directory (`- /host/dir:%s`)",
-				ErrInvalid, i, strings.Join(v.NetworkNames(), ", "), v.Path)
+		if t.Image != "" { // resolveEngineVolumes gave it an engine volume if it could
+			return fmt.Errorf("%w: volumes[%d]: network volume %s: a run with `image:` mounts a network volume only when the volume is active and its backend is a Docker engine the nodes can share (Berth's docker backend): it is %s; apply it first (berth apply -f vol.yml), or drop `image:` to run on a backend node created with it",
+				ErrInvalid, i, strings.Join(v.NetworkNames(), ", "), cmpOr(s.vols.get(project, v.NetworkNames()[0]), "not a volume of project "+project))
 		}
 		for _, n := range v.NetworkNames() {
 			if strings.Contains(n, "${{") {

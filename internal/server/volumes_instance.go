@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/provider"
+	"github.com/berth-hq/berth/internal/sched"
 	"github.com/berth-hq/berth/internal/spec"
 	"github.com/berth-hq/berth/internal/store"
 )
@@ -151,7 +153,77 @@ func (s *Server) resolveInstanceVolumes(ctx context.Context, t *spec.Task, pid i
 	if node != "" {
 		t.Nodelist = []string{node}
 	}
+	if t.Image != "" {
+		return s.resolveEngineVolumes(ctx, t, find)
+	}
 	return nil
+}
+
+// engineProvider is a provider whose volumes live on a container engine
+// that nodes may share (the Docker provider: its engine's ID).
+type engineProvider interface {
+	EngineID(ctx context.Context) (string, error)
+}
+
+// resolveEngineVolumes gives each network volume of container run t
+// whose volume is active on a Docker engine its engine volume
+// (spec.Volume.EngineVolume, the provider's name for it), and asks for
+// nodes of that engine (sched.EngineFeature in t.Constraint): the node's
+// engine then mounts the volume into the run's container, whether the
+// node was started by hand, by an SSH fleet or by a backend. Volumes it
+// cannot resolve stay network volumes (admitVolumes refuses them with
+// why). Called under vols.mu.
+func (s *Server) resolveEngineVolumes(ctx context.Context, t *spec.Task, find func(string) *store.Volume) error {
+	for i := range t.Volumes {
+		v := &t.Volumes[i]
+		if !v.IsNetwork() {
+			continue
+		}
+		for _, n := range v.NetworkNames() {
+			row := find(n)
+			if row == nil || row.State != api.VolumeActive || row.Backend == instanceBackend {
+				continue
+			}
+			id, err := s.engineOf(ctx, row.Backend)
+			if err != nil {
+				return err
+			}
+			if id == "" {
+				continue
+			}
+			v.Name, v.Names, v.EngineVolume = n, nil, row.ProviderName
+			if f := sched.EngineFeature + id; !slices.Contains(t.Constraint, f) {
+				t.Constraint = append(t.Constraint, f)
+			}
+			break
+		}
+	}
+	return nil
+}
+
+// engineOf is the engine ID of backend's provider ("" when it has none),
+// asked once per provider. Called under vols.mu.
+func (s *Server) engineOf(ctx context.Context, backend string) (string, error) {
+	if id, ok := s.vols.engines[backend]; ok {
+		return id, nil
+	}
+	p, err := provider.Find(s.cfg.Providers, backend)
+	if err != nil {
+		return "", nil // not configured now: nothing to attach through
+	}
+	ep, ok := p.(engineProvider)
+	if !ok {
+		return "", nil
+	}
+	id, err := ep.EngineID(ctx)
+	if err != nil {
+		return "", fmt.Errorf("backend %s: %w", backend, err)
+	}
+	if s.vols.engines == nil {
+		s.vols.engines = map[string]string{}
+	}
+	s.vols.engines[backend] = id
+	return id, nil
 }
 
 // instanceVolumeNotes are the plan's words on t's instance volumes: where

@@ -181,7 +181,11 @@ type Volume struct {
 	Name         string   `json:"name,omitempty"`
 	Names        []string `json:"names,omitempty"`
 	InstancePath string   `json:"instance_path,omitempty"`
-	Path         string   `json:"path"`
+	// EngineVolume is set by the server, never by a configuration: the
+	// Docker volume a container run's network volume Name is on its node's
+	// engine (server/volumes.go).
+	EngineVolume string `json:"engine_volume,omitempty"`
+	Path         string `json:"path"`
 	Optional     bool     `json:"optional,omitempty"`
 	ReadOnly     bool     `json:"read_only,omitempty"`
 }

@@ -293,4 +293,8 @@ func (v Volume) NetworkNames() []string {
 // instance volume by name has its host directory filled in by the server
 // (Name and InstancePath both set, which a configuration may not write):
 // it is mounted as a host directory.
-func (v Volume) IsNetwork() bool { return (v.Name != "" || len(v.Names) > 0) && v.InstancePath == "" }
+// The same goes for a network volume whose engine volume the server filled
+// in (EngineVolume): the container engine mounts it.
+func (v Volume) IsNetwork() bool {
+	return (v.Name != "" || len(v.Names) > 0) && v.InstancePath == "" && v.EngineVolume == ""
+}

@@ -350,6 +350,16 @@ func (p *Provider) GetVolume(ctx context.Context, name string) (provider.Volume,
 	return provider.Volume{Name: name, Backend: Backend, Region: p.cfg.Region}, nil
 }
 
+// EngineID is the ID of the engine that holds this provider's volumes: a
+// node whose agent uses the same engine can mount them into containers.
+func (p *Provider) EngineID(ctx context.Context) (string, error) {
+	res, err := p.c.Info(ctx, client.InfoOptions{})
+	if err != nil {
+		return "", fmt.Errorf("docker provider: engine info: %w", err)
+	}
+	return res.Info.ID, nil
+}
+
 // Volumes lists this owner's volumes.
 func (p *Provider) Volumes(ctx context.Context) ([]provider.Volume, error) {
 	f := client.Filters{}
