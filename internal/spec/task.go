@@ -186,8 +186,8 @@ type Volume struct {
 	// engine (server/volumes.go).
 	EngineVolume string `json:"engine_volume,omitempty"`
 	Path         string `json:"path"`
-	Optional     bool     `json:"optional,omitempty"`
-	ReadOnly     bool     `json:"read_only,omitempty"`
+	Optional     bool   `json:"optional,omitempty"`
+	ReadOnly     bool   `json:"read_only,omitempty"`
 }
 
 // Schedule starts the task periodically; each line is 5-field cron syntax in UTC.
