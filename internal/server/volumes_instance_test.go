@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/client"
@@ -23,7 +24,7 @@ func TestInstanceVolume(t *testing.T) {
 	h := newHarness(t, t.TempDir())
 	ctx := context.Background()
 	startAgent(t, h, agentOpts{name: "iv-a", cpus: 2})
-	startAgent(t, h, agentOpts{name: "iv-b", cpus: 2})
+	stopB := startAgent(t, h, agentOpts{name: "iv-b", cpus: 2})
 	dir := t.TempDir()
 
 	_, err := h.c.ApplyVolume(ctx, api.VolumeApplyRequest{Spec: volumeConfig(t, "type: volume\nname: cache\nnode: nowhere\npath: "+dir+"\n")})
@@ -91,7 +92,44 @@ func TestInstanceVolume(t *testing.T) {
 		r, err := h.c.Run(ctx, "holder")
 		return err == nil && r.Status != "running" && r.Status != "pending" && r.Status != "provisioning" && r.Status != "terminating"
 	})
-	if err := h.c.DeleteVolume(ctx, "cache", ""); err != nil {
+
+	// The node leaves the cluster: the volume stays (it holds data), the
+	// list says why its runs cannot start, and a run that mounts it waits.
+	stopB()
+	waitFor(t, "iv-b offline", func() bool {
+		ns, err := h.c.Nodes(ctx)
+		return err == nil && slices.ContainsFunc(ns, func(n api.Node) bool { return n.Name == "iv-b" && n.Status == "offline" })
+	})
+	if err := h.c.DeleteNode(ctx, "iv-b"); err != nil {
+		t.Fatal(err)
+	}
+	list, err = h.c.Volumes(ctx, "")
+	if err != nil || len(list) != 1 || !strings.Contains(list[0].Message, "node iv-b is not in the cluster") {
+		t.Fatalf("list after the node left: %+v, %v", list, err)
+	}
+	orphan := submit(t, h, "type: task\nname: orphan\ncommands: [\"true\"]\nvolumes: [cache:/data]\n")
+	waitFor(t, "orphan to wait for its node (ReqNodeNotAvail)", func() bool {
+		r, err := h.c.Run(ctx, "orphan")
+		return err == nil && r.Status == "submitted" && r.Reason == "ReqNodeNotAvail"
+	})
+	if err := h.srv.stop(orphan.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "orphan to end", func() bool {
+		r, err := h.c.Run(ctx, "orphan")
+		return err == nil && r.Status != "submitted"
+	})
+
+	// A delete waits for a submission being admitted (which may mount it).
+	h.srv.vols.admit.RLock()
+	deleted := make(chan error, 1)
+	go func() { deleted <- h.c.DeleteVolume(ctx, "cache", "") }()
+	time.Sleep(300 * time.Millisecond)
+	if vs, err := h.st.ListVolumes(ctx, h.srv.projectID); err != nil || len(vs) != 1 {
+		t.Errorf("the delete went ahead during a submission: %+v, %v", vs, err)
+	}
+	h.srv.vols.admit.RUnlock()
+	if err := <-deleted; err != nil {
 		t.Fatal(err)
 	}
 	if list, err := h.c.Volumes(ctx, ""); err != nil || len(list) != 0 {
