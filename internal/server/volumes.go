@@ -181,7 +181,10 @@ func (s *Server) volumeBootstrap(ctx context.Context, features []string) (mounts
 			ref, path, _ := strings.Cut(strings.TrimPrefix(alt, sched.VolumeFeature), ":")
 			project, name, _ := strings.Cut(ref, "/")
 			i := slices.IndexFunc(rows, func(v *store.Volume) bool {
-				return v.Name == name && v.State == api.VolumeActive && s.name(ctx, 'p', v.ProjectID) == project
+				// An instance volume is never attached by a backend: a run
+				// submitted before it was applied keeps waiting (resolved
+				// at submission only; volumes_instance.go).
+				return v.Name == name && v.State == api.VolumeActive && v.Backend != instanceBackend && s.name(ctx, 'p', v.ProjectID) == project
 			})
 			if i >= 0 {
 				mounts = append(mounts, provider.VolumeMount{Volume: rows[i].ProviderName, Path: path})
