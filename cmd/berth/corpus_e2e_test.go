@@ -74,7 +74,7 @@ func corpus(t *testing.T) []corpusConfig {
 // test.
 var knownRefusals = []struct{ match, why string }{
 	{"is empty: indent this line under it", "the document's own YAML is mis-indented (its `resources:` is left empty and its sub-fields land at the top)"},
-	{"cannot mount network volumes yet", "network volumes in a run with `image:` (a gap of Berth's, not of the configuration)"},
+	{"mounts a network volume only when the volume is active", "a network volume in a run with `image:` that this cluster has not made (the configuration names a volume of its own)"},
 	{"is not supported by Berth yet", "a volume per node (`${{ dstack.node_rank }}`; a gap of Berth's)"},
 }
 

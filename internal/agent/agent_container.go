@@ -16,6 +16,9 @@ import (
 // nodes that have one.
 func (a *Agent) detectContainers(ctx context.Context) {
 	a.info.Containers = container.Describe(ctx)
+	if a.info.CanRunContainers() {
+		a.info.EngineID = container.EngineID(ctx)
+	}
 }
 
 // resumeContainerLocked gives a container job whose shim died a new shim,

@@ -442,6 +442,10 @@ func containerSpec(dir string, sp *shimSpec) (container.Spec, error) {
 		s.GPUs = append(s.GPUs, strconv.Itoa(g))
 	}
 	for _, v := range ct.Volumes {
+		if v.EngineVolume != "" { // a network volume of this engine (server/volumes.go)
+			s.Mounts = append(s.Mounts, container.Mount{Volume: v.EngineVolume, Target: v.Path, ReadOnly: v.ReadOnly})
+			continue
+		}
 		if v.InstancePath == "" {
 			return container.Spec{}, fmt.Errorf("volume %q: network volumes are not supported; mount a host directory (/host/dir:%s)", v.Name, v.Path)
 		}

@@ -171,6 +171,9 @@ type NodeInfo struct {
 	// Containers says whether the node runs `image:` jobs: "docker 1.41"
 	// (the engine and its API version), or "none (why)". See CanRunContainers.
 	Containers string `json:"containers"`
+	// EngineID is the container engine's own ID (empty: none, or an
+	// older agent): nodes with the same one share its Docker volumes.
+	EngineID string `json:"engine_id,omitempty"`
 	// RunAs says whose jobs' processes are whose on this node (RunAsUser,
 	// ...); empty: an agent older than the field, whose jobs ran as itself.
 	RunAs   string `json:"run_as,omitempty"`

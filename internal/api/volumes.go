@@ -30,6 +30,10 @@ type Volume struct {
 	UsedBy    []string  `json:"used_by,omitempty"`
 	Message   string    `json:"message,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
+	// Node and Path are an instance volume's (backend "instance"): the
+	// directory Path on node Node.
+	Node string `json:"node,omitempty"`
+	Path string `json:"path,omitempty"`
 }
 
 // VolumeApplyRequest creates (or registers) a volume; Plan only says what

@@ -142,7 +142,7 @@ func newVolumeDeleteCmd() *cobra.Command {
 }
 
 // printVolumes writes dstack's volume table: NAME, BACKEND (with the
-// region), STATUS, CREATED; verbose splits REGION out and adds ATTACHED,
+// region, or an instance volume's node and directory), STATUS, CREATED; verbose splits REGION out and adds ATTACHED,
 // USED BY and ERROR.
 func printVolumes(w io.Writer, vs []api.Volume, verbose bool, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -162,12 +162,15 @@ func printVolumes(w io.Writer, vs []api.Volume, verbose bool, now time.Time) {
 		if v.Size > 0 {
 			size = spec.Bytes(v.Size).String()
 		}
+		backend := v.Backend
+		if v.Node != "" { // an instance volume: where it is
+			backend += " (" + v.Node + ":" + v.Path + ")"
+		}
 		if verbose {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Name, v.Project, v.Backend, dash(v.Region), size, v.Status,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Name, v.Project, backend, dash(v.Region), size, v.Status,
 				dash(strings.Join(v.Attached, ", ")), dash(strings.Join(v.UsedBy, ", ")), ago(now, v.CreatedAt), dash(v.Message))
 			continue
 		}
-		backend := v.Backend
 		if v.Region != "" {
 			backend += " (" + v.Region + ")"
 		}

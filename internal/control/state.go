@@ -1023,7 +1023,7 @@ func (s *Cluster) schedNode(ns *nodeState) sched.Node {
 	// A drained node is offline to the scheduler: no new jobs (nodes.go).
 	n := sched.Node{Name: ns.info.Name, Fleet: ns.info.Fleet, Online: ns.online && !ns.condition().drained(), CPUs: ns.info.CPUs, Memory: sched.Bytes(ns.info.Memory),
 		FreeCPUs: ns.info.CPUs - ns.usedCPU, FreeMemory: sched.Bytes(ns.info.Memory - ns.usedMem), Blocks: s.blocksOf(ns),
-		Containers: ns.info.CanRunContainers(), Features: withMounts(nodeFeatures(ns.info), ns.info.Mounts)} // runtime.go, volumes.go
+		Containers: ns.info.CanRunContainers(), Features: withEngine(withMounts(nodeFeatures(ns.info), ns.info.Mounts), ns.info.EngineID)} // runtime.go, volumes.go
 	for _, g := range ns.info.GPUs {
 		n.GPUs = append(n.GPUs, sched.GPU{Index: g.Index, Vendor: g.Vendor, Name: g.Name, Memory: sched.Bytes(g.Memory)})
 		if _, used := ns.usedGPU[g.Index]; !used {

@@ -52,6 +52,15 @@ func VolumeFeatureOf(project, name, path string) string {
 	return sched.VolumeFeature + project + "/" + name + ":" + path
 }
 
+// withEngine adds a node's container engine (sched.EngineFeature) to its
+// features: a container run that mounts a Docker volume needs that engine.
+func withEngine(features []string, engineID string) []string {
+	if engineID == "" {
+		return features
+	}
+	return append(slices.Clip(features), sched.EngineFeature+engineID)
+}
+
 // withMounts adds MountsFeature to a node's features where its agent can
 // make mount namespaces.
 func withMounts(features []string, mounts string) []string {

@@ -42,6 +42,11 @@ const MountsFeature = "berth:mounts"
 // (volumes.go in the server).
 const VolumeFeature = "volume:"
 
+// EngineFeature starts the feature of a node whose container engine has
+// that ID ("engine:ID"); a container run that mounts a network volume of
+// the Docker provider asks for the engine that holds the volume.
+const EngineFeature = "engine:"
+
 // featureWhy says why node n lacks feature f, for the plan.
 func featureWhy(f string) string {
 	switch {
@@ -53,7 +58,9 @@ func featureWhy(f string) string {
 			v, _, _ := strings.Cut(strings.TrimPrefix(alt, VolumeFeature), ":")
 			names = append(names, v)
 		}
-		return "volume " + strings.Join(names, " or ") + " is not attached to this node"
+		return "volume " + strings.Join(names, " or ") + " is not attached to this node (a backend attaches a network volume to the nodes it creates for the run; other nodes get one only for a run with `image:`, on the Docker engine that holds it)"
+	case strings.HasPrefix(f, EngineFeature):
+		return "its container engine is not the one that holds the run's network volume (a Docker volume mounts only on its own engine)"
 	}
 	return "lacks feature " + f
 }

@@ -197,7 +197,8 @@ func TestFitsNode(t *testing.T) {
 		// all the reason says.
 		"right model, CPUs short": {req: Request{CPUs: 8, GPU: GPURequest{Count: 1, Names: []string{"T4"}}}, why: "not enough CPUs"},
 		// Features a node lacks say which; "a|b" is either.
-		"volume not here": {req: Request{CPUs: 1, Features: []string{"volume:ml/a:/d|volume:ml/c:/d"}}, why: "volume ml/a or ml/c is not attached to this node"},
+		"volume not here": {req: Request{CPUs: 1, Features: []string{"volume:ml/a:/d|volume:ml/c:/d"}}, why: "volume ml/a or ml/c is not attached to this node (a backend attaches a network volume to the nodes it creates for the run; other nodes get one only for a run with `image:`, on the Docker engine that holds it)"},
+		"other engine":    {req: Request{CPUs: 1, Features: []string{EngineFeature + "e1"}}, why: "its container engine is not the one that holds the run's network volume (a Docker volume mounts only on its own engine)"},
 		"one of volumes":  {req: Request{CPUs: 1, Features: []string{"volume:ml/x:/d|volume:ml/b:/d"}}, now: true, ever: true},
 		"no mounts":       {req: Request{CPUs: 1, Features: []string{MountsFeature, "volume:ml/b:/d"}}, why: "cannot mount volumes or /dev/shm for a run without an image (the agent is not root, or has no CAP_SYS_ADMIN)"},
 		"other feature":   {req: Request{CPUs: 1, Features: []string{"ib"}}, why: "lacks feature ib"},

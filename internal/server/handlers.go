@@ -66,7 +66,7 @@ func (s *Server) readSubmit(r *http.Request, u *store.User) (*api.SubmitRequest,
 	if err != nil {
 		return nil, err
 	}
-	if err := s.admitVolumes(t, pname); err != nil { // volumes.go
+	if err := s.admitVolumes(r.Context(), t, pid, pname); err != nil { // volumes.go
 		return nil, err
 	}
 	if err := s.checkSecretRefs(t, what, pid); err != nil {
@@ -92,6 +92,9 @@ func (s *Server) admit(t *spec.Task) error {
 }
 
 func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, u *store.User) {
+	// A volume's delete waits for submissions that may mount it (volumes.go).
+	s.vols.admit.RLock()
+	defer s.vols.admit.RUnlock()
 	req, err := s.readSubmit(r, u)
 	if err != nil {
 		writeError(w, err)
@@ -212,7 +215,8 @@ func (s *Server) plan(t *spec.Task) *api.Plan {
 	if !p.FitsNow {
 		p.Offers = s.planOffers(req) // cloud.go
 	}
-	p.Notes = append(p.Notes, s.volumeNotes(t)...) // volumes.go
+	p.Notes = append(p.Notes, s.volumeNotes(t)...)       // volumes.go
+	p.Notes = append(p.Notes, instanceVolumeNotes(t)...) // volumes_instance.go
 	return p
 }
 

@@ -52,13 +52,17 @@ const ReasonWaitingForVolume = "WaitingForVolume"
 // each volume's status for the waiting runs' reasons (rebuilt from the
 // store by every reconcile).
 type volumeState struct {
-	mu     sync.Mutex // applies, deletes and reconciles, one at a time
+	mu sync.Mutex // applies, deletes and reconciles, one at a time
+	// admit is held (read) by each submission from admission to its
+	// commit, and (write) by a delete from its check of the volume's users
+	// to the row's removal, so a run is either seen by that check or sees
+	// the volume gone. Taken before mu.
+	admit  sync.RWMutex
 	smu    sync.Mutex
 	status map[string]string // "project/name" → status
-	// unused is when each volume with an auto_cleanup_duration was first
-	// seen unused (by reconcile; under mu). Memory only: a restart starts
-	// the count again, so a volume lives at least its duration.
-	unused map[string]time.Time
+	// engines are the providers' container engine IDs, by backend
+	// (volumes_instance.go; under mu).
+	engines map[string]string
 }
 
 func (vs *volumeState) set(project, name, status string) {
@@ -89,14 +93,22 @@ func (s *Server) volumeRoutes(mux *http.ServeMux, v string) {
 // admitVolumes checks a run's volumes against what the server can do,
 // and names the run's project in it when it mounts a network volume (the
 // volume is the project's: control/volumes.go makes the feature of it).
-func (s *Server) admitVolumes(t *spec.Task, project string) error {
+func (s *Server) admitVolumes(ctx context.Context, t *spec.Task, pid int64, project string) error {
+	for i, v := range t.Volumes {
+		if v.EngineVolume != "" {
+			return fmt.Errorf("%w: volumes[%d].engine_volume: set by the server, not by a configuration; name the volume (`name`)", ErrInvalid, i)
+		}
+	}
+	if err := s.resolveInstanceVolumes(ctx, t, pid); err != nil { // volumes_instance.go
+		return err
+	}
 	for i, v := range t.Volumes {
 		if !v.IsNetwork() {
 			continue
 		}
-		if t.Image != "" {
-			return fmt.Errorf("%w: volumes[%d]: network volume %s: a run with `image:` cannot mount network volumes yet (Berth attaches them to backend nodes, which run no containers): drop `image:` or mount a host directory (`- /host/dir:%s`)",
-				ErrInvalid, i, strings.Join(v.NetworkNames(), ", "), v.Path)
+		if t.Image != "" { // resolveEngineVolumes gave it an engine volume if it could
+			return fmt.Errorf("%w: volumes[%d]: network volume %s: a run with `image:` mounts a network volume only when the volume is active and its backend is a Docker engine the nodes can share (Berth's docker backend): it is %s; apply it first (berth apply -f vol.yml), or drop `image:` to run on a backend node created with it",
+				ErrInvalid, i, strings.Join(v.NetworkNames(), ", "), cmpOr(s.vols.get(project, v.NetworkNames()[0]), "not a volume of project "+project))
 		}
 		for _, n := range v.NetworkNames() {
 			if strings.Contains(n, "${{") {
@@ -169,7 +181,10 @@ func (s *Server) volumeBootstrap(ctx context.Context, features []string) (mounts
 			ref, path, _ := strings.Cut(strings.TrimPrefix(alt, sched.VolumeFeature), ":")
 			project, name, _ := strings.Cut(ref, "/")
 			i := slices.IndexFunc(rows, func(v *store.Volume) bool {
-				return v.Name == name && v.State == api.VolumeActive && s.name(ctx, 'p', v.ProjectID) == project
+				// An instance volume is never attached by a backend: a run
+				// submitted before it was applied keeps waiting (resolved
+				// at submission only; volumes_instance.go).
+				return v.Name == name && v.State == api.VolumeActive && v.Backend != instanceBackend && s.name(ctx, 'p', v.ProjectID) == project
 			})
 			if i >= 0 {
 				mounts = append(mounts, provider.VolumeMount{Volume: rows[i].ProviderName, Path: path})
@@ -200,6 +215,9 @@ func (s *Server) applyVolume(ctx context.Context, u *store.User, req *api.Volume
 	if err != nil {
 		return nil, 0, err
 	}
+	if c.IsInstance() {
+		return s.applyInstanceVolume(ctx, u, c, pid, pname, req.Plan) // volumes_instance.go
+	}
 	p, err := provider.Find(s.cfg.Providers, c.Backend)
 	if err != nil {
 		var have []string
@@ -207,6 +225,9 @@ func (s *Server) applyVolume(ctx context.Context, u *store.User, req *api.Volume
 			have = append(have, p.Name())
 		}
 		return nil, 0, fmt.Errorf("%w: backend: %q is not configured on this server (configured: %s; see the policy file's providers)", ErrInvalid, c.Backend, cmpOr(strings.Join(have, ", "), "none"))
+	}
+	if err := checkVolumeID(ctx, p, c); err != nil {
+		return nil, 0, err
 	}
 	s.vols.mu.Lock()
 	defer s.vols.mu.Unlock()
@@ -256,6 +277,27 @@ func (s *Server) applyVolume(ctx context.Context, u *store.User, req *api.Volume
 		return nil, 0, err
 	}
 	return s.apiVolume(ctx, old, nil), http.StatusCreated, nil
+}
+
+// volumeGetter is a provider that can look up one volume by its name,
+// whoever made it.
+type volumeGetter interface {
+	GetVolume(ctx context.Context, name string) (provider.Volume, error)
+}
+
+// checkVolumeID refuses a registration (volume_id) of a volume the
+// provider does not have. A provider that cannot look one up is trusted.
+func checkVolumeID(ctx context.Context, p provider.Provider, c *spec.VolumeConfig) error {
+	g, ok := p.(volumeGetter)
+	if c.VolumeID == "" || !ok {
+		return nil
+	}
+	if _, err := g.GetVolume(ctx, c.VolumeID); errors.Is(err, provider.ErrNotFound) {
+		return fmt.Errorf("%w: volume_id: %q: backend %s has no volume of that name (give the name of an existing one, or size: to create one)", ErrInvalid, c.VolumeID, c.Backend)
+	} else if err != nil {
+		return fmt.Errorf("volume_id: %q: %w", c.VolumeID, err)
+	}
+	return nil
 }
 
 func autoCleanupOf(c *spec.VolumeConfig) int64 {
@@ -347,6 +389,13 @@ func (s *Server) apiVolume(ctx context.Context, v *store.Volume, users []string)
 	project := s.name(ctx, 'p', v.ProjectID)
 	out := api.Volume{Name: v.Name, Project: project, Backend: v.Backend, Region: v.Region, Status: v.State, Size: v.Size,
 		External: v.External, VolumeID: v.ProviderName, Message: v.Detail, CreatedAt: v.CreatedAt, UsedBy: users}
+	if v.Backend == instanceBackend {
+		out.Backend, out.Node, out.Path, out.Attached = instanceBackendAPI, v.Node, v.Path, []string{v.Node}
+		if !s.hasNode(v.Node) {
+			out.Message = "node " + v.Node + " is not in the cluster: runs that mount it cannot start (ReqNodeNotAvail) until it is back"
+		}
+		return out
+	}
 	for _, n := range s.attachedNodes(project, v.Name) {
 		out.Attached = append(out.Attached, n.Name)
 	}
@@ -394,6 +443,8 @@ func (s *Server) handleVolumeDelete(w http.ResponseWriter, r *http.Request, u *s
 		writeError(w, err)
 		return
 	}
+	s.vols.admit.Lock()
+	defer s.vols.admit.Unlock()
 	s.vols.mu.Lock()
 	defer s.vols.mu.Unlock()
 	v, err := s.findVolume(ctx, pid, name)
@@ -436,7 +487,7 @@ func (s *Server) deleteVolume(ctx context.Context, v *store.Volume, project stri
 		_ = s.store.PutVolume(context.WithoutCancel(ctx), v)
 		return err
 	}
-	if nodes := s.attachedNodes(project, v.Name); len(nodes) > 0 {
+	if nodes := s.attachedNodes(project, v.Name); len(nodes) > 0 && v.Backend != instanceBackend {
 		recs, err := s.store.ListInstances(ctx, false)
 		if err != nil {
 			return fail(err)
@@ -451,7 +502,7 @@ func (s *Server) deleteVolume(ctx context.Context, v *store.Volume, project stri
 			}
 		}
 	}
-	if !v.External {
+	if !v.External && v.Backend != instanceBackend { // an instance volume's directory stays on its node
 		p, err := provider.Find(s.cfg.Providers, v.Backend)
 		if err != nil {
 			return fail(err)
@@ -469,9 +520,12 @@ func (s *Server) deleteVolume(ctx context.Context, v *store.Volume, project stri
 }
 
 // autoCleanup deletes active volume v once no active run has mounted it
-// for its auto_cleanup_duration (dstack's; counted by the reconciles).
+// for its auto_cleanup_duration (dstack's), counted from its last use as
+// stored (store.Volume.LastUsed, renewed by each reconcile that sees it
+// used; never used: from its creation), so a restart neither restarts
+// nor loses the count. The delete waits for no submission: when one is
+// being admitted (volumeState.admit) it is left to the next reconcile.
 func (s *Server) autoCleanup(ctx context.Context, v *store.Volume, project string) error {
-	key := project + "/" + v.Name
 	if v.AutoCleanup <= 0 {
 		return nil
 	}
@@ -480,18 +534,24 @@ func (s *Server) autoCleanup(ctx context.Context, v *store.Volume, project strin
 		return err
 	}
 	now := s.clock.Now()
-	if s.vols.unused == nil {
-		s.vols.unused = map[string]time.Time{}
+	if len(users) > 0 {
+		v.LastUsed = now
+		return s.store.PutVolume(ctx, v)
 	}
-	since, seen := s.vols.unused[key]
-	if len(users) > 0 || !seen {
-		s.vols.unused[key] = now
-		return nil
+	since := v.LastUsed
+	if since.IsZero() {
+		since = v.CreatedAt
 	}
 	if now.Sub(since) < time.Duration(v.AutoCleanup)*time.Second {
 		return nil
 	}
-	delete(s.vols.unused, key)
+	if !s.vols.admit.TryLock() {
+		return nil // a submission is being admitted: it may mount it
+	}
+	defer s.vols.admit.Unlock()
+	if users, err := s.volumeUsers(ctx, v.ProjectID, v.Name); err != nil || len(users) > 0 {
+		return err
+	}
 	s.log.Info("volume: unused for its auto_cleanup_duration: deleting", "volume", v.Name, "project", project, "unused_since", since)
 	v.State, v.Detail = api.VolumeDeleting, ""
 	if err := s.store.PutVolume(ctx, v); err != nil {

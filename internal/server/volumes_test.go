@@ -5,6 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +21,7 @@ import (
 	"github.com/berth-hq/berth/internal/provider/docker"
 	"github.com/berth-hq/berth/internal/spec"
 	"github.com/berth-hq/berth/internal/store"
+	dockerclient "github.com/moby/moby/client"
 )
 
 // volumeProvider is a Docker provider of an owner of its own, whose
@@ -161,9 +165,9 @@ func TestVolumeCreateListDelete(t *testing.T) {
 		t.Fatalf("list after delete: %+v, %v", list, err)
 	}
 
-	// A run in a container cannot mount a network volume (yet): refused.
+	// A run in a container mounts only an active volume: refused.
 	_, err = h.c.Submit(ctx, api.SubmitRequest{Spec: task(t, "type: task\nimage: busybox\ncommands: [\"true\"]\nvolumes: [data:/data]\n")})
-	if err == nil || !strings.Contains(err.Error(), "cannot mount network volumes yet") {
+	if err == nil || !strings.Contains(err.Error(), "a run with `image:` mounts a network volume only when the volume is active") {
 		t.Fatalf("a container run with a network volume: %v", err)
 	}
 }
@@ -232,5 +236,150 @@ func TestVolumeAutoCleanup(t *testing.T) {
 	}
 	if got := providerVolumes(t, p); len(got) != 1 || got[0] != vs[0].VolumeID {
 		t.Fatalf("the provider has %v, want only %s", got, vs[0].VolumeID)
+	}
+}
+
+// volume_id registers a volume the provider has, and only one: a name the
+// engine does not know is refused at apply (and in the plan), changing
+// nothing; a registered volume's delete forgets it and keeps the volume.
+func TestVolumeRegisterChecksProvider(t *testing.T) {
+	p := volumeProvider(t)
+	h := newHarnessCfg(t, t.TempDir(), "127.0.0.1:0", func(c *Config) { c.Providers = []provider.Provider{p} })
+	ctx := context.Background()
+	var rb [4]byte
+	_, _ = rand.Read(rb[:])
+	name := "berth-reg-" + hex.EncodeToString(rb[:])
+	missing := volumeConfig(t, "type: volume\nname: reg\nbackend: docker\nvolume_id: "+name+"\n")
+	for _, plan := range []bool{true, false} {
+		var err error
+		if plan {
+			_, err = h.c.PlanVolume(ctx, api.VolumeApplyRequest{Spec: missing})
+		} else {
+			_, err = h.c.ApplyVolume(ctx, api.VolumeApplyRequest{Spec: missing})
+		}
+		if apiErr := (*client.APIError)(nil); !errors.As(err, &apiErr) || apiErr.Status != 400 ||
+			!strings.Contains(err.Error(), `volume_id: "`+name+`": backend docker has no volume of that name`) {
+			t.Fatalf("plan %v of a missing volume_id: %v", plan, err)
+		}
+	}
+	if vs, err := h.c.Volumes(ctx, ""); err != nil || len(vs) != 0 {
+		t.Fatalf("a refused registration left %+v (%v)", vs, err)
+	}
+	if _, err := p.CreateVolume(ctx, name, 0); err != nil { // as made outside Berth (same owner, so the test's cleanup takes it)
+		t.Fatal(err)
+	}
+	v, err := h.c.ApplyVolume(ctx, api.VolumeApplyRequest{Spec: missing})
+	if err != nil || v.Status != api.VolumeActive || !v.External || v.VolumeID != name {
+		t.Fatalf("registration of an existing volume: %+v, %v", v, err)
+	}
+	if err := h.c.DeleteVolume(ctx, "reg", ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := providerVolumes(t, p); !slices.Equal(got, []string{name}) {
+		t.Fatalf("the provider has %v after forgetting a registered volume, want %s kept", got, name)
+	}
+}
+
+// auto_cleanup_duration counts from the volume's stored last use: a
+// restarted server deletes a volume unused for longer than its duration
+// before the restart, and keeps one used since.
+func TestVolumeAutoCleanupAcrossRestart(t *testing.T) {
+	p := volumeProvider(t)
+	dir := t.TempDir()
+	cfg := func(c *Config) { c.Providers = []provider.Provider{p} }
+	h := newHarnessCfg(t, dir, "127.0.0.1:0", cfg)
+	ctx := context.Background()
+	for _, name := range []string{"stale", "fresh"} {
+		if _, err := h.c.ApplyVolume(ctx, api.VolumeApplyRequest{Spec: volumeConfig(t, "type: volume\nname: "+name+"\nbackend: docker\nsize: 1GB\nauto_cleanup_duration: 1h\n")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run, err := h.c.Submit(ctx, api.SubmitRequest{Spec: task(t, "type: task\ncommands: [\"true\"]\nvolumes: [fresh:/data]\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.srv.reconcileVolumes(ctx); err != nil { // fresh is used now
+		t.Fatal(err)
+	}
+	vs, err := h.st.ListVolumes(ctx, h.srv.projectID)
+	if err != nil || len(vs) != 2 || vs[0].Name != "fresh" || time.Since(vs[0].LastUsed) > time.Minute || !vs[1].LastUsed.IsZero() {
+		t.Fatalf("volumes after a reconcile: %+v, %v; want fresh's last use now, stale's none", vs, err)
+	}
+	if err := h.srv.stop(run.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	// stale was last used two hours ago, under a server since gone.
+	stale := vs[1]
+	stale.LastUsed = time.Now().Add(-2 * time.Hour)
+	if err := h.st.PutVolume(ctx, stale); err != nil {
+		t.Fatal(err)
+	}
+	h.close()
+	h = newHarnessCfg(t, dir, "127.0.0.1:0", cfg)
+	if err := h.srv.reconcileVolumes(ctx); err != nil {
+		t.Fatal(err)
+	}
+	vs, err = h.st.ListVolumes(ctx, h.srv.projectID)
+	if err != nil || len(vs) != 1 || vs[0].Name != "fresh" {
+		t.Fatalf("volumes after the restart: %+v, %v; want only fresh (stale unused for 2h, over its 1h)", vs, err)
+	}
+	if got := providerVolumes(t, p); !slices.Equal(got, []string{vs[0].ProviderName}) {
+		t.Fatalf("the provider has %v, want only fresh's %s", got, vs[0].ProviderName)
+	}
+}
+
+// A network volume of the Docker backend on a node the backend did not
+// create: a container run on a node whose agent uses the provider's
+// engine gets the Docker volume mounted by that engine; what one run
+// writes the next reads. The run asks for that engine (a feature), and
+// a configuration may not name an engine volume itself.
+func TestContainerRunMountsEngineVolume(t *testing.T) {
+	p := volumeProvider(t)
+	h := newHarnessCfg(t, t.TempDir(), "127.0.0.1:0", func(c *Config) { c.Providers = []provider.Provider{p} })
+	ctx := context.Background()
+	startAgent(t, h, agentOpts{name: "engine-node", cpus: 2})
+	ns, err := h.c.Nodes(ctx)
+	if err != nil || len(ns) != 1 || ns[0].EngineID == "" {
+		t.Fatalf("nodes %+v (%v): want one with its engine's ID", ns, err)
+	}
+	if _, err := h.c.ApplyVolume(ctx, api.VolumeApplyRequest{Spec: volumeConfig(t, "type: volume\nname: shared\nbackend: docker\nsize: 1GB\n")}); err != nil {
+		t.Fatal(err)
+	}
+	const yaml = "type: task\nname: %s\nimage: " + containertest.Image + "\nvolumes: [shared:/data]\ncommands: [\"%s\"]\n"
+	w := submit(t, h, fmt.Sprintf(yaml, "eng-writer", "echo kept > /data/f"))
+	if out, end := follow(t, h, w.ID); end.Status != "done" {
+		t.Fatalf("writer ended %s: %s", end.Status, out)
+	}
+	r := submit(t, h, fmt.Sprintf(yaml, "eng-reader", "cat /data/f"))
+	if out, end := follow(t, h, r.ID); end.Status != "done" || out != "kept\n" {
+		t.Fatalf("reader ended %s with %q, want kept", end.Status, out)
+	}
+	got, err := h.c.Run(ctx, "eng-reader")
+	if err != nil || !slices.Equal(got.Nodes, []string{"engine-node"}) {
+		t.Fatalf("reader %+v, %v", got, err)
+	}
+	// The file is in the provider's volume (not one the engine made up
+	// for a name it did not know).
+	vs, err := h.c.Volumes(ctx, "")
+	if err != nil || len(vs) != 1 {
+		t.Fatalf("volumes %+v, %v", vs, err)
+	}
+	dc, err := dockerclient.New(dockerclient.FromEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dc.Close()
+	in, err := dc.VolumeInspect(ctx, vs[0].VolumeID, dockerclient.VolumeInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(in.Volume.Mountpoint, "f")); err != nil || string(b) != "kept\n" {
+		t.Fatalf("the provider's volume %s holds %q (%v), want the writer's line", vs[0].VolumeID, b, err)
+	}
+
+	forged := task(t, "type: task\nimage: "+containertest.Image+"\ncommands: [\"true\"]\nvolumes: [shared:/data]\n")
+	forged.Volumes[0].EngineVolume = "someone-elses"
+	if _, err := h.c.Submit(ctx, api.SubmitRequest{Spec: forged}); err == nil || !strings.Contains(err.Error(), "engine_volume: set by the server") {
+		t.Fatalf("a configuration naming an engine volume: %v", err)
 	}
 }

@@ -181,9 +181,13 @@ type Volume struct {
 	Name         string   `json:"name,omitempty"`
 	Names        []string `json:"names,omitempty"`
 	InstancePath string   `json:"instance_path,omitempty"`
-	Path         string   `json:"path"`
-	Optional     bool     `json:"optional,omitempty"`
-	ReadOnly     bool     `json:"read_only,omitempty"`
+	// EngineVolume is set by the server, never by a configuration: the
+	// Docker volume a container run's network volume Name is on its node's
+	// engine (server/volumes.go).
+	EngineVolume string `json:"engine_volume,omitempty"`
+	Path         string `json:"path"`
+	Optional     bool   `json:"optional,omitempty"`
+	ReadOnly     bool   `json:"read_only,omitempty"`
 }
 
 // Schedule starts the task periodically; each line is 5-field cron syntax in UTC.

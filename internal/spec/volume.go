@@ -3,14 +3,18 @@ package spec
 import (
 	"fmt"
 	"os"
+	"path"
 	"slices"
+	"strings"
 
 	"github.com/goccy/go-yaml/ast"
 )
 
 // VolumeConfig is one `type: volume` configuration, with dstack's field
 // names: a network volume made (or, with VolumeID, registered) through the
-// provider of Backend. Runs name it in their `volumes:`.
+// provider of Backend, or (Berth's) an instance volume: the host directory
+// Path on the node Node, which pins the runs that mount it to that node.
+// Runs name either in their `volumes:`.
 type VolumeConfig struct {
 	Type    string `json:"type"` // always "volume"
 	Name    string `json:"name"`
@@ -26,10 +30,20 @@ type VolumeConfig struct {
 	// AutoCleanupDuration deletes the volume once no run has used it for
 	// that long (nil: kept until deleted; `off` and -1 too).
 	AutoCleanupDuration *Duration `json:"auto_cleanup_duration,omitempty"`
+	// Node and Path make it an instance volume (Berth's; dstack has
+	// instance volumes only as `- /host/dir:/path` in a run): the absolute
+	// directory Path on the node named Node. No backend makes it: applying
+	// it records it, and a run that mounts it goes to that node only.
+	Node string `json:"node,omitempty"`
+	Path string `json:"path,omitempty"`
 }
 
+// IsInstance says whether v is an instance volume (a host directory on a
+// node) rather than a network volume.
+func (v *VolumeConfig) IsInstance() bool { return v.Node != "" || v.Path != "" }
+
 // volumeFields is the schema of a volume configuration, in order.
-var volumeFields = []string{"type", "name", "project", "backend", "region", "size", "volume_id", "auto_cleanup_duration"}
+var volumeFields = []string{"type", "name", "project", "backend", "region", "size", "volume_id", "auto_cleanup_duration", "node", "path"}
 
 // volumeRefused are dstack's volume fields Berth does not act on, with
 // why; they are errors rather than silently ignored.
@@ -129,6 +143,10 @@ func (w *walker) volumeConfig(root ast.Node) *VolumeConfig {
 			str(&v.Region)
 		case "volume_id":
 			str(&v.VolumeID)
+		case "node":
+			str(&v.Node)
+		case "path":
+			str(&v.Path)
 		case "auto_cleanup_duration":
 			if s, k := w.scalar(e.value); k == kindInt && s == "-1" {
 				continue // dstack's other way to say off
@@ -180,8 +198,11 @@ func (v *VolumeConfig) check() []problem {
 	if v.Project != "" && !qosName().MatchString(v.Project) {
 		add("project", "%q is not a project name: use letters, digits, '-', '_' and '.' (at most 64)", v.Project)
 	}
+	if v.IsInstance() {
+		return append(ps, v.checkInstance()...)
+	}
 	if v.Backend == "" {
-		add("backend", "required: the backend that makes the volume (Berth's: docker)")
+		add("backend", "required: the backend that makes the volume (Berth's: docker), or `node` and `path` for an instance volume (a host directory on a node)")
 	}
 	switch {
 	case v.Size != nil && *v.Size <= 0:
@@ -204,6 +225,52 @@ func (v *VolumeConfig) check() []problem {
 	return ps
 }
 
+// checkInstance is the rules of an instance volume: a node and an
+// absolute host directory, and none of a network volume's fields.
+func (v *VolumeConfig) checkInstance() []problem {
+	var ps []problem
+	add := func(p, format string, args ...any) {
+		ps = append(ps, problem{p, fmt.Sprintf(format, args...)})
+	}
+	switch {
+	case v.Node == "":
+		add("node", "required with `path`: the node whose directory it is (berth node list)")
+	case !nodeNameRe().MatchString(v.Node):
+		add("node", "%q is not a node name: use letters, digits, '.', '_' and '-' (at most 253)", v.Node)
+	}
+	switch {
+	case v.Path == "":
+		add("path", "required with `node`: the directory on the node, an absolute path")
+	case !strings.HasPrefix(v.Path, "/"):
+		add("path", "must be an absolute path on the node, got %q", v.Path)
+	case path.Clean(v.Path) != v.Path:
+		add("path", "%q is not a clean path: write %q", v.Path, path.Clean(v.Path))
+	case v.Path == "/":
+		add("path", "may not be the node's root directory")
+	}
+	const why = "is a network volume's; an instance volume (`node` and `path`) is a directory on that node"
+	if v.Backend != "" {
+		add("backend", "%s: remove it, or remove `node` and `path` for a network volume", why)
+	}
+	if v.Region != "" {
+		add("region", "%s: remove it", why)
+	}
+	if v.Size != nil {
+		add("size", "%s (its size is the node's disk): remove it", why)
+	}
+	if v.VolumeID != "" {
+		add("volume_id", "%s: remove it", why)
+	}
+	if v.AutoCleanupDuration != nil {
+		add("auto_cleanup_duration", "%s, which Berth never deletes: remove it", why)
+	}
+	return ps
+}
+
+// nodeNameRe is what a node's name may be (a host name, or an agent's
+// --name).
+var nodeNameRe = lazyRegexp(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,252}$`)
+
 // volumeIDRe is what a provider's volume name may be (Docker's rule,
 // which the cloud providers' ids also meet).
 var volumeIDRe = lazyRegexp(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
@@ -213,8 +280,8 @@ var volumeIDRe = lazyRegexp(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
 // node).
 var volumeRefName = lazyRegexp(`^[a-z]([a-z0-9-]|\$\{\{ *dstack\.node_rank *\}\}){1,40}$`)
 
-// NetworkNames are the network volumes a mount may use, any one of them
-// (none: an instance volume).
+// NetworkNames are the volumes by name a mount may use, any one of them
+// (none: a host directory given by its path).
 func (v Volume) NetworkNames() []string {
 	if v.Name != "" {
 		return []string{v.Name}
@@ -222,5 +289,12 @@ func (v Volume) NetworkNames() []string {
 	return v.Names
 }
 
-// IsNetwork says whether v is a network volume (by name).
-func (v Volume) IsNetwork() bool { return v.Name != "" || len(v.Names) > 0 }
+// IsNetwork says whether v is a network volume (by name). A mount of an
+// instance volume by name has its host directory filled in by the server
+// (Name and InstancePath both set, which a configuration may not write):
+// it is mounted as a host directory.
+// The same goes for a network volume whose engine volume the server filled
+// in (EngineVolume): the container engine mounts it.
+func (v Volume) IsNetwork() bool {
+	return (v.Name != "" || len(v.Names) > 0) && v.InstancePath == "" && v.EngineVolume == ""
+}

@@ -45,7 +45,7 @@ func TestParseVolume(t *testing.T) {
 			in: "type: volume\n",
 			errs: []string{
 				"f.yml:1:1: name: required: runs mount the volume by its name (`volumes: [NAME:/path]`)",
-				"f.yml:1:1: backend: required: the backend that makes the volume (Berth's: docker)",
+				"f.yml:1:1: backend: required: the backend that makes the volume (Berth's: docker), or `node` and `path` for an instance volume",
 				"f.yml:1:1: size: required to create a volume (or give `volume_id` to register one that exists)",
 			},
 		},
@@ -67,6 +67,26 @@ func TestParseVolume(t *testing.T) {
 		"unknown field": {
 			in:   "type: volume\nname: v1\nbackend: docker\nsizes: 1GB\n",
 			errs: []string{"f.yml:1:1: size: required", `f.yml:4:1: sizes: unknown field; did you mean "size"?`},
+		},
+		"instance volume": {
+			in:   "type: volume\nname: cache\nnode: gpu-1\npath: /mnt/cache\n",
+			want: &VolumeConfig{Type: "volume", Name: "cache", Node: "gpu-1", Path: "/mnt/cache"},
+		},
+		"instance volume needs node and path": {
+			in: "type: volume\nname: cache\npath: mnt/cache/\n",
+			errs: []string{
+				"f.yml:1:1: node: required with `path`",
+				`f.yml:3:7: path: must be an absolute path on the node, got "mnt/cache/"`,
+			},
+		},
+		"instance volume with network fields": {
+			in: "type: volume\nname: cache\nnode: n1\npath: /a/../b\nbackend: docker\nsize: 1GB\nauto_cleanup_duration: 1h\n",
+			errs: []string{
+				`f.yml:4:7: path: "/a/../b" is not a clean path: write "/b"`,
+				"f.yml:5:10: backend: is a network volume's; an instance volume (`node` and `path`) is a directory on that node: remove it, or remove `node` and `path`",
+				"f.yml:6:7: size: is a network volume's",
+				"f.yml:7:24: auto_cleanup_duration: is a network volume's",
+			},
 		},
 		"another type": {
 			in:   "type: task\ncommands: [x]\n",

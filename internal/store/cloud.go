@@ -38,8 +38,11 @@ type Volume struct {
 	Region   string
 	External bool
 	Detail   string
-	// AutoCleanup deletes it once unused that long (seconds; 0: never).
+	// AutoCleanup deletes it once unused that long (seconds; 0: never),
+	// counted from LastUsed: when an active run last mounted it (zero:
+	// never; migration 00035).
 	AutoCleanup int64
+	LastUsed    time.Time
 }
 
 // CloudStore keeps instances and volumes.
@@ -114,7 +117,7 @@ func (s *sqlDB) ListInstances(ctx context.Context, all bool) ([]*Instance, error
 	return out, rows.Err()
 }
 
-const volumeCols = `project_id, name, backend, provider_name, node, path, size, state, created_at, region, external, detail, auto_cleanup`
+const volumeCols = `project_id, name, backend, provider_name, node, path, size, state, created_at, region, external, detail, auto_cleanup, last_used`
 
 // PutVolume creates or replaces v's row.
 func (s *sqlDB) PutVolume(ctx context.Context, v *Volume) error {
@@ -125,11 +128,16 @@ func (s *sqlDB) PutVolume(ctx context.Context, v *Volume) error {
 	if v.External {
 		external = 1
 	}
-	_, err := s.w.ExecContext(ctx, s.q(`INSERT INTO volumes (`+volumeCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	var lastUsed int64
+	if !v.LastUsed.IsZero() {
+		lastUsed = v.LastUsed.UnixNano()
+	}
+	_, err := s.w.ExecContext(ctx, s.q(`INSERT INTO volumes (`+volumeCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (project_id, name) DO UPDATE SET backend = excluded.backend, provider_name = excluded.provider_name,
 		node = excluded.node, path = excluded.path, size = excluded.size, state = excluded.state,
-		region = excluded.region, external = excluded.external, detail = excluded.detail, auto_cleanup = excluded.auto_cleanup`),
-		v.ProjectID, v.Name, v.Backend, v.ProviderName, v.Node, v.Path, v.Size, v.State, v.CreatedAt.UnixNano(), v.Region, external, v.Detail, v.AutoCleanup)
+		region = excluded.region, external = excluded.external, detail = excluded.detail, auto_cleanup = excluded.auto_cleanup,
+		last_used = excluded.last_used`),
+		v.ProjectID, v.Name, v.Backend, v.ProviderName, v.Node, v.Path, v.Size, v.State, v.CreatedAt.UnixNano(), v.Region, external, v.Detail, v.AutoCleanup, lastUsed)
 	if err != nil {
 		return fmt.Errorf("store: volume %q: %w", v.Name, err)
 	}
@@ -150,11 +158,14 @@ func (s *sqlDB) ListVolumes(ctx context.Context, projectID int64) ([]*Volume, er
 	var out []*Volume
 	for rows.Next() {
 		var v Volume
-		var created, external int64
-		if err := rows.Scan(&v.ProjectID, &v.Name, &v.Backend, &v.ProviderName, &v.Node, &v.Path, &v.Size, &v.State, &created, &v.Region, &external, &v.Detail, &v.AutoCleanup); err != nil {
+		var created, external, lastUsed int64
+		if err := rows.Scan(&v.ProjectID, &v.Name, &v.Backend, &v.ProviderName, &v.Node, &v.Path, &v.Size, &v.State, &created, &v.Region, &external, &v.Detail, &v.AutoCleanup, &lastUsed); err != nil {
 			return nil, fmt.Errorf("store: volumes: %w", err)
 		}
 		v.CreatedAt, v.External = fromNanos(created), external != 0
+		if lastUsed != 0 {
+			v.LastUsed = fromNanos(lastUsed)
+		}
 		out = append(out, &v)
 	}
 	return out, rows.Err()

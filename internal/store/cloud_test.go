@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 )
 
 func TestInstancesAndVolumes(t *testing.T) {
@@ -49,17 +50,18 @@ func TestInstancesAndVolumes(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := s.PutVolume(ctx, &Volume{ProjectID: 1, Name: "data", Backend: "docker", ProviderName: "p-data", State: "deleting",
-			Region: "local", External: true, Detail: "busy", AutoCleanup: 3600}); err != nil {
+			Region: "local", External: true, Detail: "busy", AutoCleanup: 3600, LastUsed: time.Unix(1700000000, 5).UTC()}); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.PutVolume(ctx, &Volume{ProjectID: 2, Name: "scratch", Backend: "local", Node: "n1", Path: "/srv/scratch", State: "ready"}); err != nil {
 			t.Fatal(err)
 		}
 		vs, err := s.ListVolumes(ctx, 1)
-		if err != nil || len(vs) != 1 || vs[0].State != "deleting" || vs[0].Region != "local" || !vs[0].External || vs[0].Detail != "busy" || vs[0].AutoCleanup != 3600 {
+		if err != nil || len(vs) != 1 || vs[0].State != "deleting" || vs[0].Region != "local" || !vs[0].External || vs[0].Detail != "busy" || vs[0].AutoCleanup != 3600 ||
+			!vs[0].LastUsed.Equal(time.Unix(1700000000, 5)) {
 			t.Fatalf("project 1's volumes: %+v, %v", vs, err)
 		}
-		if vs, _ := s.ListVolumes(ctx, 0); len(vs) != 2 || vs[1].Node != "n1" || vs[1].Path != "/srv/scratch" {
+		if vs, _ := s.ListVolumes(ctx, 0); len(vs) != 2 || vs[1].Node != "n1" || vs[1].Path != "/srv/scratch" || !vs[1].LastUsed.IsZero() {
 			t.Fatalf("every volume: %+v", vs)
 		}
 		if err := s.DeleteVolume(ctx, 1, "data"); err != nil {

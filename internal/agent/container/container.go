@@ -71,6 +71,30 @@ func (e *Engine) Close() error { return e.c.Close() }
 // APIVersion is the negotiated API version, e.g. "1.41".
 func (e *Engine) APIVersion() string { return e.c.ClientVersion() }
 
+// ID is the engine's own ID (Docker's `docker info` ID): two nodes with
+// the same one share an engine, and its volumes.
+func (e *Engine) ID(ctx context.Context) (string, error) {
+	res, err := e.c.Info(ctx, client.InfoOptions{})
+	if err != nil {
+		return "", fmt.Errorf("container: engine info: %w", err)
+	}
+	return res.Info.ID, nil
+}
+
+// EngineID is the ID of the engine named by the environment ("" when
+// there is none).
+func EngineID(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	e, err := Open(ctx)
+	if err != nil {
+		return ""
+	}
+	defer e.Close()
+	id, _ := e.ID(ctx)
+	return id
+}
+
 // Describe says in a few words whether containers can run here: "docker
 // 1.41", or "none (why)" (api.NodeInfo.Containers).
 func Describe(ctx context.Context) string {
@@ -125,6 +149,9 @@ type Auth struct {
 
 // Mount binds a host directory into the container.
 type Mount struct {
+	// Volume, when set, mounts the engine's volume of that name (a network
+	// volume of the Docker provider on this engine) instead of Source.
+	Volume   string
 	Source   string // host path; "~" is the agent's home
 	Target   string
 	ReadOnly bool
@@ -265,6 +292,10 @@ func (s *Spec) config() (*ctypes.Config, *ctypes.HostConfig, error) {
 		host.NanoCPUs = limit
 	}
 	for _, m := range s.Mounts {
+		if m.Volume != "" {
+			host.Mounts = append(host.Mounts, mount.Mount{Type: mount.TypeVolume, Source: m.Volume, Target: m.Target, ReadOnly: m.ReadOnly})
+			continue
+		}
 		src := m.Source
 		if src == "~" || strings.HasPrefix(src, "~/") {
 			home, err := os.UserHomeDir()

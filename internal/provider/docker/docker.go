@@ -337,6 +337,29 @@ func (p *Provider) DeleteVolume(ctx context.Context, name string) error {
 	return nil
 }
 
+// GetVolume is the Docker volume of that name, whoever made it (a
+// registered volume, `volume_id`, need not be this owner's);
+// provider.ErrNotFound when the engine has none.
+func (p *Provider) GetVolume(ctx context.Context, name string) (provider.Volume, error) {
+	if _, err := p.c.VolumeInspect(ctx, name, client.VolumeInspectOptions{}); err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return provider.Volume{}, fmt.Errorf("docker provider: volume %s: %w", name, provider.ErrNotFound)
+		}
+		return provider.Volume{}, fmt.Errorf("docker provider: volume %s: %w", name, err)
+	}
+	return provider.Volume{Name: name, Backend: Backend, Region: p.cfg.Region}, nil
+}
+
+// EngineID is the ID of the engine that holds this provider's volumes: a
+// node whose agent uses the same engine can mount them into containers.
+func (p *Provider) EngineID(ctx context.Context) (string, error) {
+	res, err := p.c.Info(ctx, client.InfoOptions{})
+	if err != nil {
+		return "", fmt.Errorf("docker provider: engine info: %w", err)
+	}
+	return res.Info.ID, nil
+}
+
 // Volumes lists this owner's volumes.
 func (p *Provider) Volumes(ctx context.Context) ([]provider.Volume, error) {
 	f := client.Filters{}
