@@ -6,9 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/berth-hq/berth/internal/slurm"
 	"github.com/berth-hq/berth/internal/spec"
-	"github.com/google/go-cmp/cmp"
 )
 
 func TestRunNameFor(t *testing.T) {
