@@ -97,10 +97,8 @@ func NewRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	addFullCmds(root) // full.go; the lean build (lean.go) has the Slurm commands only
 	for _, add := range registered {
-		add(root) // register.go: the roles
+		add(root) // register.go: the roles, the Slurm commands
 	}
-	root.AddGroup(&cobra.Group{ID: "slurm", Title: "Slurm commands (also as links named after them: berth install-slurm-shims DIR):"})
-	root.AddCommand(newSlurmCmds()...)
 	return root
 }
 
