@@ -24,9 +24,10 @@ import (
 // history that holds it. The credentials the server put in travel to git
 // in its environment, never its arguments: a token as an HTTP
 // Authorization header (git's http.extraHeader through GIT_CONFIG_*), an
-// SSH key as a 0600 file of the user's for that one clone. An unknown
-// host key is accepted and remembered for that clone only (nothing
-// written to the user's known_hosts). A clone that fails fails the job
+// SSH key as a 0600 file of the user's for that one clone. The host keys
+// of the project's secret GIT_KNOWN_HOSTS are the only ones trusted;
+// without it an unknown host key is accepted and remembered for that
+// clone only (nothing written to the user's known_hosts). A clone that fails fails the job
 // at its start, with git's own words.
 
 // cloneRepos clones the job's repos given by URL; note reports each
@@ -80,7 +81,16 @@ func cloneOne(sp *shimSpec, c api.Clone, where destFunc) (string, error) {
 			return "", err
 		}
 	}
-	ssh := fmt.Sprintf("ssh -o BatchMode=yes -o StrictHostKeyChecking=accept-new -o UserKnownHostsFile=%s", filepath.Join(tmp, "known_hosts"))
+	// The host keys the project trusts (GIT_KNOWN_HOSTS), and only
+	// them; else the first one seen, for this clone.
+	checking := "accept-new"
+	if c.KnownHosts != "" {
+		checking = "yes"
+		if err := os.WriteFile(filepath.Join(tmp, "known_hosts"), []byte(strings.TrimSpace(c.KnownHosts)+"\n"), 0o644); err != nil {
+			return "", err
+		}
+	}
+	ssh := fmt.Sprintf("ssh -o BatchMode=yes -o StrictHostKeyChecking=%s -o UserKnownHostsFile=%s", checking, filepath.Join(tmp, "known_hosts"))
 	if c.SSHKey != "" {
 		key := filepath.Join(tmp, "key")
 		if err := os.WriteFile(key, []byte(strings.TrimSpace(c.SSHKey)+"\n"), 0o600); err != nil {
@@ -166,6 +176,8 @@ func credentialHint(c api.Clone, err error) error {
 			return fmt.Errorf("%w (the server refused the project's secret GIT_TOKEN as user %s)", err, c.Username)
 		}
 		return fmt.Errorf("%w (the repository wants credentials: berth secret set GIT_TOKEN)", err)
+	case strings.Contains(msg, "Host key verification failed") && c.KnownHosts != "":
+		return fmt.Errorf("%w (the host's key is not among the project's secret GIT_KNOWN_HOSTS: ssh-keyscan HOST shows it)", err)
 	case strings.Contains(msg, "Permission denied (publickey") || strings.Contains(msg, "Host key verification failed"):
 		if c.SSHKey != "" {
 			return fmt.Errorf("%w (the server refused the project's secret GIT_SSH_KEY)", err)

@@ -240,4 +240,25 @@ func TestCloneOverSSHWithTheProjectKey(t *testing.T) {
 	if j.exit.Reason != exitStartFailed || !strings.Contains(j.exit.Message, "berth secret set GIT_SSH_KEY") {
 		t.Errorf("clone over ssh without a key: exit %+v", j.exit)
 	}
+
+	// GIT_KNOWN_HOSTS: the host's own key lets the clone in; another key
+	// for that host fails it, saying which secret to fix.
+	knownLine := func(pubFile string) string {
+		b, err := os.ReadFile(pubFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := strings.Fields(string(b))
+		return fmt.Sprintf("[127.0.0.1]:%d %s %s", port, f[0], f[1])
+	}
+	j = start(98, api.Clone{URL: url, Dest: ".", SSHKey: string(private), KnownHosts: knownLine(hostKey + ".pub")})
+	waitFor(t, a, "the job's end", func() bool { return j.exit != nil })
+	if out, stderr := jobOutput(t, j.dir); j.exit.ExitCode != 0 || out != "over ssh\n" {
+		t.Errorf("clone with the host in GIT_KNOWN_HOSTS: exit %+v, output %q %q", j.exit, out, stderr)
+	}
+	j = start(99, api.Clone{URL: url, Dest: ".", SSHKey: string(private), KnownHosts: knownLine(key + ".pub")})
+	waitFor(t, a, "the job's end", func() bool { return j.exit != nil })
+	if j.exit.Reason != exitStartFailed || !strings.Contains(j.exit.Message, "GIT_KNOWN_HOSTS") {
+		t.Errorf("clone with another host key in GIT_KNOWN_HOSTS: exit %+v", j.exit)
+	}
 }

@@ -17,4 +17,7 @@ type Clone struct {
 	Username string `json:"username,omitempty"`
 	Token    string `json:"token,omitempty"`
 	SSHKey   string `json:"ssh_key,omitempty"`
+	// KnownHosts (the secret GIT_KNOWN_HOSTS) are the only host keys an
+	// SSH clone trusts; empty: the first one seen, for this clone only.
+	KnownHosts string `json:"known_hosts,omitempty"`
 }

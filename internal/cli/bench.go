@@ -411,6 +411,7 @@ sbatch --wrap true -o /dev/null submits instead (the batch script the node runs 
 			if err != nil {
 				return err
 			}
+			server0 := treeCPU(b.cmd.Process.Pid)
 			t0 := time.Now()
 			if err := b.startAgent("drain-node"); err != nil {
 				return err
@@ -419,6 +420,10 @@ sbatch --wrap true -o /dev/null submits instead (the batch script the node runs 
 			if err != nil {
 				return err
 			}
+			// The CPU the drain took, whatever else the machine runs: the
+			// server's, and the agent's with its shims and jobs.
+			serverCPU := treeCPU(b.cmd.Process.Pid) - server0
+			agentCPU := treeCPU(b.kids[len(b.kids)-1].Process.Pid)
 			after, err := b.c.Status(ctx)
 			if err != nil {
 				return err
@@ -440,6 +445,8 @@ sbatch --wrap true -o /dev/null submits instead (the batch script the node runs 
 			fmt.Fprintf(cmd.OutOrStdout(), "drain: %d runs on one node (%s) in %.2f s (%.0f runs/s), agent start included; %s; %.1f transactions per run\n",
 				len(all), nodeText(ctx, b.c), d.Seconds(), float64(len(all))/d.Seconds(), turnover(ctx, b.c, all, d),
 				float64(after.Commits-before.Commits)/float64(len(all)))
+			fmt.Fprintf(cmd.OutOrStdout(), "drain: CPU per run %s: server %s, agent with its shims and jobs %s\n",
+				ms((serverCPU+agentCPU)/time.Duration(len(all))), ms(serverCPU/time.Duration(len(all))), ms(agentCPU/time.Duration(len(all))))
 			return nil
 		},
 	}

@@ -176,6 +176,52 @@ func procCPU(pid int) time.Duration {
 	return time.Duration(u+s) * 10 * time.Millisecond
 }
 
+// treeCPU is the CPU time of process pid, of its children it has waited
+// for, and of those still running with theirs (an agent: itself, its shims
+// and their jobs).
+func treeCPU(pid int) time.Duration {
+	stat := func(pid int) []string {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			return nil
+		}
+		return strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	}
+	children := map[int][]int{}
+	if ents, err := os.ReadDir("/proc"); err == nil {
+		for _, e := range ents {
+			p, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			if f := stat(p); len(f) > 1 {
+				ppid, _ := strconv.Atoi(f[1])
+				children[ppid] = append(children[ppid], p)
+			}
+		}
+	}
+	var sum func(pid int) time.Duration
+	sum = func(pid int) time.Duration {
+		f := stat(pid)
+		if len(f) < 15 {
+			return 0
+		}
+		// utime, stime, cutime, cstime: the 12th to 15th fields after
+		// the command (clock ticks, 100 a second on Linux).
+		var ticks int64
+		for _, x := range f[11:15] {
+			n, _ := strconv.ParseInt(x, 10, 64)
+			ticks += n
+		}
+		d := time.Duration(ticks) * 10 * time.Millisecond
+		for _, c := range children[pid] {
+			d += sum(c)
+		}
+		return d
+	}
+	return sum(pid)
+}
+
 // stopActive stops the benchmark's running run and waits until nothing
 // runs: no job outlives the benchmark.
 func stopActive(ctx context.Context, c *client.Client) {

@@ -87,7 +87,10 @@ func (s *Cluster) loadArray(rs *runState, rec *store.Array, tasks []*store.Run) 
 
 // topUpArraysLocked creates the tasks each array may have waiting now.
 func (s *Cluster) topUpArraysLocked(now time.Time, b *store.Batch) {
-	for _, rs := range s.arrays {
+	// In ID order: tasks made for two arrays in one step get their IDs
+	// the same way every time (a replay, a transcript).
+	for _, id := range slices.Sorted(maps.Keys(s.arrays)) {
+		rs := s.arrays[id]
 		a := rs.array
 		if a.rec.Stopped || a.rec.Next >= a.count() {
 			continue

@@ -183,7 +183,7 @@ func newServerCmd() *cobra.Command {
 			}
 			go func() { errc <- srv.Run(ctx) }()
 			if sshListen != "" { // sshkey.go
-				if err := startSSHGateway(ctx, srv, sshListen, secretsKeyDir(db, home), errc, cmd.ErrOrStderr()); err != nil {
+				if err := startSSHGateway(ctx, srv, sshListen, secretsKeyDir(db, home), key, errc, cmd.ErrOrStderr()); err != nil {
 					return err
 				}
 			}

@@ -12,9 +12,10 @@ import (
 )
 
 // startSSHGateway serves the server's SSH gateway on addr (berth server
-// --ssh-listen), with the host key kept in dir.
-func startSSHGateway(ctx context.Context, srv *server.Server, addr, dir string, errc chan<- error, logw io.Writer) error {
-	key, err := server.LoadSSHHostKey(dir)
+// --ssh-listen), with the host key in dir or derived from secretsKey
+// (server.LoadSSHHostKey).
+func startSSHGateway(ctx context.Context, srv *server.Server, addr, dir string, secretsKey []byte, errc chan<- error, logw io.Writer) error {
+	key, err := server.LoadSSHHostKey(dir, secretsKey)
 	if err != nil {
 		return fmt.Errorf("--ssh-listen: %w", err)
 	}

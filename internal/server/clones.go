@@ -10,7 +10,8 @@ import (
 // its agent, each clone gets its project's secret GIT_TOKEN (the password
 // of an HTTP(S) clone; the user name is GIT_USERNAME, else "oauth2",
 // which GitHub, GitLab and Gitea accept with a token) or GIT_SSH_KEY (a
-// private key, for ssh:// and user@host:path URLs). Like every secret,
+// private key, for ssh:// and user@host:path URLs) with GIT_KNOWN_HOSTS
+// (the host keys to trust, else the first one seen). Like every secret,
 // they are never stored with the run, and masked in its logs.
 
 // Names of the secrets a clone uses.
@@ -18,6 +19,10 @@ const (
 	SecretGitToken    = "GIT_TOKEN"
 	SecretGitUsername = "GIT_USERNAME"
 	SecretGitSSHKey   = "GIT_SSH_KEY"
+	// SecretGitKnownHosts, when set, are the only SSH host keys a clone
+	// trusts (known_hosts lines); unset, a host's key is taken on first
+	// sight, for that clone only.
+	SecretGitKnownHosts = "GIT_KNOWN_HOSTS"
 )
 
 // putGitCredentials gives a's clones their credentials (a copy: the
@@ -38,8 +43,8 @@ func (s *Server) putGitCredentials(a api.Assignment) api.Assignment {
 				}
 				used = append(used, tok)
 			}
-		} else if key := vals[SecretGitSSHKey]; key != "" && isSSHGit(c.URL) {
-			c.SSHKey = key
+		} else if isSSHGit(c.URL) {
+			c.SSHKey, c.KnownHosts = vals[SecretGitSSHKey], vals[SecretGitKnownHosts]
 		}
 		clones[i] = c
 	}

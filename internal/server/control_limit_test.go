@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/berth-hq/berth/internal/api"
-	"github.com/berth-hq/berth/internal/client"
 )
 
 // A job that runs long, saying "ready" once it has started.
@@ -101,43 +100,5 @@ func TestUpdateTimeLimitAgentAway(t *testing.T) {
 	out, end := follow(t, h, r.ID)
 	if end.Status != api.StatusTerminated || end.Reason != api.ReasonMaxDuration || strings.Contains(out, "finished") {
 		t.Errorf("limit lowered while the agent was away: %s (%s), output %q; want terminated (%s)", end.Status, end.Reason, out, api.ReasonMaxDuration)
-	}
-}
-
-// An array's new limit reaches its running tasks, its waiting ones and
-// those not created yet.
-func TestUpdateTimeLimitArray(t *testing.T) {
-	h := newHarness(t, t.TempDir())
-	startAgent(t, h, agentOpts{name: "n1", cpus: 2})
-	a := submit(t, h, "type: task\narray: 0-3\nmax_duration: 1h\ncommands:\n  - echo ready\n  - for i in $(seq 300); do sleep 0.1; done\n")
-	ctx := context.Background()
-	var tasks []int64
-	waitFor(t, "two tasks to be ready", func() bool {
-		runs, err := h.c.Runs(ctx, client.ListOptions{Jobs: true})
-		tasks = tasks[:0]
-		for _, r := range runs {
-			if err == nil && r.ArrayID == a.ID && r.Status == api.StatusRunning && len(r.Jobs) > 0 && r.Jobs[0].LogSize > 0 {
-				tasks = append(tasks, r.ID)
-			}
-		}
-		return len(tasks) == 2
-	})
-	if err := setLimit(h.c, a.ID, 1); err != nil {
-		t.Fatal(err)
-	}
-	if got := specLimit(t, h, a.ID); got != "1" {
-		t.Errorf("the array's max_duration %s, want 1", got)
-	}
-	for index := range 4 {
-		ref := fmt.Sprintf("%d_%d", a.ID, index)
-		var end *api.Run
-		waitFor(t, "task "+ref+" to end", func() bool {
-			r, err := h.c.Run(ctx, ref)
-			end = r
-			return err == nil && r.Status.Finished()
-		})
-		if end.Status != api.StatusTerminated || end.Reason != api.ReasonMaxDuration {
-			t.Errorf("task %s: %s (%s), want terminated (%s)", ref, end.Status, end.Reason, api.ReasonMaxDuration)
-		}
 	}
 }

@@ -15,25 +15,29 @@ import (
 
 // Safety rules of the control plane over random lives, on the transcripts'
 // in-process server (real SQLite, no HTTP, virtual clock): an acknowledged
-// run is never dropped; a final run never becomes active again; a run a user
-// stopped never gets another attempt; a job never runs on two nodes at once,
-// and no node gives out more CPUs than it has.
+// run is never dropped from the store; a final run never becomes active
+// again; a run a user stopped never gets another attempt; a job never runs
+// on two nodes at once, and no node gives out more CPUs than it has.
+// internal/control's TestControlProperties checks the same rules (and
+// incremental pass ≡ full pass) on the cluster alone, over many more
+// lives; this walk is kept short: what it adds is the real committer and
+// store.
 func TestControlProperties(t *testing.T) {
-	// Each seed is 300 steps of real commits: about 1 s, 15 s under the
-	// race detector. BERTH_PROPERTY_SEEDS runs more.
-	seeds := uint64(4)
+	// A step is a real commit: 300 steps take about 1 s, 15 s under the
+	// race detector, which walks 100. BERTH_PROPERTY_SEEDS runs more seeds.
+	seeds, steps := uint64(2), 300
 	if raceEnabled || testing.Short() {
-		seeds = 1
+		seeds, steps = 1, 100
 	}
 	if n, err := strconv.ParseUint(os.Getenv("BERTH_PROPERTY_SEEDS"), 10, 64); err == nil && n > 0 {
 		seeds = n
 	}
 	for seed := range seeds {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) { controlWalk(t, seed) })
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { controlWalk(t, seed, steps) })
 	}
 }
 
-func controlWalk(t *testing.T, seed uint64) {
+func controlWalk(t *testing.T, seed uint64, steps int) {
 	rng := rand.New(rand.NewPCG(seed, 11))
 	e := newTranscriptEnv(t)
 	nodes := []string{"n1", "n2", "n3"}
@@ -43,7 +47,7 @@ func controlWalk(t *testing.T, seed uint64) {
 	var acked []string
 	final := map[string]lifecycle.Status{}
 	userStopped := map[string]int{} // run -> its attempt when a user stopped it
-	for step := range 300 {
+	for step := range steps {
 		var cmd string
 		switch k := rng.IntN(20); {
 		case k < 4:

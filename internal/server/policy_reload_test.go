@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/client"
 	"github.com/berth-hq/berth/internal/policy"
 )
@@ -132,46 +131,5 @@ func TestPolicyFilePut(t *testing.T) {
 	}
 	if _, err := h.c.PutPolicyFile(ctx, first, ""); err != nil {
 		t.Errorf("creating the file: %v", err)
-	}
-}
-
-// A limit added live holds the next pending run with Slurm's reason, runs
-// already running go on past it, a submit limit counts the runs already
-// active, and lifting the limit lets the held run start.
-func TestPolicyLiveLimit(t *testing.T) {
-	ctx := context.Background()
-	h, _ := newPolicyHarness(t, "")
-	startAgent(t, h, agentOpts{name: "n1", cpus: 4})
-	put := func(text string) {
-		t.Helper()
-		f, err := h.c.PolicyFile(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := h.c.PutPolicyFile(ctx, text, f.Version); err != nil {
-			t.Fatal(err)
-		}
-	}
-	running := func(id int64) bool {
-		r, err := h.c.Run(ctx, fmt.Sprint(id))
-		return err == nil && r.Status == api.StatusRunning
-	}
-	const sleep = "type: task\ncommands: [\"sleep 30\"]\nresources: {cpu: 1}\n"
-	a, b := submit(t, h, sleep), submit(t, h, sleep)
-	waitFor(t, "both runs to run", func() bool { return running(a.ID) && running(b.ID) })
-	put("users:\n  admin:\n    limits: {jobs: 1}\n")
-	c := submit(t, h, sleep)
-	waitReason(t, h, c.ID, "AssocMaxJobsLimit")
-	if !running(a.ID) || !running(b.ID) {
-		t.Error("a tighter limit stopped a running run")
-	}
-	put("users:\n  admin:\n    limits: {jobs: 3, submit: 3}\n")
-	waitFor(t, "the held run to start once the limit is lifted", func() bool { return running(c.ID) })
-	_, err := h.c.Submit(ctx, api.SubmitRequest{Spec: task(t, sleep)})
-	if apiStatus(err) != 400 || !strings.Contains(err.Error(), "AssocMaxSubmitJobLimit") {
-		t.Errorf("a fourth run under submit: 3 with three active: %v", err)
-	}
-	for _, r := range []*api.Run{a, b, c} {
-		h.c.Stop(ctx, fmt.Sprint(r.ID), true)
 	}
 }

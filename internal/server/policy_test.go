@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -66,50 +64,6 @@ qos:
 		t.Fatal(err)
 	}
 	submit(t, h, "type: task\ncommands: [\"true\"]\n")
-}
-
-func TestPreemptRequeue(t *testing.T) {
-	h := newHarnessWith(t, t.TempDir(), "127.0.0.1:0", rules(t, `
-default_qos: low
-qos:
-  low: {preempt_mode: requeue}
-  high: {priority: 100, preempt: [low]}
-`))
-	startAgent(t, h, agentOpts{name: "n1", cpus: 1})
-	marker := filepath.Join(t.TempDir(), "ran-once")
-	// The first attempt waits to be preempted; the second ends at once.
-	low := submit(t, h, fmt.Sprintf("type: task\ncommands: [\"echo attempt $BERTH_RUN_ID\", \"if [ -e %s ]; then exit 0; fi; touch %s; sleep 30\"]\n", marker, marker))
-	waitFor(t, "the low run's first attempt to start sleeping", func() bool {
-		_, err := os.Stat(marker)
-		return err == nil
-	})
-	high := submit(t, h, "type: task\ncommands: [\"echo high\"]\nqos: high\n")
-	out, hr := follow(t, h, high.ID)
-	if hr.Status != api.StatusDone || out != "high\n" {
-		t.Fatalf("high run %s %q", hr.Status, out)
-	}
-	waitFor(t, "the low run to end", func() bool {
-		r, err := h.c.Run(context.Background(), fmt.Sprint(low.ID))
-		return err == nil && r.Status.Finished()
-	})
-	lr, err := h.c.Run(context.Background(), fmt.Sprint(low.ID))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Both attempts stay in the run's history.
-	if lr.Status != api.StatusDone || len(lr.Jobs) != 2 || lr.Jobs[0].Reason != api.ReasonPreempted || lr.Jobs[1].Attempt != 1 || lr.Jobs[1].Status != api.StatusDone {
-		t.Fatalf("low run %s jobs %+v: want the first attempt preempted, the second done", lr.Status, lr.Jobs)
-	}
-	var types []string
-	for _, e := range lr.Events {
-		types = append(types, e.Type)
-	}
-	if got := strings.Join(types, ","); !strings.Contains(got, "preempted") || !strings.Contains(got, "requeued") {
-		t.Errorf("low run's events %s: want preempted and requeued", got)
-	}
-	if !lr.StartedAt.After(*hr.StartedAt) {
-		t.Errorf("low's second attempt started %v, before the high run %v", lr.StartedAt, hr.StartedAt)
-	}
 }
 
 func TestFleetPolicy(t *testing.T) {

@@ -43,7 +43,7 @@ type agentOpts struct {
 }
 
 // startAgent runs a real agent for h until the test ends (or stop is called).
-func startAgent(t *testing.T, h *harness, o agentOpts) (stop func()) {
+func startAgent(t testing.TB, h *harness, o agentOpts) (stop func()) {
 	t.Helper()
 	if o.dir == "" {
 		o.dir = t.TempDir()
@@ -96,7 +96,7 @@ func startAgent(t *testing.T, h *harness, o agentOpts) (stop func()) {
 	return stop
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {

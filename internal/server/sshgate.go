@@ -3,8 +3,8 @@ package server
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/pem"
+	"crypto/hkdf"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -153,27 +153,24 @@ func (s *Server) handleSSHKeyRemove(w http.ResponseWriter, r *http.Request, u *s
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// LoadSSHHostKey reads the gateway's host key from dir, making it on
-// first use (mode 0600).
-func LoadSSHHostKey(dir string) (ssh.Signer, error) {
+// LoadSSHHostKey is the gateway's host key: the one in
+// dir/ssh_host_ed25519_key where a server made one (before host keys were
+// derived; an administrator may also put one there), else the ed25519 key
+// derived from the secrets key. Every replica shares the secrets key, so
+// every replica shows the same host key and a client that fails over to
+// another replica is not warned of a changed host.
+func LoadSSHHostKey(dir string, secretsKey []byte) (ssh.Signer, error) {
 	path := filepath.Join(dir, "ssh_host_ed25519_key")
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		_, key, gerr := ed25519.GenerateKey(rand.Reader)
-		if gerr != nil {
-			return nil, gerr
+		if len(secretsKey) == 0 {
+			return nil, errors.New("ssh host key: no secrets key to derive it from")
 		}
-		blk, merr := ssh.MarshalPrivateKey(key, "berth ssh gateway")
-		if merr != nil {
-			return nil, merr
-		}
-		b = pem.EncodeToMemory(blk)
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, err
-		}
-		if err := os.WriteFile(path, b, 0o600); err != nil {
+		seed, err := hkdf.Key(sha256.New, secretsKey, nil, "berth ssh gateway host key", ed25519.SeedSize)
+		if err != nil {
 			return nil, fmt.Errorf("ssh host key: %w", err)
 		}
+		return ssh.NewSignerFromKey(ed25519.NewKeyFromSeed(seed))
 	} else if err != nil {
 		return nil, fmt.Errorf("ssh host key: %w", err)
 	}

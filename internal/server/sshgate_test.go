@@ -1,11 +1,15 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/pem"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -92,7 +96,7 @@ func TestSSHKeysAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hostKey, err := LoadSSHHostKey(t.TempDir())
+	hostKey, err := LoadSSHHostKey(t.TempDir(), bytes.Repeat([]byte{7}, 32))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,5 +127,47 @@ func TestSSHKeysAPI(t *testing.T) {
 	}
 	if _, err := dial(signer); err == nil {
 		t.Error("a removed key was let in")
+	}
+}
+
+// The gateway's host key is derived from the secrets key, so replicas that
+// share it (as they must) show one host key; a key file a server made
+// before keys were derived goes on being used.
+func TestSSHHostKeyIsSharedByReplicas(t *testing.T) {
+	secrets := bytes.Repeat([]byte{1}, 32)
+	fp := func(dir string, key []byte) string {
+		t.Helper()
+		s, err := LoadSSHHostKey(dir, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ssh.FingerprintSHA256(s.PublicKey())
+	}
+	a, b := fp(t.TempDir(), secrets), fp(t.TempDir(), secrets)
+	if a != b {
+		t.Errorf("two replicas with one secrets key: host keys %s and %s", a, b)
+	}
+	if c := fp(t.TempDir(), bytes.Repeat([]byte{2}, 32)); c == a {
+		t.Errorf("another secrets key gives the same host key %s", c)
+	}
+	// A key file in the directory wins.
+	dir := t.TempDir()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk, err := ssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ssh_host_ed25519_key"), pem.EncodeToMemory(blk), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	signer, _ := ssh.NewSignerFromKey(priv)
+	if got, want := fp(dir, secrets), ssh.FingerprintSHA256(signer.PublicKey()); got != want {
+		t.Errorf("with a key file: host key %s, want the file's %s", got, want)
+	}
+	if _, err := LoadSSHHostKey(t.TempDir(), nil); err == nil {
+		t.Error("no key file and no secrets key: no error")
 	}
 }

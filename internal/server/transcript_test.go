@@ -31,39 +31,32 @@ import (
 
 // Transcripts drive the control plane through a run's whole life without
 // HTTP, agents or polling, on a virtual clock, as etcd's raft does: each
-// file of testdata/transcripts is a list of commands, each followed by what
-// it did — the changes committed to the store (as the store ends up) and
-// the messages sent to agents. `go test ./internal/server -run Transcript
-// -update` rewrites the outputs; review them as a diff.
+// file is a list of commands, each followed by what it did — the changes
+// committed to the store (as the store ends up) and the messages sent to
+// agents. `go test ./internal/server -run Transcript -update` rewrites the
+// outputs; review them as a diff.
 //
-// Commands (names are the transcript's own: runs and nodes by name):
+// Most transcripts live in internal/control/testdata and run on the
+// cluster's Step alone (internal/control/transcript_test.go documents the
+// command language). This driver runs the same language on a real server
+// over SQLite: testdata/transcripts holds the files that need the store
+// itself (restart), and -control-transcripts runs internal/control's files
+// here too, to check the server decides as the bare cluster does.
+// Beside internal/control's commands:
 //
-//	node N cpus=C [mem=8G] [gpus=G] [fleet=F]   register N and open its stream
-//	away N                                    N's stream ends
-//	submit R [name=N] [cpus=C] [mem=M] [gpus=G] [nodes=K] [limit=1h] [retry=error,interruption [duration=1h]] [startup=master-first]
-//	         [held] [begin=+30s] [singleton] [user=U]  (U is created; the default is admin)
-//	         [cron=*/5_*_*_*_*] (a schedule; _ for spaces; its runs are named R@1, R@2…)
-//	         [het=NODES:CPUS,NODES:CPUS] (a heterogeneous run's groups)
-//	         [stop-criteria=master-done] [depends=afterok:R2[?afterok:R3]] [priority=P] [qos=Q] [array=0-3%2]
-//	         [fleets=F1,F2] (fleet or partition names, sbatch's -p)
-//	                                          (an array's tasks are named R_INDEX)
-//	policy FILE.yml                           the policy file's rules (testdata/transcripts/FILE.yml)
-//	schedule                                  the schedules' due ticks, then one scheduling pass
-//	agent N started|exited R.K [code=C] [reason=stopped|aborted|max_duration|start_failed|lost_by_agent] [oom]
-//	stop R [abort] | requeue R | hold R | release R | update R [limit=S] [priority=P] [throttle=T]
-//	tick D                                    the clock moves on by D (1m, 30s…)
-//	check-nodes                               the tick alone: nodes away past the timeout fail their jobs
-//	print runs                                every run and job as the store has them
-//	print waiting                             the waiting runs' reasons, estimates and blockers
-//	print priorities                          the waiting runs' priority factors (sprio)
 //	restart                                   a new server loads the store; agents are away
-//	connect N                                 N's agent opens its stream again
 var update = flag.Bool("update", false, "rewrite the transcripts' outputs")
+
+var controlTranscripts = flag.Bool("control-transcripts", false, "also run internal/control's transcripts on the server")
 
 func TestTranscripts(t *testing.T) {
 	files, _ := filepath.Glob("testdata/transcripts/*.txt")
 	if len(files) == 0 {
 		t.Fatal("no transcripts in testdata/transcripts")
+	}
+	if *controlTranscripts {
+		more, _ := filepath.Glob("../control/testdata/*.txt")
+		files = append(files, more...)
 	}
 	for _, f := range files {
 		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) { runTranscript(t, f) })
@@ -119,6 +112,7 @@ func runTranscript(t *testing.T, path string) {
 	}
 	blocks := parseTranscript(t, string(text))
 	e := newTranscriptEnv(t)
+	e.dir = filepath.Dir(path)
 	var out strings.Builder
 	for k := range blocks {
 		b := &blocks[k]
@@ -186,6 +180,7 @@ func (r *recordingStore) take() []*store.Batch {
 type transcriptEnv struct {
 	srv   *Server
 	stop  func() // stops srv's committer
+	dir   string // where policy files are
 	st    *recordingStore
 	clock *fakeClock
 	start time.Time
@@ -271,7 +266,7 @@ func (e *transcriptEnv) do(t testing.TB, line string) string {
 	case "submit":
 		err = e.submit(t, flags[0], flags[1:], args)
 	case "policy":
-		p, perr := policy.Load(filepath.Join("testdata/transcripts", flags[0]))
+		p, perr := policy.Load(filepath.Join(e.dir, flags[0]))
 		if perr != nil {
 			t.Fatalf("%s: %v", line, perr)
 		}
@@ -284,6 +279,13 @@ func (e *transcriptEnv) do(t testing.TB, line string) string {
 	case "agent":
 		err = e.agent(flags, args)
 	case "stop":
+		if _, made := e.runs[flags[0]]; !made {
+			// R_INDEX of a task not made yet: cancelled before it exists.
+			if a, i, ok := strings.Cut(flags[0], "_"); ok && e.runs[a] != 0 {
+				err = e.srv.cancelTask(e.runs[a], atoi(i, -1))
+				break
+			}
+		}
 		err = e.srv.stop(e.runs[flags[0]], slices.Contains(flags, "abort"))
 	case "requeue", "hold", "release":
 		err = e.srv.control(e.runs[flags[0]], api.ControlRequest{Action: f[0]}, true)
@@ -341,6 +343,15 @@ func (e *transcriptEnv) do(t testing.TB, line string) string {
 			return e.printWaiting()
 		case "priorities":
 			return e.printPriorities(t)
+		case "nodes":
+			e.srv.mu.Lock()
+			nodes := e.srv.Nodes()
+			e.srv.unlock()
+			var out strings.Builder
+			for _, n := range nodes {
+				fmt.Fprintf(&out, "node %s: %s cpus %d/%d jobs %d\n", n.Name, n.Status, n.AllocCPUs, n.CPUs, n.Jobs)
+			}
+			return out.String()
 		}
 		return e.printRuns(t)
 	default:
@@ -391,6 +402,9 @@ func (e *transcriptEnv) submit(t testing.TB, name string, flags []string, args m
 	if slices.Contains(flags, "singleton") {
 		y += "singleton: true\n"
 	}
+	if slices.Contains(flags, "kill-invalid-depend") {
+		y += "kill_invalid_depend: true\n"
+	}
 	var opts control.SubmitOpts
 	opts.Hold = slices.Contains(flags, "held")
 	if v := args["begin"]; v != "" {
@@ -432,14 +446,19 @@ func (e *transcriptEnv) submit(t testing.TB, name string, flags []string, args m
 		}
 	}
 	if v := args["depends"]; v != "" {
-		// TYPE:R, or alternatives TYPE:R?TYPE:R2 (dependency_policy: any).
+		// TYPE:R, alternatives TYPE:R?TYPE:R2 (dependency_policy: any), or
+		// all of TYPE:R+TYPE:R2.
+		sep := "?"
+		if strings.Contains(v, "+") {
+			sep = "+"
+		}
 		var conds []string
-		for _, c := range strings.Split(v, "?") {
+		for _, c := range strings.Split(v, sep) {
 			typ, ref, _ := strings.Cut(c, ":")
 			conds = append(conds, fmt.Sprintf("{%s: %d}", typ, e.runs[ref]))
 		}
 		y += "depends_on: [" + strings.Join(conds, ", ") + "]\n"
-		if len(conds) > 1 {
+		if sep == "?" && len(conds) > 1 {
 			y += "dependency_policy: any\n"
 		}
 	}

@@ -3,18 +3,12 @@ package server
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/control"
-	"github.com/berth-hq/berth/internal/lifecycle"
 	"github.com/berth-hq/berth/internal/store"
 )
 
@@ -54,49 +48,6 @@ func TestDependencyChain(t *testing.T) {
 	r, _ := h.c.Run(context.Background(), fmt.Sprint(ids[1]))
 	if d := r.Spec.DependsOn; len(d) != 1 || d[0].Runs[0] != fmt.Sprint(ids[0]) || d[0].IDs[0] != ids[0] {
 		t.Errorf("resolved dependency %+v, want run %d", d, ids[0])
-	}
-}
-
-func TestDependencyTypes(t *testing.T) {
-	h := newHarness(t, t.TempDir())
-	startAgent(t, h, agentOpts{name: "n1", cpus: 8})
-	ok := submit(t, h, "type: task\nname: good\ncommands: [\"sleep 0.3\"]\n")
-	bad := submit(t, h, "type: task\nname: bad\ncommands: [\"sleep 0.3; exit 4\"]\n")
-	cases := map[string]struct {
-		yaml   string
-		status api.Status
-		reason string
-	}{
-		"afterok ok":          {"depends_on: [{afterok: good}]", api.StatusDone, ""},
-		"afterok failed":      {"depends_on: [{afterok: bad}]", api.StatusSubmitted, string(lifecycle.ReasonDependencyNever)},
-		"afternotok failed":   {"depends_on: [{afternotok: bad}]", api.StatusDone, ""},
-		"afternotok ok":       {"depends_on: [{afternotok: good}]", api.StatusSubmitted, string(lifecycle.ReasonDependencyNever)},
-		"afterany failed":     {"depends_on: [{afterany: bad}]", api.StatusDone, ""},
-		"after":               {"depends_on: [{after: good}]", api.StatusDone, ""},
-		"any of two":          {"depends_on: [{afterok: bad}, {afterok: good}]\ndependency_policy: any", api.StatusDone, ""},
-		"all of two":          {"depends_on: [{afterok: bad}, {afterok: good}]", api.StatusSubmitted, string(lifecycle.ReasonDependencyNever)},
-		"kill invalid depend": {"depends_on: [{afterok: bad}]\nkill_invalid_depend: true", api.StatusTerminated, string(lifecycle.ReasonDependencyNever)},
-		"by ID":               {fmt.Sprintf("depends_on: [{afterok: %d}]", ok.ID), api.StatusDone, ""},
-	}
-	ids := map[string]int64{}
-	for name, tc := range cases {
-		r := submit(t, h, "type: task\ncommands: [\"true\"]\n"+tc.yaml+"\n")
-		ids[name] = r.ID
-	}
-	finished(t, h, fmt.Sprint(ok.ID))
-	finished(t, h, fmt.Sprint(bad.ID))
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			ref := fmt.Sprint(ids[name])
-			if tc.status == api.StatusSubmitted {
-				waitReason(t, h, ids[name], tc.reason)
-				return
-			}
-			r := finished(t, h, ref)
-			if r.Status != tc.status || (tc.reason != "" && r.Reason != tc.reason) {
-				t.Errorf("ended %s (%s), want %s (%s)", r.Status, r.Reason, tc.status, tc.reason)
-			}
-		})
 	}
 }
 
@@ -161,31 +112,6 @@ commands:
 	}
 }
 
-func TestArrayCancelMiddleTask(t *testing.T) {
-	h := newHarness(t, t.TempDir())
-	startAgent(t, h, agentOpts{name: "n1", cpus: 8})
-	a := submit(t, h, "type: task\nname: seq\narray: 1-5%1\ncommands: [\"sleep 0.2\"]\n")
-	if _, err := h.c.Stop(context.Background(), fmt.Sprintf("%d_4", a.ID), false); err != nil {
-		t.Fatal(err)
-	}
-	end := finished(t, h, fmt.Sprint(a.ID))
-	if end.Status != api.StatusTerminated {
-		t.Errorf("array with a stopped task ended %s", end.Status)
-	}
-	for i := 1; i <= 5; i++ {
-		r, err := h.c.Run(context.Background(), fmt.Sprintf("seq_%d", i))
-		if i == 4 {
-			if err == nil {
-				t.Errorf("task 4 was created (%s) after it was stopped", r.Status)
-			}
-			continue
-		}
-		if err != nil || r.Status != api.StatusDone {
-			t.Errorf("task %d: %v %v", i, err, r)
-		}
-	}
-}
-
 func TestLargeArrayIsLazy(t *testing.T) {
 	h := newHarness(t, t.TempDir())
 	a := submit(t, h, "type: task\nname: big\narray: 0-99999\ncommands: [\"true\"]\n")
@@ -208,115 +134,6 @@ func TestLargeArrayIsLazy(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "MaxArraySize") {
 		t.Errorf("over the maximum: %v", err)
 	}
-}
-
-func TestAftercorr(t *testing.T) {
-	h := newHarness(t, t.TempDir())
-	startAgent(t, h, agentOpts{name: "n1", cpus: 8})
-	a := submit(t, h, "type: task\nname: gen\narray: 1-3\ncommands: [\"[ ${{ array.index }} != 2 ]\"]\n")
-	b := submit(t, h, "type: task\nname: eval\narray: 1-3\ndepends_on: [{aftercorr: gen}]\ncommands: [\"true\"]\n")
-	finished(t, h, fmt.Sprint(a.ID))
-	for _, i := range []int{1, 3} {
-		if r := finished(t, h, fmt.Sprintf("eval_%d", i)); r.Status != api.StatusDone {
-			t.Errorf("eval_%d ended %s", i, r.Status)
-		}
-	}
-	waitFor(t, "eval_2 to wait forever", func() bool {
-		r, err := h.c.Run(context.Background(), fmt.Sprintf("%d_2", b.ID))
-		return err == nil && r.Reason == string(lifecycle.ReasonDependencyNever)
-	})
-}
-
-// manualClock is a clock the test moves.
-type manualClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *manualClock) set(t time.Time) {
-	c.mu.Lock()
-	c.t = t
-	c.mu.Unlock()
-}
-
-func TestScheduledRuns(t *testing.T) {
-	dir := t.TempDir()
-	clock := &manualClock{t: time.Date(2026, 11, 22, 23, 0, 0, 0, time.UTC)}
-	var stopCommitter context.CancelFunc
-	open := func() (*Server, store.Store) {
-		if stopCommitter != nil {
-			stopCommitter()
-		}
-		st, err := store.OpenSQLite(context.Background(), filepath.Join(dir, "berth.db"), store.SQLiteOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv, err := New(context.Background(), Config{Store: st, Clock: clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		stopCommitter = cancel
-		go srv.committer(ctx)
-		return srv, st
-	}
-	srv, st := open()
-	if err := srv.EnsureAdmin(context.Background(), testToken); err != nil {
-		t.Fatal(err)
-	}
-	u, err := srv.user(context.Background(), testToken)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sch, err := srv.submit(u, task(t, "type: task\nname: nightly\nschedule: {cron: [\"15 23 * * *\"]}\ncommands: [\"true\"]\n"), nil, control.SubmitOpts{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sch.Status != api.StatusScheduled || !sch.EstimatedStart.Equal(time.Date(2026, 11, 22, 23, 15, 0, 0, time.UTC)) {
-		t.Fatalf("schedule %s next %v", sch.Status, sch.EstimatedStart)
-	}
-	count := func() int {
-		runs, _ := st.ListRuns(context.Background(), store.RunFilter{All: true})
-		n := 0
-		for _, r := range runs {
-			if r.Name == "nightly" && r.Status != string(api.StatusScheduled) {
-				n++
-			}
-		}
-		return n
-	}
-	clock.set(time.Date(2026, 11, 22, 23, 14, 0, 0, time.UTC))
-	srv.tick()
-	if n := count(); n != 0 {
-		t.Fatalf("%d runs before the tick", n)
-	}
-	clock.set(time.Date(2026, 11, 22, 23, 15, 1, 0, time.UTC))
-	if next := srv.tick(); !next.Equal(time.Date(2026, 11, 23, 23, 15, 0, 0, time.UTC)) {
-		t.Errorf("next tick %v", next)
-	}
-	waitFor(t, "the tick's run to be stored", func() bool { return count() == 1 })
-	// Down for three days: one run at start, not three.
-	stopCommitter()
-	time.Sleep(50 * time.Millisecond)
-	st.Close()
-	clock.set(time.Date(2026, 11, 26, 8, 0, 0, 0, time.UTC))
-	srv, st = open()
-	srv.tick()
-	waitFor(t, "one catch-up run", func() bool { return count() == 2 })
-	srv.tick()
-	time.Sleep(100 * time.Millisecond)
-	if n := count(); n != 2 {
-		t.Errorf("%d runs after the catch-up, want 2", n)
-	}
-	stopCommitter()
-	time.Sleep(50 * time.Millisecond)
-	st.Close()
 }
 
 func TestHeterogeneousRun(t *testing.T) {
@@ -344,39 +161,6 @@ groups:
 	}
 	if end.Jobs[0].Node == end.Jobs[1].Node || end.Jobs[0].Alloc.CPUs != 3 || end.Jobs[1].Alloc.CPUs != 2 {
 		t.Errorf("jobs %+v: want 3 CPUs and 2 CPUs on two nodes", end.Jobs)
-	}
-}
-
-func TestArrayThrottleUpdate(t *testing.T) {
-	h := newHarness(t, t.TempDir())
-	ctx := context.Background()
-	startAgent(t, h, agentOpts{name: "n1", cpus: 8})
-	a := submit(t, h, "type: task\nname: thr\narray: 1-6%1\ncommands: [\"sleep 0.3\"]\n")
-	three := 3
-	if _, err := h.c.Control(ctx, fmt.Sprint(a.ID), api.ControlRequest{Action: "update", ArrayThrottle: &three}); err != nil {
-		t.Fatal(err)
-	}
-	end := finished(t, h, fmt.Sprint(a.ID))
-	if end.Array.Throttle != 3 {
-		t.Errorf("throttle %d after update", end.Array.Throttle)
-	}
-	var tasks []*api.Run
-	for i := 1; i <= 6; i++ {
-		r, _ := h.c.Run(ctx, fmt.Sprintf("thr_%d", i))
-		tasks = append(tasks, r)
-	}
-	most := 0
-	for _, x := range tasks {
-		n := 0
-		for _, y := range tasks {
-			if !y.StartedAt.After(*x.StartedAt) && y.FinishedAt.After(*x.StartedAt) {
-				n++
-			}
-		}
-		most = max(most, n)
-	}
-	if most < 2 || most > 3 {
-		t.Errorf("at most %d tasks ran at once after the throttle went to 3", most)
 	}
 }
 

@@ -558,10 +558,17 @@ func (s *sqlDB) ListRuns(ctx context.Context, f RunFilter) ([]*Run, error) {
 		}
 		return ` AND ` + hint + `id < ?`
 	}
+	if !f.Since.IsZero() && f.IDs != nil {
+		// Runs named by ID are few and read by key (id, array_id): the
+		// window only filters them. Its two arms would read every waiting
+		// run to find the named ones (squeue -j N among 100,000: 0.5 s).
+		q += ` AND (finished_at = 0 OR finished_at >= ?)`
+		args = append(args, nanos(f.Since))
+	}
 	if f.BeforeID != 0 {
 		args = append(args, f.BeforeID)
 	}
-	if f.Since.IsZero() {
+	if f.Since.IsZero() || f.IDs != nil {
 		q += before(``) + ` ORDER BY id DESC` + limit
 		return query(ctx, s.r, scan, s.q(q), args...)
 	}

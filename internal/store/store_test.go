@@ -273,6 +273,8 @@ func testListRunsFilters(t *testing.T, open func() Store) {
 		"until":                    {RunFilter{Until: ts(15)}, []int64{6, 5, 2, 1}},
 		"window":                   {RunFilter{Since: ts(11), Until: ts(30)}, []int64{6, 5, 3, 2}},
 		"window and ids":           {RunFilter{Since: ts(11), Until: ts(30), IDs: []int64{1, 3}}, []int64{3}},
+		"since and ids":            {RunFilter{Since: ts(20), IDs: []int64{1, 2, 4, 5}}, []int64{6, 5, 4, 2}},
+		"since, ids and a page":    {RunFilter{Since: ts(20), IDs: []int64{1, 2, 4, 5}, BeforeID: 5, Limit: 1}, []int64{4}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
