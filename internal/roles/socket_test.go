@@ -23,7 +23,8 @@ import (
 // server, its agent's shims and the clients these tests start.
 func TestMain(m *testing.M) {
 	if os.Getenv("BERTH_TEST_MAIN") == "1" {
-		cli.Register(Register)
+		cli.Register(Register) // as cmd/berth does: the roles and the Slurm commands
+		cli.Register(cli.SlurmCommands)
 		os.Exit(cli.Main(cli.Argv(os.Args), os.Stdin, os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
