@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/berth-hq/berth/internal/slurm"
+	"github.com/berth-hq/berth/internal/slurmconv"
 	"github.com/berth-hq/berth/internal/spec"
 )
 
@@ -36,11 +37,11 @@ func drainTask(mode string) (*spec.Task, error) {
 			return nil, err
 		}
 		s := submitter{user: "bench", group: "bench", uid: os.Getuid(), gid: os.Getgid(), host: "bench", cwd: cwd, env: []string{"PATH=" + os.Getenv("PATH")}, now: now}
-		br, err := buildBatchRun(job, "", s, func(uint32) bool { return true }, nil)
+		br, err := slurmconv.BuildBatch(job, "", s.conv(), func(uint32) bool { return true }, nil)
 		if err != nil {
 			return nil, err
 		}
-		return br.req.Spec, nil
+		return br.Req.Spec, nil
 	case "wrapper":
 		var t spec.Task
 		if err := json.Unmarshal(sbatchWrapperSpec, &t); err != nil {

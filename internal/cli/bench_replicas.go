@@ -147,7 +147,7 @@ func (r *benchReplicas) probe(i int) (lead, up bool) {
 		return false, false
 	}
 	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK && resp.Header.Get(headerLeader) == "", true
+	return resp.StatusCode == http.StatusOK && resp.Header.Get("X-Berth-Leader") == "", true // the header internal/roles/replica.go sets
 }
 
 // killLeader kills the leading replica with SIGKILL, waits until the API

@@ -116,21 +116,6 @@ func TestConfirm(t *testing.T) {
 	}
 }
 
-func TestParseWeights(t *testing.T) {
-	w, err := parseWeights("age=5, fairshare=0,max-age=1h,favor-small=true")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if w.Age != 5 || w.Fairshare != 0 || w.MaxAge != time.Hour || !w.FavorSmall || w.Priority != 10000 {
-		t.Errorf("weights = %+v", w)
-	}
-	for _, bad := range []string{"age", "speed=3", "age=-1", "max-age=soon"} {
-		if _, err := parseWeights(bad); err == nil {
-			t.Errorf("%q was accepted", bad)
-		}
-	}
-}
-
 // --history reads finished runs as jobs: submit offsets from the first, run
 // time, CPUs over the nodes of the last attempt, max_duration as estimate.
 func TestHistoryJobs(t *testing.T) {

@@ -21,7 +21,7 @@ func TestLeanBuildLinksNoRoles(t *testing.T) {
 		t.Fatalf("go list gave %d packages: %q", len(deps), out)
 	}
 	banned := []string{"github.com/berth-hq/berth/internal/server", "github.com/berth-hq/berth/internal/agent",
-		"github.com/berth-hq/berth/internal/store", "github.com/berth-hq/berth/internal/control",
+		"github.com/berth-hq/berth/internal/store", "github.com/berth-hq/berth/internal/control", "github.com/berth-hq/berth/internal/roles",
 		"modernc.org/sqlite", "github.com/jackc/pgx", "github.com/prometheus/client_golang",
 		"github.com/containerd", "github.com/distribution/reference", "golang.org/x/crypto/ssh", "google.golang.org/protobuf"}
 	for _, d := range deps {

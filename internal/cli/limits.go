@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/berth-hq/berth/internal/slurm"
 	"github.com/berth-hq/berth/internal/spec"
 )
 
@@ -36,15 +35,4 @@ func submitLimits(getenv func(string) string) (spec.Limits, error) {
 	}
 	l.ScriptBytes = n
 	return l, nil
-}
-
-// scriptTooLarge is sbatch's refusal of a script over the limit: Slurm's
-// words (slurmctld refuses a script over max_script_size with
-// ESLURM_PATHNAME_TOO_LONG), then what they mean here.
-func scriptTooLarge(script, commands int, l spec.Limits) error {
-	return &slurm.CommandError{Stderr: []string{
-		"sbatch: error: Batch job submission failed: Pathname of a file, directory or other parameter too long",
-		fmt.Sprintf("sbatch: error: the batch script is %d bytes (%d with what runs it): at most %d, Slurm's default max_script_size (%s raises it for a server that allows more)",
-			script, commands, l.ScriptBytes, envMaxScriptSize),
-	}, ExitCode: 1}
 }

@@ -4,11 +4,8 @@ package cli
 
 import (
 	"fmt"
-	"strconv"
 
 	"github.com/spf13/cobra"
-
-	"github.com/berth-hq/berth/internal/agent"
 )
 
 // berth node delete (issue 17) and the agent's --blocks.
@@ -36,28 +33,4 @@ Nodes of SSH hosts removed from their fleet and of terminated instances are remo
 			return nil
 		},
 	}
-}
-
-// parseBlocks reads --blocks: a count, or auto (agent.BlocksAuto); 0 for
-// none or a value that is neither (checkBlocks refuses it first).
-func parseBlocks(v string) int {
-	if v == "auto" {
-		return agent.BlocksAuto
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		return 0
-	}
-	return n
-}
-
-// checkBlocks refuses a --blocks that is neither a positive count nor auto.
-func checkBlocks(v string) error {
-	if v == "" || v == "auto" {
-		return nil
-	}
-	if n, err := strconv.Atoi(v); err != nil || n < 1 {
-		return fmt.Errorf("--blocks: want a number of blocks (at least 1) or auto, got %q", v)
-	}
-	return nil
 }

@@ -4,13 +4,10 @@ package cli
 
 import (
 	"fmt"
-	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
-
-	"github.com/berth-hq/berth/internal/server"
 )
 
 // berth project: projects (Slurm's accounts) and their members.
@@ -140,21 +137,4 @@ func newMemberCmd() *cobra.Command {
 	}
 	cmd.AddCommand(add, remove, list)
 	return cmd
-}
-
-// parsePrivateData reads --private-data: jobs, logs, none.
-func parsePrivateData(vals []string) (server.PrivateData, error) {
-	var p server.PrivateData
-	for _, v := range vals {
-		switch strings.ToLower(strings.TrimSpace(v)) {
-		case "jobs":
-			p.Jobs = true
-		case "logs":
-			p.Logs = true
-		case "none", "":
-		default:
-			return p, fmt.Errorf("--private-data %q: want jobs, logs or none (comma-separated)", v)
-		}
-	}
-	return p, nil
 }

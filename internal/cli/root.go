@@ -96,8 +96,9 @@ func NewRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	addFullCmds(root) // full.go; the lean build (lean.go) has the Slurm commands only
-	root.AddGroup(&cobra.Group{ID: "slurm", Title: "Slurm commands (also as links named after them: berth install-slurm-shims DIR):"})
-	root.AddCommand(newSlurmCmds()...)
+	for _, add := range registered {
+		add(root) // register.go: the roles, the Slurm commands
+	}
 	return root
 }
 

@@ -115,6 +115,13 @@ func defaultSlurmEnv(cmd *cobra.Command) *slurmEnv {
 	return e
 }
 
+// SlurmCommands adds the Slurm commands to root (cmd/berth registers it,
+// unless built with -tags noslurm).
+func SlurmCommands(root *cobra.Command) {
+	root.AddGroup(&cobra.Group{ID: "slurm", Title: "Slurm commands (also as links named after them: berth install-slurm-shims DIR):"})
+	root.AddCommand(newSlurmCmds()...)
+}
+
 func newSlurmCmds() []*cobra.Command {
 	var out []*cobra.Command
 	for _, sc := range slurmCommands {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/berth-hq/berth/internal/slurm"
+	"github.com/berth-hq/berth/internal/slurmconv"
 )
 
 var sacctOptions = []slurmOpt{
@@ -190,12 +191,12 @@ func runSacct(e *slurmEnv, args []string) error {
 		return err
 	}
 	if !o.NoSteps {
-		if err := v.loadSteps(e); err != nil {
+		if err := loadSteps(e, v); err != nil {
 			return slurmFail(1, "sacct: error: "+err.Error())
 		}
 	}
-	v.duplicates = duplicates
-	recs := slurm.FilterAcct(v.acct(), f)
+	v.Duplicates = duplicates
+	recs := slurm.FilterAcct(v.Acct(), f)
 	var keep []slurm.AcctRecord
 	selected := false
 	for _, r := range recs {
@@ -223,7 +224,7 @@ func runSacct(e *slurmEnv, args []string) error {
 		keep = jobs
 	}
 	if asJSON {
-		io.WriteString(e.stdout, slurm.SacctJSON(keep, clusterName))
+		io.WriteString(e.stdout, slurm.SacctJSON(keep, slurmconv.ClusterName))
 		return nil
 	}
 	out, err := slurm.FormatSacct(keep, o)

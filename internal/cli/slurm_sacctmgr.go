@@ -13,6 +13,7 @@ import (
 	"github.com/berth-hq/berth/internal/client"
 	"github.com/berth-hq/berth/internal/policy"
 	"github.com/berth-hq/berth/internal/sched"
+	"github.com/berth-hq/berth/internal/slurmconv"
 	"github.com/berth-hq/berth/internal/spec"
 )
 
@@ -132,7 +133,7 @@ func runSacctmgr(e *slurmEnv, args []string) error {
 				continue
 			}
 			l, sub := assocLimits(p, u[0], u[1])
-			rows = append(rows, []string{u[1], defAcct(pairs, u[1]), adminLevel(u[1]), clusterName, u[0], "", userShare(p, u), countLimit(l.Jobs), "", "",
+			rows = append(rows, []string{u[1], defAcct(pairs, u[1]), adminLevel(u[1]), slurmconv.ClusterName, u[0], "", userShare(p, u), countLimit(l.Jobs), "", "",
 				countLimit(sub), wallLimit(l), "", def, ""})
 		}
 	case strings.HasPrefix(entity, "assoc"):
@@ -147,18 +148,18 @@ func runSacctmgr(e *slurmEnv, args []string) error {
 			if p.Shares != nil && p.Shares.Projects[a] > 0 {
 				share = strconv.Itoa(p.Shares.Projects[a])
 			}
-			rows = append(rows, []string{clusterName, a, "", "", share, countLimit(l.Jobs), tresLimit(l.TRES), "", "", countLimit(p.Submit[sched.LimitKey{Scope: sched.ScopeProject, Name: a}]), wallLimit(l), def, ""})
+			rows = append(rows, []string{slurmconv.ClusterName, a, "", "", share, countLimit(l.Jobs), tresLimit(l.TRES), "", "", countLimit(p.Submit[sched.LimitKey{Scope: sched.ScopeProject, Name: a}]), wallLimit(l), def, ""})
 		}
 		for _, u := range members.users(p) {
 			if !cond.keepUser(u[1]) || !cond.keepAccount(u[0]) {
 				continue
 			}
 			l, sub := assocLimits(p, u[0], u[1])
-			rows = append(rows, []string{clusterName, u[0], u[1], "", userShare(p, u), "", "", countLimit(l.Jobs), tresLimit(l.TRES), countLimit(sub), wallLimit(l), def, ""})
+			rows = append(rows, []string{slurmconv.ClusterName, u[0], u[1], "", userShare(p, u), "", "", countLimit(l.Jobs), tresLimit(l.TRES), countLimit(sub), wallLimit(l), def, ""})
 		}
 	case strings.HasPrefix(entity, "cluster"):
 		header = []string{"Cluster", "ControlHost", "ControlPort", "RPC", "Share", "QOS", "Def QOS"}
-		rows = append(rows, []string{clusterName, "", "0", "9984", "1", "normal", ""})
+		rows = append(rows, []string{slurmconv.ClusterName, "", "0", "9984", "1", "normal", ""})
 	default:
 		return slurmFail(1, "sacctmgr: error: Berth's sacctmgr shows qos, account, user, association and cluster; not "+rest[1])
 	}
@@ -197,7 +198,7 @@ func policyPath(e *slurmEnv) string {
 }
 
 func projects(p *policy.Policy) []string {
-	set := map[string]bool{defaultAccount: true}
+	set := map[string]bool{slurmconv.DefaultAccount: true}
 	for a := range p.Projects {
 		set[a] = true
 	}
@@ -256,7 +257,7 @@ func users(p *policy.Policy) [][2]string {
 				}
 			}
 			if !found {
-				set[[2]string{defaultAccount, k.Name}] = true
+				set[[2]string{slurmconv.DefaultAccount, k.Name}] = true
 			}
 		}
 	}

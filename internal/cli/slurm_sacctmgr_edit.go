@@ -15,6 +15,7 @@ import (
 	"github.com/berth-hq/berth/internal/client"
 	"github.com/berth-hq/berth/internal/policy"
 	"github.com/berth-hq/berth/internal/slurm"
+	"github.com/berth-hq/berth/internal/slurmconv"
 )
 
 // sacctmgr add, modify and delete edit the server's policy file: the
@@ -373,8 +374,10 @@ func accountChange(doc *policy.Doc, verb string, a acctArgs, active []api.Run) (
 	if len(a.names) == 0 {
 		return nil, acctFail(" No account name given")
 	}
-	exists := func(n string) bool { return doc.Has("projects", n) || n == defaultAccount }
-	assoc := func(w *strings.Builder, n string) { fmt.Fprintf(w, "  C = %-10.10s A = %-10.10s\n", clusterName, n) }
+	exists := func(n string) bool { return doc.Has("projects", n) || n == slurmconv.DefaultAccount }
+	assoc := func(w *strings.Builder, n string) {
+		fmt.Fprintf(w, "  C = %-10.10s A = %-10.10s\n", slurmconv.ClusterName, n)
+	}
 	switch verb {
 	case "add":
 		var added []string
@@ -393,7 +396,7 @@ func accountChange(doc *policy.Doc, verb string, a acctArgs, active []api.Run) (
 		}
 		fmt.Fprintf(&c.out, " Settings\n  %-16s= %s\n  %-16s= %s\n Associations\n", "Description", "Account Name", "Organization", "Parent/Account Name")
 		for _, n := range added {
-			fmt.Fprintf(&c.out, "  A = %-10.10s C = %-10.10s\n", n, clusterName)
+			fmt.Fprintf(&c.out, "  A = %-10.10s C = %-10.10s\n", n, slurmconv.ClusterName)
 		}
 		c.out.WriteString(" Settings\n")
 		settingLines(&c.out, a.set)
@@ -426,7 +429,7 @@ func accountChange(doc *policy.Doc, verb string, a acctArgs, active []api.Run) (
 			var jobs []string
 			for _, r := range active {
 				if runAccount(&r) == n {
-					jobs = append(jobs, fmt.Sprintf("  JobID = %-10d C = %-10.10s A = %-10.10s U = %-9.9s", r.ID, clusterName, n, r.User))
+					jobs = append(jobs, fmt.Sprintf("  JobID = %-10d C = %-10.10s A = %-10.10s U = %-9.9s", r.ID, slurmconv.ClusterName, n, r.User))
 				}
 			}
 			if len(jobs) > 0 {
@@ -483,7 +486,7 @@ func accountChange(doc *policy.Doc, verb string, a acctArgs, active []api.Run) (
 
 // runAccount is the account a run counts under: its -A, or its project.
 func runAccount(r *api.Run) string {
-	return orStr(slurmPart(r).Account, r.Project)
+	return orStr(slurmconv.Part(r).Account, r.Project)
 }
 
 // userChange edits users' associations (projects.A.users.U) and their
@@ -537,7 +540,7 @@ func userChange(doc *policy.Doc, verb string, a acctArgs, active []api.Run, know
 		return out
 	}
 	assocLine := func(w *strings.Builder, acct, u string) {
-		fmt.Fprintf(w, "  C = %-10.10s A = %-10.10s U = %-9.9s\n", clusterName, acct, u)
+		fmt.Fprintf(w, "  C = %-10.10s A = %-10.10s U = %-9.9s\n", slurmconv.ClusterName, acct, u)
 	}
 	users := a.names
 	switch verb {
@@ -549,7 +552,7 @@ func userChange(doc *policy.Doc, verb string, a acctArgs, active []api.Run, know
 			return nil, acctFail(" Need a default account for these users to add.")
 		}
 		for _, acct := range accounts {
-			if !doc.Has("projects", acct) && acct != defaultAccount && !slices.Contains(known, acct) {
+			if !doc.Has("projects", acct) && acct != slurmconv.DefaultAccount && !slices.Contains(known, acct) {
 				return nil, acctFail(fmt.Sprintf(" This account '%s' doesn't exist.", acct), "        Contact your admin to add this account.")
 			}
 		}
@@ -576,7 +579,7 @@ func userChange(doc *policy.Doc, verb string, a acctArgs, active []api.Run, know
 		}
 		fmt.Fprintf(&c.out, " Settings =\n  Default Account = %s\n Associations =\n", accounts[0])
 		for _, p := range added {
-			fmt.Fprintf(&c.out, "  U = %-9.9s A = %-10.10s C = %-10.10s\n", p.u, p.a, clusterName)
+			fmt.Fprintf(&c.out, "  U = %-9.9s A = %-10.10s C = %-10.10s\n", p.u, p.a, slurmconv.ClusterName)
 		}
 		if len(rest) > 0 {
 			c.out.WriteString(" Non Default Settings\n")
@@ -628,7 +631,7 @@ func userChange(doc *policy.Doc, verb string, a acctArgs, active []api.Run, know
 			var jobs []string
 			for _, r := range active {
 				if r.User == u && (len(accounts) == 0 || slices.Contains(from, runAccount(&r))) {
-					jobs = append(jobs, fmt.Sprintf("  JobID = %-10d C = %-10.10s A = %-10.10s U = %-9.9s", r.ID, clusterName, runAccount(&r), u))
+					jobs = append(jobs, fmt.Sprintf("  JobID = %-10d C = %-10.10s A = %-10.10s U = %-9.9s", r.ID, slurmconv.ClusterName, runAccount(&r), u))
 				}
 			}
 			if len(jobs) > 0 {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/berth-hq/berth/internal/policy"
+	"github.com/berth-hq/berth/internal/slurmconv"
 )
 
 // sacctmgr list's conditions (names, user=, account=, where) and format=,
@@ -156,7 +157,7 @@ func defAcct(pairs [][2]string, user string) string {
 		if p[1] != user {
 			continue
 		}
-		if p[0] == defaultAccount {
+		if p[0] == slurmconv.DefaultAccount {
 			return p[0]
 		}
 		if first == "" {

@@ -20,6 +20,7 @@ import (
 	"github.com/berth-hq/berth/internal/client"
 	"github.com/berth-hq/berth/internal/policy"
 	"github.com/berth-hq/berth/internal/slurm"
+	"github.com/berth-hq/berth/internal/slurmconv"
 	"github.com/berth-hq/berth/internal/spec"
 )
 
@@ -154,21 +155,21 @@ func runSbatch(e *slurmEnv, args []string) error {
 	if nodes != nil {
 		partitions = knownPartitions(nodes)
 	}
-	br, err := buildBatchRun(job, name, s, known, partitions)
+	br, err := slurmconv.BuildBatch(job, name, s.conv(), known, partitions)
 	if err != nil {
 		return err
 	}
-	if !gpusAvailable(br.req.Spec, nodes) {
+	if !gpusAvailable(br.Req.Spec, nodes) {
 		return slurmFail(1, "sbatch: error: Batch job submission failed: Requested node configuration is not available")
 	}
-	if reason := unknownNodesOrFeatures(br.req.Spec, nodes); reason != "" {
+	if reason := unknownNodesOrFeatures(br.Req.Spec, nodes); reason != "" {
 		return slurm.SubmitFailed(reason)
 	}
-	o := br.opt
+	o := br.Opt
 	if o.TestOnly {
 		return testOnly(e, c, br, nodes)
 	}
-	run, err := c.Submit(e.ctx, br.req)
+	run, err := c.Submit(e.ctx, br.Req)
 	if err != nil {
 		return submitError(err)
 	}
@@ -189,7 +190,7 @@ func runSbatch(e *slurmEnv, args []string) error {
 		if err != nil {
 			return err
 		}
-		ended = v.runs
+		ended = v.Runs
 	}
 	if code := waitExit(ended); code != 0 {
 		return &ExitError{Code: code}
@@ -201,7 +202,7 @@ func runSbatch(e *slurmEnv, args []string) error {
 // fleet a node belongs to, and those of the policy file when this machine
 // has it (the server's own, for a client running beside it).
 func knownPartitions(nodes []api.Node) []string {
-	out := []string{defaultPartition}
+	out := []string{slurmconv.DefaultPartition}
 	for _, n := range nodes {
 		if n.Fleet != "" {
 			out = append(out, n.Fleet)
@@ -242,8 +243,8 @@ func submitError(err error) error {
 
 // testOnly is --test-only: where and when the job would start, as
 // slurm_job_will_run prints it, from the server's plan; nothing is stored.
-func testOnly(e *slurmEnv, c *client.Client, br *batchRun, nodes []api.Node) error {
-	plan, err := c.Plan(e.ctx, br.req)
+func testOnly(e *slurmEnv, c *client.Client, br *slurmconv.Batch, nodes []api.Node) error {
+	plan, err := c.Plan(e.ctx, br.Req)
 	if err != nil {
 		var apiErr *client.APIError
 		if errors.As(err, &apiErr) {
@@ -283,14 +284,14 @@ func testOnly(e *slurmEnv, c *client.Client, br *batchRun, nodes []api.Node) err
 	for _, nd := range nodes {
 		fleet[nd.Name] = nd.Fleet
 	}
-	part := defaultPartition
-	if t := br.req.Spec; len(t.Fleets) > 0 {
+	part := slurmconv.DefaultPartition
+	if t := br.Req.Spec; len(t.Fleets) > 0 {
 		part = t.Fleets[0]
 		if f := fleet[hosts[0]]; f != "" && contains(t.Fleets, f) {
 			part = f
 		}
 	}
-	_, cpus, _, _ := shape(br.req.Spec)
+	_, cpus, _, _ := slurmconv.Shape(br.Req.Spec)
 	id := int64(1)
 	if runs, err := c.Runs(e.ctx, client.ListOptions{All: true, Limit: 1}); err == nil && len(runs) > 0 {
 		id = runs[0].ID + 1
@@ -331,7 +332,7 @@ func waitExit(runs []api.Run) int {
 		if r.Array != nil || !r.Status.Finished() {
 			continue
 		}
-		code, sig := exitCode(r, slurmState(r))
+		code, sig := slurmconv.ExitCode(r, slurmconv.State(r))
 		if sig != 0 {
 			code = 1
 		}
@@ -354,9 +355,9 @@ type runSelection struct {
 }
 
 // inMemory selects the runs squeue and scontrol may show: active, or
-// finished less than minJobAge before now (slurmView.inMemory).
+// finished less than slurmconv.MinJobAge before now (slurmView.inMemory).
 func inMemory(now time.Time) runSelection {
-	return runSelection{all: true, since: now.Add(-minJobAge), refs: true}
+	return runSelection{all: true, since: now.Add(-slurmconv.MinJobAge), refs: true}
 }
 
 // namedJobs narrows a selection to the runs that job selectors name (the
@@ -373,7 +374,7 @@ func namedJobs(sel runSelection, jobs []slurm.JobSelector) runSelection {
 
 // fetchView reads what the listing commands show: the selected runs with
 // their jobs and configurations, and the nodes.
-func fetchView(e *slurmEnv, prog string, sel runSelection) (*slurmView, error) {
+func fetchView(e *slurmEnv, prog string, sel runSelection) (*slurmconv.View, error) {
 	c, err := e.newClient()
 	if err != nil {
 		return nil, slurmFail(1, fmt.Sprintf("%s: error: Unable to contact slurm controller (connect failure): %v", prog, err))
@@ -396,14 +397,14 @@ func fetchView(e *slurmEnv, prog string, sel runSelection) (*slurmView, error) {
 	if err != nil {
 		return nil, slurmFail(1, fmt.Sprintf("%s: error: %v", prog, err))
 	}
-	v := newSlurmView(runs, nodes, e.now())
+	v := slurmconv.NewView(runs, nodes, e.now())
 	if pol, err := c.Policy(e.ctx); err == nil {
-		v.policy = pol
+		v.Policy = pol
 	}
 	if prios, err := c.PrioritiesOf(e.ctx, pendingIDs(v, sel)); err == nil {
-		v.prio = map[int64]int64{}
+		v.Prio = map[int64]int64{}
 		for _, p := range prios {
-			v.prio[p.RunID] = p.Priority
+			v.Prio[p.RunID] = p.Priority
 		}
 	}
 	return v, nil
@@ -411,12 +412,12 @@ func fetchView(e *slurmEnv, prog string, sel runSelection) (*slurmView, error) {
 
 // pendingIDs are the view's unfinished runs when the selection names runs
 // (their priorities are all it needs), else nil: every waiting run's.
-func pendingIDs(v *slurmView, sel runSelection) []int64 {
+func pendingIDs(v *slurmconv.View, sel runSelection) []int64 {
 	if sel.ids == nil {
 		return nil
 	}
 	ids := []int64{}
-	for _, r := range v.runs {
+	for _, r := range v.Runs {
 		if !r.Status.Finished() {
 			ids = append(ids, r.ID)
 		}
@@ -425,9 +426,9 @@ func pendingIDs(v *slurmView, sel runSelection) []int64 {
 }
 
 // loadSteps adds the recorded steps of the view's runs that have started.
-func (v *slurmView) loadSteps(e *slurmEnv) error {
+func loadSteps(e *slurmEnv, v *slurmconv.View) error {
 	var ids []int64
-	for _, r := range v.runs {
+	for _, r := range v.Runs {
 		if r.StartedAt != nil && r.Array == nil {
 			ids = append(ids, r.ID)
 		}
@@ -443,9 +444,9 @@ func (v *slurmView) loadSteps(e *slurmEnv) error {
 	if err != nil {
 		return err
 	}
-	v.steps = map[int64][]api.Step{}
+	v.Steps = map[int64][]api.Step{}
 	for _, p := range steps {
-		v.steps[p.RunID] = append(v.steps[p.RunID], p)
+		v.Steps[p.RunID] = append(v.Steps[p.RunID], p)
 	}
 	return nil
 }
@@ -609,7 +610,7 @@ func spreadTasks(o *slurm.BatchOptions, nodes []api.Node) {
 	features := strings.FieldsFunc(o.Constraint, func(r rune) bool { return r == '&' || r == ',' })
 	most := 0
 	for _, n := range nodes {
-		fleets := slices.DeleteFunc(slices.Clone(o.Partition), func(p string) bool { return p == "" || p == defaultPartition })
+		fleets := slices.DeleteFunc(slices.Clone(o.Partition), func(p string) bool { return p == "" || p == slurmconv.DefaultPartition })
 		if len(fleets) > 0 && !slices.Contains(fleets, n.Fleet) || slices.Contains(exclude, n.Name) {
 			continue
 		}
@@ -656,7 +657,7 @@ func sbatchNeedsNodes(job *slurm.BatchJob) bool {
 		switch {
 		case o.TestOnly,
 			o.NTasks > 0 && o.Nodes <= 0 && o.NTasksPerNode <= 0 && o.Nodelist == "",
-			slices.ContainsFunc(o.Partition, func(p string) bool { return p != "" && p != defaultPartition }),
+			slices.ContainsFunc(o.Partition, func(p string) bool { return p != "" && p != slurmconv.DefaultPartition }),
 			len(o.GRES)+len(o.GPUs)+len(o.GPUsPerNode)+len(o.GPUsPerTask) > 0,
 			o.Nodelist != "" || o.Exclude != "" || o.Constraint != "":
 			return true

@@ -180,7 +180,7 @@ func runScancel(e *slurmEnv, args []string) error {
 		if err != nil {
 			return err
 		}
-		jobs := v.jobs()
+		jobs := v.Jobs()
 		if len(nodelist) > 0 {
 			jobs = onNodes(jobs, nodelist)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/berth-hq/berth/internal/client"
 	"github.com/berth-hq/berth/internal/policy"
 	"github.com/berth-hq/berth/internal/slurm"
+	"github.com/berth-hq/berth/internal/slurmconv"
 )
 
 var scontrolOptions = []slurmOpt{
@@ -143,7 +144,7 @@ func scontrolShow(e *slurmEnv, args []string, oneLiner bool) error {
 		if err != nil {
 			return err
 		}
-		_, nodes := slurmNodes(v.nodes, v.now, v.policy)
+		_, nodes := slurmconv.Nodes(v.Nodes, v.Now, v.Policy)
 		if id != "" {
 			want, err := slurm.ExpandHostlist(id)
 			if err != nil {
@@ -171,7 +172,7 @@ func scontrolShow(e *slurmEnv, args []string, oneLiner bool) error {
 		if err != nil {
 			return err
 		}
-		parts, _ := slurmNodes(v.nodes, v.now, v.policy)
+		parts, _ := slurmconv.Nodes(v.Nodes, v.Now, v.Policy)
 		if id != "" {
 			var keep []slurm.Partition
 			for _, p := range parts {
@@ -209,19 +210,19 @@ func scontrolShowJob(e *slurmEnv, id string, oneLiner bool) error {
 	if err != nil {
 		return err
 	}
-	jobs := v.jobs()
+	jobs := v.Jobs()
 	if id == "" {
 		if len(jobs) == 0 {
 			fmt.Fprintln(e.stdout, "No jobs in the system")
 			return nil
 		}
 		sort.SliceStable(jobs, func(a, b int) bool { return jobs[a].JobID > jobs[b].JobID })
-		io.WriteString(e.stdout, slurm.ShowJobs(jobs, oneLiner, v.now))
+		io.WriteString(e.stdout, slurm.ShowJobs(jobs, oneLiner, v.Now))
 		return nil
 	}
 	one := sels[0]
-	if !v.known(one) {
-		if one.Task != slurm.NoArrayTask && v.known(slurm.JobSelector{JobID: one.JobID, Task: slurm.NoArrayTask}) {
+	if !v.Known(one) {
+		if one.Task != slurm.NoArrayTask && v.Known(slurm.JobSelector{JobID: one.JobID, Task: slurm.NoArrayTask}) {
 			return slurm.JobNotFoundError(id)
 		}
 		return slurm.InvalidJobIDError()
@@ -235,7 +236,7 @@ func scontrolShowJob(e *slurmEnv, id string, oneLiner bool) error {
 		}
 		return jobs[a].JobID > jobs[b].JobID
 	})
-	io.WriteString(e.stdout, slurm.ShowJobs(jobs, oneLiner, v.now))
+	io.WriteString(e.stdout, slurm.ShowJobs(jobs, oneLiner, v.Now))
 	return nil
 }
 
@@ -363,7 +364,7 @@ func scontrolUpdate(e *slurmEnv, args []string) error {
 				if err != nil {
 					return err
 				}
-				cur = timeLimit(run.Spec)
+				cur = slurmconv.TimeLimit(run.Spec)
 				if cur == slurm.Unlimited {
 					return slurmFail(1, "slurm_update error: Invalid time limit specification")
 				}
@@ -387,7 +388,7 @@ func scontrolUpdate(e *slurmEnv, args []string) error {
 			}
 			req.TimeLimit, any = &secs, true
 		case "comment":
-			req.Tags, any = map[string]string{tagComment: val}, true
+			req.Tags, any = map[string]string{slurmconv.TagComment: val}, true
 		case "priority":
 			n, err := strconv.ParseInt(val, 10, 64)
 			if err != nil || n < 0 {
@@ -536,7 +537,7 @@ func scontrolUpdatePartition(e *slurmEnv, pairs []string) error {
 	if err != nil {
 		return err
 	}
-	parts, _ := slurmNodes(v.nodes, v.now, v.policy)
+	parts, _ := slurmconv.Nodes(v.Nodes, v.Now, v.Policy)
 	if !slices.ContainsFunc(parts, func(p slurm.Partition) bool { return p.Name == name }) {
 		return slurmFail(1, "slurm_update error: Invalid partition name specified")
 	}
@@ -642,12 +643,12 @@ func configPairs(st *api.ServerStatus) []slurm.ConfigPair {
 	}
 	yesNo := map[bool]string{true: "Yes", false: "No"}
 	return []slurm.ConfigPair{
-		{"ClusterName", clusterName},
+		{"ClusterName", slurmconv.ClusterName},
 		{"EnforcePartLimits", "NO"},
 		{"FirstJobId", "1"},
 		{"KillWait", slurm.ConfigSeconds(secs(cfg.StopGrace))},
 		{"MaxArraySize", strconv.Itoa(cfg.MaxArraySize)},
-		{"MinJobAge", slurm.ConfigSeconds(minJobAge)},
+		{"MinJobAge", slurm.ConfigSeconds(slurmconv.MinJobAge)},
 		{"PriorityDecayHalfLife", slurm.FormatElapsed(secs(cfg.FairshareHalfLife))},
 		{"PriorityFavorSmall", yesNo[w.FavorSmall]},
 		{"PriorityMaxAge", slurm.FormatElapsed(secs(w.MaxAge))},

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/slurmconv/convtest"
 )
 
 // slurmCmd runs a Slurm command through Main and returns what it printed
@@ -93,7 +94,7 @@ func TestSbatchRefusesGPUsBeyondEveryNode(t *testing.T) {
 	if err := c.Register(context.Background(), api.NodeInfo{Name: "g1", CPUs: 8, Memory: 8 << 30, GPUs: gpus}); err != nil {
 		t.Fatal(err)
 	}
-	_, want := readSlurmGolden(t, "sbatch-err-too-many-gpus.txt")
+	_, want := convtest.ReadGolden(t, "sbatch-err-too-many-gpus.txt")
 	if want != "" {
 		t.Fatalf("the golden printed %q on stdout", want)
 	}

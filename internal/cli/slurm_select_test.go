@@ -13,6 +13,8 @@ import (
 
 	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/slurm"
+	"github.com/berth-hq/berth/internal/slurmconv"
+	"github.com/berth-hq/berth/internal/slurmconv/convtest"
 	"github.com/berth-hq/berth/internal/spec"
 )
 
@@ -52,34 +54,34 @@ func randomHistory(rng *rand.Rand, n int, now time.Time) []api.Run {
 	var runs []api.Run
 	span := 72 * time.Hour
 	for id := int64(1); id <= int64(n); id++ {
-		b := aRun(id, "job"+strconv.FormatInt(id, 10))
+		b := convtest.ARun(id, "job"+strconv.FormatInt(id, 10))
 		sub := now.Add(-time.Duration(rng.Int64N(int64(span))))
-		b.r.SubmittedAt = sub
+		b.Run().SubmittedAt = sub
 		start := sub.Add(time.Duration(rng.Int64N(int64(2 * time.Hour))))
 		end := start.Add(time.Duration(rng.Int64N(int64(3 * time.Hour))))
 		switch k := rng.IntN(6); {
 		case k == 0 || start.After(now):
-			b.pending("Priority")
+			b.Pending("Priority")
 		case k == 1 || end.After(now):
-			b.running("00:00:00")
-			b.r.StartedAt = &start
+			b.Running("00:00:00")
+			b.Run().StartedAt = &start
 		default:
 			st := []api.Status{api.StatusDone, api.StatusFailed, api.StatusTerminated, api.StatusAborted}[rng.IntN(4)]
-			b.ended(st, "", rng.IntN(3), "00:00:00", "00:00:00")
-			b.r.StartedAt, b.r.FinishedAt = &start, &end
+			b.Ended(st, "", rng.IntN(3), "00:00:00", "00:00:00")
+			b.Run().StartedAt, b.Run().FinishedAt = &start, &end
 			if rng.IntN(8) == 0 { // ended before it started
-				b.r.StartedAt = nil
-				b.r.Jobs = nil
+				b.Run().StartedAt = nil
+				b.Run().Jobs = nil
 			}
 		}
 		if id > 10 && rng.IntN(5) == 0 {
-			b.task(id-int64(rng.IntN(10)+1), rng.IntN(4))
+			b.Task(id-int64(rng.IntN(10)+1), rng.IntN(4))
 		}
 		if id > 1 && rng.IntN(6) == 0 {
 			dep := id - 1 - rng.Int64N(id-1)
-			b.r.Spec.DependsOn = []spec.Dependency{{Type: "afterok", Runs: []string{strconv.FormatInt(dep, 10)}}}
+			b.Run().Spec.DependsOn = []spec.Dependency{{Type: "afterok", Runs: []string{strconv.FormatInt(dep, 10)}}}
 		}
-		runs = append(runs, b.build())
+		runs = append(runs, b.Build())
 	}
 	slices.Reverse(runs)
 	return runs
@@ -91,10 +93,10 @@ func TestSelectionKeepsOutput(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
 	now := time.Date(2026, 11, 22, 15, 4, 5, 0, time.Local)
 	runs := randomHistory(rng, 400, now)
-	nodes := goldenNodes()
+	nodes := convtest.GoldenNodes()
 	sacct := func(rs []api.Run, f slurm.AcctFilter) string {
-		v := newSlurmView(rs, nodes, now)
-		out, err := slurm.FormatSacct(slurm.FilterAcct(v.acct(), f), slurm.SacctOptions{Parsable2: true, Format: "JobID,State,Submit,Start,End"})
+		v := slurmconv.NewView(rs, nodes, now)
+		out, err := slurm.FormatSacct(slurm.FilterAcct(v.Acct(), f), slurm.SacctOptions{Parsable2: true, Format: "JobID,State,Submit,Start,End"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,8 +142,8 @@ func TestSelectionKeepsOutput(t *testing.T) {
 	}
 	for _, at := range []time.Time{now, now.Add(-100 * time.Hour)} {
 		show := func(rs []api.Run) string {
-			v := newSlurmView(rs, nodes, at)
-			return slurm.ShowJobs(slurm.FilterJobs(v.jobs(), slurm.JobFilter{AllStates: true}), true, at)
+			v := slurmconv.NewView(rs, nodes, at)
+			return slurm.ShowJobs(slurm.FilterJobs(v.Jobs(), slurm.JobFilter{AllStates: true}), true, at)
 		}
 		sel := inMemory(at)
 		if d := cmp.Diff(show(runs), show(fetched(runs, sel))); d != "" {
@@ -161,14 +163,14 @@ func TestSelectionKeepsOutput(t *testing.T) {
 		}
 		f.AllStates = rng.IntN(2) == 0
 		squeue := func(rs []api.Run) string {
-			v := newSlurmView(rs, nodes, now)
-			out, _, err := slurm.FormatSqueue(slurm.FilterJobs(v.jobs(), f), slurm.SqueueOptions{Now: now})
+			v := slurmconv.NewView(rs, nodes, now)
+			out, _, err := slurm.FormatSqueue(slurm.FilterJobs(v.Jobs(), f), slurm.SqueueOptions{Now: now})
 			if err != nil {
 				t.Fatal(err)
 			}
 			known := ""
 			for _, s := range f.Jobs {
-				known += fmt.Sprint(v.known(s))
+				known += fmt.Sprint(v.Known(s))
 			}
 			return known + "\n" + out
 		}

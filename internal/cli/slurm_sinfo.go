@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/berth-hq/berth/internal/slurm"
+	"github.com/berth-hq/berth/internal/slurmconv"
 )
 
 var sinfoOptions = []slurmOpt{
@@ -130,7 +131,7 @@ func runSinfo(e *slurmEnv, args []string) error {
 		if err != nil {
 			return err
 		}
-		parts, nodes := slurmNodes(v.nodes, v.now, v.policy)
+		parts, nodes := slurmconv.Nodes(v.Nodes, v.Now, v.Policy)
 		nodes = filterNodes(nodes, hosts, states, dead, resp)
 		if len(partitions) > 0 {
 			var keep []slurm.Partition
@@ -149,7 +150,7 @@ func runSinfo(e *slurmEnv, args []string) error {
 			io.WriteString(e.stdout, slurm.SinfoJSON(nodes))
 			return nil
 		}
-		o.Now = v.now.Local()
+		o.Now = v.Now.Local()
 		out, warnings := slurm.FormatSinfo(parts, nodes, o)
 		for _, w := range warnings {
 			fmt.Fprintln(e.stderr, w)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/slurm"
+	"github.com/berth-hq/berth/internal/slurmconv"
 )
 
 var sprioOptions = []slurmOpt{
@@ -101,11 +102,11 @@ func runSprio(e *slurmEnv, args []string) error {
 	}
 	var rows []slurm.PrioRow
 	for _, p := range prios {
-		r := v.byID[p.RunID]
+		r := v.ByID[p.RunID]
 		if r == nil || r.Array != nil {
 			continue // an array's waiting tasks have no factors of their own yet
 		}
-		row := slurm.PrioRow{JobID: u32(p.RunID), Partition: v.partition(r), User: jobUser(r),
+		row := slurm.PrioRow{JobID: u32(p.RunID), Partition: v.Partition(r), User: slurmconv.JobUser(r),
 			Age: float64(p.Age), Fairshare: float64(p.Fairshare), JobSize: float64(p.JobSize), PartPrio: float64(p.Partition),
 			QOS: float64(p.QOS), Nice: p.Nice}
 		row.Site = p.Priority - (p.Age + p.Fairshare + p.JobSize + p.Partition + p.QOS) + p.Nice

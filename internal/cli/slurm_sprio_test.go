@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/berth-hq/berth/internal/server"
+	"github.com/berth-hq/berth/internal/slurmconv/convtest"
 )
 
 // sprio, as the link named sprio runs it: Slurm's default columns for the
@@ -90,7 +91,7 @@ func TestScontrolShowConfig(t *testing.T) {
 	if code != 0 || errs != "" {
 		t.Fatalf("scontrol show config: exit %d, %q", code, errs)
 	}
-	_, golden := readSlurmGolden(t, "scontrol-show-config.txt")
+	_, golden := convtest.ReadGolden(t, "scontrol-show-config.txt")
 	order := map[string]int{}
 	sc := bufio.NewScanner(strings.NewReader(golden))
 	for i := 0; sc.Scan(); i++ {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/slurm"
+	"github.com/berth-hq/berth/internal/slurmconv"
 )
 
 var squeueOptions = []slurmOpt{
@@ -202,16 +203,16 @@ func runSqueue(e *slurmEnv, args []string) error {
 			if err != nil {
 				return err
 			}
-			if len(f.Jobs) == 1 && !v.known(f.Jobs[0]) {
+			if len(f.Jobs) == 1 && !v.Known(f.Jobs[0]) {
 				return slurm.InvalidJobIDError()
 			}
 			// squeue -j shows the jobs it names in the default states only,
 			// finished ones (still in memory) with -t all.
-			jobs = v.jobs()
+			jobs = v.Jobs()
 			if len(nodelist) > 0 {
 				jobs = onNodes(jobs, nodelist)
 			}
-			jobs, now = slurm.FilterJobs(jobs, f), v.now
+			jobs, now = slurm.FilterJobs(jobs, f), v.Now
 		} else {
 			var err error
 			if jobs, now, err = squeueJobs(e, sel, f, nodelist); err != nil {
@@ -219,7 +220,7 @@ func runSqueue(e *slurmEnv, args []string) error {
 			}
 		}
 		if asJSON {
-			io.WriteString(e.stdout, slurm.SqueueJSON(jobs, clusterName))
+			io.WriteString(e.stdout, slurm.SqueueJSON(jobs, slurmconv.ClusterName))
 			return nil
 		}
 		o.Now = now
@@ -276,13 +277,13 @@ func squeueSteps(e *slurmEnv, f slurm.JobFilter, only []string, long, noHeader b
 		return err
 	}
 	kept := map[uint32]bool{}
-	for _, j := range slurm.FilterJobs(v.jobs(), f) {
+	for _, j := range slurm.FilterJobs(v.Jobs(), f) {
 		kept[j.JobID] = true
 	}
 	var runs []*api.Run
 	var ids []int64
-	for i := range v.runs {
-		r := &v.runs[i]
+	for i := range v.Runs {
+		r := &v.Runs[i]
 		if r.Status == api.StatusRunning && r.Array == nil && r.StartedAt != nil && kept[u32(r.ID)] {
 			runs = append(runs, r)
 			ids = append(ids, r.ID)
@@ -306,11 +307,11 @@ func squeueSteps(e *slurmEnv, f slurm.JobFilter, only []string, long, noHeader b
 	}
 	var rows []slurm.StepRow
 	for _, r := range runs {
-		base := slurm.StepRow{JobID: u32(r.ID), Partition: v.partition(r), User: jobUser(r), TimeLimit: timeLimit(r.Spec)}
+		base := slurm.StepRow{JobID: u32(r.ID), Partition: v.Partition(r), User: slurmconv.JobUser(r), TimeLimit: slurmconv.TimeLimit(r.Spec)}
 		if r.ArrayID != 0 && r.ArrayIndex != nil {
 			base.ArrayID, base.ArrayTask = u32(r.ArrayID), *r.ArrayIndex
 		}
-		if t := slurmPart(r).Tool; t == "sbatch" || t == "" {
+		if t := slurmconv.Part(r).Tool; t == "sbatch" || t == "" {
 			row := base
 			row.Step, row.Name, row.NodeList, row.Start = "batch", "batch", firstNode(r), *r.StartedAt
 			rows = append(rows, row)
@@ -330,7 +331,7 @@ func squeueSteps(e *slurmEnv, f slurm.JobFilter, only []string, long, noHeader b
 		}
 		rows = named
 	}
-	io.WriteString(e.stdout, slurm.FormatSqueueSteps(rows, long, noHeader, v.now))
+	io.WriteString(e.stdout, slurm.FormatSqueueSteps(rows, long, noHeader, v.Now))
 	return nil
 }
 
@@ -345,7 +346,7 @@ func startStates(o slurm.SqueueOptions, f slurm.JobFilter, steps bool) slurm.Job
 
 // firstNode is the first of a run's nodes, "(null)" when it has none.
 func firstNode(r *api.Run) string {
-	if n := uniqueNodes(r); len(n) > 0 {
+	if n := slurmconv.UniqueNodes(r); len(n) > 0 {
 		return n[0]
 	}
 	return "(null)"

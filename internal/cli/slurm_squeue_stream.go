@@ -7,6 +7,7 @@ import (
 	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/client"
 	"github.com/berth-hq/berth/internal/slurm"
+	"github.com/berth-hq/berth/internal/slurmconv"
 )
 
 // squeueJobs are the jobs a squeue listing shows, filtered (f, and the
@@ -29,17 +30,17 @@ func squeueJobs(e *slurmEnv, sel runSelection, f slurm.JobFilter, nodelist []str
 	if err != nil {
 		return nil, time.Time{}, fail(err)
 	}
-	v := newSlurmView(nil, nodes, e.now())
+	v := slurmconv.NewView(nil, nodes, e.now())
 	if pol, err := c.Policy(e.ctx); err == nil {
-		v.policy = pol
+		v.Policy = pol
 	}
 	if prios, err := c.PrioritiesOf(e.ctx, nil); err == nil {
-		v.prio = make(map[int64]int64, len(prios))
+		v.Prio = make(map[int64]int64, len(prios))
 		for _, p := range prios {
-			v.prio[p.RunID] = p.Priority
+			v.Prio[p.RunID] = p.Priority
 		}
 	}
-	v.active = map[int64]int{}
+	v.Active = map[int64]int{}
 
 	type arrayFix struct {
 		row, n int   // the rows the run gave
@@ -62,17 +63,17 @@ func squeueJobs(e *slurmEnv, sel runSelection, f slurm.JobFilter, nodelist []str
 		if seen[r.ID] {
 			return nil
 		}
-		cur, _ := splitAttempts(r)
+		cur, _ := slurmconv.SplitAttempts(r)
 		*r = cur
 		seen[r.ID] = true
 		delete(pending, r.ID)
 		// What other records read of this run: whether it ended or
 		// started (dependencies) and its throttle (an array's tasks).
 		if r.Array != nil || r.Status.Finished() || r.StartedAt != nil {
-			v.byID[r.ID] = &api.Run{ID: r.ID, Status: r.Status, StartedAt: r.StartedAt, Array: r.Array}
+			v.ByID[r.ID] = &api.Run{ID: r.ID, Status: r.Status, StartedAt: r.StartedAt, Array: r.Array}
 		}
 		if r.ArrayID != 0 && !r.Status.Finished() && r.Status != api.StatusSubmitted {
-			v.active[r.ArrayID]++
+			v.Active[r.ArrayID]++
 		}
 		if sel.refs {
 			for _, id := range referenced([]api.Run{*r}) {
@@ -81,10 +82,10 @@ func squeueJobs(e *slurmEnv, sel runSelection, f slurm.JobFilter, nodelist []str
 				}
 			}
 		}
-		if !v.inMemory(r) {
+		if !v.InMemory(r) {
 			return nil
 		}
-		rows := slurm.FilterJobs([]slurm.Job{v.job(r)}, f)
+		rows := slurm.FilterJobs([]slurm.Job{v.Job(r)}, f)
 		if len(nodelist) > 0 {
 			rows = onNodes(rows, nodelist)
 		}
@@ -120,7 +121,7 @@ func squeueJobs(e *slurmEnv, sel runSelection, f slurm.JobFilter, nodelist []str
 	// that run (the record made on arrival counted those before it).
 	for _, x := range arrays {
 		throttle := 0
-		if a := v.byID[x.array]; a != nil && a.Array != nil {
+		if a := v.ByID[x.array]; a != nil && a.Array != nil {
 			throttle = a.Array.Throttle
 		}
 		for i := x.row; i < x.row+x.n; i++ {
@@ -128,18 +129,18 @@ func squeueJobs(e *slurmEnv, sel runSelection, f slurm.JobFilter, nodelist []str
 			if !x.folded {
 				j.ArrayThrottle = throttle
 			}
-			if throttle > 0 && v.active[x.array] >= throttle && !x.held && (x.folded || j.State.Pending()) {
+			if throttle > 0 && v.Active[x.array] >= throttle && !x.held && (x.folded || j.State.Pending()) {
 				j.Reason = slurm.ReasonJobArrayTaskLimit
 			}
 		}
 	}
 	for _, x := range deps {
-		j := v.job(&x.run)
+		j := v.Job(&x.run)
 		for i := x.row; i < x.row+x.n; i++ {
 			part := out[i].Partition
 			out[i] = j
 			out[i].Partition = part
 		}
 	}
-	return out, v.now, nil
+	return out, v.Now, nil
 }

@@ -17,6 +17,8 @@ import (
 	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/client"
 	"github.com/berth-hq/berth/internal/slurm"
+	"github.com/berth-hq/berth/internal/slurmconv"
+	"github.com/berth-hq/berth/internal/slurmconv/convtest"
 )
 
 // mixedQueue is a history with what makes squeue's records depend on
@@ -82,7 +84,7 @@ func listServer(t testing.TB, runs []api.Run, prio map[int64]int64) *httptest.Se
 		w.Write([]byte("]"))
 	})
 	mux.HandleFunc("GET /api/v1/nodes", func(w http.ResponseWriter, _ *http.Request) {
-		json.NewEncoder(w).Encode(goldenNodes())
+		json.NewEncoder(w).Encode(convtest.GoldenNodes())
 	})
 	mux.HandleFunc("GET /api/v1/priorities", func(w http.ResponseWriter, _ *http.Request) {
 		out := []api.RunPriority{}
@@ -131,9 +133,9 @@ func TestSqueueStreamMatchesGathered(t *testing.T) {
 		if needAll {
 			sel = inMemory(now)
 		}
-		v := newSlurmView(fetched(runs, sel), goldenNodes(), now)
-		v.prio = prio
-		want := slurm.FilterJobs(v.jobs(), f)
+		v := slurmconv.NewView(fetched(runs, sel), convtest.GoldenNodes(), now)
+		v.Prio = prio
+		want := slurm.FilterJobs(v.Jobs(), f)
 		got, at, err := squeueJobs(e, sel, f, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -155,8 +157,8 @@ func TestSqueueStreamMatchesGathered(t *testing.T) {
 			throttled += strings.Count(w, "JobArrayTaskLimit")
 		}
 		var wj, gj bytes.Buffer
-		wj.WriteString(slurm.SqueueJSON(want, clusterName))
-		gj.WriteString(slurm.SqueueJSON(got, clusterName))
+		wj.WriteString(slurm.SqueueJSON(want, slurmconv.ClusterName))
+		gj.WriteString(slurm.SqueueJSON(got, slurmconv.ClusterName))
 		if d := cmp.Diff(wj.String(), gj.String()); d != "" {
 			t.Fatalf("squeue --json %+v streamed differs from gathered:\n%s", f, d)
 		}
@@ -173,7 +175,7 @@ func BenchmarkSqueueStream(b *testing.B) {
 	now := time.Date(2026, 11, 22, 15, 4, 5, 0, time.Local)
 	var runs []api.Run
 	for id := int64(20000); id >= 1; id-- {
-		runs = append(runs, aRun(id, "job"+strconv.FormatInt(id, 10)).build())
+		runs = append(runs, convtest.ARun(id, "job"+strconv.FormatInt(id, 10)).Build())
 	}
 	hs := listServer(b, runs, nil)
 	e := &slurmEnv{ctx: context.Background(), now: func() time.Time { return now },

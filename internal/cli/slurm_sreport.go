@@ -12,6 +12,7 @@ import (
 	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/client"
 	"github.com/berth-hq/berth/internal/slurm"
+	"github.com/berth-hq/berth/internal/slurmconv"
 )
 
 // sreport's two reports most sites read, from GET /usage: cluster
@@ -234,13 +235,13 @@ func (o *sreportOut) accountByUser(e *slurmEnv, rep *api.UsageReport, accounts, 
 	width := o.tf.usageWidth(root)
 	header := []string{"Cluster", "Account", "Login", "Proper Name", "Used", "Energy"}
 	widths := []int{9, 15, 9, 15, width, o.tf.usageWidth(0)}
-	cells := [][]string{{clusterName, "root", "", "", o.tf.format(math.Floor(root), total), o.tf.format(0, total)}}
+	cells := [][]string{{slurmconv.ClusterName, "root", "", "", o.tf.format(math.Floor(root), total), o.tf.format(0, total)}}
 	for _, r := range rows {
 		proper := ""
 		if r.login != "" {
 			proper = properName(r.login)
 		}
-		cells = append(cells, []string{clusterName, r.account, r.login, proper, o.tf.format(math.Floor(r.cpu), total), o.tf.format(0, total)})
+		cells = append(cells, []string{slurmconv.ClusterName, r.account, r.login, proper, o.tf.format(math.Floor(r.cpu), total), o.tf.format(0, total)})
 	}
 	printSacctmgr(e.stdout, header, widths, cells, o.noHeader, o.parsable, o.parsable2)
 }
@@ -289,7 +290,7 @@ func (o *sreportOut) topUsage(e *slurmEnv, rep *api.UsageReport, accounts, users
 	var cells [][]string
 	for _, r := range rows {
 		slices.Sort(r.accounts)
-		cells = append(cells, []string{clusterName, r.login, properName(r.login), strings.Join(r.accounts, ","), o.tf.format(math.Floor(r.cpu), total), o.tf.format(0, total)})
+		cells = append(cells, []string{slurmconv.ClusterName, r.login, properName(r.login), strings.Join(r.accounts, ","), o.tf.format(math.Floor(r.cpu), total), o.tf.format(0, total)})
 	}
 	printSacctmgr(e.stdout, header, widths, cells, o.noHeader, o.parsable, o.parsable2)
 }

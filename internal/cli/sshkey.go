@@ -3,10 +3,7 @@
 package cli
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -14,8 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/crypto/ssh"
-
-	"github.com/berth-hq/berth/internal/server"
 )
 
 // `berth ssh-key add|list|remove`: the SSH public keys with which the
@@ -108,21 +103,4 @@ func newSSHKeyCmd() *cobra.Command {
 	}
 	cmd.AddCommand(add, list, remove)
 	return cmd
-}
-
-// startSSHGateway serves the server's SSH gateway on addr (berth server
-// --ssh-listen), with the host key in dir or derived from secretsKey
-// (server.LoadSSHHostKey).
-func startSSHGateway(ctx context.Context, srv *server.Server, addr, dir string, secretsKey []byte, errc chan<- error, logw io.Writer) error {
-	key, err := server.LoadSSHHostKey(dir, secretsKey)
-	if err != nil {
-		return fmt.Errorf("--ssh-listen: %w", err)
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("--ssh-listen %s: %w", addr, err)
-	}
-	fmt.Fprintf(logw, "SSH gateway on %s (host key %s)\n", ln.Addr(), ssh.FingerprintSHA256(key.PublicKey()))
-	go func() { errc <- srv.ServeSSH(ctx, ln, key) }()
-	return nil
 }

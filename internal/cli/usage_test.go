@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/policy"
 	"github.com/berth-hq/berth/internal/sched"
 )
@@ -57,23 +56,6 @@ func TestAccountingCommands(t *testing.T) {
 	}
 	if out, errs, code := berthCmd("usage", "--since", "now-7days"); code != 0 || !strings.Contains(out, "PROJECT  USER") {
 		t.Errorf("berth usage: %d %s %s", code, out, errs)
-	}
-}
-
-// sacct's AllocTRES bills what the fleets' weights gave the run's jobs,
-// once each job that ran has its usage; before, its CPUs (Slurm's default).
-func TestSacctBilling(t *testing.T) {
-	started := time.Unix(1_700_000_000, 0)
-	r := &api.Run{Jobs: []api.Job{{StartedAt: &started, Usage: &api.JobUsage{Billing: 10.4}}, {StartedAt: &started, Usage: &api.JobUsage{Billing: 6}}, {}}}
-	if b, ok := runBilling(r); !ok || b != 16 {
-		t.Errorf("billing = %d %v, want 16", b, ok)
-	}
-	if got := billedTRES(2, 4, 2048, 2, 16); got != "billing=16,cpu=4,gres/gpu=2,mem=2G,node=2" {
-		t.Errorf("AllocTRES = %q", got)
-	}
-	r.Jobs[1].Usage = nil // still running
-	if _, ok := runBilling(r); ok {
-		t.Error("a run with a job still running has its billing")
 	}
 }
 

@@ -5,8 +5,8 @@ import "github.com/berth-hq/berth/internal/sched"
 // Reason says why a run or a job is in its state. A waiting run's reason is
 // one of Slurm's codes (Priority, Resources, …), so the Slurm commands print
 // it unchanged; a final one is dstack's word (exited_with_error, …). The
-// value is what the store and the API hold; Slurm renders it with End and
-// SlurmReason.
+// value is what the store and the API hold; the Slurm front end renders it
+// with End (internal/slurmconv: JobState).
 type Reason string
 
 // Reasons of waiting runs: Slurm's codes. The scheduler's limit reasons
@@ -97,49 +97,6 @@ func EndOf(st Status, r Reason) End {
 		return EndCancelled
 	}
 	return EndNone
-}
-
-// SlurmReason is Slurm's reason code for a run in state st for reason r, as
-// squeue and scontrol print it: a waiting run's own reason (None when it has
-// none), None while it runs, and for an ended run the reason Slurm gives its
-// state.
-func SlurmReason(st Status, r Reason) string {
-	end := EndOf(st, r)
-	switch {
-	case st == StatusSubmitted || st == StatusScheduled:
-		switch r {
-		case ReasonNone:
-			return "None"
-		case ReasonProvisioningNodes:
-			return string(ReasonResources)
-		}
-		return string(r)
-	case end == EndNone:
-		return "None"
-	}
-	switch end {
-	case EndFailed:
-		switch r {
-		case ReasonFailedToStart:
-			return "JobLaunchFailure"
-		case ReasonDependencyNever:
-			return string(ReasonDependencyNever)
-		}
-		return "NonZeroExitCode"
-	case EndTimeout:
-		return "TimeLimit"
-	case EndOutOfMemory:
-		return "OutOfMemory"
-	case EndPreempted:
-		return "Preempted"
-	case EndNodeFail:
-		return "NodeDown"
-	case EndCancelled:
-		if r == ReasonDependencyNever {
-			return string(ReasonDependencyNever)
-		}
-	}
-	return "None"
 }
 
 // RetryEvent is the retry event (dstack's on_events) a job's end counts as:

@@ -64,38 +64,35 @@ func TestStopRequest(t *testing.T) {
 	}
 }
 
-// Every final status and reason renders as Slurm's state and reason.
-func TestSlurmRendering(t *testing.T) {
+// Every final status and reason has its end (internal/slurmconv's
+// TestJobState renders them as Slurm's state and reason).
+func TestEndOf(t *testing.T) {
 	tests := []struct {
-		st     Status
-		r      Reason
-		end    End
-		reason string
+		st  Status
+		r   Reason
+		end End
 	}{
-		{StatusSubmitted, ReasonNone, EndNone, "None"},
-		{StatusSubmitted, ReasonPriority, EndNone, "Priority"},
-		{StatusSubmitted, "QOSMaxGRESPerUser", EndNone, "QOSMaxGRESPerUser"},
-		{StatusRunning, ReasonNone, EndNone, "None"},
-		{StatusTerminating, ReasonNone, EndNone, "None"},
-		{StatusDone, ReasonDone, EndCompleted, "None"},
-		{StatusFailed, ReasonExitedWithError, EndFailed, "NonZeroExitCode"},
-		{StatusFailed, ReasonFailedToStart, EndFailed, "JobLaunchFailure"},
-		{StatusFailed, ReasonNoCapacity, EndFailed, "NonZeroExitCode"},
-		{StatusFailed, ReasonOOM, EndOutOfMemory, "OutOfMemory"},
-		{StatusFailed, ReasonUnreachable, EndNodeFail, "NodeDown"},
-		{StatusFailed, ReasonLostByAgent, EndNodeFail, "NodeDown"},
-		{StatusTerminated, ReasonMaxDuration, EndTimeout, "TimeLimit"},
-		{StatusTerminated, ReasonPreempted, EndPreempted, "Preempted"},
-		{StatusTerminated, ReasonTerminatedByUser, EndCancelled, "None"},
-		{StatusTerminated, ReasonDependencyNever, EndCancelled, "DependencyNeverSatisfied"},
-		{StatusAborted, ReasonAbortedByUser, EndCancelled, "None"},
+		{StatusSubmitted, ReasonNone, EndNone},
+		{StatusSubmitted, ReasonPriority, EndNone},
+		{StatusSubmitted, "QOSMaxGRESPerUser", EndNone},
+		{StatusRunning, ReasonNone, EndNone},
+		{StatusTerminating, ReasonNone, EndNone},
+		{StatusDone, ReasonDone, EndCompleted},
+		{StatusFailed, ReasonExitedWithError, EndFailed},
+		{StatusFailed, ReasonFailedToStart, EndFailed},
+		{StatusFailed, ReasonNoCapacity, EndFailed},
+		{StatusFailed, ReasonOOM, EndOutOfMemory},
+		{StatusFailed, ReasonUnreachable, EndNodeFail},
+		{StatusFailed, ReasonLostByAgent, EndNodeFail},
+		{StatusTerminated, ReasonMaxDuration, EndTimeout},
+		{StatusTerminated, ReasonPreempted, EndPreempted},
+		{StatusTerminated, ReasonTerminatedByUser, EndCancelled},
+		{StatusTerminated, ReasonDependencyNever, EndCancelled},
+		{StatusAborted, ReasonAbortedByUser, EndCancelled},
 	}
 	for _, tc := range tests {
 		if got := EndOf(tc.st, tc.r); got != tc.end {
 			t.Errorf("EndOf(%s, %s) = %d, want %d", tc.st, tc.r, got, tc.end)
-		}
-		if got := SlurmReason(tc.st, tc.r); got != tc.reason {
-			t.Errorf("SlurmReason(%s, %s) = %s, want %s", tc.st, tc.r, got, tc.reason)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package cli
+package slurmconv
 
 import (
 	"encoding/json"
@@ -15,7 +15,7 @@ import (
 // the Slurm facts as "slurm.*" string tags (taken from a database of
 // session 7, less its long commands and environment).
 const oldStoredSpec = `{"type":"task","name":"train-big","nodes":2,"working_dir":"/home/alice/work",
- "commands":["set +e\n..."],"resources":{"cpu":{"count":{"min":32,"max":32}},"gpu":{"count":{"min":4,"max":4},"name":["a100"]}},
+ "commands":["set +e\n..."],"Resources":{"cpu":{"count":{"min":32,"max":32}},"gpu":{"count":{"min":4,"max":4},"name":["a100"]}},
  "priority":0,"project":"proj42","nice":10,"exclusive":true,"array":"0-9%3","max_duration":86400,"signal":"B:USR1@90",
  "depends_on":[{"type":"afterok","runs":["12"]},{"type":"afterany","runs":["13"]}],"dependency_policy":"any",
  "fleets":["gpu"],"retry":{"on_events":["interruption"]},
@@ -47,7 +47,7 @@ srun python train.py
 		t.Fatal(err)
 	}
 	submitted := time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC)
-	newRun := api.Run{ID: 41, Name: "train-big", Project: "proj42", User: "alice", Status: api.StatusSubmitted, SubmittedAt: submitted, Spec: br.req.Spec}
+	newRun := api.Run{ID: 41, Name: "train-big", Project: "proj42", User: "alice", Status: api.StatusSubmitted, SubmittedAt: submitted, Spec: br.Req.Spec}
 	oldRun := newRun
 	oldRun.ID, oldRun.Spec = 42, nil
 	if err := json.Unmarshal([]byte(oldStoredSpec), &oldRun.Spec); err != nil {
@@ -56,7 +56,7 @@ srun python train.py
 	if oldRun.Spec.Slurm != nil || newRun.Spec.Slurm == nil || len(newRun.Spec.Tags) != 0 {
 		t.Fatalf("fixtures: old record has a typed part or the new one tags")
 	}
-	old, cur := slurmPart(&oldRun), slurmPart(&newRun)
+	old, cur := Part(&oldRun), Part(&newRun)
 	// What the old tags never held: the layout the server applies at
 	// placement, and facts sbatch had no tag for.
 	want := *cur
@@ -67,18 +67,18 @@ srun python train.py
 	}
 
 	now := submitted.Add(time.Minute)
-	v := newSlurmView([]api.Run{newRun, oldRun}, nil, now)
-	jNew, jOld := v.job(&v.runs[0]), v.job(&v.runs[1])
+	v := NewView([]api.Run{newRun, oldRun}, nil, now)
+	jNew, jOld := v.Job(&v.Runs[0]), v.Job(&v.Runs[1])
 	jOld.JobID = jNew.JobID
 	if d := cmp.Diff(slurm.ShowJob(&jNew, false, now), slurm.ShowJob(&jOld, false, now)); d != "" {
 		t.Errorf("scontrol show job of the old record (-new +old):\n%s", d)
 	}
-	aNew, aOld := v.acctRecord(&v.runs[0]), v.acctRecord(&v.runs[1])
+	aNew, aOld := v.acctRecord(&v.Runs[0]), v.acctRecord(&v.Runs[1])
 	aOld.JobID = aNew.JobID
 	if d := cmp.Diff(aNew, aOld); d != "" {
 		t.Errorf("sacct of the old record (-new +old):\n%s", d)
 	}
-	if j := v.job(&api.Run{ID: 43, Status: api.StatusSubmitted, SubmittedAt: submitted}); j.Name != "" || j.BatchFlag {
+	if j := v.Job(&api.Run{ID: 43, Status: api.StatusSubmitted, SubmittedAt: submitted}); j.Name != "" || j.BatchFlag {
 		t.Errorf("a run without spec: %q batch=%v", j.Name, j.BatchFlag)
 	}
 }

@@ -1,4 +1,4 @@
-package cli
+package slurmconv
 
 import (
 	"fmt"
@@ -21,93 +21,95 @@ import (
 // and srun still writes them: slurmFromTags reads those. Runs submitted
 // with berth apply have neither, and show Berth's own values.
 const (
-	tagJobName       = "slurm.job_name" // the job name as Slurm knows it (run names are stricter)
-	tagTool          = "slurm.tool"     // sbatch, srun or salloc
-	tagUser          = "slurm.user"     // the submitting Unix user
-	tagUID           = "slurm.uid"      //
-	tagGID           = "slurm.gid"      //
-	tagGroup         = "slurm.group"    //
-	tagAccount       = "slurm.account"  // -A, recorded (Berth has one project)
-	tagComment       = "slurm.comment"  //
-	tagCommand       = "slurm.command"  // the script's path; empty for --wrap
-	tagStdout        = "slurm.stdout"   // --output as given, absolute
-	tagStderr        = "slurm.stderr"   //
-	tagStdin         = "slurm.stdin"    //
-	tagNTasks        = "slurm.ntasks"   // -n
-	tagCPUsPerTask   = "slurm.cpus_per_task"
-	tagNTasksPerNode = "slurm.ntasks_per_node"
-	tagMemPerCPU     = "slurm.mem_per_cpu" // MB
-	tagTresPerNode   = "slurm.tres_per_node"
-	tagTresPerJob    = "slurm.tres_per_job"
-	tagDependency    = "slurm.dependency" // --dependency as given
-	tagSignal        = "slurm.signal"     // --signal, recorded
-	tagRequeue       = "slurm.requeue"    // "1" or "0"
-	tagSubmitHost    = "slurm.submit_host"
-	tagConstraint    = "slurm.constraint"
-	tagOpenMode      = "slurm.open_mode"
-	tagPriority      = "slurm.priority" // --priority as given
+	TagJobName       = "slurm.job_name" // the job name as Slurm knows it (run names are stricter)
+	TagTool          = "slurm.tool"     // sbatch, srun or salloc
+	TagUser          = "slurm.user"     // the submitting Unix user
+	TagUID           = "slurm.uid"      //
+	TagGID           = "slurm.gid"      //
+	TagGroup         = "slurm.group"    //
+	TagAccount       = "slurm.account"  // -A, recorded (Berth has one project)
+	TagComment       = "slurm.comment"  //
+	TagCommand       = "slurm.command"  // the script's path; empty for --wrap
+	TagStdout        = "slurm.stdout"   // --output as given, absolute
+	TagStderr        = "slurm.stderr"   //
+	TagStdin         = "slurm.stdin"    //
+	TagNTasks        = "slurm.ntasks"   // -n
+	TagCPUsPerTask   = "slurm.cpus_per_task"
+	TagNTasksPerNode = "slurm.ntasks_per_node"
+	TagMemPerCPU     = "slurm.mem_per_cpu" // MB
+	TagTresPerNode   = "slurm.tres_per_node"
+	TagTresPerJob    = "slurm.tres_per_job"
+	TagDependency    = "slurm.dependency" // --dependency as given
+	TagSignal        = "slurm.signal"     // --signal, recorded
+	TagRequeue       = "slurm.requeue"    // "1" or "0"
+	TagSubmitHost    = "slurm.submit_host"
+	TagConstraint    = "slurm.constraint"
+	TagOpenMode      = "slurm.open_mode"
+	TagPriority      = "slurm.priority" // --priority as given
 )
 
-// defaultPartition is the partition of a run that names no fleet: Berth
+// DefaultPartition is the partition of a run that names no fleet: Berth
 // places such runs on any node, so the partition holds every node, and
 // sinfo lists it first, as the default.
-const defaultPartition = "berth"
+const DefaultPartition = "berth"
 
-// minJobAge is how long squeue and scontrol still show a finished job, as
+// MinJobAge is how long squeue and scontrol still show a finished job, as
 // slurmctld keeps it in memory (MinJobAge, 300 s by default).
-const minJobAge = 300 * time.Second
+const MinJobAge = 300 * time.Second
 
-// clusterName is SLURM_CLUSTER_NAME and sacct's Cluster.
-const clusterName = "berth"
+// ClusterName is SLURM_CLUSTER_NAME and sacct's Cluster.
+const ClusterName = "berth"
 
-// defaultAccount is the account of a job that names none: the server's one
+// DefaultAccount is the account of a job that names none: the server's one
 // project.
-const defaultAccount = "main"
+const DefaultAccount = "main"
 
-// slurmView is the cluster as the Slurm commands see it: runs (with their
+// View is the cluster as the Slurm commands see it: runs (with their
 // jobs and configurations), nodes, and the time of the answer.
-type slurmView struct {
-	runs  []api.Run
-	byID  map[int64]*api.Run
-	nodes []api.Node
-	fleet map[string]string // node -> fleet
-	prio  map[int64]int64   // pending runs' multifactor priority
-	steps map[int64][]api.Step
-	// policy is the server's policy (the fleets' partition names, the
+type View struct {
+	Runs  []api.Run
+	ByID  map[int64]*api.Run
+	Nodes []api.Node
+	Fleet map[string]string // node -> fleet
+	Prio  map[int64]int64   // pending runs' multifactor priority
+	Steps map[int64][]api.Step
+	// Policy is the server's policy (the fleets' partition names, the
 	// partitions set down); nil when the server did not say.
-	policy *api.PolicyInfo
-	now    time.Time
-	// earlier are the attempts of requeued runs before their current one,
+	Policy *api.PolicyInfo
+	Now    time.Time
+	// Earlier are the attempts of requeued runs before their current one,
 	// oldest first, each as a run of its own (sacct -D).
-	earlier map[int64][]api.Run
-	// duplicates: sacct -D lists the earlier attempts.
-	duplicates bool
-	// active counts each array's tasks that have left the queue and not
+	Earlier map[int64][]api.Run
+	// Duplicates: sacct -D lists the earlier attempts.
+	Duplicates bool
+	// Active counts each array's tasks that have left the queue and not
 	// finished (runningTasks), built once with the view: per task it
 	// would cost a pass over every run.
-	active map[int64]int
+	Active map[int64]int
 }
 
-func newSlurmView(runs []api.Run, nodes []api.Node, now time.Time) *slurmView {
-	v := &slurmView{runs: runs, byID: map[int64]*api.Run{}, nodes: nodes, fleet: map[string]string{}, now: now}
+// NewView is the view of runs and nodes at now. Runs that were requeued
+// are replaced by their current attempt (their earlier ones kept aside).
+func NewView(runs []api.Run, nodes []api.Node, now time.Time) *View {
+	v := &View{Runs: runs, ByID: map[int64]*api.Run{}, Nodes: nodes, Fleet: map[string]string{}, Now: now}
 	for i := range runs {
-		if cur, earlier := splitAttempts(&runs[i]); len(earlier) > 0 {
-			if v.earlier == nil {
-				v.earlier = map[int64][]api.Run{}
+		if cur, earlier := SplitAttempts(&runs[i]); len(earlier) > 0 {
+			if v.Earlier == nil {
+				v.Earlier = map[int64][]api.Run{}
 			}
-			v.earlier[runs[i].ID] = earlier
+			v.Earlier[runs[i].ID] = earlier
 			runs[i] = cur
 		}
-		v.byID[runs[i].ID] = &runs[i]
+		v.ByID[runs[i].ID] = &runs[i]
 		if r := &runs[i]; r.ArrayID != 0 && !r.Status.Finished() && r.Status != api.StatusSubmitted {
-			if v.active == nil {
-				v.active = map[int64]int{}
+			if v.Active == nil {
+				v.Active = map[int64]int{}
 			}
-			v.active[r.ArrayID]++
+			v.Active[r.ArrayID]++
 		}
 	}
 	for _, n := range nodes {
-		v.fleet[n.Name] = n.Fleet
+		v.Fleet[n.Name] = n.Fleet
 	}
 	return v
 }
@@ -119,9 +121,9 @@ func orStr(s, def string) string {
 	return s
 }
 
-// jobName is the name squeue and sacct show: Slurm's, else the run's.
-func jobName(r *api.Run) string {
-	if n := slurmPart(r).JobName; n != "" {
+// JobName is the name squeue and sacct show: Slurm's, else the run's.
+func JobName(r *api.Run) string {
+	if n := Part(r).JobName; n != "" {
 		return n
 	}
 	if r.ArrayID != 0 && r.ArrayIndex != nil {
@@ -132,10 +134,12 @@ func jobName(r *api.Run) string {
 	return r.Name
 }
 
-func jobUser(r *api.Run) string { return orStr(slurmPart(r).User, r.User) }
+// JobUser is the submitting user squeue and sacct show: Slurm's, else the
+// run's owner.
+func JobUser(r *api.Run) string { return orStr(Part(r).User, r.User) }
 
-// uniqueNodes are the run's nodes in order, once each.
-func uniqueNodes(r *api.Run) []string {
+// UniqueNodes are the run's nodes in order, once each.
+func UniqueNodes(r *api.Run) []string {
 	var out []string
 	seen := map[string]bool{}
 	add := func(n string) {
@@ -153,13 +157,13 @@ func uniqueNodes(r *api.Run) []string {
 	return out
 }
 
-// partition is the partition a job shows: the fleet of the node it runs
+// Partition is the partition a job shows: the fleet of the node it runs
 // on, else the fleets it may use, else the default partition.
-func (v *slurmView) partition(r *api.Run) string {
-	if nodes := uniqueNodes(r); len(nodes) > 0 {
-		f := v.fleet[nodes[0]]
+func (v *View) Partition(r *api.Run) string {
+	if nodes := UniqueNodes(r); len(nodes) > 0 {
+		f := v.Fleet[nodes[0]]
 		if r.Spec == nil || len(r.Spec.Fleets) == 0 {
-			return orStr(f, defaultPartition)
+			return orStr(f, DefaultPartition)
 		}
 		// The partition it runs in: the first it named that the node's
 		// fleet is, or is tagged with in the policy file.
@@ -175,15 +179,15 @@ func (v *slurmView) partition(r *api.Run) string {
 	if r.Spec != nil && len(r.Spec.Fleets) > 0 {
 		return strings.Join(r.Spec.Fleets, ",")
 	}
-	return defaultPartition
+	return DefaultPartition
 }
 
 // fleetPartitions are the partition names the policy file gives fleet f.
-func (v *slurmView) fleetPartitions(f string) []string {
-	if v.policy == nil || f == "" {
+func (v *View) fleetPartitions(f string) []string {
+	if v.Policy == nil || f == "" {
 		return nil
 	}
-	for _, fi := range v.policy.Fleets {
+	for _, fi := range v.Policy.Fleets {
 		if fi.Name == f {
 			return fi.Partitions
 		}
@@ -191,72 +195,8 @@ func (v *slurmView) fleetPartitions(f string) []string {
 	return nil
 }
 
-// slurmState maps a run's status and reason onto Slurm's job state: the
-// active statuses here, how a final run ended from lifecycle.
-func slurmState(r *api.Run) slurm.JobState {
-	switch r.Status {
-	case api.StatusSubmitted, api.StatusScheduled:
-		return slurm.JobPending
-	case api.StatusProvisioning, api.StatusPulling:
-		return slurm.JobRunning | slurm.JobConfiguring
-	case api.StatusRunning:
-		return slurm.JobRunning
-	case api.StatusTerminating:
-		return slurm.JobRunning | slurm.JobCompleting
-	}
-	return endStates[lifecycle.EndOf(r.Status, lifecycle.Reason(r.Reason))]
-}
-
-// endStates are Slurm's job states of lifecycle's ends.
-var endStates = map[lifecycle.End]slurm.JobState{
-	lifecycle.EndNone: slurm.JobPending, lifecycle.EndCompleted: slurm.JobCompleted, lifecycle.EndFailed: slurm.JobFailed,
-	lifecycle.EndCancelled: slurm.JobCancelled, lifecycle.EndTimeout: slurm.JobTimeout, lifecycle.EndOutOfMemory: slurm.JobOutOfMemory,
-	lifecycle.EndNodeFail: slurm.JobNodeFail, lifecycle.EndPreempted: slurm.JobPreempted,
-}
-
-// slurmReason is the reason squeue shows: Slurm's codes for a waiting run
-// (the server already uses them), and for an ended one the reason Slurm
-// gives its state.
-func slurmReason(r *api.Run, st slurm.JobState) string {
-	if st.Pending() {
-		return lifecycle.SlurmReason(api.StatusSubmitted, lifecycle.Reason(r.Reason))
-	}
-	return lifecycle.SlurmReason(r.Status, lifecycle.Reason(r.Reason))
-}
-
-// exitCode is Slurm's ExitCode "code:signal" of a run: the exit status of
-// the script, or the signal that ended it (a status above 128 is a signal,
-// as the shell reports it; a cancelled job that ran ended by SIGTERM, an
-// aborted one by SIGKILL; an OOM kill shows 0:125 as in Slurm).
-func exitCode(r *api.Run, st slurm.JobState) (code, sig int) {
-	started := r.StartedAt != nil
-	switch st.Base() {
-	case slurm.JobCancelled, slurm.JobTimeout, slurm.JobPreempted:
-		if !started {
-			return 0, 0
-		}
-		if r.Status == api.StatusAborted {
-			return 0, 9
-		}
-		return 0, 15
-	case slurm.JobOutOfMemory:
-		return 0, 125
-	}
-	if r.ExitCode == nil || *r.ExitCode < 0 {
-		if st.Base() == slurm.JobFailed || st.Base() == slurm.JobNodeFail {
-			return 1, 0
-		}
-		return 0, 0
-	}
-	c := *r.ExitCode
-	if c > 128 && c < 128+65 {
-		return 0, c - 128
-	}
-	return c, 0
-}
-
-// timeLimit is the run's --time.
-func timeLimit(t *spec.Task) time.Duration {
+// TimeLimit is the run's --time.
+func TimeLimit(t *spec.Task) time.Duration {
 	if t == nil || t.MaxDuration == nil || *t.MaxDuration <= 0 {
 		return slurm.Unlimited
 	}
@@ -292,9 +232,9 @@ func requestOf(res spec.Resources) perNode {
 	return p
 }
 
-// shape is the run's node count and its per-node request, summed over the
+// Shape is the run's node count and its per-node request, summed over the
 // groups of a heterogeneous run.
-func shape(t *spec.Task) (nodes int, cpus int, memMB uint64, gpus int) {
+func Shape(t *spec.Task) (nodes int, cpus int, memMB uint64, gpus int) {
 	if t == nil {
 		return 1, 1, 0, 0
 	}
@@ -314,10 +254,10 @@ func shape(t *spec.Task) (nodes int, cpus int, memMB uint64, gpus int) {
 	return n, n * p.cpus, uint64(n) * p.memMB, n * p.gpus
 }
 
-// alloc is what the run holds now (its jobs' allocations), or what it asks
+// Alloc is what the run holds now (its jobs' allocations), or what it asks
 // for when it holds nothing.
-func alloc(r *api.Run) (nodes, cpus int, memMB uint64, gpus int) {
-	n, c, m, g := shape(r.Spec)
+func Alloc(r *api.Run) (nodes, cpus int, memMB uint64, gpus int) {
+	n, c, m, g := Shape(r.Spec)
 	var an, ac, ag int
 	var am uint64
 	for _, j := range r.Jobs {
@@ -412,7 +352,8 @@ func u32(n int64) uint32 {
 	return uint32(n)
 }
 
-func localTime(t *time.Time) time.Time {
+// LocalTime is *t in local time (Slurm prints local times); zero for nil.
+func LocalTime(t *time.Time) time.Time {
 	if t == nil || t.IsZero() {
 		return time.Time{}
 	}
@@ -421,7 +362,7 @@ func localTime(t *time.Time) time.Time {
 
 // dependencyOf is the job's --dependency with each condition's state, as
 // scontrol shows it; nil without one.
-func (v *slurmView) dependencyOf(r *api.Run, st slurm.JobState) *slurm.Dependency {
+func (v *View) dependencyOf(r *api.Run, st slurm.JobState) *slurm.Dependency {
 	t := r.Spec
 	if t == nil || (len(t.DependsOn) == 0 && !t.Singleton) {
 		return nil
@@ -442,7 +383,7 @@ func (v *slurmView) dependencyOf(r *api.Run, st slurm.JobState) *slurm.Dependenc
 			if hasTask {
 				sd.TaskID, _ = strconv.Atoi(task)
 			}
-			if o, ok := v.byID[id]; ok && o.Status.Finished() {
+			if o, ok := v.ByID[id]; ok && o.Status.Finished() {
 				ok := o.Status == api.StatusDone
 				switch dep.Type {
 				case "afterok", "aftercorr":
@@ -474,11 +415,11 @@ func (v *slurmView) dependencyOf(r *api.Run, st slurm.JobState) *slurm.Dependenc
 }
 
 // arrayOf is the array run a task belongs to, nil when unknown.
-func (v *slurmView) arrayOf(r *api.Run) *api.Run {
+func (v *View) arrayOf(r *api.Run) *api.Run {
 	if r.ArrayID == 0 {
 		return nil
 	}
-	return v.byID[r.ArrayID]
+	return v.ByID[r.ArrayID]
 }
 
 // waitingTasks are the indices of an array's tasks not created yet.
@@ -493,32 +434,32 @@ func waitingTasks(a *api.ArrayInfo) []int {
 	return as.Indices
 }
 
-// job is one run as squeue and scontrol show it. An array's own run is
+// Job is one run as squeue and scontrol show it. An array's own run is
 // the folded record of its tasks not created yet.
-func (v *slurmView) job(r *api.Run) slurm.Job {
+func (v *View) Job(r *api.Run) slurm.Job {
 	t := r.Spec
-	st := slurmState(r)
+	st, why := JobState(r.Status, lifecycle.Reason(r.Reason))
 	held := r.Reason == slurm.ReasonJobHeldUser
-	nodes, cpus, memMB, gpus := alloc(r)
-	hosts := uniqueNodes(r)
+	nodes, cpus, memMB, gpus := Alloc(r)
+	hosts := UniqueNodes(r)
 	j := slurm.Job{
-		JobID: u32(r.ID), Name: jobName(r), User: jobUser(r), Group: orStr(slurmPart(r).Group, jobUser(r)),
-		UID: uint32(int(slurmPart(r).UID)), GID: uint32(int(slurmPart(r).GID)),
-		Account: orStr(slurmPart(r).Account, r.Project), Partition: v.partition(r), QOS: "normal",
-		Priority: uint32(max(r.Priority, 0)), Comment: slurmPart(r).Comment,
-		State: st, Reason: slurmReason(r, st), Dependency: v.dependencyOf(r, st),
-		Submit: r.SubmittedAt.Local(), TimeLimit: timeLimit(t),
-		NumNodes: nodes, NumCPUs: cpus, NumTasks: max(int(slurmPart(r).NTasks), nodes), CPUsPerTask: max(int(slurmPart(r).CPUsPerTask), 1),
-		NTasksPerNode: int(slurmPart(r).NTasksPerNode),
+		JobID: u32(r.ID), Name: JobName(r), User: JobUser(r), Group: orStr(Part(r).Group, JobUser(r)),
+		UID: uint32(int(Part(r).UID)), GID: uint32(int(Part(r).GID)),
+		Account: orStr(Part(r).Account, r.Project), Partition: v.Partition(r), QOS: "normal",
+		Priority: uint32(max(r.Priority, 0)), Comment: Part(r).Comment,
+		State: st, Reason: why, Dependency: v.dependencyOf(r, st),
+		Submit: r.SubmittedAt.Local(), TimeLimit: TimeLimit(t),
+		NumNodes: nodes, NumCPUs: cpus, NumTasks: max(int(Part(r).NTasks), nodes), CPUsPerTask: max(int(Part(r).CPUsPerTask), 1),
+		NTasksPerNode: int(Part(r).NTasksPerNode),
 		NodeList:      slurm.CompressHostlist(hosts), TRES: tresString(nodes, cpus, memMB, gpus),
-		TresPerNode: slurmPart(r).TresPerNode, TresPerJob: slurmPart(r).TresPerJob, Features: slurmPart(r).Constraint,
-		Command: slurmPart(r).Command, StdIn: orStr(slurmPart(r).Input, "/dev/null"), StdOut: slurmPart(r).Output, StdErr: slurmPart(r).Error,
-		BatchFlag: slurmPart(r).Tool == "sbatch", Requeue: slurmPart(r).Requeue == nil || *slurmPart(r).Requeue, OverSubscribe: "OK",
-		AllocNode: orStr(slurmPart(r).SubmitHost, "localhost"),
+		TresPerNode: Part(r).TresPerNode, TresPerJob: Part(r).TresPerJob, Features: Part(r).Constraint,
+		Command: Part(r).Command, StdIn: orStr(Part(r).Input, "/dev/null"), StdOut: Part(r).Output, StdErr: Part(r).Error,
+		BatchFlag: Part(r).Tool == "sbatch", Requeue: Part(r).Requeue == nil || *Part(r).Requeue, OverSubscribe: "OK",
+		AllocNode: orStr(Part(r).SubmitHost, "localhost"),
 	}
 	// Priority: a waiting run's multifactor priority (berth sprio), else
 	// its own; 0 only when held, as Slurm shows a held job.
-	if p, ok := v.prio[r.ID]; ok && st.Pending() {
+	if p, ok := v.Prio[r.ID]; ok && st.Pending() {
 		j.Priority = uint32(min(max(p, 1), math.MaxUint32-1))
 	} else {
 		j.Priority = uint32(max(r.Priority, 1))
@@ -540,7 +481,7 @@ func (v *slurmView) job(r *api.Run) slurm.Job {
 	}
 	if nodes > 0 {
 		j.MinCPUsNode = max(cpus/nodes, 1)
-		if mpc := int(slurmPart(r).MemPerCPUMB); mpc > 0 {
+		if mpc := int(Part(r).MemPerCPUMB); mpc > 0 {
 			j.MinMemoryMB, j.MemPerCPU = uint64(mpc), true
 		} else {
 			j.MinMemoryMB = memMB / uint64(nodes)
@@ -552,7 +493,7 @@ func (v *slurmView) job(r *api.Run) slurm.Job {
 	for _, jb := range r.Jobs {
 		j.Restarts = max(j.Restarts, jb.Attempt)
 	}
-	j.ExitCode, j.ExitSignal = exitCode(r, st)
+	j.ExitCode, j.ExitSignal = ExitCode(r, st)
 	// Times: a waiting job shows its expected start; a running one the end
 	// its time limit gives (a year on when unlimited, as slurmctld does).
 	j.Eligible = j.Submit
@@ -566,7 +507,7 @@ func (v *slurmView) job(r *api.Run) slurm.Job {
 			j.Eligible = time.Time{}
 		}
 	default:
-		j.Start = localTime(r.StartedAt)
+		j.Start = LocalTime(r.StartedAt)
 		j.Accrue = j.Submit
 		if r.FinishedAt != nil {
 			j.End = r.FinishedAt.Local()
@@ -611,12 +552,12 @@ func (v *slurmView) job(r *api.Run) slurm.Job {
 
 // runningTasks is how many of an array's tasks have left the queue and
 // not finished: what its throttle (%N) counts.
-func (v *slurmView) runningTasks(array int64) int { return v.active[array] }
+func (v *View) runningTasks(array int64) int { return v.Active[array] }
 
-// inMemory reports whether squeue and scontrol still show a run: active,
-// or finished less than minJobAge ago. An array's own run is shown while it
+// InMemory reports whether squeue and scontrol still show a run: active,
+// or finished less than MinJobAge ago. An array's own run is shown while it
 // has tasks to create.
-func (v *slurmView) inMemory(r *api.Run) bool {
+func (v *View) InMemory(r *api.Run) bool {
 	if r.Status == api.StatusScheduled {
 		return false
 	}
@@ -626,27 +567,27 @@ func (v *slurmView) inMemory(r *api.Run) bool {
 	if !r.Status.Finished() {
 		return true
 	}
-	return r.FinishedAt != nil && v.now.Sub(*r.FinishedAt) < minJobAge
+	return r.FinishedAt != nil && v.Now.Sub(*r.FinishedAt) < MinJobAge
 }
 
-// jobs are the records squeue and scontrol show.
-func (v *slurmView) jobs() []slurm.Job {
+// Jobs are the records squeue and scontrol show.
+func (v *View) Jobs() []slurm.Job {
 	var out []slurm.Job
-	for i := range v.runs {
-		if r := &v.runs[i]; v.inMemory(r) {
-			out = append(out, v.job(r))
+	for i := range v.Runs {
+		if r := &v.Runs[i]; v.InMemory(r) {
+			out = append(out, v.Job(r))
 		}
 	}
 	return out
 }
 
-// known reports whether a job id names a run at all (finished long ago
+// Known reports whether a job id names a run at all (finished long ago
 // or not): squeue and scontrol tell an unknown id from a purged one only
 // by MinJobAge, sacct knows every one.
-func (v *slurmView) known(sel slurm.JobSelector) bool {
-	for i := range v.runs {
-		r := &v.runs[i]
-		if !v.inMemory(r) {
+func (v *View) Known(sel slurm.JobSelector) bool {
+	for i := range v.Runs {
+		r := &v.Runs[i]
+		if !v.InMemory(r) {
 			continue
 		}
 		if sel.Task == slurm.NoArrayTask && (u32(r.ID) == sel.JobID || u32(r.ArrayID) == sel.JobID) {
@@ -666,12 +607,12 @@ func (v *slurmView) known(sel slurm.JobSelector) bool {
 	return false
 }
 
-// splitAttempts splits a requeued run (its jobs have several attempts) into
+// SplitAttempts splits a requeued run (its jobs have several attempts) into
 // its current attempt, the run the Slurm views show (its nodes, CPUs and
 // start only; none while it waits again), and the earlier attempts, each a
 // run that ran and ended then, oldest first. Slurm keeps one record per
 // attempt too: the job's is the latest, sacct -D lists the others.
-func splitAttempts(r *api.Run) (cur api.Run, earlier []api.Run) {
+func SplitAttempts(r *api.Run) (cur api.Run, earlier []api.Run) {
 	last := 0
 	for _, j := range r.Jobs {
 		last = max(last, j.Attempt)
@@ -729,13 +670,13 @@ func splitAttempts(r *api.Run) (cur api.Run, earlier []api.Run) {
 	return cur, earlier
 }
 
-// acct is every run as sacct lists it: jobs (array tasks as ID_INDEX) in
+// Acct is every run as sacct lists it: jobs (array tasks as ID_INDEX) in
 // submission order, each followed by its steps (a batch script's "batch"
 // step, an srun's step 0), for runs that started.
-func (v *slurmView) acct() []slurm.AcctRecord {
-	runs := make([]*api.Run, 0, len(v.runs))
-	for i := range v.runs {
-		r := &v.runs[i]
+func (v *View) Acct() []slurm.AcctRecord {
+	runs := make([]*api.Run, 0, len(v.Runs))
+	for i := range v.Runs {
+		r := &v.Runs[i]
 		if r.Status == api.StatusScheduled {
 			continue // a schedule is listed by its runs
 		}
@@ -770,9 +711,9 @@ func (v *slurmView) acct() []slurm.AcctRecord {
 			out = append(out, v.waitingTasksRecord(r))
 			continue
 		}
-		if v.duplicates {
-			for i := range v.earlier[r.ID] {
-				out = v.acctRun(out, &v.earlier[r.ID][i], true)
+		if v.Duplicates {
+			for i := range v.Earlier[r.ID] {
+				out = v.acctRun(out, &v.Earlier[r.ID][i], true)
 			}
 		}
 		out = v.acctRun(out, r, false)
@@ -784,8 +725,8 @@ func (v *slurmView) acct() []slurm.AcctRecord {
 // created yet: slurmdbd keeps the array's job record PENDING, with the
 // waiting tasks as its array_task_str (63_[2-3%1]), until its last task
 // starts.
-func (v *slurmView) waitingTasksRecord(r *api.Run) slurm.AcctRecord {
-	j := v.job(r)
+func (v *View) waitingTasksRecord(r *api.Run) slurm.AcctRecord {
+	j := v.Job(r)
 	rec := v.acctRecord(r)
 	rec.ArrayJobID, rec.ArrayTaskID = u32(r.ID), slurm.NoArrayTask
 	rec.ArrayTasks = slurm.FormatArrayTasks(j.ArrayTasks, j.ArrayThrottle)
@@ -798,7 +739,7 @@ func (v *slurmView) waitingTasksRecord(r *api.Run) slurm.AcctRecord {
 // requeued run is REQUEUED (as_mysql_job.c records JOB_REQUEUE), its batch
 // step ended by the signal that stopped it, and without the srun steps
 // (those are the current attempt's).
-func (v *slurmView) acctRun(out []slurm.AcctRecord, r *api.Run, requeued bool) []slurm.AcctRecord {
+func (v *View) acctRun(out []slurm.AcctRecord, r *api.Run, requeued bool) []slurm.AcctRecord {
 	rec := v.acctRecord(r)
 	if requeued {
 		rec.State, rec.ExitCode, rec.ExitSignal, rec.CancelledBy = slurm.JobRequeueFlag, 0, 0, nil
@@ -810,17 +751,17 @@ func (v *slurmView) acctRun(out []slurm.AcctRecord, r *api.Run, requeued bool) [
 	step := rec
 	step.Partition, step.Reason = "", ""
 	step.TimeLimit = 0
-	recorded := v.steps[r.ID]
-	switch slurmPart(r).Tool {
+	recorded := v.Steps[r.ID]
+	switch Part(r).Tool {
 	case "sbatch", "":
 		step.Step, step.JobName = "batch", "batch"
-		nodes := uniqueNodes(r)
+		nodes := UniqueNodes(r)
 		if len(nodes) > 0 {
 			step.NodeList = nodes[0]
 		}
 		step.NNodes, step.NTasks = 1, 1
 		step.MaxRSS = maxRSS(r, 0)
-		_, c, m, g := alloc(r)
+		_, c, m, g := Alloc(r)
 		n := max(rec.NNodes, 1)
 		step.AllocTRES = stepTRES(1, c/n, m/uint64(n), g/n)
 	case "srun":
@@ -829,7 +770,7 @@ func (v *slurmView) acctRun(out []slurm.AcctRecord, r *api.Run, requeued bool) [
 			break
 		}
 		step.Step = "0"
-		step.NTasks = max(int(slurmPart(r).NTasks), rec.NNodes)
+		step.NTasks = max(int(Part(r).NTasks), rec.NNodes)
 		step.MaxRSS = maxRSS(r, -1)
 	default:
 		step.Step = ""
@@ -877,17 +818,17 @@ func maxRSS(r *api.Run, num int) int64 {
 
 // stepRecord is a recorded step (srun in an allocation) as sacct shows
 // it: JOBID.STEPID, named after its command, on its own nodes.
-func (v *slurmView) stepRecord(r *api.Run, job slurm.AcctRecord, p api.Step) slurm.AcctRecord {
+func (v *View) stepRecord(r *api.Run, job slurm.AcctRecord, p api.Step) slurm.AcctRecord {
 	rec := job
 	rec.Step, rec.JobName, rec.Partition, rec.Reason, rec.TimeLimit = strconv.Itoa(p.ID), p.Name, "", "", 0
 	rec.NNodes, rec.NTasks, rec.NodeList = p.Nodes, p.NTasks, p.NodeList
 	rec.Start, rec.End = p.StartedAt.Local(), time.Time{}
-	end := v.now
+	end := v.Now
 	if !p.FinishedAt.IsZero() {
 		rec.End, end = p.FinishedAt.Local(), p.FinishedAt
 	}
 	rec.Elapsed = max(end.Sub(p.StartedAt).Truncate(time.Second), 0)
-	nodes, cpus, memMB, gpus := alloc(r)
+	nodes, cpus, memMB, gpus := Alloc(r)
 	n := max(nodes, 1)
 	rec.AllocTRES = stepTRES(p.Nodes, cpus/n*p.Nodes, memMB/uint64(n)*uint64(p.Nodes), gpus/n*p.Nodes)
 	rec.CPUTime = rec.Elapsed * time.Duration(cpus/n*p.Nodes)
@@ -914,19 +855,19 @@ func (v *slurmView) stepRecord(r *api.Run, job slurm.AcctRecord, p api.Step) slu
 	return rec
 }
 
-func (v *slurmView) acctRecord(r *api.Run) slurm.AcctRecord {
+func (v *View) acctRecord(r *api.Run) slurm.AcctRecord {
 	// slurmdbd records the base state only (as_mysql_job.c: job_state &
 	// JOB_STATE_BASE): a job being set up or stopped is RUNNING in sacct,
 	// never CONFIGURING or COMPLETING.
-	st := slurmState(r).Base()
-	nodes, cpus, memMB, gpus := alloc(r)
+	st := State(r).Base()
+	nodes, cpus, memMB, gpus := Alloc(r)
 	rec := slurm.AcctRecord{
-		JobID: u32(r.ID), JobName: jobName(r), Partition: v.partition(r),
-		Account: orStr(slurmPart(r).Account, r.Project), User: jobUser(r), Group: orStr(slurmPart(r).Group, jobUser(r)),
-		UID: uint32(int(slurmPart(r).UID)), GID: uint32(int(slurmPart(r).GID)), Cluster: clusterName, QOS: "normal",
+		JobID: u32(r.ID), JobName: JobName(r), Partition: v.Partition(r),
+		Account: orStr(Part(r).Account, r.Project), User: JobUser(r), Group: orStr(Part(r).Group, JobUser(r)),
+		UID: uint32(int(Part(r).UID)), GID: uint32(int(Part(r).GID)), Cluster: ClusterName, QOS: "normal",
 		Priority: uint32(max(r.Priority, 0)), State: st, Reason: slurm.ReasonNone,
-		Submit: r.SubmittedAt.Local(), Eligible: r.SubmittedAt.Local(), Start: localTime(r.StartedAt), End: localTime(r.FinishedAt),
-		TimeLimit: timeLimit(r.Spec), NNodes: nodes, ReqTRES: sacctTRES(nodes, cpus, memMB, gpus),
+		Submit: r.SubmittedAt.Local(), Eligible: r.SubmittedAt.Local(), Start: LocalTime(r.StartedAt), End: LocalTime(r.FinishedAt),
+		TimeLimit: TimeLimit(r.Spec), NNodes: nodes, ReqTRES: sacctTRES(nodes, cpus, memMB, gpus),
 	}
 	if r.Spec != nil {
 		rec.QOS = orStr(r.Spec.QOS, "normal")
@@ -935,12 +876,12 @@ func (v *slurmView) acctRecord(r *api.Run) slurm.AcctRecord {
 	if r.ArrayID != 0 && r.ArrayIndex != nil {
 		rec.ArrayJobID, rec.ArrayTaskID = u32(r.ArrayID), *r.ArrayIndex
 	}
-	rec.ExitCode, rec.ExitSignal = exitCode(r, st)
+	rec.ExitCode, rec.ExitSignal = ExitCode(r, st)
 	if st.Base() == slurm.JobTimeout {
 		rec.ExitCode, rec.ExitSignal = 0, 0
 	}
 	if st.Base() == slurm.JobCancelled && r.Status != api.StatusAborted {
-		uid := uint32(int(slurmPart(r).UID))
+		uid := uint32(int(Part(r).UID))
 		rec.CancelledBy = &uid
 	}
 	if st.Pending() {
@@ -952,8 +893,8 @@ func (v *slurmView) acctRecord(r *api.Run) slurm.AcctRecord {
 		if b, ok := runBilling(r); ok {
 			rec.AllocTRES = billedTRES(nodes, cpus, memMB, gpus, b)
 		}
-		rec.NodeList = slurm.CompressHostlist(uniqueNodes(r))
-		end := v.now
+		rec.NodeList = slurm.CompressHostlist(UniqueNodes(r))
+		end := v.Now
 		if r.FinishedAt != nil {
 			end = *r.FinishedAt
 		}
@@ -1011,22 +952,22 @@ func nodeState(sn *slurm.Node, n *api.Node) {
 	}
 }
 
-// slurmNodes are the nodes and partitions of the cluster as sinfo and
+// Nodes are the nodes and partitions of the cluster as sinfo and
 // scontrol show them: the default partition holds every node (a run that
 // names no fleet may use any), each fleet is a partition of its own, and
 // so is each partition name the policy file gives fleets (holding their
 // nodes); a partition set down is DOWN.
-func slurmNodes(nodes []api.Node, now time.Time, pol *api.PolicyInfo) ([]slurm.Partition, []slurm.Node) {
+func Nodes(nodes []api.Node, now time.Time, pol *api.PolicyInfo) ([]slurm.Partition, []slurm.Node) {
 	var out []slurm.Node
 	fleets := map[string][]string{}
 	tagged := map[string][]string{} // fleet -> the policy's partition names
 	if pol != nil {
 		for _, f := range pol.Fleets {
-			if f.Name != defaultPartition {
+			if f.Name != DefaultPartition {
 				fleets[f.Name] = fleets[f.Name][:0:0]
 			}
 			for _, p := range f.Partitions {
-				if p != defaultPartition {
+				if p != DefaultPartition {
 					fleets[p] = fleets[p][:0:0]
 					tagged[f.Name] = append(tagged[f.Name], p)
 				}
@@ -1039,7 +980,7 @@ func slurmNodes(nodes []api.Node, now time.Time, pol *api.PolicyInfo) ([]slurm.P
 			Name: n.Name, Arch: "x86_64", Sockets: 1, CoresPerSocket: max(n.CPUs, 1), ThreadsPerCore: 1, Boards: 1,
 			CPUs: n.CPUs, CPUsAlloc: n.AllocCPUs, Addr: n.Addr, Hostname: n.Name, Version: n.Version, OS: "Linux",
 			RealMemoryMB: uint64(n.Memory) / slurm.MiB, AllocMemMB: uint64(n.AllocMemory) / slurm.MiB,
-			Weight: 1, Partitions: []string{defaultPartition}, LastBusy: n.LastSeen.Local(),
+			Weight: 1, Partitions: []string{DefaultPartition}, LastBusy: n.LastSeen.Local(),
 			// A node's features are all active: Berth has no node
 			// features plugin to change them.
 			Features: strings.Join(n.Features, ","), ActiveFeatures: strings.Join(n.Features, ","),
@@ -1066,7 +1007,7 @@ func slurmNodes(nodes []api.Node, now time.Time, pol *api.PolicyInfo) ([]slurm.P
 				sn.AllocTRES += fmt.Sprintf(",gres/gpu=%d", n.AllocGPUs)
 			}
 		}
-		if n.Fleet != "" && n.Fleet != defaultPartition {
+		if n.Fleet != "" && n.Fleet != DefaultPartition {
 			sn.Partitions = append(sn.Partitions, n.Fleet)
 			fleets[n.Fleet] = append(fleets[n.Fleet], n.Name)
 		}
@@ -1102,7 +1043,7 @@ func slurmNodes(nodes []api.Node, now time.Time, pol *api.PolicyInfo) ([]slurm.P
 		}
 		return p
 	}
-	parts := []slurm.Partition{part(defaultPartition, all, true)}
+	parts := []slurm.Partition{part(DefaultPartition, all, true)}
 	names := make([]string, 0, len(fleets))
 	for f := range fleets {
 		names = append(names, f)

@@ -1,4 +1,4 @@
-package cli
+package roles
 
 import (
 	"bufio"
@@ -15,13 +15,17 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/berth-hq/berth/internal/cli"
 )
 
 // TestMain lets the test binary be berth itself (BERTH_TEST_MAIN=1): the
 // server, its agent's shims and the clients these tests start.
 func TestMain(m *testing.M) {
 	if os.Getenv("BERTH_TEST_MAIN") == "1" {
-		os.Exit(Main(Argv(os.Args), os.Stdin, os.Stdout, os.Stderr))
+		cli.Register(Register) // as cmd/berth does: the roles and the Slurm commands
+		cli.Register(cli.SlurmCommands)
+		os.Exit(cli.Main(cli.Argv(os.Args), os.Stdin, os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
 }
@@ -236,7 +240,7 @@ func TestSocketIdentity(t *testing.T) {
 // inside the job makes a step.
 func TestJobSeesNoCredential(t *testing.T) {
 	w := newSocketWorld(t)
-	cfg, err := readClientConfig(filepath.Join(w.home, "config.yml"))
+	cfg, err := cli.ReadClientConfig(filepath.Join(w.home, "config.yml"))
 	if err != nil || cfg.Token == "" {
 		t.Fatalf("the server's client configuration: %+v %v", cfg, err)
 	}

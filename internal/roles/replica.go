@@ -1,6 +1,4 @@
-//go:build !slim
-
-package cli
+package roles
 
 import (
 	"context"
@@ -111,7 +109,7 @@ func startReplica(st store.Store, listen string, f replicaFlags, log *slog.Logge
 // never forwarded twice (a stale leader URL naming a follower).
 const headerForwarded = "X-Berth-Forwarded-By"
 
-// HeaderLeader, on a follower's answers, is the leader's URL.
+// headerLeader, on a follower's answers, is the leader's URL.
 const headerLeader = "X-Berth-Leader"
 
 func unavailable(w http.ResponseWriter, msg string) {

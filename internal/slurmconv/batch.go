@@ -1,12 +1,8 @@
-package cli
+package slurmconv
 
 import (
 	"fmt"
-	"os"
-	"os/exec"
-	"os/user"
 	"path"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -25,64 +21,42 @@ import (
 // and the submission's options. It is pure: the submitter's identity,
 // directory and environment are parameters.
 
-// submitter is who submits, from where.
-type submitter struct {
-	user, group string
-	uid, gid    int
-	host        string
-	cwd         string
-	env         []string // the submitter's environment, for --export
-	now         time.Time
-	exe         string // this program, which the nodes of a multi-node job run as step hosts
-	// links is the directory on PATH holding the Slurm-named links to this
+// Submitter is who submits, from where: what sbatch reads of its process
+// (the caller looks it up; this package does no I/O).
+type Submitter struct {
+	User, Group string
+	UID, GID    int
+	Host        string
+	Cwd         string
+	Env         []string // the submitter's environment, for --export
+	Now         time.Time
+	Exe         string // the submitting program, which the nodes of a multi-node job run as step hosts
+	// Links is the directory on PATH holding the Slurm-named links to the
 	// program ("" when none): a login shell's profile resets PATH, and the
-	// job puts it back after (loginPath).
-	links string
-	// limits bound the configuration (zero: spec.DefaultLimits).
-	limits spec.Limits
+	// job puts it back after.
+	Links string
+	// Limits bound the configuration (zero: spec.DefaultLimits).
+	Limits spec.Limits
 }
 
-func currentSubmitter(e *slurmEnv) submitter {
-	s := submitter{user: e.getenv("USER"), uid: os.Getuid(), gid: os.Getgid(), cwd: e.cwd, env: e.environ(), now: e.now()}
-	if u, err := user.Current(); err == nil {
-		s.user = u.Username
-	}
-	if g, err := user.LookupGroupId(strconv.Itoa(s.gid)); err == nil {
-		s.group = g.Name
-	}
-	if s.user == "" {
-		s.user = strconv.Itoa(s.uid)
-	}
-	if s.group == "" {
-		s.group = s.user
-	}
-	s.exe, _ = os.Executable()
-	s.links = slurmLinksDir(s.exe)
-	s.host, _ = os.Hostname()
-	if i := strings.IndexByte(s.host, '.'); i > 0 {
-		s.host = s.host[:i]
-	}
-	return s
+// Batch is a submission made of sbatch's options.
+type Batch struct {
+	Req api.SubmitRequest
+	Opt slurm.BatchOptions // the first component's options (the job's own)
 }
 
-// batchRun is a submission made of sbatch's options.
-type batchRun struct {
-	req api.SubmitRequest
-	opt slurm.BatchOptions // the first component's options (the job's own)
-}
-
-// resources is what one node of a component asks for, with how its tasks
+// Resources is what one node of a component asks for, with how its tasks
 // are laid out.
-type resources struct {
-	nodes, tasksPerNode, cpusPerTask, cpus int
-	memMB                                  uint64 // per node; 0 for none
-	memPerCPUMB                            uint64 // --mem-per-cpu, as given
-	gpus                                   int    // per node
-	gpuType                                string
-	ntasksGiven                            bool
+type Resources struct {
+	Nodes, TasksPerNode, CPUsPerTask, CPUs int
+	MemMB                                  uint64 // per node; 0 for none
+	MemPerCPUMB                            uint64 // --mem-per-cpu, as given
+	GPUs                                   int    // per node
+	GPUType                                string
+	NTasksGiven                            bool
 }
 
-// componentResources maps one component's options onto a node request:
+// ComponentResources maps one component's options onto a node request:
 //
 //   - nodes: -N (its minimum); without it, -n over --ntasks-per-node, else 1;
 //   - tasks per node: --ntasks-per-node, else -n spread over the nodes, else 1;
@@ -92,29 +66,29 @@ type resources struct {
 //     spread over the nodes) or --gpus-per-task × tasks per node;
 //   - memory per node: --mem, or --mem-per-cpu × CPUs, or --mem-per-gpu ×
 //     GPUs (--mem=0, "all of it", asks for no minimum).
-func componentResources(o *slurm.BatchOptions) (resources, error) {
-	r := resources{nodes: o.Nodes, tasksPerNode: o.NTasksPerNode, cpusPerTask: max(o.CPUsPerTask, 1)}
-	if r.nodes == 0 {
-		r.nodes = 1
+func ComponentResources(o *slurm.BatchOptions) (Resources, error) {
+	r := Resources{Nodes: o.Nodes, TasksPerNode: o.NTasksPerNode, CPUsPerTask: max(o.CPUsPerTask, 1)}
+	if r.Nodes == 0 {
+		r.Nodes = 1
 		if o.NTasks > 0 && o.NTasksPerNode > 0 {
-			r.nodes = (o.NTasks + o.NTasksPerNode - 1) / o.NTasksPerNode
+			r.Nodes = (o.NTasks + o.NTasksPerNode - 1) / o.NTasksPerNode
 		}
 	}
-	if r.tasksPerNode == 0 {
-		r.tasksPerNode = 1
+	if r.TasksPerNode == 0 {
+		r.TasksPerNode = 1
 		if o.NTasks > 0 {
-			r.tasksPerNode = (o.NTasks + r.nodes - 1) / r.nodes
+			r.TasksPerNode = (o.NTasks + r.Nodes - 1) / r.Nodes
 		}
 	}
-	r.ntasksGiven = o.NTasks > 0 || o.NTasksPerNode > 0
+	r.NTasksGiven = o.NTasks > 0 || o.NTasksPerNode > 0
 	gpu := func(list []slurm.GRES, mult int) error {
 		for _, g := range list {
 			if g.Name != "gpu" {
 				return slurm.SubmitFailed("Invalid generic resource (gres) specification")
 			}
-			r.gpus = max(r.gpus, int(g.Count)*mult)
+			r.GPUs = max(r.GPUs, int(g.Count)*mult)
 			if g.Type != "" {
-				r.gpuType = g.Type
+				r.GPUType = g.Type
 			}
 		}
 		return nil
@@ -129,42 +103,42 @@ func componentResources(o *slurm.BatchOptions) (resources, error) {
 		if g.Name != "gpu" {
 			return r, slurm.SubmitFailed("Invalid generic resource (gres) specification")
 		}
-		r.gpus = max(r.gpus, (int(g.Count)+r.nodes-1)/r.nodes)
+		r.GPUs = max(r.GPUs, (int(g.Count)+r.Nodes-1)/r.Nodes)
 		if g.Type != "" {
-			r.gpuType = g.Type
+			r.GPUType = g.Type
 		}
 	}
-	if err := gpu(o.GPUsPerTask, r.tasksPerNode); err != nil {
+	if err := gpu(o.GPUsPerTask, r.TasksPerNode); err != nil {
 		return r, err
 	}
-	r.cpus = max(r.tasksPerNode*r.cpusPerTask, o.MinCPUsPerNode, 1)
+	r.CPUs = max(r.TasksPerNode*r.CPUsPerTask, o.MinCPUsPerNode, 1)
 	if o.CPUsPerGPU > 0 {
-		r.cpus = max(r.cpus, o.CPUsPerGPU*r.gpus)
+		r.CPUs = max(r.CPUs, o.CPUsPerGPU*r.GPUs)
 	}
 	switch {
 	case o.Mem > 0:
-		r.memMB = uint64((o.Mem + slurm.MiB - 1) / slurm.MiB)
+		r.MemMB = uint64((o.Mem + slurm.MiB - 1) / slurm.MiB)
 	case o.MemPerCPU > 0:
-		r.memPerCPUMB = uint64((o.MemPerCPU + slurm.MiB - 1) / slurm.MiB)
-		r.memMB = r.memPerCPUMB * uint64(r.cpus)
-	case o.MemPerGPU > 0 && r.gpus > 0:
-		r.memMB = uint64((o.MemPerGPU+slurm.MiB-1)/slurm.MiB) * uint64(r.gpus)
+		r.MemPerCPUMB = uint64((o.MemPerCPU + slurm.MiB - 1) / slurm.MiB)
+		r.MemMB = r.MemPerCPUMB * uint64(r.CPUs)
+	case o.MemPerGPU > 0 && r.GPUs > 0:
+		r.MemMB = uint64((o.MemPerGPU+slurm.MiB-1)/slurm.MiB) * uint64(r.GPUs)
 	}
 	return r, nil
 }
 
-func (r resources) spec() spec.Resources {
-	n := r.cpus
+func (r Resources) Spec() spec.Resources {
+	n := r.CPUs
 	res := spec.Resources{CPU: &spec.CPUSpec{Count: spec.IntRange{Min: n, Max: &n}}}
-	if r.memMB > 0 {
-		b := spec.Bytes(r.memMB) * spec.MB
+	if r.MemMB > 0 {
+		b := spec.Bytes(r.MemMB) * spec.MB
 		res.Memory = &spec.ByteRange{Min: b, Max: &b}
 	}
-	if r.gpus > 0 {
-		g := r.gpus
+	if r.GPUs > 0 {
+		g := r.GPUs
 		res.GPU = &spec.GPUSpec{Count: spec.IntRange{Min: g, Max: &g}}
-		if validGPUName().MatchString(r.gpuType) {
-			res.GPU.Names = []string{r.gpuType}
+		if validGPUName().MatchString(r.GPUType) {
+			res.GPU.Names = []string{r.GPUType}
 		}
 	}
 	return res
@@ -172,11 +146,11 @@ func (r resources) spec() spec.Resources {
 
 var validGPUName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z][A-Za-z0-9._-]*$`) })
 
-// runNameFor makes a run name of a Slurm job name: run names are 2 to 41
+// RunName makes a run name of a Slurm job name: run names are 2 to 41
 // lowercase letters, digits and hyphens, starting with a letter ("train.sh"
 // gives "train", "My_Job.v2" "my-job-v2"). The Slurm name is kept as it is
 // in the run's tags.
-func runNameFor(jobName string) string {
+func RunName(jobName string) string {
 	n := strings.ToLower(jobName)
 	for _, ext := range []string{".sh", ".sbatch", ".slurm", ".bash", ".job", ".batch"} {
 		if strings.HasSuffix(n, ext) && len(n) > len(ext) {
@@ -249,10 +223,10 @@ func arrayString(a *slurm.ArraySpec) string {
 	return out
 }
 
-// dependsOn maps --dependency onto depends_on, dependency_policy and
+// DependsOn maps --dependency onto depends_on, dependency_policy and
 // singleton. known reports whether a job id exists: Slurm 22.05 drops a
 // condition on a job it does not know and accepts the job.
-func dependsOn(t *spec.Task, d *slurm.Dependency, known func(uint32) bool) error {
+func DependsOn(t *spec.Task, d *slurm.Dependency, known func(uint32) bool) error {
 	if d == nil {
 		return nil
 	}
@@ -295,7 +269,7 @@ func dependsOn(t *spec.Task, d *slurm.Dependency, known func(uint32) bool) error
 	return nil
 }
 
-// hiddenFromExport are variables of the submitter that a job must not
+// hiddenFromExport are variables of the Submitter that a job must not
 // inherit with --export=ALL: the job's own Slurm, Berth and dstack
 // variables (the server sets them, and a submission from inside a job
 // would otherwise pass its own on), the GPUs the job gets, and the shell's
@@ -329,13 +303,13 @@ func validEnvName(s string) bool {
 	return true
 }
 
-// envList is an ordered set of variables, the last value of a name winning.
-type envList struct {
+// EnvList is an ordered set of variables, the last value of a name winning.
+type EnvList struct {
 	names []string
 	vals  map[string]string
 }
 
-func (l *envList) set(k, v string) {
+func (l *EnvList) Set(k, v string) {
 	if l.vals == nil {
 		l.vals = map[string]string{}
 	}
@@ -345,7 +319,7 @@ func (l *envList) set(k, v string) {
 	l.vals[k] = v
 }
 
-func (l *envList) spec() spec.Env {
+func (l *EnvList) Spec() spec.Env {
 	out := make(spec.Env, 0, len(l.names))
 	for _, k := range l.names {
 		out = append(out, spec.EnvVar{Name: k, Value: l.vals[k]})
@@ -353,9 +327,9 @@ func (l *envList) spec() spec.Env {
 	return out
 }
 
-// exportEnv is the part of the submitter's environment a job gets, as
+// ExportEnv is the part of the Submitter's environment a job gets, as
 // --export says (see hiddenFromExport for what never passes).
-func exportEnv(ex slurm.Export, submitterEnv []string, l *envList) {
+func ExportEnv(ex slurm.Export, submitterEnv []string, l *EnvList) {
 	for _, kv := range ex.Environment(submitterEnv) {
 		k, v, _ := strings.Cut(kv, "=")
 		explicit := false
@@ -367,26 +341,26 @@ func exportEnv(ex slurm.Export, submitterEnv []string, l *envList) {
 		if hiddenFromExport(k) && !(explicit && validEnvName(k)) {
 			continue
 		}
-		l.set(k, v)
+		l.Set(k, v)
 	}
 }
 
-// buildBatchRun turns sbatch's job into a submission. known tells which
+// BuildBatch turns sbatch's job into a submission. known tells which
 // job ids exist (for --dependency); partitions, when not nil, are the
 // partitions there are (a job naming another one is refused as Slurm
 // does).
-func buildBatchRun(job *slurm.BatchJob, scriptPath string, s submitter, known func(uint32) bool, partitions []string) (*batchRun, error) {
+func BuildBatch(job *slurm.BatchJob, scriptPath string, s Submitter, known func(uint32) bool, partitions []string) (*Batch, error) {
 	o := job.Components[0]
-	sp := &spec.Slurm{Tool: "sbatch", JobName: o.JobName, User: s.user, Group: s.group, UID: s.uid, GID: s.gid,
-		SubmitHost: s.host, SubmitDir: s.cwd, Account: o.Account, Comment: o.Comment, Output: o.Output, Error: o.Error,
+	sp := &spec.Slurm{Tool: "sbatch", JobName: o.JobName, User: s.User, Group: s.Group, UID: s.UID, GID: s.GID,
+		SubmitHost: s.Host, SubmitDir: s.Cwd, Account: o.Account, Comment: o.Comment, Output: o.Output, Error: o.Error,
 		Constraint: o.Constraint, OpenMode: o.OpenMode, TresPerNode: o.TresPerNode(), TresPerJob: o.TresPerJob(),
 		Requeue: o.Requeue, Wait: o.Wait}
-	t := &spec.Task{Type: "task", Name: runNameFor(o.JobName), WorkingDir: o.Chdir, Slurm: sp}
-	t.Project = o.Account // -A chooses among the submitter's projects
+	t := &spec.Task{Type: "task", Name: RunName(o.JobName), WorkingDir: o.Chdir, Slurm: sp}
+	t.Project = o.Account // -A chooses among the Submitter's projects
 	if o.Wrap == "" && scriptPath != "" {
 		p := scriptPath
 		if !strings.HasPrefix(p, "/") {
-			p = path.Join(s.cwd, p)
+			p = path.Join(s.Cwd, p)
 		}
 		sp.Command = p
 	}
@@ -413,10 +387,10 @@ func buildBatchRun(job *slurm.BatchJob, scriptPath string, s submitter, known fu
 		if p == "" {
 			continue
 		}
-		if partitions != nil && !contains(partitions, p) {
+		if partitions != nil && !slices.Contains(partitions, p) {
 			return nil, slurm.InvalidPartitionError(p)
 		}
-		if p != defaultPartition {
+		if p != DefaultPartition {
 			t.Fleets = append(t.Fleets, p)
 		}
 	}
@@ -454,7 +428,7 @@ func buildBatchRun(job *slurm.BatchJob, scriptPath string, s submitter, known fu
 	if o.Array != nil {
 		t.Array = arrayString(o.Array)
 	}
-	if err := dependsOn(t, o.Dependency, known); err != nil {
+	if err := DependsOn(t, o.Dependency, known); err != nil {
 		return nil, err
 	}
 	if o.KillOnInvalidDep != nil {
@@ -462,9 +436,9 @@ func buildBatchRun(job *slurm.BatchJob, scriptPath string, s submitter, known fu
 	}
 
 	// Resources: one group per hetjob component, else the task's own.
-	var first resources
+	var first Resources
 	for i := range job.Components {
-		r, err := componentResources(&job.Components[i])
+		r, err := ComponentResources(&job.Components[i])
 		if err != nil {
 			return nil, err
 		}
@@ -472,37 +446,37 @@ func buildBatchRun(job *slurm.BatchJob, scriptPath string, s submitter, known fu
 			first = r
 		}
 		if len(job.Components) > 1 {
-			t.Groups = append(t.Groups, spec.Group{Name: fmt.Sprintf("het-%d", i), Nodes: r.nodes, Resources: r.spec()})
+			t.Groups = append(t.Groups, spec.Group{Name: fmt.Sprintf("het-%d", i), Nodes: r.Nodes, Resources: r.Spec()})
 		}
 	}
 	if len(job.Components) == 1 {
-		t.Nodes = first.nodes
-		t.Resources = first.spec()
+		t.Nodes = first.Nodes
+		t.Resources = first.Spec()
 	}
-	if first.ntasksGiven {
-		sp.NTasks, sp.NTasksPerNode = first.nodes*first.tasksPerNode, first.tasksPerNode
+	if first.NTasksGiven {
+		sp.NTasks, sp.NTasksPerNode = first.Nodes*first.TasksPerNode, first.TasksPerNode
 		sp.NTasksGiven = o.NTasks
 	}
-	sp.TasksPerNode, sp.CPUsPerNode, sp.CPUsPerTask = first.tasksPerNode, first.cpus, o.CPUsPerTask
-	sp.MemPerCPUMB, sp.GPUsPerNode = first.memPerCPUMB, first.gpus
-	if first.memPerCPUMB == 0 {
-		sp.MemPerNodeMB = first.memMB
+	sp.TasksPerNode, sp.CPUsPerNode, sp.CPUsPerTask = first.TasksPerNode, first.CPUs, o.CPUsPerTask
+	sp.MemPerCPUMB, sp.GPUsPerNode = first.MemPerCPUMB, first.GPUs
+	if first.MemPerCPUMB == 0 {
+		sp.MemPerNodeMB = first.MemMB
 	}
 
-	// The environment: the submitter's (--export). The job's Slurm
+	// The environment: the Submitter's (--export). The job's Slurm
 	// variables are the server's, at placement, when it has an ID and
 	// nodes (internal/control/slurm.go).
-	var env envList
-	exportEnv(o.Export, s.env, &env)
+	var env EnvList
+	ExportEnv(o.Export, s.Env, &env)
 	if o.Export.Mode != slurm.ExportAll || len(o.Export.Vars) > 0 {
 		sp.Export = exportString(o.Export)
 	}
 	sp.PerNodeGiven = o.NTasksPerNode
-	t.Env = env.spec()
+	t.Env = env.Spec()
 
 	// The script is the run's one command, which the node runs by its
 	// interpreter as slurmd does (spec.Slurm.Script).
-	sp.Script, sp.Args, sp.Links = true, job.ScriptArgs, s.links
+	sp.Script, sp.Args, sp.Links = true, job.ScriptArgs, s.Links
 	t.Commands = []string{string(job.Script)}
 	if t.JobCount() > 1 {
 		// The script runs on the first node; the others host its steps
@@ -510,7 +484,7 @@ func buildBatchRun(job *slurm.BatchJob, scriptPath string, s submitter, known fu
 		t.StopCriteria = "master-done"
 	}
 	t.Normalize()
-	l := s.limits
+	l := s.Limits
 	if l.ScriptBytes == 0 {
 		l = spec.DefaultLimits
 	}
@@ -520,9 +494,9 @@ func buildBatchRun(job *slurm.BatchJob, scriptPath string, s submitter, known fu
 	if err := t.ValidateLimits(l); err != nil {
 		return nil, slurm.SubmitFailed(err.Error())
 	}
-	br := &batchRun{opt: o, req: api.SubmitRequest{Spec: t, Source: orStr(scriptPath, "sbatch"), Hold: o.Hold}}
-	if !o.Begin.IsZero() && o.Begin.After(s.now) {
-		br.req.Begin = o.Begin.UTC()
+	br := &Batch{Opt: o, Req: api.SubmitRequest{Spec: t, Source: orStr(scriptPath, "sbatch"), Hold: o.Hold}}
+	if !o.Begin.IsZero() && o.Begin.After(s.Now) {
+		br.Req.Begin = o.Begin.UTC()
 	}
 	return br, nil
 }
@@ -555,49 +529,6 @@ func exportString(e slurm.Export) string {
 		}
 	}
 	return strings.Join(parts, ",")
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-// shQuote quotes s for bash.
-func shQuote(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-// slurmLinksDir is the directory on PATH whose srun is a link to exe (the
-// Slurm-named links, berth install-slurm-shims DIR), "" when there is none.
-func slurmLinksDir(exe string) string {
-	p, err := exec.LookPath("srun")
-	if err != nil || exe == "" {
-		return ""
-	}
-	abs, err := filepath.Abs(p)
-	if err != nil {
-		return ""
-	}
-	target, err1 := filepath.EvalSymlinks(abs)
-	self, err2 := filepath.EvalSymlinks(exe)
-	if err1 != nil || err2 != nil {
-		return ""
-	}
-	if target != self {
-		// The links may point to the lean binary, which hands the rest
-		// to this one beside it (install-slurm-shims).
-		if full, err := filepath.EvalSymlinks(target + ".full"); err != nil || full != self {
-			return ""
-		}
-	}
-	return filepath.Dir(abs)
 }
 
 // nodeFilters puts -w/--nodelist, -x/--exclude and -C/--constraint in the
@@ -635,3 +566,18 @@ func nodeFilters(t *spec.Task, o *slurm.BatchOptions) error {
 	}
 	return nil
 }
+
+// scriptTooLarge is sbatch's refusal of a script over the limit: Slurm's
+// words (slurmctld refuses a script over max_script_size with
+// ESLURM_PATHNAME_TOO_LONG), then what they mean here.
+func scriptTooLarge(script, commands int, l spec.Limits) error {
+	return &slurm.CommandError{Stderr: []string{
+		"sbatch: error: Batch job submission failed: Pathname of a file, directory or other parameter too long",
+		fmt.Sprintf("sbatch: error: the batch script is %d bytes (%d with what runs it): at most %d, Slurm's default max_script_size (%s raises it for a server that allows more)",
+			script, commands, l.ScriptBytes, maxScriptSizeVar),
+	}, ExitCode: 1}
+}
+
+// maxScriptSizeVar raises the bound on a batch script (internal/cli reads
+// it into the Submitter's Limits).
+const maxScriptSizeVar = "BERTH_MAX_SCRIPT_SIZE"

@@ -1,4 +1,4 @@
-package cli
+package slurmconv
 
 import (
 	"strconv"
@@ -13,16 +13,16 @@ import (
 // apply): every field empty, never written.
 var noSlurm = &spec.Slurm{}
 
-// slurmPart is the run's Slurm part: the typed one sbatch stores
+// Part is the run's Slurm part: the typed one sbatch stores
 // (spec.Slurm), else the one read back from the "slurm.*" tags of a run
 // stored before it existed (or submitted by srun, which still writes
 // tags), else noSlurm.
-func slurmPart(r *api.Run) *spec.Slurm {
+func Part(r *api.Run) *spec.Slurm {
 	if r.Spec == nil {
 		return noSlurm
 	}
 	if r.Spec.Slurm != nil {
-		if c, ok := r.Spec.Tags[tagComment]; ok {
+		if c, ok := r.Spec.Tags[TagComment]; ok {
 			// scontrol update Comment= sets the tag (the server updates
 			// a run's tags, not its Slurm part): the later word.
 			p := *r.Spec.Slurm
@@ -40,30 +40,30 @@ func slurmPart(r *api.Run) *spec.Slurm {
 // slurmFromTags reads the Slurm part of a run stored with string tags
 // (before spec.Slurm); nil when it has none.
 func slurmFromTags(tags map[string]string) *spec.Slurm {
-	if tags[tagTool] == "" && tags[tagJobName] == "" && tags[tagUser] == "" {
+	if tags[TagTool] == "" && tags[TagJobName] == "" && tags[TagUser] == "" {
 		return nil
 	}
 	num := func(k string) int { n, _ := strconv.Atoi(tags[k]); return n }
 	p := &spec.Slurm{
-		Tool: tags[tagTool], JobName: tags[tagJobName], User: tags[tagUser], Group: tags[tagGroup],
-		UID: num(tagUID), GID: num(tagGID), SubmitHost: tags[tagSubmitHost], Account: tags[tagAccount],
-		Comment: tags[tagComment], Command: tags[tagCommand], Output: tags[tagStdout], Error: tags[tagStderr],
-		Input: tags[tagStdin], OpenMode: tags[tagOpenMode], NTasks: num(tagNTasks), NTasksPerNode: num(tagNTasksPerNode),
-		CPUsPerTask: num(tagCPUsPerTask), MemPerCPUMB: uint64(num(tagMemPerCPU)), TresPerNode: tags[tagTresPerNode],
-		TresPerJob: tags[tagTresPerJob], Constraint: tags[tagConstraint], Dependency: tags[tagDependency],
-		Priority: tags[tagPriority],
+		Tool: tags[TagTool], JobName: tags[TagJobName], User: tags[TagUser], Group: tags[TagGroup],
+		UID: num(TagUID), GID: num(TagGID), SubmitHost: tags[TagSubmitHost], Account: tags[TagAccount],
+		Comment: tags[TagComment], Command: tags[TagCommand], Output: tags[TagStdout], Error: tags[TagStderr],
+		Input: tags[TagStdin], OpenMode: tags[TagOpenMode], NTasks: num(TagNTasks), NTasksPerNode: num(TagNTasksPerNode),
+		CPUsPerTask: num(TagCPUsPerTask), MemPerCPUMB: uint64(num(TagMemPerCPU)), TresPerNode: tags[TagTresPerNode],
+		TresPerJob: tags[TagTresPerJob], Constraint: tags[TagConstraint], Dependency: tags[TagDependency],
+		Priority: tags[TagPriority],
 	}
 	if p.NTasks > 0 && p.NTasksPerNode == 0 {
 		p.TasksPerNode = p.NTasks
 	} else {
 		p.TasksPerNode = p.NTasksPerNode
 	}
-	if s := tags[tagSignal]; s != "" {
+	if s := tags[TagSignal]; s != "" {
 		if sig, err := slurm.ParseSignal(s); err == nil {
 			p.Signal = slurmSignalOf(&sig)
 		}
 	}
-	switch tags[tagRequeue] {
+	switch tags[TagRequeue] {
 	case "1":
 		b := true
 		p.Requeue = &b

@@ -1,6 +1,4 @@
-//go:build !slim
-
-package cli
+package roles
 
 import (
 	"context"
@@ -21,10 +19,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
 	"github.com/berth-hq/berth/internal/agent"
 	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/cli"
 	"github.com/berth-hq/berth/internal/client"
 	rules "github.com/berth-hq/berth/internal/policy"
 	"github.com/berth-hq/berth/internal/sched"
@@ -69,7 +67,7 @@ func newServerCmd() *cobra.Command {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
-			home := Home()
+			home := cli.Home()
 			if db == "" {
 				db = os.Getenv("BERTH_DB")
 			}
@@ -190,7 +188,7 @@ func newServerCmd() *cobra.Command {
 				}
 			}
 			if !noAgent {
-				unlockAgent, err := lockDir(filepath.Join(home, "agent"), "agent")
+				unlockAgent, err := cli.LockDir(filepath.Join(home, "agent"), "agent")
 				if err != nil {
 					return err
 				}
@@ -209,13 +207,13 @@ func newServerCmd() *cobra.Command {
 				}
 				a, err := agent.New(agentMon.config(agent.Config{Server: url, Token: nodeToken, Name: agentName, Fleet: agentFleet, DataDir: filepath.Join(home, "agent"), Socket: agentSocket,
 					CPUs: agentRes.cpus, Memory: agentRes.memory, GPUs: agentRes.gpus, DeclaredGPUs: agentRes.gpusSet, NoCgroups: agentRes.noCgroups,
-					RunAsAgent: agentRunAs.agent, SpoolDir: agentRunAs.spool, Logger: log.With("role", "agent"), Version: Version}))
+					RunAsAgent: agentRunAs.agent, SpoolDir: agentRunAs.spool, Logger: log.With("role", "agent"), Version: cli.Version}))
 				if err != nil {
 					return err
 				}
 				go func() { errc <- a.Run(ctx) }()
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "Berth server on %s (state %s, client config %s)\n", url, store.Redact(db), configPath())
+			fmt.Fprintf(cmd.ErrOrStderr(), "Berth server on %s (state %s, client config %s)\n", url, store.Redact(db), cli.ConfigPath())
 			select {
 			case <-ctx.Done():
 			case err = <-errc:
@@ -251,9 +249,9 @@ func newServerCmd() *cobra.Command {
 	f.DurationVar(&unkillable, "unkillable-timeout", time.Minute, "how long past its grace period a job asked to stop may go on without its agent reporting its end; then the server ends it and drains its node with reason \"Kill task failed\" (Slurm's UnkillableStepTimeout)")
 	f.IntVar(&maxArray, "max-array-size", 1_000_001, "array indices must be below this (Slurm's MaxArraySize)")
 	f.IntVar(&maxNodes, "max-nodes-per-run", 10_000, "the most nodes one run may ask for, its groups' together (Slurm: a partition's MaxNodes)")
-	f.Var(sizeValue{&maxUpload}, "max-upload", "the most one archive of a run's repo or files may hold, e.g. 500MB (default 100MB)")
+	f.Var(cli.SizeFlag(&maxUpload), "max-upload", "the most one archive of a run's repo or files may hold, e.g. 500MB (default 100MB)")
 	f.DurationVar(&blobRetention, "blob-retention", server.DefaultBlobRetention, "how long an uploaded repo or files archive is kept once no run needs it (last used that long ago, named by no run unfinished or finished since); negative: for ever")
-	f.Var(sizeValue{&maxScript}, "max-script-size", "the most a run's commands may hold, e.g. 8MB (default 4MB, Slurm's max_script_size)")
+	f.Var(cli.SizeFlag(&maxScript), "max-script-size", "the most a run's commands may hold, e.g. 8MB (default 4MB, Slurm's max_script_size)")
 	f.StringVar(&policy, "policy", "berth", "scheduling of runs that cannot start now: berth (EASY backfill, shortest runs first), easy (backfill around the first waiting run's reservation), conservative (a reservation for every waiting run) or fcfs")
 	f.StringVar(&weights, "priority-weights", "", "multifactor priority weights, e.g. age=1000,fairshare=10000,size=1000,qos=10000,partition=1000,priority=10000,expansion=10000,max-age=168h,favor-small=true (unnamed ones keep their defaults)")
 	f.DurationVar(&halfLife, "fairshare-half-life", 7*24*time.Hour, "time after which past usage counts half for fairshare")
@@ -268,7 +266,7 @@ func newServerCmd() *cobra.Command {
 	f.StringToStringVar(&fleetBinaries, "fleet-binary", nil, "a berth binary for SSH fleet hosts of another CPU architecture, ARCH=PATH (Go's names: arm64, amd64; repeatable)")
 	f.StringSliceVar(&privateData, "private-data", []string{"logs"}, "what members of a project do not see of each other's runs (Slurm's PrivateData): jobs (others' runs are not found), logs (others' output and metrics are refused), none; the project's admins and managers see all")
 	f.StringVar(&gatewayDomain, "gateway-domain", "", "services also answer on NAME.PROJECT.DOMAIN and (default project) NAME.DOMAIN, e.g. example.com, https://example.com or example.com:3000 (the scheme and port are what service URLs say; DNS: a wildcard record to this server)")
-	f.StringVar(&agentSocket, "socket", socketPath(), "local agent's socket for this host's users, who need no token there (default $BERTH_SOCKET, else "+api.DefaultSocket+"; none: no socket)")
+	f.StringVar(&agentSocket, "socket", cli.SocketPath(), "local agent's socket for this host's users, who need no token there (default $BERTH_SOCKET, else "+api.DefaultSocket+"; none: no socket)")
 	agentRes.add(cmd, "local agent's ")
 	agentMon.add(cmd, "local agent's ")
 	agentRunAs.add(cmd, "local agent's ")
@@ -308,7 +306,7 @@ func openStore(ctx context.Context, db, sync string, syncSet, replica bool) (sto
 		}
 		return st, func() {}, nil
 	}
-	unlock, err := lockDir(filepath.Dir(target), "server")
+	unlock, err := cli.LockDir(filepath.Dir(target), "server")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -326,7 +324,7 @@ func metricsOptions(o server.MetricsOptions) server.MetricsOptions {
 	if o.Token == "" {
 		o.Token = os.Getenv("BERTH_METRICS_TOKEN")
 	}
-	o.Version = Version
+	o.Version = cli.Version
 	return o
 }
 
@@ -379,8 +377,8 @@ func parseWeights(s string) (*sched.Weights, error) {
 // adminToken returns the client config's token when the server knows it, else
 // makes a new admin token; either way it (re)writes the client config.
 func adminToken(ctx context.Context, srv *server.Server, url string) (string, error) {
-	path := configPath()
-	c, err := readClientConfig(path)
+	path := cli.ConfigPath()
+	c, err := cli.ReadClientConfig(path)
 	if err == nil && c.Token != "" && srv.ValidToken(ctx, c.Token) {
 		if err := srv.EnsureAdmin(ctx, ""); err != nil {
 			return "", err
@@ -399,7 +397,7 @@ func adminToken(ctx context.Context, srv *server.Server, url string) (string, er
 	if !slices.Contains(client.SplitURLs(c.URL), url) || !strings.Contains(c.URL, ",") {
 		c.URL = url
 	}
-	if err := writeClientConfig(path, c); err != nil {
+	if err := cli.WriteClientConfig(path, c); err != nil {
 		return "", fmt.Errorf("write client config: %w", err)
 	}
 	return c.Token, nil
@@ -469,7 +467,7 @@ same --data-dir finds them again.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			conn, err := readClientConfig(configPath())
+			conn, err := cli.ReadClientConfig(cli.ConfigPath())
 			if err != nil && !errors.Is(err, os.ErrNotExist) {
 				return err
 			}
@@ -489,20 +487,20 @@ same --data-dir finds them again.`,
 				return errors.New("agent: --server (or BERTH_URL) and a token (BERTH_TOKEN or the config file) are required")
 			}
 			if dataDir == "" {
-				dataDir = filepath.Join(Home(), "agent")
+				dataDir = filepath.Join(cli.Home(), "agent")
 			}
-			unlock, err := lockDir(dataDir, "agent")
+			unlock, err := cli.LockDir(dataDir, "agent")
 			if err != nil {
 				return err
 			}
 			defer unlock()
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			if err := checkBlocks(mon.blocks); err != nil {
-				return &ExitError{Code: 2, Err: err}
+				return &cli.ExitError{Code: 2, Err: err}
 			}
 			a, err := agent.New(mon.config(agent.Config{Server: serverURL, Token: conn.Token, Name: name, DataDir: dataDir, Addr: addr, Fleet: fleet, Socket: socket,
 				CPUs: res.cpus, Memory: res.memory, GPUs: res.gpus, DeclaredGPUs: res.gpusSet, NoCgroups: res.noCgroups,
-				RunAsAgent: runAs.agent, SpoolDir: runAs.spool, Logger: log, Version: Version}))
+				RunAsAgent: runAs.agent, SpoolDir: runAs.spool, Logger: log, Version: cli.Version}))
 			if err != nil {
 				return err
 			}
@@ -515,7 +513,7 @@ same --data-dir finds them again.`,
 	f.StringVar(&dataDir, "data-dir", "", "where the agent keeps its jobs' files (default $BERTH_HOME/agent)")
 	f.StringVar(&addr, "addr", "", "address other nodes reach this one at (default: the address of the route to the server)")
 	f.StringVar(&fleet, "fleet", "", "the fleet (Slurm: partition) this node belongs to; runs that name fleets go only to their nodes")
-	f.StringVar(&socket, "socket", socketPath(), "socket for this host's users, who need no token there (default $BERTH_SOCKET, else "+api.DefaultSocket+"; none: no socket); the token must be a node's made with --assert-users")
+	f.StringVar(&socket, "socket", cli.SocketPath(), "socket for this host's users, who need no token there (default $BERTH_SOCKET, else "+api.DefaultSocket+"; none: no socket); the token must be a node's made with --assert-users")
 	res.add(cmd, "")
 	mon.add(cmd, "")
 	runAs.add(cmd, "")
@@ -534,37 +532,6 @@ func (r *runAsFlags) add(cmd *cobra.Command, prefix string) {
 	f.StringVar(&r.spool, "spool-dir", "", prefix+"directory of the job directories of users' jobs, which those users must be able to reach (default /var/spool/berth; only as root)")
 }
 
-// lockDir takes an exclusive lock on dir for this process (the kernel drops
-// it when the process dies, however it dies), so that two servers never
-// share a database and two agents never share a data directory.
-func lockDir(dir, role string) (unlock func(), err error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
-	}
-	path := filepath.Join(dir, role+".lock")
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	// A process that was forking a child when it died leaves the lock to
-	// that child until it execs (milliseconds): try for a few seconds.
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			f.Close()
-			b, _ := os.ReadFile(path)
-			return nil, fmt.Errorf("another berth %s uses %s (its lock %s was taken by pid %s)", role, dir, path, strings.TrimSpace(string(b)))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	_ = f.Truncate(0)
-	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-	return func() { f.Close() }, nil
-}
-
 func newShimCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:    "shim DIR",
@@ -573,9 +540,26 @@ func newShimCmd() *cobra.Command {
 		Args:   cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if code := agent.RunShim(args[0]); code != 0 {
-				return &ExitError{Code: code}
+				return &cli.ExitError{Code: code}
 			}
 			return nil
 		},
 	}
+}
+
+// parsePrivateData reads --private-data: jobs, logs, none.
+func parsePrivateData(vals []string) (server.PrivateData, error) {
+	var p server.PrivateData
+	for _, v := range vals {
+		switch strings.ToLower(strings.TrimSpace(v)) {
+		case "jobs":
+			p.Jobs = true
+		case "logs":
+			p.Logs = true
+		case "none", "":
+		default:
+			return p, fmt.Errorf("--private-data %q: want jobs, logs or none (comma-separated)", v)
+		}
+	}
+	return p, nil
 }

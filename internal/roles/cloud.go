@@ -1,6 +1,4 @@
-//go:build !slim
-
-package cli
+package roles
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package cli
+package roles
 
 import (
 	"bytes"
@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/berth-hq/berth/internal/cli"
 )
 
 // TestJobsRunAsTheirUsers: two Unix users of the host, each submitting
@@ -124,7 +126,7 @@ func TestJobsRunAsTheirUsers(t *testing.T) {
 	if err != nil {
 		t.Fatalf("token create: %v\n%s", err, tok)
 	}
-	cfg, err := readClientConfig(filepath.Join(w.home, "config.yml"))
+	cfg, err := cli.ReadClientConfig(filepath.Join(w.home, "config.yml"))
 	if err != nil {
 		t.Fatal(err)
 	}
