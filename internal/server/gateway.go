@@ -301,6 +301,7 @@ func (s *Server) pickReplica(ctx context.Context, info *svcInfo) (*replica, erro
 		if info.row != nil && info.row.Wanted == 0 && info.task.ReplicaRange().Max > 0 {
 			info.row.Wanted = 1
 			info.scaledAt = time.Now()
+			info.saveScale = true // written by the pass this wakes
 			wake = true
 		}
 		gone := info.row == nil
@@ -310,9 +311,6 @@ func (s *Server) pickReplica(ctx context.Context, info *svcInfo) (*replica, erro
 			return nil, fmt.Errorf("%w: the service was stopped", ErrUnavailable)
 		}
 		if wake {
-			if err := s.store.SetServiceWanted(ctx, info.key.project, info.key.name, 1); err != nil {
-				return nil, err
-			}
 			s.log.Info("service scaled from zero", "service", info.key.name)
 			s.wakeServices()
 		}
@@ -433,7 +431,10 @@ func (s *Server) probe(rep *replica, pr *spec.Probe) {
 		close(s.svc.ready)
 		s.svc.ready = make(chan struct{})
 		if info := s.svc.byKey[rep.key]; info != nil {
-			info.fails = 0 // a crash loop is over
+			if info.fails != 0 || !info.notBefore.IsZero() {
+				info.fails, info.notBefore = 0, time.Time{} // a crash loop is over
+				info.saveBackoff = true
+			}
 		}
 	}
 	s.svc.mu.Unlock()

@@ -85,6 +85,20 @@ type svcInfo struct {
 	fails     int
 	notBefore time.Time
 	wakeSet   bool
+	// rateFrom: the request rate is known from then on (a service this
+	// server found at its start: its rate before is lost), so no scaling
+	// down before a whole rpsWindow has passed since (zero: known).
+	rateFrom time.Time
+	// saveScale, saveBackoff: row.Wanted and scaledAt, fails and
+	// notBefore changed in memory, to be written by the next pass (one
+	// writer, in order).
+	saveScale, saveBackoff bool
+	// endsSeen: the replicas' ends up to then are counted in fails, as
+	// the store has it; catchUp: found at this server's start, its
+	// replicas that ended after endsSeen (while no server counted) are
+	// to be counted.
+	endsSeen time.Time
+	catchUp  bool
 }
 
 type services struct {
@@ -200,7 +214,7 @@ func (s *Server) applyService(ctx context.Context, u *store.User, t *spec.Task) 
 		return nil, err
 	}
 	for _, run := range runs {
-		if run.Name == t.Name && (out.ID == 0 || run.ID > out.ID) {
+		if run.Name == t.Name && run.Reason != string(lifecycle.ReasonRetryLimit) && (out.ID == 0 || run.ID > out.ID) {
 			out = s.apiRun(run, nil, u.Name, nil)
 		}
 	}
@@ -284,6 +298,7 @@ func (s *Server) reconcileServices(ctx context.Context) error {
 		return nil
 	}
 	var find []svcKey // services whose replicas are to be found
+	var failed []svcKey
 	seen := map[svcKey]bool{}
 	for _, row := range rows {
 		k := svcKey{row.ProjectID, row.Name}
@@ -299,11 +314,31 @@ func (s *Server) reconcileServices(ctx context.Context) error {
 				s.svc.mu.Unlock()
 				return fmt.Errorf("service %q: %w", row.Name, err)
 			}
+			if info.task == nil {
+				// Found in the store (at a start, or applied): its
+				// autoscaler and backoff as last written.
+				info.scaledAt, info.fails, info.notBefore, info.endsSeen = row.ScaledAt, row.Fails, row.NotBefore, row.EndsSeen
+				if info.scaledAt.IsZero() {
+					info.scaledAt = now
+				}
+				if !s.svc.scanned {
+					info.rateFrom = now
+					info.catchUp = !info.endsSeen.IsZero()
+				}
+			} else {
+				info.scaledAt = now
+			}
 			info.task = &t
 			info.limits = newLimiter(t.RateLimits)
-			info.scaledAt = now
+		}
+		if info.row != nil && info.saveScale {
+			row.Wanted = info.row.Wanted // not written yet: memory's is newer
 		}
 		info.row = row
+		if info.fails >= maxReplicaFailures && !slices.Contains(failed, k) {
+			// It failed, and the server stopped before the row went.
+			failed = append(failed, k)
+		}
 		if !info.found {
 			find = append(find, k)
 		}
@@ -311,6 +346,7 @@ func (s *Server) reconcileServices(ctx context.Context) error {
 	for k, info := range s.svc.byKey {
 		if !seen[k] {
 			info.row, info.task = nil, nil
+			info.saveScale, info.saveBackoff = false, false
 		}
 	}
 	s.svc.mu.Unlock()
@@ -335,13 +371,26 @@ func (s *Server) reconcileServices(ctx context.Context) error {
 		s.svc.mu.Unlock()
 	}
 	for _, k := range find {
-		runs, err := s.store.ListRuns(ctx, store.RunFilter{ProjectID: k.project, Name: k.name})
+		f := store.RunFilter{ProjectID: k.project, Name: k.name}
+		s.svc.mu.Lock()
+		if info := s.svc.byKey[k]; info != nil && info.catchUp {
+			// Those that ended since the count was written too: they are
+			// counted as they would have been (their end is not live).
+			f.All, f.Since = true, info.endsSeen
+			info.catchUp = false
+		}
+		s.svc.mu.Unlock()
+		runs, err := s.store.ListRuns(ctx, f)
 		if err != nil {
 			return err
 		}
+		slices.SortFunc(runs, func(a, b *store.Run) int { return int(a.ID - b.ID) }) // ends counted in order
 		s.svc.mu.Lock()
 		info := s.svc.byKey[k]
 		for _, run := range runs {
+			if run.Status != "" && api.Status(run.Status).Finished() && (run.FinishedAt.IsZero() || !run.FinishedAt.After(f.Since) || run.Reason == string(lifecycle.ReasonRetryLimit)) {
+				continue
+			}
 			if info != nil && isServiceRun(run) && s.svc.reps[run.ID] == nil {
 				var t spec.Task
 				_ = json.Unmarshal(run.Spec, &t)
@@ -373,6 +422,8 @@ func (s *Server) reconcileServices(ctx context.Context) error {
 			stopping[id] = rec.StopReq != 0
 		}
 	}
+	// Every end up to now (by the cluster's clock) is seen by this pass.
+	seenAt := s.clock.Now()
 	s.mu.Unlock()
 	// The replicas that ended without the reconciler's stop: how.
 	s.svc.mu.Lock()
@@ -397,7 +448,7 @@ func (s *Server) reconcileServices(ctx context.Context) error {
 	}
 	var acts []action
 	var notes []control.NoteInput
-	var failed []svcKey
+	var why = map[svcKey]string{} // why a service failed
 	s.svc.mu.Lock()
 	for k, info := range s.svc.byKey {
 		// The replicas: the active ones (draining ones included).
@@ -411,8 +462,9 @@ func (s *Server) reconcileServices(ctx context.Context) error {
 			if run := ended[rep.run]; run != nil && info.row != nil {
 				if n, fail := s.replicaEndedLocked(info, rep, run, now); n != nil {
 					notes = append(notes, *n)
-					if fail {
+					if fail && !slices.Contains(failed, k) {
 						failed = append(failed, k)
+						why[k] = n.Message
 					}
 				}
 			}
@@ -517,7 +569,16 @@ func (s *Server) reconcileServices(ctx context.Context) error {
 			}
 		}
 	}
+	saves := s.svcSavesLocked(failed, seenAt)
 	s.svc.mu.Unlock()
+
+	// What changed in memory, written in order (this pass is the one
+	// writer): a restart reads it back.
+	for _, sv := range saves {
+		if err := sv(ctx); err != nil && !errors.Is(err, store.ErrNotFound) {
+			s.log.Warn("service state", "err", err)
+		}
+	}
 
 	for _, n := range notes {
 		if _, err := s.do(n); err != nil {
@@ -525,7 +586,7 @@ func (s *Server) reconcileServices(ctx context.Context) error {
 		}
 	}
 	for _, k := range failed {
-		if err := s.store.DeleteService(ctx, k.project, k.name); err != nil && !errors.Is(err, store.ErrNotFound) {
+		if err := s.serviceFailed(ctx, k, why[k]); err != nil {
 			return err
 		}
 		s.log.Warn("service failed", "service", k.name)
@@ -579,14 +640,93 @@ func (s *Server) replicaEndedLocked(info *svcInfo, rep *replica, run *store.Run,
 		return &control.NoteInput{RunID: run.ID, Type: "service", Message: fmt.Sprintf("service %s: replica stopped (%s); another replaces it", info.key.name, how)}, false
 	}
 	info.fails++
+	info.saveBackoff = true // the failure too: a restart finishes it
 	ready := slices.ContainsFunc(info.replica, func(r *replica) bool { return r.ready && r != rep })
 	if info.fails >= maxReplicaFailures && !ready {
 		return &control.NoteInput{RunID: run.ID, Type: "failed", Message: fmt.Sprintf("service %s failed: %d replicas in a row ended before one was ready (the last: %s); no more are started (berth apply starts it again)",
 			info.key.name, info.fails, how)}, true
 	}
+	info.saveBackoff = true
 	wait := min(s.svc.backoff<<min(info.fails-1, 20), maxReplicaBackoff)
 	info.notBefore, info.wakeSet = now.Add(wait), false
 	return &control.NoteInput{RunID: run.ID, Type: "service", Message: fmt.Sprintf("service %s: replica ended (%s), %d in a row; the next starts in %s", info.key.name, how, info.fails, wait)}, false
+}
+
+// svcSavesLocked is what the pass writes of the services' state changed
+// in memory (the autoscaler's count and last scaling, the crash-loop
+// count and backoff), in order; failed services' backoff first of all,
+// so that a restart before their row goes finishes their failure.
+func (s *Server) svcSavesLocked(failed []svcKey, seenAt time.Time) []func(context.Context) error {
+	var out []func(context.Context) error
+	for _, info := range s.svc.byKey {
+		if info.row == nil {
+			continue
+		}
+		k := info.key
+		if info.saveBackoff {
+			info.saveBackoff = false
+			info.endsSeen = seenAt
+			fails, notBefore := info.fails, info.notBefore
+			out = append(out, func(ctx context.Context) error {
+				return s.store.SetServiceBackoff(ctx, k.project, k.name, fails, notBefore, seenAt)
+			})
+		}
+		if info.saveScale && !slices.Contains(failed, k) {
+			info.saveScale = false
+			wanted, at := info.row.Wanted, info.scaledAt
+			out = append(out, func(ctx context.Context) error { return s.store.SetServiceScale(ctx, k.project, k.name, wanted, at) })
+		}
+	}
+	return out
+}
+
+// serviceFailed ends failed service k: the record of its end (a run of
+// its configuration, failed retry_limit_exceeded, its history saying
+// why: control.ServiceFailedInput), then its row goes, which stops what
+// is left of its replicas. A server stopped in between finds the row's
+// failure count at its next start and finishes (the record made once).
+func (s *Server) serviceFailed(ctx context.Context, k svcKey, why string) error {
+	s.svc.mu.Lock()
+	var row *store.Service
+	if info := s.svc.byKey[k]; info != nil {
+		row = info.row
+	}
+	s.svc.mu.Unlock()
+	if row != nil {
+		if why == "" {
+			why = fmt.Sprintf("service %s failed: %d replicas in a row ended before one was ready (the server restarted before it recorded the end); no more are started (berth apply starts it again)", k.name, maxReplicaFailures)
+		}
+		last, err := s.store.FindRun(ctx, k.project, k.name)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		if last == nil || last.Reason != string(lifecycle.ReasonRetryLimit) {
+			if err := s.recordServiceEnd(ctx, row, why); err != nil {
+				// The failure stands: the last replica's history says it.
+				s.log.Warn("service failed: no record of its end", "service", k.name, "err", err)
+			}
+		}
+	}
+	if err := s.store.DeleteService(ctx, k.project, k.name); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	return nil
+}
+
+// recordServiceEnd makes the run that records row's service failed.
+func (s *Server) recordServiceEnd(ctx context.Context, row *store.Service, why string) error {
+	var t spec.Task
+	if err := json.Unmarshal(row.Spec, &t); err != nil {
+		return err
+	}
+	user, err := s.store.UserName(ctx, row.UserID)
+	if err != nil {
+		return err
+	}
+	_, err = s.do(control.ServiceFailedInput{
+		Submit: control.SubmitInput{UserID: row.UserID, User: user, ProjectID: row.ProjectID, Project: t.Project, Task: &t, Body: row.Spec},
+		Reason: lifecycle.ReasonRetryLimit, Message: why})
+	return err
 }
 
 // replicaPort is the port a replica serves on: its PORT, else the
@@ -680,13 +820,14 @@ func (s *Server) autoscaleLocked(info *svcInfo, now time.Time) {
 	case desired == cur:
 		return
 	}
+	if desired < cur && now.Sub(info.rateFrom) < rpsWindow {
+		// The rate before this server's start is lost: a busy service is
+		// not scaled down before a whole window of it was seen.
+		return
+	}
 	info.scaledAt = now
 	info.row.Wanted = desired
-	go func(k svcKey, n int) {
-		if err := s.store.SetServiceWanted(context.Background(), k.project, k.name, n); err != nil {
-			s.log.Warn("service scale", "service", k.name, "err", err)
-		}
-	}(info.key, desired)
+	info.saveScale = true
 	s.log.Info("service scaled", "service", info.key.name, "from", cur, "to", desired)
 }
 
