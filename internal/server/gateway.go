@@ -104,6 +104,9 @@ func (s *Server) serveService(w http.ResponseWriter, r *http.Request, project, n
 		writeError(w, err)
 		return
 	}
+	if s.toHTTPS(w, r, info) { // gateway_tls.go
+		return
+	}
 	s.svc.mu.Lock()
 	strip := info.task.StripsPrefix()
 	limits := info.limits
@@ -143,7 +146,7 @@ func (s *Server) proxyService(w http.ResponseWriter, r *http.Request, info *svcI
 		gr.kept = len(gr.body) <= retryBody
 	}
 	s.svc.mu.Lock()
-	info.hits.add(time.Now())
+	s.gatewayHitLocked(info, time.Now()) // services_wake.go
 	auth := info.task.AuthRequired()
 	s.svc.mu.Unlock()
 	rp := &httputil.ReverseProxy{
@@ -258,6 +261,7 @@ func (g gatewayRT) RoundTrip(req *http.Request) (*http.Response, error) {
 		s.svc.mu.Lock()
 		rep.ready, rep.okRow = false, 0
 		s.svc.mu.Unlock()
+		s.wakeServices() // a pass probes it again soon
 	}
 	return nil, last
 }
@@ -367,9 +371,15 @@ func (s *Server) probeReplicas() {
 				// it out at once).
 				every = spec.DefaultProbeInterval.Std()
 			}
-			if !rep.probing && !rep.draining && now.Sub(rep.probedAt) >= every {
+			rep.every = every
+			switch {
+			case rep.probing || rep.draining:
+				// Its probe, when done, sets its next.
+			case now.Sub(rep.probedAt) >= every:
 				rep.probing = true
 				todo = append(todo, due{rep, pr})
+			default:
+				s.wakeAtLocked(rep.probedAt.Add(every))
 			}
 		}
 	}
@@ -418,14 +428,18 @@ func (s *Server) probe(rep *replica, pr *spec.Probe) {
 	}
 	s.svc.mu.Lock()
 	rep.probing, rep.probedAt = false, time.Now()
-	became := false
+	became, lost := false, false
 	if ok {
 		rep.okRow++
 		if !rep.ready && rep.okRow >= after {
 			rep.ready, became = true, true
 		}
 	} else {
+		lost = rep.ready
 		rep.okRow, rep.ready = 0, false
+	}
+	if !rep.draining && s.svc.reps[rep.run] == rep {
+		s.wakeAtLocked(rep.probedAt.Add(rep.every)) // its next probe
 	}
 	if became {
 		close(s.svc.ready)
@@ -440,6 +454,8 @@ func (s *Server) probe(rep *replica, pr *spec.Probe) {
 	s.svc.mu.Unlock()
 	if became {
 		s.log.Info("service replica ready", "service", rep.key.name, "run_id", rep.run)
+	}
+	if became || lost {
 		s.wakeServices()
 	}
 }

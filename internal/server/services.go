@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/berth-hq/berth/internal/api"
@@ -24,8 +25,8 @@ import (
 // configuration and wanted replica count) and its replicas, which are
 // ordinary runs of the same project and name: they queue, schedule, count
 // against limits and survive a restart as every run does. The reconciler
-// below keeps them to the row, once a second and whenever something
-// changes: it starts missing replicas, stops extra ones (drained first:
+// below keeps them to the row whenever something changes (events and
+// timers at the next deadline, services_wake.go): it starts missing replicas, stops extra ones (drained first:
 // the gateway sends them nothing new and waits for what they serve), and
 // replaces those whose configuration differs from the row's, one at a
 // time, a new one ready before an old one goes (a rolling update).
@@ -34,7 +35,9 @@ import (
 
 // Reconciler timing.
 const (
-	serviceTick = time.Second
+	// serviceSafety is the pass that comes when nothing woke the
+	// reconciler for that long (a missed event is late, not lost).
+	serviceSafety = 30 * time.Second
 	// drainWait bounds how long a drained replica's requests may take.
 	drainWait = 30 * time.Second
 	// noProbeInterval is how often a replica without probes is checked
@@ -60,6 +63,7 @@ type replica struct {
 	okRow    int // probes passed in a row
 	probing  bool
 	probedAt time.Time
+	every    time.Duration // how often it is probed
 	draining bool
 	spec     string // specKey of its configuration
 	inflight int
@@ -81,10 +85,9 @@ type svcInfo struct {
 	limits   *limiter // rate_limits (nil: none; gateway_limits.go)
 	found    bool     // its replicas were looked up in the store
 	// fails counts replicas in a row that ended by themselves; the next
-	// is not submitted before notBefore (wakeSet: a wake is due then).
+	// is not submitted before notBefore (a timer wakes the loop then).
 	fails     int
 	notBefore time.Time
-	wakeSet   bool
 	// rateFrom: the request rate is known from then on (a service this
 	// server found at its start: its rate before is lost), so no scaling
 	// down before a whole rpsWindow has passed since (zero: known).
@@ -120,6 +123,16 @@ type services struct {
 	// domain is the parsed GatewayDomain (gateway_domain.go).
 	domainOnce sync.Once
 	domain     gatewayDomain
+	// The timer at the next deadline (services_wake.go).
+	timer    *time.Timer
+	timerAt  time.Time
+	timerGen uint64
+	// passes counts reconciling passes (tests, benchmarks); safety is
+	// serviceSafety (tests lengthen it).
+	passes atomic.Int64
+	safety time.Duration
+	// tlsPort is the HTTPS listener's port (0: none; gateway_tls.go).
+	tlsPort int
 }
 
 func (s *Server) svcInit() {
@@ -131,6 +144,7 @@ func (s *Server) svcInit() {
 		s.svc.wake = make(chan struct{}, 1)
 		s.svc.ready = make(chan struct{})
 		s.svc.backoff = replicaBackoff
+		s.svc.safety = serviceSafety
 	}
 }
 
@@ -145,16 +159,21 @@ func (s *Server) wakeServices() {
 // serviceLoop reconciles services until ctx ends.
 func (s *Server) serviceLoop(ctx context.Context) {
 	s.svcInit()
-	t := time.NewTicker(serviceTick)
-	defer t.Stop()
+	safety := time.NewTimer(serviceSafety)
+	defer safety.Stop()
 	for {
 		if err := s.reconcileServices(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("services", "err", err)
+			s.wakeServicesAt(time.Now().Add(time.Second)) // try again
 		}
+		s.svc.mu.Lock()
+		every := s.svc.safety
+		s.svc.mu.Unlock()
+		safety.Reset(every)
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-safety.C:
 		case <-s.svc.wake:
 		}
 	}
@@ -277,6 +296,7 @@ func (s *Server) reconcileServices(ctx context.Context) error {
 	s.svcInit()
 	s.svc.pass.Lock()
 	defer s.svc.pass.Unlock()
+	s.svc.passes.Add(1)
 	s.svc.mu.Lock()
 	rows, fresh := s.svc.rows, s.svc.rowsRead && !s.svc.rowsDirty
 	s.svc.rowsDirty = false
@@ -508,9 +528,8 @@ func (s *Server) reconcileServices(ctx context.Context) error {
 		// A crash-looping service waits out its backoff before it
 		// submits again.
 		mayStart := !now.Before(info.notBefore)
-		if !mayStart && !info.wakeSet {
-			info.wakeSet = true
-			time.AfterFunc(info.notBefore.Sub(now), s.wakeServices)
+		if !mayStart {
+			s.wakeAtLocked(info.notBefore)
 		}
 		switch {
 		case len(old) > 0 && notReady > 0:
@@ -648,7 +667,7 @@ func (s *Server) replicaEndedLocked(info *svcInfo, rep *replica, run *store.Run,
 	}
 	info.saveBackoff = true
 	wait := min(s.svc.backoff<<min(info.fails-1, 20), maxReplicaBackoff)
-	info.notBefore, info.wakeSet = now.Add(wait), false
+	info.notBefore = now.Add(wait)
 	return &control.NoteInput{RunID: run.ID, Type: "service", Message: fmt.Sprintf("service %s: replica ended (%s), %d in a row; the next starts in %s", info.key.name, how, info.fails, wait)}, false
 }
 
@@ -812,10 +831,17 @@ func (s *Server) autoscaleLocked(info *svcInfo, now time.Time) {
 		down = d.Std()
 	}
 	since := now.Sub(info.scaledAt)
+	if desired <= cur && cur > r.Min {
+		// The rate falls as the window's requests age: look again when
+		// the oldest leaves it.
+		s.wakeAtLocked(info.hits.nextDrop(now))
+	}
 	switch {
 	case desired > cur && cur > 0 && since < up:
+		s.wakeAtLocked(info.scaledAt.Add(up))
 		return
 	case desired < cur && since < down:
+		s.wakeAtLocked(info.scaledAt.Add(down))
 		return
 	case desired == cur:
 		return
@@ -823,6 +849,7 @@ func (s *Server) autoscaleLocked(info *svcInfo, now time.Time) {
 	if desired < cur && now.Sub(info.rateFrom) < rpsWindow {
 		// The rate before this server's start is lost: a busy service is
 		// not scaled down before a whole window of it was seen.
+		s.wakeAtLocked(info.rateFrom.Add(rpsWindow))
 		return
 	}
 	info.scaledAt = now
@@ -863,6 +890,21 @@ func (r *rate) add(now time.Time) {
 		r.at[i], r.n[i] = sec, 0
 	}
 	r.n[i]++
+}
+
+// nextDrop is when the oldest request in the window leaves it (zero:
+// none in it).
+func (r *rate) nextDrop(now time.Time) time.Time {
+	sec, oldest := now.Unix(), int64(0)
+	for i := range r.n {
+		if r.n[i] > 0 && sec-r.at[i] < int64(len(r.n)) && (oldest == 0 || r.at[i] < oldest) {
+			oldest = r.at[i]
+		}
+	}
+	if oldest == 0 {
+		return time.Time{}
+	}
+	return time.Unix(oldest+int64(len(r.n)), 0)
 }
 
 func (r *rate) count(now time.Time) int {
