@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -58,10 +59,11 @@ func TestRuntimePython(t *testing.T) {
 	if got, want := a.info.Runtimes["python3.13"], "image no-such-image-3.13"; got != want {
 		t.Errorf("python3.13 by the * image: %q, want %q", got, want)
 	}
-	// The host has its python3 (h[1]); the image (busybox) has none.
-	j = start(123, h[0], "test -e "+h[1]+" || echo in the image")
+	// The host has its python3 (h[1]); the image (busybox) has none, nor
+	// bash: its sh runs the commands.
+	j = start(123, h[0], "test -e "+h[1]+" || echo in the image", `echo "${BASH_VERSION:-sh}"`)
 	waitFor(t, a, "the job's end", func() bool { return j.exit != nil })
-	if out, errs := jobOutput(t, j.dir); j.exit.ExitCode != 0 || out != "in the image\n" {
+	if out, errs := jobOutput(t, j.dir); j.exit.ExitCode != 0 || out != "in the image\nsh\n" {
 		t.Errorf("python %s by image: exit %+v, output %q %q", h[0], j.exit, out, errs)
 	}
 }
@@ -119,5 +121,38 @@ func TestRuntimeNvcc(t *testing.T) {
 	waitFor(t, a, "the job's end", func() bool { return j.exit != nil })
 	if out, errs := jobOutput(t, j.dir); j.exit.ExitCode != 0 || out != "in the nvcc image\n" {
 		t.Errorf("nvcc by image: exit %+v, output %q %q", j.exit, out, errs)
+	}
+}
+
+// A `python:` run sent to an image runs its commands with bash when the
+// image has /bin/bash (as dstack's images do) and with sh otherwise; a
+// run that names its shell keeps it. The script as the container's sh
+// runs it, here on the host (which has bash), and the busybox image
+// without bash in TestRuntimePython.
+func TestRuntimeImageBash(t *testing.T) {
+	if _, err := os.Stat("/bin/bash"); err != nil {
+		t.Skip("no /bin/bash")
+	}
+	asg := api.Assignment{Python: "3.12", Commands: []string{`echo "${BASH_VERSION:+bash}" "$1"`}}
+	if _, err := useRuntime(&asg, "python:3.12-slim", nil, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	if asg.Container == nil || asg.Container.Image != "python:3.12-slim" || asg.Container.Shell != "" {
+		t.Fatalf("container %+v", asg.Container)
+	}
+	path := filepath.Join(t.TempDir(), "script")
+	if err := os.WriteFile(path, []byte(jobScript(asg)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("/bin/sh", path, "arg").CombinedOutput()
+	if err != nil || string(out) != "bash arg\n" {
+		t.Errorf("the script under sh: %q %v, want bash to run it (with its arguments)", out, err)
+	}
+	named := api.Assignment{Python: "3.12", Shell: "sh", Commands: []string{"true"}}
+	if _, err := useRuntime(&named, "python:3.12-slim", nil, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	if named.Container.Shell != "sh" || len(named.Commands) != 1 {
+		t.Errorf("a run that names its shell: %+v, commands %q", named.Container, named.Commands)
 	}
 }
