@@ -58,6 +58,14 @@ func (a *Agent) detectRuntimes() {
 			rt[key] = default3[1]
 		}
 	}
+	if a.cfg.PythonVenv && len(rt) > 0 {
+		for k, v := range rt {
+			if strings.HasPrefix(k, "python") && api.RuntimeImageOf(v) == "" {
+				rt[api.RuntimeVenv] = venvMethod // runtime_venv.go
+				break
+			}
+		}
+	}
 	if a.cfg.NvccImage != "" && engine {
 		rt[api.RuntimeNvcc] = api.RuntimeImage + a.cfg.NvccImage
 	} else if p := hostNvcc(); p != "" {
