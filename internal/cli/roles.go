@@ -93,7 +93,7 @@ func newServerCmd() *cobra.Command {
 			}
 			defer unlock()
 			defer st.Close()
-			errc := make(chan error, 4)
+			errc := make(chan error, 8)
 			var rp *replica // --replica: follows until it leads (replica.go)
 			var hs *http.Server
 			if replicaOpts.on {
