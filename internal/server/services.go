@@ -457,6 +457,13 @@ func (s *Server) reconcileServices(ctx context.Context) error {
 	ended := map[int64]*store.Run{}
 	for _, rep := range gone {
 		if run, err := s.store.GetRun(ctx, rep.run); err == nil {
+			if !api.Status(run.Status).Finished() {
+				// Its end is in memory, not yet in the store (the commit
+				// path woke this pass first): kept until it is.
+				live[rep.run] = true
+				s.wakeServicesAt(time.Now().Add(100 * time.Millisecond))
+				continue
+			}
 			ended[rep.run] = run
 		}
 	}
