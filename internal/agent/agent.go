@@ -82,6 +82,9 @@ type Config struct {
 	// true`, used where the node has a container engine (runtime.go).
 	PythonImages map[string]string
 	NvccImage    string
+	// PythonVenv: a `python:` run on the host gets a virtual environment
+	// of its own (runtime.go).
+	PythonVenv bool
 }
 
 // Clock tells the time.
@@ -515,6 +518,10 @@ func (a *Agent) startLocked(asg api.Assignment) {
 		_, _ = useRuntime(&asg, image, nil, "", nil)
 		j.asg = asg
 	}
+	venv := a.venvFor(asg, bins) // runtime_venv.go
+	if venv {
+		asg.Commands = append([]string{venvCreate}, asg.Commands...)
+	}
 	workDir := asg.WorkingDir
 	mk := dir
 	if workDir == "" || asg.Container != nil { // a container's working_dir is in the container
@@ -553,6 +560,9 @@ func (a *Agent) startLocked(asg api.Assignment) {
 		if sp.Env, err = useRuntime(&asg, "", bins, cmp.Or(sp.UserDir, dir), sp.Env); err != nil {
 			fail(err)
 			return
+		}
+		if venv {
+			sp.Env = withVenv(cmp.Or(sp.UserDir, dir), sp.Env)
 		}
 	}
 	if err := writeJSONAtomic(filepath.Join(dir, fileSpec), sp); err != nil {

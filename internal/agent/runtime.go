@@ -28,6 +28,10 @@ import (
 // directory of links first on its PATH: python and python3 name the
 // chosen python3.X, and nvcc's directory follows.
 
+// bashIfThere, first in a script sh runs, runs the script with bash
+// instead when the image has it ($0 is the script's path).
+const bashIfThere = `if [ -z "${BASH_VERSION:-}" ] && [ -x /bin/bash ]; then exec /bin/bash "$0" "$@"; fi`
+
 // cudaBin is where CUDA's installer puts nvcc when it is not on PATH.
 var cudaBin = "/usr/local/cuda/bin"
 
@@ -52,6 +56,14 @@ func (a *Agent) detectRuntimes() {
 			rt[key] = p
 		} else if default3[0] == v {
 			rt[key] = default3[1]
+		}
+	}
+	if a.cfg.PythonVenv && len(rt) > 0 {
+		for k, v := range rt {
+			if strings.HasPrefix(k, "python") && api.RuntimeImageOf(v) == "" {
+				rt[api.RuntimeVenv] = venvMethod // runtime_venv.go
+				break
+			}
 		}
 	}
 	if a.cfg.NvccImage != "" && engine {
@@ -135,6 +147,11 @@ func (a *Agent) runtimeOf(asg api.Assignment) (image string, bins map[string]str
 func useRuntime(asg *api.Assignment, image string, bins map[string]string, base string, env []string) ([]string, error) {
 	if image != "" {
 		asg.Container = &api.Container{Image: image, Shell: asg.Shell, HostNetwork: true}
+		if asg.Shell == "" && len(asg.Commands) > 0 {
+			// dstack's images run commands with bash: so does a Python
+			// image that has it (sh otherwise), unless the run says shell.
+			asg.Commands = append([]string{bashIfThere}, asg.Commands...)
+		}
 		return env, nil
 	}
 	if len(bins) == 0 {

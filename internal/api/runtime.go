@@ -6,6 +6,9 @@ import "strings"
 const (
 	RuntimeNvcc  = "nvcc"
 	RuntimeImage = "image "
+	// RuntimeVenv: a `python:` run on the host gets a fresh virtual
+	// environment; its value says how it is made.
+	RuntimeVenv = "venv"
 )
 
 // RuntimePython is the key of Python version v ("3.12" → "python3.12").

@@ -185,6 +185,8 @@ func (s *Cluster) Step(now time.Time, in Input) (any, error) {
 		return nil, s.onRemoveNode(in)
 	case TickInput:
 		return s.onTick(now), nil
+	case ServiceFailedInput:
+		return s.onServiceFailed(now, in)
 	case NoteInput:
 		s.emit(&store.Batch{Events: []*store.Event{{RunID: in.RunID, Time: now, Type: in.Type, Message: in.Message}}})
 	case ResyncInput:

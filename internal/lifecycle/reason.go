@@ -53,6 +53,10 @@ const (
 	// ReasonUtilizationPolicy: the run's GPUs stayed under its
 	// utilization_policy's min_gpu_utilization for its time_window.
 	ReasonUtilizationPolicy Reason = "terminated_due_to_utilization_policy"
+	// ReasonRetryLimit ends a service whose replicas kept ending before
+	// one was ready (a crash loop): the record of the service's own end
+	// (dstack's run termination reason of the same words).
+	ReasonRetryLimit Reason = "retry_limit_exceeded"
 )
 
 // End is how a final run ended, in the terms every front end renders: one

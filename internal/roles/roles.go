@@ -54,6 +54,7 @@ func newServerCmd() *cobra.Command {
 		replicaOpts                                                          replicaFlags
 		sshListen                                                            string
 		gatewayDomain                                                        string
+		gatewayTLSCert, gatewayTLSKey, gatewayTLSListen                      string
 	)
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -90,7 +91,7 @@ func newServerCmd() *cobra.Command {
 			}
 			defer unlock()
 			defer st.Close()
-			errc := make(chan error, 4)
+			errc := make(chan error, 8)
 			var rp *replica // --replica: follows until it leads (replica.go)
 			var hs *http.Server
 			if replicaOpts.on {
@@ -108,6 +109,9 @@ func newServerCmd() *cobra.Command {
 				}
 			}
 			if err := server.ParseGatewayDomain(gatewayDomain); err != nil {
+				return err
+			}
+			if err := server.LoadGatewayTLS(gatewayTLSCert, gatewayTLSKey); err != nil {
 				return err
 			}
 			private, err := parsePrivateData(privateData)
@@ -141,7 +145,7 @@ func newServerCmd() *cobra.Command {
 			srv, err := server.New(ctx, server.Config{SecretsKey: key, SecretsKeySource: keySource, Store: st, Logger: log, StopGrace: grace, Policy: pol, Weights: wts, HalfLife: halfLife, Depth: depth, Rules: rules,
 				PolicyFile: policyFile, NodeTimeout: nodeTimeout, UnkillableTimeout: unkillable, MetricsRetention: metricsRetention, MaxArraySize: maxArray, MaxScriptBytes: maxScript, MaxUploadBytes: maxUpload, BlobRetention: blobRetention, MaxNodesPerRun: maxNodes,
 				Metrics: server.NewMetrics(metricsOptions(metrics)), NoAutoUsers: !autoUsers, AllowUsers: allowUsers,
-				PrivateData: private, GatewayDomain: gatewayDomain, FleetBinaries: fleetBinaries, Providers: providers, CloudPauseAfterRecord: cloudPause})
+				PrivateData: private, GatewayDomain: gatewayDomain, GatewayTLSCert: gatewayTLSCert, GatewayTLSKey: gatewayTLSKey, FleetBinaries: fleetBinaries, Providers: providers, CloudPauseAfterRecord: cloudPause})
 			if err != nil {
 				return err
 			}
@@ -182,6 +186,13 @@ func newServerCmd() *cobra.Command {
 				go func() { errc <- rp.leaseCheck(ctx) }()
 			}
 			go func() { errc <- srv.Run(ctx) }()
+			if gatewayTLSCert != "" { // HTTPS beside the plain listener (server/gateway_tls.go)
+				tln, err := net.Listen("tcp", gatewayTLSListen)
+				if err != nil {
+					return fmt.Errorf("--gateway-tls-listen %s: %w", gatewayTLSListen, err)
+				}
+				go func() { errc <- srv.ServeTLS(ctx, tln) }()
+			}
 			if sshListen != "" { // sshkey.go
 				if err := startSSHGateway(ctx, srv, sshListen, secretsKeyDir(db, home), key, errc, cmd.ErrOrStderr()); err != nil {
 					return err
@@ -265,6 +276,9 @@ func newServerCmd() *cobra.Command {
 	f.StringSliceVar(&allowUsers, "allow-users", nil, "only these Unix logins are made users so (comma-separated; default: any)")
 	f.StringToStringVar(&fleetBinaries, "fleet-binary", nil, "a berth binary for SSH fleet hosts of another CPU architecture, ARCH=PATH (Go's names: arm64, amd64; repeatable)")
 	f.StringSliceVar(&privateData, "private-data", []string{"logs"}, "what members of a project do not see of each other's runs (Slurm's PrivateData): jobs (others' runs are not found), logs (others' output and metrics are refused), none; the project's admins and managers see all")
+	f.StringVar(&gatewayTLSCert, "gateway-tls-cert", "", "PEM certificate (chain) to serve HTTPS with on --gateway-tls-listen: the gateway, the API and the dashboard; services may then say https: true (read again when the file changes)")
+	f.StringVar(&gatewayTLSKey, "gateway-tls-key", "", "PEM private key of --gateway-tls-cert")
+	f.StringVar(&gatewayTLSListen, "gateway-tls-listen", ":8443", "address to serve HTTPS on, with --gateway-tls-cert")
 	f.StringVar(&gatewayDomain, "gateway-domain", "", "services also answer on NAME.PROJECT.DOMAIN and (default project) NAME.DOMAIN, e.g. example.com, https://example.com or example.com:3000 (the scheme and port are what service URLs say; DNS: a wildcard record to this server)")
 	f.StringVar(&agentSocket, "socket", cli.SocketPath(), "local agent's socket for this host's users, who need no token there (default $BERTH_SOCKET, else "+api.DefaultSocket+"; none: no socket)")
 	agentRes.add(cmd, "local agent's ")

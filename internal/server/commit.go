@@ -42,6 +42,7 @@ func (s *Server) perform(e control.Effect) {
 func (s *Server) flushLocked() <-chan error {
 	var done <-chan error
 	r := s.Take()
+	s.svcRunsEnded(r.Ended) // a replica's end wakes the services' reconciler
 	for _, f := range r.Ended {
 		s.secrets.mask.forgetRun(f.Run)
 		if steps := s.steps.endRun(f.Run, f.At); len(steps) > 0 {

@@ -104,6 +104,9 @@ func (s *Server) serveService(w http.ResponseWriter, r *http.Request, project, n
 		writeError(w, err)
 		return
 	}
+	if s.toHTTPS(w, r, info) { // gateway_tls.go
+		return
+	}
 	s.svc.mu.Lock()
 	strip := info.task.StripsPrefix()
 	limits := info.limits
@@ -143,7 +146,7 @@ func (s *Server) proxyService(w http.ResponseWriter, r *http.Request, info *svcI
 		gr.kept = len(gr.body) <= retryBody
 	}
 	s.svc.mu.Lock()
-	info.hits.add(time.Now())
+	s.gatewayHitLocked(info, time.Now()) // services_wake.go
 	auth := info.task.AuthRequired()
 	s.svc.mu.Unlock()
 	rp := &httputil.ReverseProxy{
@@ -258,6 +261,7 @@ func (g gatewayRT) RoundTrip(req *http.Request) (*http.Response, error) {
 		s.svc.mu.Lock()
 		rep.ready, rep.okRow = false, 0
 		s.svc.mu.Unlock()
+		s.wakeServices() // a pass probes it again soon
 	}
 	return nil, last
 }
@@ -301,6 +305,7 @@ func (s *Server) pickReplica(ctx context.Context, info *svcInfo) (*replica, erro
 		if info.row != nil && info.row.Wanted == 0 && info.task.ReplicaRange().Max > 0 {
 			info.row.Wanted = 1
 			info.scaledAt = time.Now()
+			info.saveScale = true // written by the pass this wakes
 			wake = true
 		}
 		gone := info.row == nil
@@ -310,9 +315,6 @@ func (s *Server) pickReplica(ctx context.Context, info *svcInfo) (*replica, erro
 			return nil, fmt.Errorf("%w: the service was stopped", ErrUnavailable)
 		}
 		if wake {
-			if err := s.store.SetServiceWanted(ctx, info.key.project, info.key.name, 1); err != nil {
-				return nil, err
-			}
 			s.log.Info("service scaled from zero", "service", info.key.name)
 			s.wakeServices()
 		}
@@ -369,9 +371,15 @@ func (s *Server) probeReplicas() {
 				// it out at once).
 				every = spec.DefaultProbeInterval.Std()
 			}
-			if !rep.probing && !rep.draining && now.Sub(rep.probedAt) >= every {
+			rep.every = every
+			switch {
+			case rep.probing || rep.draining:
+				// Its probe, when done, sets its next.
+			case now.Sub(rep.probedAt) >= every:
 				rep.probing = true
 				todo = append(todo, due{rep, pr})
+			default:
+				s.wakeAtLocked(rep.probedAt.Add(every))
 			}
 		}
 	}
@@ -420,25 +428,34 @@ func (s *Server) probe(rep *replica, pr *spec.Probe) {
 	}
 	s.svc.mu.Lock()
 	rep.probing, rep.probedAt = false, time.Now()
-	became := false
+	became, lost := false, false
 	if ok {
 		rep.okRow++
 		if !rep.ready && rep.okRow >= after {
 			rep.ready, became = true, true
 		}
 	} else {
+		lost = rep.ready
 		rep.okRow, rep.ready = 0, false
+	}
+	if !rep.draining && s.svc.reps[rep.run] == rep {
+		s.wakeAtLocked(rep.probedAt.Add(rep.every)) // its next probe
 	}
 	if became {
 		close(s.svc.ready)
 		s.svc.ready = make(chan struct{})
 		if info := s.svc.byKey[rep.key]; info != nil {
-			info.fails = 0 // a crash loop is over
+			if info.fails != 0 || !info.notBefore.IsZero() {
+				info.fails, info.notBefore = 0, time.Time{} // a crash loop is over
+				info.saveBackoff = true
+			}
 		}
 	}
 	s.svc.mu.Unlock()
 	if became {
 		s.log.Info("service replica ready", "service", rep.key.name, "run_id", rep.run)
+	}
+	if became || lost {
 		s.wakeServices()
 	}
 }

@@ -117,14 +117,15 @@ func tooMany(w http.ResponseWriter, label string, rl spec.RateLimit, wait time.D
 }
 
 // admitService refuses what a service asks of the gateway that this
-// server cannot give: `https: true` (the server serves plain HTTP; Berth
-// has no TLS of its own), before anything is made.
+// server cannot give: `https: true` without a certificate (berth server
+// --gateway-tls-cert/--gateway-tls-key: gateway_tls.go), before anything
+// is made.
 func (s *Server) admitService(t *spec.Task) error {
 	if !t.IsService() {
 		return nil
 	}
-	if t.HTTPS == "true" {
-		return fmt.Errorf("%w: https: true: this server serves plain HTTP (Berth's gateway terminates no TLS); write `https: auto` (the scheme the server is reached by: put a TLS proxy in front of it for HTTPS) or `https: false`", ErrInvalid)
+	if t.HTTPS == "true" && !s.gatewayTLS() {
+		return fmt.Errorf("%w: https: true: this server serves plain HTTP (it was started without --gateway-tls-cert and --gateway-tls-key); write `https: auto` (the scheme the server is reached by: put a TLS proxy in front of it for HTTPS) or `https: false`, or start the server with a certificate", ErrInvalid)
 	}
 	return nil
 }

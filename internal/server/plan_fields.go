@@ -92,6 +92,9 @@ func runtimeNotes(t *spec.Task, nodes []api.Node) []string {
 		var have []string
 		for _, r := range rs {
 			if v, ok := n.Runtimes[r]; ok {
+				if m := n.Runtimes[api.RuntimeVenv]; m != "" && r != api.RuntimeNvcc && api.RuntimeImageOf(v) == "" {
+					v += " in a fresh venv of the run (" + strings.Replace(m, "3.X", strings.TrimPrefix(r, "python"), 1) + ")"
+				}
 				have = append(have, r+": "+v)
 			}
 		}

@@ -130,6 +130,10 @@ type Config struct {
 	// default project, NAME.DOMAIN ([SCHEME://]DOMAIN[:PORT];
 	// gateway_domain.go; empty: on /proxy/services/ only).
 	GatewayDomain string
+	// GatewayTLSCert and GatewayTLSKey: the certificate and key files
+	// ServeTLS serves HTTPS with (gateway_tls.go); with them a service
+	// may say `https: true`.
+	GatewayTLSCert, GatewayTLSKey string
 	// PrivateData is what members do not see of each other's runs in
 	// their projects (Slurm's PrivateData; projects.go). The zero value
 	// hides nothing; berth server's default (--private-data logs) hides

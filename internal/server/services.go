@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/berth-hq/berth/internal/api"
@@ -24,8 +25,8 @@ import (
 // configuration and wanted replica count) and its replicas, which are
 // ordinary runs of the same project and name: they queue, schedule, count
 // against limits and survive a restart as every run does. The reconciler
-// below keeps them to the row, once a second and whenever something
-// changes: it starts missing replicas, stops extra ones (drained first:
+// below keeps them to the row whenever something changes (events and
+// timers at the next deadline, services_wake.go): it starts missing replicas, stops extra ones (drained first:
 // the gateway sends them nothing new and waits for what they serve), and
 // replaces those whose configuration differs from the row's, one at a
 // time, a new one ready before an old one goes (a rolling update).
@@ -34,7 +35,9 @@ import (
 
 // Reconciler timing.
 const (
-	serviceTick = time.Second
+	// serviceSafety is the pass that comes when nothing woke the
+	// reconciler for that long (a missed event is late, not lost).
+	serviceSafety = 30 * time.Second
 	// drainWait bounds how long a drained replica's requests may take.
 	drainWait = 30 * time.Second
 	// noProbeInterval is how often a replica without probes is checked
@@ -60,6 +63,7 @@ type replica struct {
 	okRow    int // probes passed in a row
 	probing  bool
 	probedAt time.Time
+	every    time.Duration // how often it is probed
 	draining bool
 	spec     string // specKey of its configuration
 	inflight int
@@ -81,10 +85,23 @@ type svcInfo struct {
 	limits   *limiter // rate_limits (nil: none; gateway_limits.go)
 	found    bool     // its replicas were looked up in the store
 	// fails counts replicas in a row that ended by themselves; the next
-	// is not submitted before notBefore (wakeSet: a wake is due then).
+	// is not submitted before notBefore (a timer wakes the loop then).
 	fails     int
 	notBefore time.Time
-	wakeSet   bool
+	// rateFrom: the request rate is known from then on (a service this
+	// server found at its start: its rate before is lost), so no scaling
+	// down before a whole rpsWindow has passed since (zero: known).
+	rateFrom time.Time
+	// saveScale, saveBackoff: row.Wanted and scaledAt, fails and
+	// notBefore changed in memory, to be written by the next pass (one
+	// writer, in order).
+	saveScale, saveBackoff bool
+	// endsSeen: the replicas' ends up to then are counted in fails, as
+	// the store has it; catchUp: found at this server's start, its
+	// replicas that ended after endsSeen (while no server counted) are
+	// to be counted.
+	endsSeen time.Time
+	catchUp  bool
 }
 
 type services struct {
@@ -106,6 +123,16 @@ type services struct {
 	// domain is the parsed GatewayDomain (gateway_domain.go).
 	domainOnce sync.Once
 	domain     gatewayDomain
+	// The timer at the next deadline (services_wake.go).
+	timer    *time.Timer
+	timerAt  time.Time
+	timerGen uint64
+	// passes counts reconciling passes (tests, benchmarks); safety is
+	// serviceSafety (tests lengthen it).
+	passes atomic.Int64
+	safety time.Duration
+	// tlsPort is the HTTPS listener's port (0: none; gateway_tls.go).
+	tlsPort int
 }
 
 func (s *Server) svcInit() {
@@ -117,6 +144,7 @@ func (s *Server) svcInit() {
 		s.svc.wake = make(chan struct{}, 1)
 		s.svc.ready = make(chan struct{})
 		s.svc.backoff = replicaBackoff
+		s.svc.safety = serviceSafety
 	}
 }
 
@@ -131,16 +159,21 @@ func (s *Server) wakeServices() {
 // serviceLoop reconciles services until ctx ends.
 func (s *Server) serviceLoop(ctx context.Context) {
 	s.svcInit()
-	t := time.NewTicker(serviceTick)
-	defer t.Stop()
+	safety := time.NewTimer(serviceSafety)
+	defer safety.Stop()
 	for {
 		if err := s.reconcileServices(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("services", "err", err)
+			s.wakeServicesAt(time.Now().Add(time.Second)) // try again
 		}
+		s.svc.mu.Lock()
+		every := s.svc.safety
+		s.svc.mu.Unlock()
+		safety.Reset(every)
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-safety.C:
 		case <-s.svc.wake:
 		}
 	}
@@ -200,7 +233,7 @@ func (s *Server) applyService(ctx context.Context, u *store.User, t *spec.Task) 
 		return nil, err
 	}
 	for _, run := range runs {
-		if run.Name == t.Name && (out.ID == 0 || run.ID > out.ID) {
+		if run.Name == t.Name && run.Reason != string(lifecycle.ReasonRetryLimit) && (out.ID == 0 || run.ID > out.ID) {
 			out = s.apiRun(run, nil, u.Name, nil)
 		}
 	}
@@ -263,6 +296,7 @@ func (s *Server) reconcileServices(ctx context.Context) error {
 	s.svcInit()
 	s.svc.pass.Lock()
 	defer s.svc.pass.Unlock()
+	s.svc.passes.Add(1)
 	s.svc.mu.Lock()
 	rows, fresh := s.svc.rows, s.svc.rowsRead && !s.svc.rowsDirty
 	s.svc.rowsDirty = false
@@ -284,6 +318,7 @@ func (s *Server) reconcileServices(ctx context.Context) error {
 		return nil
 	}
 	var find []svcKey // services whose replicas are to be found
+	var failed []svcKey
 	seen := map[svcKey]bool{}
 	for _, row := range rows {
 		k := svcKey{row.ProjectID, row.Name}
@@ -299,11 +334,31 @@ func (s *Server) reconcileServices(ctx context.Context) error {
 				s.svc.mu.Unlock()
 				return fmt.Errorf("service %q: %w", row.Name, err)
 			}
+			if info.task == nil {
+				// Found in the store (at a start, or applied): its
+				// autoscaler and backoff as last written.
+				info.scaledAt, info.fails, info.notBefore, info.endsSeen = row.ScaledAt, row.Fails, row.NotBefore, row.EndsSeen
+				if info.scaledAt.IsZero() {
+					info.scaledAt = now
+				}
+				if !s.svc.scanned {
+					info.rateFrom = now
+					info.catchUp = !info.endsSeen.IsZero()
+				}
+			} else {
+				info.scaledAt = now
+			}
 			info.task = &t
 			info.limits = newLimiter(t.RateLimits)
-			info.scaledAt = now
+		}
+		if info.row != nil && info.saveScale {
+			row.Wanted = info.row.Wanted // not written yet: memory's is newer
 		}
 		info.row = row
+		if info.fails >= maxReplicaFailures && !slices.Contains(failed, k) {
+			// It failed, and the server stopped before the row went.
+			failed = append(failed, k)
+		}
 		if !info.found {
 			find = append(find, k)
 		}
@@ -311,6 +366,7 @@ func (s *Server) reconcileServices(ctx context.Context) error {
 	for k, info := range s.svc.byKey {
 		if !seen[k] {
 			info.row, info.task = nil, nil
+			info.saveScale, info.saveBackoff = false, false
 		}
 	}
 	s.svc.mu.Unlock()
@@ -335,13 +391,26 @@ func (s *Server) reconcileServices(ctx context.Context) error {
 		s.svc.mu.Unlock()
 	}
 	for _, k := range find {
-		runs, err := s.store.ListRuns(ctx, store.RunFilter{ProjectID: k.project, Name: k.name})
+		f := store.RunFilter{ProjectID: k.project, Name: k.name}
+		s.svc.mu.Lock()
+		if info := s.svc.byKey[k]; info != nil && info.catchUp {
+			// Those that ended since the count was written too: they are
+			// counted as they would have been (their end is not live).
+			f.All, f.Since = true, info.endsSeen
+			info.catchUp = false
+		}
+		s.svc.mu.Unlock()
+		runs, err := s.store.ListRuns(ctx, f)
 		if err != nil {
 			return err
 		}
+		slices.SortFunc(runs, func(a, b *store.Run) int { return int(a.ID - b.ID) }) // ends counted in order
 		s.svc.mu.Lock()
 		info := s.svc.byKey[k]
 		for _, run := range runs {
+			if run.Status != "" && api.Status(run.Status).Finished() && (run.FinishedAt.IsZero() || !run.FinishedAt.After(f.Since) || run.Reason == string(lifecycle.ReasonRetryLimit)) {
+				continue
+			}
 			if info != nil && isServiceRun(run) && s.svc.reps[run.ID] == nil {
 				var t spec.Task
 				_ = json.Unmarshal(run.Spec, &t)
@@ -373,6 +442,8 @@ func (s *Server) reconcileServices(ctx context.Context) error {
 			stopping[id] = rec.StopReq != 0
 		}
 	}
+	// Every end up to now (by the cluster's clock) is seen by this pass.
+	seenAt := s.clock.Now()
 	s.mu.Unlock()
 	// The replicas that ended without the reconciler's stop: how.
 	s.svc.mu.Lock()
@@ -386,6 +457,13 @@ func (s *Server) reconcileServices(ctx context.Context) error {
 	ended := map[int64]*store.Run{}
 	for _, rep := range gone {
 		if run, err := s.store.GetRun(ctx, rep.run); err == nil {
+			if !api.Status(run.Status).Finished() {
+				// Its end is in memory, not yet in the store (the commit
+				// path woke this pass first): kept until it is.
+				live[rep.run] = true
+				s.wakeServicesAt(time.Now().Add(100 * time.Millisecond))
+				continue
+			}
 			ended[rep.run] = run
 		}
 	}
@@ -397,7 +475,7 @@ func (s *Server) reconcileServices(ctx context.Context) error {
 	}
 	var acts []action
 	var notes []control.NoteInput
-	var failed []svcKey
+	var why = map[svcKey]string{} // why a service failed
 	s.svc.mu.Lock()
 	for k, info := range s.svc.byKey {
 		// The replicas: the active ones (draining ones included).
@@ -411,8 +489,9 @@ func (s *Server) reconcileServices(ctx context.Context) error {
 			if run := ended[rep.run]; run != nil && info.row != nil {
 				if n, fail := s.replicaEndedLocked(info, rep, run, now); n != nil {
 					notes = append(notes, *n)
-					if fail {
+					if fail && !slices.Contains(failed, k) {
 						failed = append(failed, k)
+						why[k] = n.Message
 					}
 				}
 			}
@@ -456,9 +535,8 @@ func (s *Server) reconcileServices(ctx context.Context) error {
 		// A crash-looping service waits out its backoff before it
 		// submits again.
 		mayStart := !now.Before(info.notBefore)
-		if !mayStart && !info.wakeSet {
-			info.wakeSet = true
-			time.AfterFunc(info.notBefore.Sub(now), s.wakeServices)
+		if !mayStart {
+			s.wakeAtLocked(info.notBefore)
 		}
 		switch {
 		case len(old) > 0 && notReady > 0:
@@ -517,7 +595,16 @@ func (s *Server) reconcileServices(ctx context.Context) error {
 			}
 		}
 	}
+	saves := s.svcSavesLocked(failed, seenAt)
 	s.svc.mu.Unlock()
+
+	// What changed in memory, written in order (this pass is the one
+	// writer): a restart reads it back.
+	for _, sv := range saves {
+		if err := sv(ctx); err != nil && !errors.Is(err, store.ErrNotFound) {
+			s.log.Warn("service state", "err", err)
+		}
+	}
 
 	for _, n := range notes {
 		if _, err := s.do(n); err != nil {
@@ -525,7 +612,7 @@ func (s *Server) reconcileServices(ctx context.Context) error {
 		}
 	}
 	for _, k := range failed {
-		if err := s.store.DeleteService(ctx, k.project, k.name); err != nil && !errors.Is(err, store.ErrNotFound) {
+		if err := s.serviceFailed(ctx, k, why[k]); err != nil {
 			return err
 		}
 		s.log.Warn("service failed", "service", k.name)
@@ -579,14 +666,93 @@ func (s *Server) replicaEndedLocked(info *svcInfo, rep *replica, run *store.Run,
 		return &control.NoteInput{RunID: run.ID, Type: "service", Message: fmt.Sprintf("service %s: replica stopped (%s); another replaces it", info.key.name, how)}, false
 	}
 	info.fails++
+	info.saveBackoff = true // the failure too: a restart finishes it
 	ready := slices.ContainsFunc(info.replica, func(r *replica) bool { return r.ready && r != rep })
 	if info.fails >= maxReplicaFailures && !ready {
 		return &control.NoteInput{RunID: run.ID, Type: "failed", Message: fmt.Sprintf("service %s failed: %d replicas in a row ended before one was ready (the last: %s); no more are started (berth apply starts it again)",
 			info.key.name, info.fails, how)}, true
 	}
+	info.saveBackoff = true
 	wait := min(s.svc.backoff<<min(info.fails-1, 20), maxReplicaBackoff)
-	info.notBefore, info.wakeSet = now.Add(wait), false
+	info.notBefore = now.Add(wait)
 	return &control.NoteInput{RunID: run.ID, Type: "service", Message: fmt.Sprintf("service %s: replica ended (%s), %d in a row; the next starts in %s", info.key.name, how, info.fails, wait)}, false
+}
+
+// svcSavesLocked is what the pass writes of the services' state changed
+// in memory (the autoscaler's count and last scaling, the crash-loop
+// count and backoff), in order; failed services' backoff first of all,
+// so that a restart before their row goes finishes their failure.
+func (s *Server) svcSavesLocked(failed []svcKey, seenAt time.Time) []func(context.Context) error {
+	var out []func(context.Context) error
+	for _, info := range s.svc.byKey {
+		if info.row == nil {
+			continue
+		}
+		k := info.key
+		if info.saveBackoff {
+			info.saveBackoff = false
+			info.endsSeen = seenAt
+			fails, notBefore := info.fails, info.notBefore
+			out = append(out, func(ctx context.Context) error {
+				return s.store.SetServiceBackoff(ctx, k.project, k.name, fails, notBefore, seenAt)
+			})
+		}
+		if info.saveScale && !slices.Contains(failed, k) {
+			info.saveScale = false
+			wanted, at := info.row.Wanted, info.scaledAt
+			out = append(out, func(ctx context.Context) error { return s.store.SetServiceScale(ctx, k.project, k.name, wanted, at) })
+		}
+	}
+	return out
+}
+
+// serviceFailed ends failed service k: the record of its end (a run of
+// its configuration, failed retry_limit_exceeded, its history saying
+// why: control.ServiceFailedInput), then its row goes, which stops what
+// is left of its replicas. A server stopped in between finds the row's
+// failure count at its next start and finishes (the record made once).
+func (s *Server) serviceFailed(ctx context.Context, k svcKey, why string) error {
+	s.svc.mu.Lock()
+	var row *store.Service
+	if info := s.svc.byKey[k]; info != nil {
+		row = info.row
+	}
+	s.svc.mu.Unlock()
+	if row != nil {
+		if why == "" {
+			why = fmt.Sprintf("service %s failed: %d replicas in a row ended before one was ready (the server restarted before it recorded the end); no more are started (berth apply starts it again)", k.name, maxReplicaFailures)
+		}
+		last, err := s.store.FindRun(ctx, k.project, k.name)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		if last == nil || last.Reason != string(lifecycle.ReasonRetryLimit) {
+			if err := s.recordServiceEnd(ctx, row, why); err != nil {
+				// The failure stands: the last replica's history says it.
+				s.log.Warn("service failed: no record of its end", "service", k.name, "err", err)
+			}
+		}
+	}
+	if err := s.store.DeleteService(ctx, k.project, k.name); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	return nil
+}
+
+// recordServiceEnd makes the run that records row's service failed.
+func (s *Server) recordServiceEnd(ctx context.Context, row *store.Service, why string) error {
+	var t spec.Task
+	if err := json.Unmarshal(row.Spec, &t); err != nil {
+		return err
+	}
+	user, err := s.store.UserName(ctx, row.UserID)
+	if err != nil {
+		return err
+	}
+	_, err = s.do(control.ServiceFailedInput{
+		Submit: control.SubmitInput{UserID: row.UserID, User: user, ProjectID: row.ProjectID, Project: t.Project, Task: &t, Body: row.Spec},
+		Reason: lifecycle.ReasonRetryLimit, Message: why})
+	return err
 }
 
 // replicaPort is the port a replica serves on: its PORT, else the
@@ -672,21 +838,30 @@ func (s *Server) autoscaleLocked(info *svcInfo, now time.Time) {
 		down = d.Std()
 	}
 	since := now.Sub(info.scaledAt)
+	if desired <= cur && cur > r.Min {
+		// The rate falls as the window's requests age: look again when
+		// the oldest leaves it.
+		s.wakeAtLocked(info.hits.nextDrop(now))
+	}
 	switch {
 	case desired > cur && cur > 0 && since < up:
+		s.wakeAtLocked(info.scaledAt.Add(up))
 		return
 	case desired < cur && since < down:
+		s.wakeAtLocked(info.scaledAt.Add(down))
 		return
 	case desired == cur:
 		return
 	}
+	if desired < cur && now.Sub(info.rateFrom) < rpsWindow {
+		// The rate before this server's start is lost: a busy service is
+		// not scaled down before a whole window of it was seen.
+		s.wakeAtLocked(info.rateFrom.Add(rpsWindow))
+		return
+	}
 	info.scaledAt = now
 	info.row.Wanted = desired
-	go func(k svcKey, n int) {
-		if err := s.store.SetServiceWanted(context.Background(), k.project, k.name, n); err != nil {
-			s.log.Warn("service scale", "service", k.name, "err", err)
-		}
-	}(info.key, desired)
+	info.saveScale = true
 	s.log.Info("service scaled", "service", info.key.name, "from", cur, "to", desired)
 }
 
@@ -722,6 +897,21 @@ func (r *rate) add(now time.Time) {
 		r.at[i], r.n[i] = sec, 0
 	}
 	r.n[i]++
+}
+
+// nextDrop is when the oldest request in the window leaves it (zero:
+// none in it).
+func (r *rate) nextDrop(now time.Time) time.Time {
+	sec, oldest := now.Unix(), int64(0)
+	for i := range r.n {
+		if r.n[i] > 0 && sec-r.at[i] < int64(len(r.n)) && (oldest == 0 || r.at[i] < oldest) {
+			oldest = r.at[i]
+		}
+	}
+	if oldest == 0 {
+		return time.Time{}
+	}
+	return time.Unix(oldest+int64(len(r.n)), 0)
 }
 
 func (r *rate) count(now time.Time) int {

@@ -16,8 +16,8 @@ import (
 // tunnels are both's work) per second of wall time, while a service of
 // two ready replicas gets no request and 500 held runs wait beside it
 // (a reconciler that reads every active run pays for them); base-cpu-ms/s
-// is the same before the service is applied. Each iteration is one
-// second of each.
+// is the same before the service is applied, passes/s the reconciler's
+// passes meanwhile. Each iteration is one second of each.
 //
 //	go test -run '^$' -bench BenchmarkIdleService -benchtime 20x ./internal/server
 func BenchmarkIdleService(b *testing.B) {
@@ -70,6 +70,8 @@ func BenchmarkIdleService(b *testing.B) {
 	})
 	time.Sleep(2 * time.Second) // the last request's work settles
 	b.StartTimer()
+	p0, t0 := h.srv.svc.passes.Load(), time.Now()
 	b.ReportMetric(idle(), "cpu-ms/s")
+	b.ReportMetric(float64(h.srv.svc.passes.Load()-p0)/time.Since(t0).Seconds(), "passes/s")
 	b.ReportMetric(base, "base-cpu-ms/s")
 }

@@ -397,3 +397,46 @@ func TestDesiredReplicas(t *testing.T) {
 		t.Errorf("one request a second for 90 s: %d in the window, want 60", got)
 	}
 }
+
+// serviceTick is how long a test gives the reconciler to act on what
+// woke it.
+const serviceTick = time.Second
+
+// TestServiceReconcilerWakes: the reconciler runs on events, not on a
+// clock (its safety pass pushed out of the test's reach): a service whose
+// replica is ready and gets no request costs no pass but its probe's
+// (one each 15 s), and requests that raise the autoscaler's count wake
+// it, so it scales up at once.
+func TestServiceReconcilerWakes(t *testing.T) {
+	h := newHarness(t, t.TempDir())
+	h.srv.svcInit()
+	h.srv.svc.mu.Lock()
+	h.srv.svc.safety = time.Hour
+	h.srv.svc.mu.Unlock()
+	h.srv.wakeServices() // the loop's first wait takes the new safety
+	startAgent(t, h, agentOpts{name: "n1", cpus: 4})
+	port := freePort(t)
+	applyService(t, h, webService("quiet", port, "v1", t.TempDir(), "auth: false\nreplicas: 1..2\nscaling: {metric: rps, target: 0.1, scale_up_delay: 0s, scale_down_delay: 1h}"))
+	stopServiceAtEnd(t, h, "quiet")
+	hc := &http.Client{Timeout: 90 * time.Second}
+	base := h.http.URL + "/proxy/services/main/quiet"
+	if code, body, err := gatewayGet(hc, base, "", "/"); err != nil || code != http.StatusOK {
+		t.Fatalf("first request: %d %q %v", code, body, err)
+	}
+	time.Sleep(2 * serviceTick) // what the replica's readiness woke settles
+	p0 := h.srv.svc.passes.Load()
+	time.Sleep(5 * time.Second)
+	if n := h.srv.svc.passes.Load() - p0; n > 2 {
+		t.Errorf("%d passes in 5 s of an idle service, want at most 2 (its replica's probe is due each 15 s)", n)
+	}
+	if n := len(activeReplicas(t, h, "quiet")); n != 1 {
+		t.Fatalf("%d replicas before the traffic, want 1", n)
+	}
+	// 12 requests in the window: 0.2/s for a target of 0.1 wants 2.
+	for i := 0; i < 12; i++ {
+		if code, body, err := gatewayGet(hc, base, "", "/"); err != nil || code != http.StatusOK {
+			t.Fatalf("request %d: %d %q %v", i, code, body, err)
+		}
+	}
+	waitForLong(t, "the requests to scale the service to 2", func() bool { return len(activeReplicas(t, h, "quiet")) == 2 })
+}

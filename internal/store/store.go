@@ -102,10 +102,12 @@ type Store interface {
 	// DeleteSecret removes a project's secret (ErrNotFound: none).
 	DeleteSecret(ctx context.Context, projectID int64, name string) error
 	// PutService creates a service or replaces its spec, owner and
-	// wanted count; SetServiceWanted changes the count alone; ListServices
+	// wanted count; SetServiceScale changes the count alone (and when it
+	// was scaled), SetServiceBackoff its crash-loop state; ListServices
 	// lists them all; DeleteService removes one (ErrNotFound: none).
 	PutService(ctx context.Context, x *Service) error
-	SetServiceWanted(ctx context.Context, projectID int64, name string, wanted int) error
+	SetServiceScale(ctx context.Context, projectID int64, name string, wanted int, at time.Time) error
+	SetServiceBackoff(ctx context.Context, projectID int64, name string, fails int, notBefore, endsSeen time.Time) error
 	ListServices(ctx context.Context) ([]*Service, error)
 	DeleteService(ctx context.Context, projectID int64, name string) error
 
