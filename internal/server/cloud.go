@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/control"
 	"github.com/berth-hq/berth/internal/lifecycle"
 	"github.com/berth-hq/berth/internal/policy"
 	"github.com/berth-hq/berth/internal/provider"
@@ -50,6 +51,9 @@ type cloudState struct {
 	// are nodes to remove once their jobs end (nodes_remove.go).
 	wake   chan struct{}
 	forget map[string]string
+	// retiring are the removed fleets whose instances a worker is
+	// ending (fleet_retire.go).
+	retiring map[string]bool
 }
 
 // kickCloud asks for an autoscale now.
@@ -249,6 +253,7 @@ func fleetQuery(bf *policy.BackendFleet, req sched.Request) provider.Query {
 		CPUs:     provider.Range{Min: max(int64(req.CPUs), bf.CPUs.Min), Max: bf.CPUs.Max},
 		Memory:   provider.Range{Min: max(int64(req.Memory), bf.Memory.Min), Max: bf.Memory.Max},
 		MaxPrice: bf.MaxPrice, Backends: bf.Backends, Regions: bf.Regions,
+		Instances: bf.InstanceTypes, Zones: bf.Zones,
 	}
 	if req.GPU.Count > 0 {
 		q.GPUs = provider.Range{Min: int64(req.GPU.Count)}
@@ -273,9 +278,17 @@ func fleetQuery(bf *policy.BackendFleet, req sched.Request) provider.Query {
 func (s *Server) autoscale(ctx context.Context) error {
 	bfs := s.backendFleets(ctx)
 	var fleets []string
+	known := map[string]bool{}
 	for name := range bfs {
 		fleets = append(fleets, name)
+		known[name] = true
 	}
+	recs, err := s.store.ListInstances(ctx, false)
+	if err != nil {
+		return err
+	}
+	// Instances of a fleet removed from the policy file end (fleet_retire.go).
+	s.retireOrphans(ctx, recs, known)
 	if len(fleets) == 0 {
 		return nil
 	}
@@ -287,10 +300,6 @@ func (s *Server) autoscale(ctx context.Context) error {
 	byName := make(map[string]api.Node, len(nodes))
 	for _, n := range nodes {
 		byName[n.Name] = n
-	}
-	recs, err := s.store.ListInstances(ctx, false)
-	if err != nil {
-		return err
 	}
 	now := time.Now()
 	s.cloud.mu.Lock()
@@ -318,7 +327,7 @@ func (s *Server) autoscale(ctx context.Context) error {
 		count := len(mine)
 		// Waiting runs that may use this fleet and that no node holds.
 		for _, d := range demands {
-			if len(d.Req.Fleets) > 0 && !slices.Contains(d.Req.Fleets, name) || len(d.Groups) > 0 {
+			if !growsFor(name, bf, d) {
 				continue
 			}
 			s.cloud.mu.Lock()
@@ -386,6 +395,17 @@ func (s *Server) autoscale(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// growsFor tells whether backend fleet name (bf) may create nodes for
+// waiting run d: the run names no fleet or names this one, is not
+// heterogeneous, and is of the fleet's project when a project owns it
+// (a `type: fleet` file's fleet; the policy file's serve every project).
+func growsFor(name string, bf *policy.BackendFleet, d control.Demand) bool {
+	if len(d.Req.Fleets) > 0 && !slices.Contains(d.Req.Fleets, name) || len(d.Groups) > 0 {
+		return false
+	}
+	return bf.Project == "" || d.Req.Project == bf.Project
+}
+
 // bootstrap is what instance key of fleet bf starts with: its volumes
 // mounted, and features (the volumes', the segment's) advertised.
 func (s *Server) bootstrap(url, token, key, fleet string, bf *policy.BackendFleet, vols []provider.VolumeMount, features []string) provider.Bootstrap {
@@ -429,7 +449,7 @@ func (s *Server) planOffers(req sched.Request) []provider.Offer {
 	var out []provider.Offer
 	seen := map[string]bool{}
 	for name, bf := range s.backendFleets(ctx) {
-		if len(req.Fleets) > 0 && !slices.Contains(req.Fleets, name) {
+		if len(req.Fleets) > 0 && !slices.Contains(req.Fleets, name) || bf.Project != "" && req.Project != bf.Project {
 			continue
 		}
 		offers, err := s.offers(ctx, fleetQuery(bf, req))

@@ -271,6 +271,7 @@ func (s *Server) applyFleet(ctx context.Context, u *store.User, req *api.FleetAp
 	if err := s.store.PutFleet(ctx, sf); err != nil {
 		return nil, 0, err
 	}
+	s.syncFleetOwners(ctx) // fleet_owners.go
 	s.log.Info("fleet applied", "fleet", f.Name, "project", pname, "by", u.Name, "hosts", len(hosts))
 	s.kickFleet(f.Name)
 	got, err := s.store.GetFleet(ctx, f.Name)
