@@ -54,6 +54,12 @@ type cloudState struct {
 	// retiring are the removed fleets whose instances a worker is
 	// ending (fleet_retire.go).
 	retiring map[string]bool
+	// fails are the fleets whose last creations failed (cloud_backoff.go).
+	fails map[string]*createFailure
+	// unrecorded counts, per fleet, the creations started whose instance
+	// is not recorded yet: the next look counts them, so that two looks
+	// in a row never create twice for one need.
+	unrecorded map[string]int
 }
 
 // kickCloud asks for an autoscale now.
@@ -172,6 +178,12 @@ func (s *Server) reconcileCloud(ctx context.Context) error {
 // provision creates one instance of offer for fleet, in the crash-safe
 // order (the comment at the top).
 func (s *Server) provision(ctx context.Context, fleet string, bf *policy.BackendFleet, offer provider.Offer, vols []provider.VolumeMount, features []string) error {
+	recorded := false
+	defer func() {
+		if !recorded {
+			s.cloud.unpend(fleet)
+		}
+	}()
 	p, err := provider.Find(s.cfg.Providers, offer.Backend)
 	if err != nil {
 		return err
@@ -196,6 +208,8 @@ func (s *Server) provision(ctx context.Context, fleet string, bf *policy.Backend
 	if err := s.store.CreateInstance(ctx, &store.Instance{Key: key, Fleet: fleet, Backend: p.Name(), Offer: string(oj), Node: key, State: string(provider.RecordCreating)}); err != nil {
 		return err
 	}
+	recorded = true
+	s.cloud.unpend(fleet) // the record counts it from now on
 	s.log.Info("cloud: instance recorded", "instance", key, "fleet", fleet, "offer", offer.Instance, "backend", p.Name())
 	if d := s.cfg.CloudPauseAfterRecord; d > 0 {
 		s.log.Info("cloud: pausing between record and create", "instance", key, "for", d)
@@ -318,16 +332,21 @@ func (s *Server) autoscale(ctx context.Context) error {
 	var errs []error
 	for _, name := range fleets {
 		bf := bfs[name]
+		// A fleet whose creations fail waits (cloud_backoff.go): it
+		// creates nothing now, but its idle nodes still go.
+		grow := !s.cloud.backingOff(name, now)
 		var mine []*store.Instance
 		for _, r := range recs {
 			if r.Fleet == name && (r.State == string(provider.RecordCreating) || r.State == string(provider.RecordActive)) {
 				mine = append(mine, r)
 			}
 		}
-		count := len(mine)
+		s.cloud.mu.Lock()
+		count := len(mine) + s.cloud.unrecorded[name]
+		s.cloud.mu.Unlock()
 		// Waiting runs that may use this fleet and that no node holds.
 		for _, d := range demands {
-			if !growsFor(name, bf, d) {
+			if !grow || !growsFor(name, bf, d) {
 				continue
 			}
 			s.cloud.mu.Lock()
@@ -354,15 +373,17 @@ func (s *Server) autoscale(ctx context.Context) error {
 			s.log.Info("cloud: provisioning nodes for a waiting run", "run_id", d.ID, "fleet", name, "nodes", d.Nodes, "offer", offers[0].Instance)
 			for range d.Nodes {
 				count++
-				go s.provisionLogged(ctx, name, bf, offers[0], vols, features)
+				s.cloud.pend(name)
+				go s.provisionLogged(ctx, d.ID, name, bf, offers[0], vols, features)
 			}
 		}
 		// The fleet's floor.
-		if want := max(bf.Min, bf.Target); count < want {
+		if want := max(bf.Min, bf.Target); grow && count < want {
 			offers, err := s.offers(ctx, fleetQuery(bf, sched.Request{}))
 			if err == nil && len(offers) > 0 {
 				for ; count < want; count++ {
-					go s.provisionLogged(ctx, name, bf, offers[0], nil, nil)
+					s.cloud.pend(name)
+					go s.provisionLogged(ctx, 0, name, bf, offers[0], nil, nil)
 				}
 			}
 		}
@@ -417,9 +438,24 @@ func (s *Server) bootstrap(url, token, key, fleet string, bf *policy.BackendFlee
 	return b
 }
 
-func (s *Server) provisionLogged(ctx context.Context, fleet string, bf *policy.BackendFleet, offer provider.Offer, vols []provider.VolumeMount, features []string) {
-	if err := s.provision(ctx, fleet, bf, offer, vols, features); err != nil && ctx.Err() == nil {
-		s.log.Warn("cloud: provision", "fleet", fleet, "err", err)
+// provisionLogged provisions for waiting run runID (0: the fleet's floor)
+// and notes the outcome (cloud_backoff.go): a failure is logged once per
+// message, the fleet waits before its next creation, and the run may be
+// asked for again then.
+func (s *Server) provisionLogged(ctx context.Context, runID int64, fleet string, bf *policy.BackendFleet, offer provider.Offer, vols []provider.VolumeMount, features []string) {
+	err := s.provision(ctx, fleet, bf, offer, vols, features)
+	if ctx.Err() != nil {
+		return
+	}
+	if s.cloud.noteCreate(fleet, err, time.Now()) {
+		s.log.Warn("cloud: provision failed; retrying with backoff", "fleet", fleet, "err", err)
+	} else if err != nil {
+		s.log.Debug("cloud: provision failed again", "fleet", fleet, "err", err)
+	}
+	if err != nil && runID != 0 {
+		s.cloud.mu.Lock()
+		delete(s.cloud.asked, runID)
+		s.cloud.mu.Unlock()
 	}
 }
 

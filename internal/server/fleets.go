@@ -161,6 +161,9 @@ func (s *Server) apiFleet(ctx context.Context, f *store.Fleet) (api.Fleet, error
 		if out.Instances, err = s.fleetInstances(ctx, f.Name); err != nil {
 			return api.Fleet{}, err
 		}
+		if msg, at, retry := s.cloud.lastError(f.Name); msg != "" { // cloud_backoff.go
+			out.LastError = &api.CreateError{Message: msg, At: at, RetryAt: retry}
+		}
 	}
 	return out, nil
 }
