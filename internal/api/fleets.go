@@ -35,8 +35,20 @@ type Fleet struct {
 	// Instances are a backend fleet's machines (creating, active,
 	// terminating), with their nodes' status.
 	Instances []Instance `json:"instances,omitempty"`
-	CreatedAt time.Time  `json:"created_at"`
-	UpdatedAt time.Time  `json:"updated_at"`
+	// LastError is a backend fleet's last failed creation since its last
+	// success (nil: none).
+	LastError *CreateError `json:"last_error,omitempty"`
+	CreatedAt time.Time    `json:"created_at"`
+	UpdatedAt time.Time    `json:"updated_at"`
+}
+
+// CreateError is a backend fleet's last failed instance creation: the
+// provider's words, when, and when the server tries again (it waits 1 s,
+// 2 s, 4 s… up to 5 minutes between failures).
+type CreateError struct {
+	Message string    `json:"message"`
+	At      time.Time `json:"at"`
+	RetryAt time.Time `json:"retry_at"`
 }
 
 // Fleet statuses.

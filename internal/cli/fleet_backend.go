@@ -156,5 +156,15 @@ func printBackendFleets(w io.Writer, fleets []api.Fleet) error {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", f.Name, f.Project, f.Status, size, in.Node, in.Offer.Backend+"/"+in.Offer.Instance, in.State, orDash(in.NodeState))
 		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// Each fleet's last failed creation, once (not one line per try).
+	for _, f := range fleets {
+		if e := f.LastError; e != nil {
+			fmt.Fprintf(w, "Fleet %s: creating an instance failed at %s (next try at %s): %s\n", f.Name,
+				e.At.Local().Format(time.TimeOnly), e.RetryAt.Local().Format(time.TimeOnly), e.Message)
+		}
+	}
+	return nil
 }

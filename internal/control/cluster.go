@@ -23,6 +23,9 @@ type Cluster struct {
 	// input sees one policy throughout; Rules, which may be called beside
 	// inputs, loads whichever is current.
 	rules atomic.Pointer[policy.Policy]
+	// owners are the fleets projects own (owners.go).
+	owners  map[string]string
+	growing map[string]bool
 
 	runs    map[int64]*runState // active runs
 	jobs    map[int64]*jobState // active jobs

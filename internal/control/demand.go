@@ -57,10 +57,15 @@ func (s *Cluster) mayGrow(rs *runState) bool {
 				return true
 			}
 		}
+		for name := range s.growing {
+			if s.growsFor(name, rs.project) { // owners.go
+				return true
+			}
+		}
 		return false
 	}
 	for _, name := range rs.req.Fleets {
-		if f, ok := rules.Fleets[name]; ok && f.Backend != nil {
+		if f, ok := rules.Fleets[name]; ok && f.Backend != nil || s.growsFor(name, rs.project) {
 			return true
 		}
 	}

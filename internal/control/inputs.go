@@ -195,6 +195,8 @@ func (s *Cluster) Step(now time.Time, in Input) (any, error) {
 		s.cycDirty = true
 	case RulesInput:
 		s.onRules(in)
+	case FleetOwnersInput:
+		s.onFleetOwners(in) // owners.go
 	case PassInput:
 		return s.preparePassLocked(now), nil
 	case PlanInput:

@@ -309,7 +309,7 @@ func (s *Cluster) queueChangesLocked(now time.Time, recheck bool, b *store.Batch
 // on what is free on it).
 func sameNode(a *sched.Node, b sched.Node) bool {
 	return a.Name == b.Name && a.Fleet == b.Fleet && a.Online == b.Online && a.CPUs == b.CPUs && a.Memory == b.Memory &&
-		a.Blocks == b.Blocks && a.Containers == b.Containers && slices.Equal(a.GPUs, b.GPUs)
+		a.Blocks == b.Blocks && a.Containers == b.Containers && a.Project == b.Project && slices.Equal(a.GPUs, b.GPUs)
 }
 
 // reasonEntry is what a plan says of a waiting run that does not start.

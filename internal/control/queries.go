@@ -159,8 +159,8 @@ func (s *Cluster) PrioritiesOf(now time.Time, ids []int64) (map[int64]sched.Fact
 // Plan is what a configuration would ask of the nodes under the rules in
 // force (held: its time limit is over every fleet's), and the nodes as the
 // scheduler sees them now, by name, with their container engines.
-func (s *Cluster) Plan(t *spec.Task) (req sched.Request, held bool, nodes []sched.Node, engines map[string]string) {
-	rs := s.newRunState(store.Run{}, t, "", "")
+func (s *Cluster) Plan(t *spec.Task, project string) (req sched.Request, held bool, nodes []sched.Node, engines map[string]string) {
+	rs := s.newRunState(store.Run{}, t, "", project)
 	engines = map[string]string{}
 	for _, ns := range s.nodes {
 		nodes = append(nodes, s.schedNode(ns))

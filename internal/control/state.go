@@ -232,6 +232,7 @@ func (s *Cluster) resolveFleets(rs *runState, req sched.Request, groups []sched.
 	// take no new starts: the run uses the others it names, or waits.
 	names, up := rules.UpPartitions(rs.r().fleets)
 	req.Fleets, req.NotFleets = rules.ResolveFleets(names), nil
+	req.Project = rs.project // a node a project owns serves its runs only (owners.go)
 	rs.tier = int32(rules.Tier(req.Fleets))
 	if rs.limit > 0 {
 		// Fleets whose time limit the run exceeds are not for it.
@@ -279,6 +280,7 @@ type requestKey struct {
 	fleets, notFleets            string
 	exclusive, containers        bool
 	nodes, exclude, features     string
+	project                      string
 }
 
 // requests interns the waiting runs' requests: most runs of a long queue
@@ -295,7 +297,7 @@ func (rq *requests) intern(r *sched.Request) *sched.Request {
 	k := requestKey{cpus: r.CPUs, count: r.GPU.Count, memory: r.Memory, minMemory: r.GPU.MinMemory, maxMemory: r.GPU.MaxMemory,
 		vendor: r.GPU.Vendor, names: strings.Join(r.GPU.Names, "\x00"), fleets: strings.Join(r.Fleets, "\x00"),
 		notFleets: strings.Join(r.NotFleets, "\x00"), exclusive: r.Exclusive, containers: r.Containers,
-		nodes: strings.Join(r.Nodes, "\x00"), exclude: strings.Join(r.Exclude, "\x00"), features: strings.Join(r.Features, "\x00")}
+		nodes: strings.Join(r.Nodes, "\x00"), exclude: strings.Join(r.Exclude, "\x00"), features: strings.Join(r.Features, "\x00"), project: r.Project}
 	if rq.m == nil {
 		rq.m = map[requestKey]weak.Pointer[sched.Request]{}
 	}
@@ -1023,7 +1025,8 @@ func (s *Cluster) schedNode(ns *nodeState) sched.Node {
 	// A drained node is offline to the scheduler: no new jobs (nodes.go).
 	n := sched.Node{Name: ns.info.Name, Fleet: ns.info.Fleet, Online: ns.online && !ns.condition().drained(), CPUs: ns.info.CPUs, Memory: sched.Bytes(ns.info.Memory),
 		FreeCPUs: ns.info.CPUs - ns.usedCPU, FreeMemory: sched.Bytes(ns.info.Memory - ns.usedMem), Blocks: s.blocksOf(ns),
-		Containers: ns.info.CanRunContainers(), Features: withEngine(withMounts(nodeFeatures(ns.info), ns.info.Mounts), ns.info.EngineID)} // runtime.go, volumes.go
+		Containers: ns.info.CanRunContainers(), Features: withEngine(withMounts(nodeFeatures(ns.info), ns.info.Mounts), ns.info.EngineID), // runtime.go, volumes.go
+		Project: s.ownerOf(ns)} // owners.go
 	for _, g := range ns.info.GPUs {
 		n.GPUs = append(n.GPUs, sched.GPU{Index: g.Index, Vendor: g.Vendor, Name: g.Name, Memory: sched.Bytes(g.Memory)})
 		if _, used := ns.usedGPU[g.Index]; !used {

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -35,6 +36,7 @@ type ShapeConf struct {
 	Memory string  `yaml:"memory"`
 	Price  float64 `yaml:"price"`
 	Spot   bool    `yaml:"spot"`
+	Zone   string  `yaml:"zone"`
 }
 
 // BackendFleetConf makes a fleet's nodes come from providers.
@@ -49,6 +51,10 @@ type BackendFleetConf struct {
 	SpotPolicy   string            `yaml:"spot_policy"`
 	MaxPrice     float64           `yaml:"max_price"`
 	IdleDuration string            `yaml:"idle_duration"`
+	// InstanceTypes and AvailabilityZones narrow the offers (dstack's
+	// instance_types, availability_zones).
+	InstanceTypes     []string `yaml:"instance_types"`
+	AvailabilityZones []string `yaml:"availability_zones"`
 }
 
 // Docker is the checked Docker provider's configuration.
@@ -67,6 +73,7 @@ type Shape struct {
 	Memory int64
 	Price  float64
 	Spot   bool
+	Zone   string // an availability-zone label ("" none)
 }
 
 // Span is an inclusive range; Max 0 is unbounded.
@@ -88,6 +95,13 @@ type BackendFleet struct {
 	Segment string
 	Env     []string
 	Blocks  spec.Blocks // 0: not split
+	// Project is the project that owns a fleet from a `type: fleet` file:
+	// the autoscaler creates its nodes for that project's runs only. The
+	// policy file's fleets have none: they serve every project.
+	Project string
+	// InstanceTypes and Zones narrow the offers to those instance types
+	// and availability zones (empty: any).
+	InstanceTypes, Zones []string
 }
 
 // DefaultIdle is a backend fleet's idle_duration when it sets none.
@@ -117,7 +131,7 @@ func (c *checker) cloud(f *File, p *Policy) {
 			if s.Price < 0 {
 				c.fail(sat+".price", "must be 0 or more, got %g", s.Price)
 			}
-			out.Shapes = append(out.Shapes, Shape{Name: s.Name, CPUs: s.CPUs, Memory: int64(mem), Price: s.Price, Spot: s.Spot})
+			out.Shapes = append(out.Shapes, Shape{Name: s.Name, CPUs: s.CPUs, Memory: int64(mem), Price: s.Price, Spot: s.Spot, Zone: s.Zone})
 		}
 		if len(out.Shapes) == 0 {
 			c.fail(at+".shapes", "at least one shape is needed: its offers")
@@ -195,6 +209,10 @@ func (c *checker) cloud(f *File, p *Policy) {
 		if b.IdleDuration != "" {
 			bf.IdleDuration = c.duration(b.IdleDuration, at+".idle_duration")
 		}
+		bf.InstanceTypes, bf.Zones = b.InstanceTypes, b.AvailabilityZones
+		if err := p.checkOfferFilters(bf); err != nil {
+			c.fail(at+"."+err.field, "%s", err.msg)
+		}
 		fl := p.Fleets[name]
 		fl.Backend = bf
 		p.Fleets[name] = fl
@@ -257,6 +275,10 @@ func (p *Policy) BackendFleetOf(f *spec.Fleet) (*BackendFleet, error) {
 		bf.Segment = "fleet-" + f.Name
 	}
 	bf.Blocks = f.Blocks
+	bf.InstanceTypes, bf.Zones = f.InstanceTypes, f.AvailabilityZones
+	if err := p.checkOfferFilters(bf); err != nil {
+		return nil, fmt.Errorf("policy: fleet %s: %s: %s", f.Name, err.field, err.msg)
+	}
 	for _, v := range f.Env {
 		if !v.PassThrough {
 			bf.Env = append(bf.Env, v.Name+"="+v.Value)
@@ -289,4 +311,38 @@ func (p *Policy) BackendFleetOf(f *spec.Fleet) (*BackendFleet, error) {
 		}
 	}
 	return bf, nil
+}
+
+// filterError is a fleet's instance_types or availability_zones naming
+// what no provider offers.
+type filterError struct{ field, msg string }
+
+// checkOfferFilters refuses instance types and zones that no configured
+// provider offers: a typo would otherwise leave the fleet with no offer.
+func (p *Policy) checkOfferFilters(bf *BackendFleet) *filterError {
+	if p.Docker == nil {
+		return nil
+	}
+	var names, zones []string
+	for _, s := range p.Docker.Shapes {
+		names = append(names, s.Name)
+		if s.Zone != "" && !slices.Contains(zones, s.Zone) {
+			zones = append(zones, s.Zone)
+		}
+	}
+	for _, t := range bf.InstanceTypes {
+		if !slices.Contains(names, t) {
+			return &filterError{"instance_types", fmt.Sprintf("no provider offers %q (docker's shapes: %s)", t, strings.Join(names, ", "))}
+		}
+	}
+	for _, z := range bf.Zones {
+		if !slices.Contains(zones, z) {
+			have := strings.Join(zones, ", ")
+			if have == "" {
+				have = "none: give shapes a zone in providers.docker.shapes"
+			}
+			return &filterError{"availability_zones", fmt.Sprintf("no provider offers zone %q (docker's zones: %s)", z, have)}
+		}
+	}
+	return nil
 }

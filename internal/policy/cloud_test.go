@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +31,7 @@ fleets:
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &Docker{Image: "local/busybox:ci", Shapes: []Shape{{"small", 1, 512 << 20, 0.01, false}, {"large", 4, 4 << 30, 0.08, true}}}
+	want := &Docker{Image: "local/busybox:ci", Shapes: []Shape{{"small", 1, 512 << 20, 0.01, false, ""}, {"large", 4, 4 << 30, 0.08, true, ""}}}
 	if d := cmp.Diff(want, p.Docker); d != "" {
 		t.Errorf("docker (-want +got)\n%s", d)
 	}
@@ -90,5 +91,41 @@ idle_duration: 90s
 	f.Backends = []string{"aws"}
 	if _, err := p.BackendFleetOf(f); err == nil || !strings.Contains(err.Error(), `"aws" is not configured`) {
 		t.Errorf("an unconfigured backend: %v", err)
+	}
+}
+
+// instance_types and availability_zones narrow a fleet's offers; a name no
+// provider offers is refused with the field and what there is, in the
+// policy file and in a fleet file alike.
+func TestBackendFleetOfferFilters(t *testing.T) {
+	base := "providers:\n  docker:\n    image: i\n    shapes:\n      - {name: s, cpus: 1, memory: 1GB, zone: a}\n      - {name: m, cpus: 2, memory: 2GB, zone: b}\n      - {name: l, cpus: 4, memory: 4GB}\n"
+	p, err := Parse("policy.yml", []byte(base+"fleets:\n  f:\n    backend: {backends: [docker], nodes: ..2, instance_types: [s, m], availability_zones: [b]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bf := p.Fleets["f"].Backend; !slices.Equal(bf.InstanceTypes, []string{"s", "m"}) || !slices.Equal(bf.Zones, []string{"b"}) {
+		t.Errorf("filters: %+v", bf)
+	}
+	if p.Docker.Shapes[0].Zone != "a" || p.Docker.Shapes[2].Zone != "" {
+		t.Errorf("shapes' zones: %+v", p.Docker.Shapes)
+	}
+	for name, tc := range map[string]struct{ fleet, want string }{
+		"type": {"instance_types: [xl]", `fleets.f.backend.instance_types: no provider offers "xl" (docker's shapes: s, m, l)`},
+		"zone": {"availability_zones: [c]", `fleets.f.backend.availability_zones: no provider offers zone "c" (docker's zones: a, b)`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Parse("policy.yml", []byte(base+"fleets:\n  f:\n    backend: {backends: [docker], nodes: ..2, "+tc.fleet+"}\n"))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want one with %q", err, tc.want)
+			}
+			f, err := spec.ParseFleet("fleet.yml", []byte("type: fleet\nname: gg\nnodes: 0..2\n"+tc.fleet+"\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			field := tc.want[len("fleets.f.backend."):]
+			if _, err := p.BackendFleetOf(f); err == nil || !strings.Contains(err.Error(), "fleet gg: "+field) {
+				t.Errorf("fleet file: %v, want %q", err, field)
+			}
+		})
 	}
 }

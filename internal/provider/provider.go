@@ -28,8 +28,11 @@ type GPU struct {
 
 // Offer is one kind of machine a provider lends, at a price.
 type Offer struct {
-	Backend  string  `json:"backend"`  // the provider's name: "docker", "aws"…
-	Region   string  `json:"region"`   // "local" for Docker
+	Backend string `json:"backend"` // the provider's name: "docker", "aws"…
+	Region  string `json:"region"`  // "local" for Docker
+	// Zone is the availability zone within Region ("" : the provider has
+	// none; a Docker shape's zone label).
+	Zone     string  `json:"zone,omitempty"`
 	Instance string  `json:"instance"` // the provider's name for the shape
 	CPUs     int     `json:"cpus"`
 	Memory   Bytes   `json:"memory"`
@@ -56,6 +59,11 @@ type Query struct {
 	MaxPrice  float64 // 0: any
 	Backends  []string
 	Regions   []string
+	// Instances are the instance types allowed (a fleet's
+	// instance_types); empty: any. Zones are the availability zones
+	// allowed (availability_zones); an offer with no zone matches none.
+	Instances []string
+	Zones     []string
 }
 
 // Match reports whether o satisfies q.
@@ -82,7 +90,10 @@ func (q Query) Match(o Offer) bool {
 	if q.MaxPrice > 0 && o.Price > q.MaxPrice {
 		return false
 	}
-	return oneOf(q.Backends, o.Backend) && oneOf(q.Regions, o.Region)
+	if len(q.Zones) > 0 && (o.Zone == "" || !oneOf(q.Zones, o.Zone)) {
+		return false
+	}
+	return oneOf(q.Backends, o.Backend) && oneOf(q.Regions, o.Region) && oneOf(q.Instances, o.Instance)
 }
 
 func oneOf(set []string, v string) bool {

@@ -40,7 +40,7 @@ func cloudProviders(ctx context.Context, rules *policy.Policy, db string) ([]pro
 	}
 	shapes := make([]docker.Shape, 0, len(d.Shapes))
 	for _, s := range d.Shapes {
-		shapes = append(shapes, docker.Shape{Name: s.Name, CPUs: s.CPUs, Memory: provider.Bytes(s.Memory), Price: s.Price, Spot: s.Spot})
+		shapes = append(shapes, docker.Shape{Name: s.Name, CPUs: s.CPUs, Memory: provider.Bytes(s.Memory), Price: s.Price, Spot: s.Spot, Zone: s.Zone})
 	}
 	p, err := docker.New(ctx, docker.Config{Owner: owner, Image: d.Image, Binary: bin, Network: d.Network, Shapes: shapes})
 	if err != nil {

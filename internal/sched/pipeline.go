@@ -558,6 +558,9 @@ func dominates(a, b *Pending) bool {
 	if b.Request.Exclusive && !a.Request.Exclusive {
 		return false // b needed whole nodes, a may share one
 	}
+	if a.Request.Project != b.Request.Project {
+		return false // nodes a project owns serve one of them only
+	}
 	if len(b.Request.Fleets) > 0 && !slices.Equal(a.Request.Fleets, b.Request.Fleets) ||
 		len(b.Request.NotFleets) > 0 && !slices.Equal(a.Request.NotFleets, b.Request.NotFleets) {
 		return false // other nodes

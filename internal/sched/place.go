@@ -328,6 +328,9 @@ func shortOf(n *Node, r Request, now bool) string {
 	if f := r.missingFeature(n); f != "" {
 		return featureWhy(f) // nodefilter.go
 	}
+	if n.Project != "" && n.Project != r.Project {
+		return "serves project " + n.Project + "'s runs only"
+	}
 	if !r.inFleet(n) {
 		return "not in fleet " + strings.Join(r.Fleets, " or ")
 	}

@@ -35,6 +35,9 @@ type Node struct {
 	// Features are the node's features (Slurm's node features), which a
 	// request's Features must all be among.
 	Features []string
+	// Project, when set, is the only project whose runs the node serves:
+	// the node belongs to a fleet a project owns (dstack's fleets).
+	Project string
 }
 
 // GPURequest is what a run needs of GPUs on each node.
@@ -63,6 +66,9 @@ type Request struct {
 	// Nodes, Exclude and Features narrow the nodes the run may use
 	// (nodefilter.go): Slurm's --nodelist, --exclude and --constraint.
 	Nodes, Exclude, Features []string
+	// Project is the run's project: a node a project owns (Node.Project)
+	// serves that project's runs only.
+	Project string
 }
 
 // inFleet tells whether r may use node n.
@@ -71,6 +77,9 @@ func (r Request) inFleet(n *Node) bool {
 		return false
 	}
 	if !r.nodeAllowed(n) {
+		return false
+	}
+	if n.Project != "" && n.Project != r.Project {
 		return false
 	}
 	if len(r.Fleets) == 0 {

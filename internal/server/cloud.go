@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/berth-hq/berth/internal/api"
+	"github.com/berth-hq/berth/internal/control"
 	"github.com/berth-hq/berth/internal/lifecycle"
 	"github.com/berth-hq/berth/internal/policy"
 	"github.com/berth-hq/berth/internal/provider"
@@ -50,6 +51,15 @@ type cloudState struct {
 	// are nodes to remove once their jobs end (nodes_remove.go).
 	wake   chan struct{}
 	forget map[string]string
+	// retiring are the removed fleets whose instances a worker is
+	// ending (fleet_retire.go).
+	retiring map[string]bool
+	// fails are the fleets whose last creations failed (cloud_backoff.go).
+	fails map[string]*createFailure
+	// unrecorded counts, per fleet, the creations started whose instance
+	// is not recorded yet: the next look counts them, so that two looks
+	// in a row never create twice for one need.
+	unrecorded map[string]int
 }
 
 // kickCloud asks for an autoscale now.
@@ -168,6 +178,12 @@ func (s *Server) reconcileCloud(ctx context.Context) error {
 // provision creates one instance of offer for fleet, in the crash-safe
 // order (the comment at the top).
 func (s *Server) provision(ctx context.Context, fleet string, bf *policy.BackendFleet, offer provider.Offer, vols []provider.VolumeMount, features []string) error {
+	recorded := false
+	defer func() {
+		if !recorded {
+			s.cloud.unpend(fleet)
+		}
+	}()
 	p, err := provider.Find(s.cfg.Providers, offer.Backend)
 	if err != nil {
 		return err
@@ -192,6 +208,8 @@ func (s *Server) provision(ctx context.Context, fleet string, bf *policy.Backend
 	if err := s.store.CreateInstance(ctx, &store.Instance{Key: key, Fleet: fleet, Backend: p.Name(), Offer: string(oj), Node: key, State: string(provider.RecordCreating)}); err != nil {
 		return err
 	}
+	recorded = true
+	s.cloud.unpend(fleet) // the record counts it from now on
 	s.log.Info("cloud: instance recorded", "instance", key, "fleet", fleet, "offer", offer.Instance, "backend", p.Name())
 	if d := s.cfg.CloudPauseAfterRecord; d > 0 {
 		s.log.Info("cloud: pausing between record and create", "instance", key, "for", d)
@@ -249,6 +267,7 @@ func fleetQuery(bf *policy.BackendFleet, req sched.Request) provider.Query {
 		CPUs:     provider.Range{Min: max(int64(req.CPUs), bf.CPUs.Min), Max: bf.CPUs.Max},
 		Memory:   provider.Range{Min: max(int64(req.Memory), bf.Memory.Min), Max: bf.Memory.Max},
 		MaxPrice: bf.MaxPrice, Backends: bf.Backends, Regions: bf.Regions,
+		Instances: bf.InstanceTypes, Zones: bf.Zones,
 	}
 	if req.GPU.Count > 0 {
 		q.GPUs = provider.Range{Min: int64(req.GPU.Count)}
@@ -273,9 +292,17 @@ func fleetQuery(bf *policy.BackendFleet, req sched.Request) provider.Query {
 func (s *Server) autoscale(ctx context.Context) error {
 	bfs := s.backendFleets(ctx)
 	var fleets []string
+	known := map[string]bool{}
 	for name := range bfs {
 		fleets = append(fleets, name)
+		known[name] = true
 	}
+	recs, err := s.store.ListInstances(ctx, false)
+	if err != nil {
+		return err
+	}
+	// Instances of a fleet removed from the policy file end (fleet_retire.go).
+	s.retireOrphans(ctx, recs, known)
 	if len(fleets) == 0 {
 		return nil
 	}
@@ -287,10 +314,6 @@ func (s *Server) autoscale(ctx context.Context) error {
 	byName := make(map[string]api.Node, len(nodes))
 	for _, n := range nodes {
 		byName[n.Name] = n
-	}
-	recs, err := s.store.ListInstances(ctx, false)
-	if err != nil {
-		return err
 	}
 	now := time.Now()
 	s.cloud.mu.Lock()
@@ -309,16 +332,21 @@ func (s *Server) autoscale(ctx context.Context) error {
 	var errs []error
 	for _, name := range fleets {
 		bf := bfs[name]
+		// A fleet whose creations fail waits (cloud_backoff.go): it
+		// creates nothing now, but its idle nodes still go.
+		grow := !s.cloud.backingOff(name, now)
 		var mine []*store.Instance
 		for _, r := range recs {
 			if r.Fleet == name && (r.State == string(provider.RecordCreating) || r.State == string(provider.RecordActive)) {
 				mine = append(mine, r)
 			}
 		}
-		count := len(mine)
+		s.cloud.mu.Lock()
+		count := len(mine) + s.cloud.unrecorded[name]
+		s.cloud.mu.Unlock()
 		// Waiting runs that may use this fleet and that no node holds.
 		for _, d := range demands {
-			if len(d.Req.Fleets) > 0 && !slices.Contains(d.Req.Fleets, name) || len(d.Groups) > 0 {
+			if !grow || !growsFor(name, bf, d) {
 				continue
 			}
 			s.cloud.mu.Lock()
@@ -345,15 +373,17 @@ func (s *Server) autoscale(ctx context.Context) error {
 			s.log.Info("cloud: provisioning nodes for a waiting run", "run_id", d.ID, "fleet", name, "nodes", d.Nodes, "offer", offers[0].Instance)
 			for range d.Nodes {
 				count++
-				go s.provisionLogged(ctx, name, bf, offers[0], vols, features)
+				s.cloud.pend(name)
+				go s.provisionLogged(ctx, d.ID, name, bf, offers[0], vols, features)
 			}
 		}
 		// The fleet's floor.
-		if want := max(bf.Min, bf.Target); count < want {
+		if want := max(bf.Min, bf.Target); grow && count < want {
 			offers, err := s.offers(ctx, fleetQuery(bf, sched.Request{}))
 			if err == nil && len(offers) > 0 {
 				for ; count < want; count++ {
-					go s.provisionLogged(ctx, name, bf, offers[0], nil, nil)
+					s.cloud.pend(name)
+					go s.provisionLogged(ctx, 0, name, bf, offers[0], nil, nil)
 				}
 			}
 		}
@@ -386,6 +416,17 @@ func (s *Server) autoscale(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// growsFor tells whether backend fleet name (bf) may create nodes for
+// waiting run d: the run names no fleet or names this one, is not
+// heterogeneous, and is of the fleet's project when a project owns it
+// (a `type: fleet` file's fleet; the policy file's serve every project).
+func growsFor(name string, bf *policy.BackendFleet, d control.Demand) bool {
+	if len(d.Req.Fleets) > 0 && !slices.Contains(d.Req.Fleets, name) || len(d.Groups) > 0 {
+		return false
+	}
+	return bf.Project == "" || d.Req.Project == bf.Project
+}
+
 // bootstrap is what instance key of fleet bf starts with: its volumes
 // mounted, and features (the volumes', the segment's) advertised.
 func (s *Server) bootstrap(url, token, key, fleet string, bf *policy.BackendFleet, vols []provider.VolumeMount, features []string) provider.Bootstrap {
@@ -397,9 +438,24 @@ func (s *Server) bootstrap(url, token, key, fleet string, bf *policy.BackendFlee
 	return b
 }
 
-func (s *Server) provisionLogged(ctx context.Context, fleet string, bf *policy.BackendFleet, offer provider.Offer, vols []provider.VolumeMount, features []string) {
-	if err := s.provision(ctx, fleet, bf, offer, vols, features); err != nil && ctx.Err() == nil {
-		s.log.Warn("cloud: provision", "fleet", fleet, "err", err)
+// provisionLogged provisions for waiting run runID (0: the fleet's floor)
+// and notes the outcome (cloud_backoff.go): a failure is logged once per
+// message, the fleet waits before its next creation, and the run may be
+// asked for again then.
+func (s *Server) provisionLogged(ctx context.Context, runID int64, fleet string, bf *policy.BackendFleet, offer provider.Offer, vols []provider.VolumeMount, features []string) {
+	err := s.provision(ctx, fleet, bf, offer, vols, features)
+	if ctx.Err() != nil {
+		return
+	}
+	if s.cloud.noteCreate(fleet, err, time.Now()) {
+		s.log.Warn("cloud: provision failed; retrying with backoff", "fleet", fleet, "err", err)
+	} else if err != nil {
+		s.log.Debug("cloud: provision failed again", "fleet", fleet, "err", err)
+	}
+	if err != nil && runID != 0 {
+		s.cloud.mu.Lock()
+		delete(s.cloud.asked, runID)
+		s.cloud.mu.Unlock()
 	}
 }
 
@@ -429,7 +485,7 @@ func (s *Server) planOffers(req sched.Request) []provider.Offer {
 	var out []provider.Offer
 	seen := map[string]bool{}
 	for name, bf := range s.backendFleets(ctx) {
-		if len(req.Fleets) > 0 && !slices.Contains(req.Fleets, name) {
+		if len(req.Fleets) > 0 && !slices.Contains(req.Fleets, name) || bf.Project != "" && req.Project != bf.Project {
 			continue
 		}
 		offers, err := s.offers(ctx, fleetQuery(bf, req))

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/berth-hq/berth/internal/api"
-	"github.com/berth-hq/berth/internal/control"
 	"github.com/berth-hq/berth/internal/policy"
 	"github.com/berth-hq/berth/internal/provider"
 	"github.com/berth-hq/berth/internal/sched"
@@ -71,6 +70,10 @@ func (s *Server) backendFleets(ctx context.Context) map[string]*policy.BackendFl
 			s.log.Warn("cloud: stored fleet left alone", "fleet", f.Name, "err", err)
 			continue
 		}
+		if bf.Project, err = s.store.ProjectName(ctx, f.ProjectID); err != nil {
+			s.log.Warn("cloud: stored fleet left alone: no project", "fleet", f.Name, "err", err)
+			continue
+		}
 		out[f.Name] = bf
 	}
 	return out
@@ -99,9 +102,7 @@ func backendNotes(f *spec.Fleet) []string {
 		}
 	}
 	ignored(f.Reservation != "", "reservation", "no backend here takes reservations")
-	ignored(len(f.AvailabilityZones) > 0, "availability_zones", "the Docker provider has one region, local")
-	ignored(len(f.InstanceTypes) > 0, "instance_types", "offers are chosen by resources")
-	ignored(f.Retry != nil, "retry", "a failed creation is tried again at the next autoscale")
+	ignored(f.Retry != nil, "retry", "a failed creation is tried again after 1 s, 2 s, 4 s… (at most 5 minutes)")
 	ignored(f.TerminationPolicy != "", "termination_policy", "idle nodes above min are terminated after idle_duration")
 	ignored(len(f.Tags) > 0, "tags", "the Docker provider labels its containers itself")
 	if b := blocksFlag(f.Blocks); b != "" {
@@ -182,6 +183,7 @@ func (s *Server) applyBackendFleet(ctx context.Context, u *store.User, req *api.
 	if err := s.store.PutFleet(ctx, sf); err != nil {
 		return nil, 0, err
 	}
+	s.syncFleetOwners(ctx) // fleet_owners.go
 	s.log.Info("fleet applied", "fleet", f.Name, "project", pname, "by", u.Name, "backend", true, "min", bf.Min, "max", bf.Max)
 	s.kickCloud()
 	got, err := s.store.GetFleet(ctx, f.Name)
@@ -239,38 +241,8 @@ func (s *Server) fleetInstances(ctx context.Context, fleet string) ([]api.Instan
 // every creation under way; a creation that starts after it sees the
 // fleet deleting and does not happen (provision).
 func (s *Server) deleteBackendFleet(ctx context.Context, name string, force bool) error {
-	s.cloud.gate.Lock()
-	recs, err := s.store.ListInstances(ctx, false)
-	s.cloud.gate.Unlock()
+	n, err := s.retireInstances(ctx, name, force, "fleet "+name+" deleted") // fleet_retire.go
 	if err != nil {
-		return err
-	}
-	var mine []*store.Instance
-	for _, r := range recs {
-		if r.Fleet == name {
-			mine = append(mine, r)
-		}
-	}
-	for _, r := range mine {
-		// A node that never joined has nothing to drain.
-		_, _ = s.do(control.DrainInput{Node: r.Node, Drain: &api.DrainRequest{Reason: "fleet " + name + " deleted"}, By: fleetDrainer})
-	}
-	if !force {
-		for _, r := range mine {
-			if err := s.waitJobsGone(ctx, r.Node); err != nil {
-				return err
-			}
-		}
-	}
-	var errs []error
-	for _, r := range mine {
-		if err := s.terminate(ctx, r, "fleet "+name+" deleted"); err != nil && !errors.Is(err, provider.ErrNotFound) {
-			errs = append(errs, err)
-			continue
-		}
-		s.forgetNodeOf(ctx, r.Node, "fleet "+name+" deleted")
-	}
-	if err := errors.Join(errs...); err != nil {
 		_ = s.store.SetFleetState(ctx, name, api.FleetDeleting, fmt.Sprintf(`{"hosts":[],"message":%q}`, "delete: "+err.Error()))
 		return err
 	}
@@ -279,8 +251,12 @@ func (s *Server) deleteBackendFleet(ctx context.Context, name string, force bool
 	if cur, err := s.store.GetFleet(ctx, name); err != nil || cur.Status != api.FleetDeleting {
 		return errSuperseded
 	}
-	s.log.Info("fleet deleted", "fleet", name, "instances", len(mine))
-	return s.store.DeleteFleet(ctx, name)
+	s.log.Info("fleet deleted", "fleet", name, "instances", n)
+	if err := s.store.DeleteFleet(ctx, name); err != nil {
+		return err
+	}
+	s.syncFleetOwners(ctx)
+	return nil
 }
 
 // waitJobsGone waits until node runs no job (or is not known).

@@ -221,7 +221,11 @@ func (j *fleetJob) delete(ctx context.Context) error {
 		return errSuperseded
 	}
 	j.s.log.Info("fleet deleted", "fleet", j.name)
-	return j.s.store.DeleteFleet(ctx, j.name)
+	if err := j.s.store.DeleteFleet(ctx, j.name); err != nil {
+		return err
+	}
+	j.s.syncFleetOwners(ctx) // fleet_owners.go
+	return nil
 }
 
 // hostFacts is what the check script found.

@@ -161,6 +161,9 @@ func (s *Server) apiFleet(ctx context.Context, f *store.Fleet) (api.Fleet, error
 		if out.Instances, err = s.fleetInstances(ctx, f.Name); err != nil {
 			return api.Fleet{}, err
 		}
+		if msg, at, retry := s.cloud.lastError(f.Name); msg != "" { // cloud_backoff.go
+			out.LastError = &api.CreateError{Message: msg, At: at, RetryAt: retry}
+		}
 	}
 	return out, nil
 }
@@ -271,6 +274,7 @@ func (s *Server) applyFleet(ctx context.Context, u *store.User, req *api.FleetAp
 	if err := s.store.PutFleet(ctx, sf); err != nil {
 		return nil, 0, err
 	}
+	s.syncFleetOwners(ctx) // fleet_owners.go
 	s.log.Info("fleet applied", "fleet", f.Name, "project", pname, "by", u.Name, "hosts", len(hosts))
 	s.kickFleet(f.Name)
 	got, err := s.store.GetFleet(ctx, f.Name)

@@ -154,7 +154,13 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request, u *store.Use
 		writeError(w, err)
 		return
 	}
-	p := s.plan(t)
+	// A node of a fleet a project owns serves that project's runs only.
+	_, project, err := s.projectFor(r.Context(), u, t.Project)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	p := s.plan(t, project)
 	if p.Active, err = s.activeOfName(r.Context(), u, t); err != nil {
 		writeError(w, err)
 		return
@@ -163,9 +169,9 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request, u *store.Use
 }
 
 // plan answers where t would run: each node, whether it fits now, later or never.
-func (s *Server) plan(t *spec.Task) *api.Plan {
+func (s *Server) plan(t *spec.Task, project string) *api.Plan {
 	s.mu.Lock()
-	req, held, nodes, engines := s.Cluster.Plan(t)
+	req, held, nodes, engines := s.Cluster.Plan(t, project)
 	states := map[string]api.Node{}
 	for _, n := range s.Nodes() {
 		states[n.Name] = n

@@ -105,6 +105,14 @@ func (s *Server) sweepNodes(ctx context.Context) {
 				}
 			}
 		}
+		// Nodes their fleet removed before a restart (nodes_orphan.go).
+		if fs, err := s.store.ListFleets(ctx); err == nil {
+			for node, why := range orphanFleetNodes(nodes, fs, live) {
+				if _, ok := todo[node]; !ok {
+					todo[node] = why
+				}
+			}
+		}
 	}
 	for node, why := range todo {
 		_, err := s.do(control.RemoveNodeInput{Node: node, Why: why, Online: true})

@@ -58,6 +58,7 @@ func (s *Server) setRules(p *policy.Policy) {
 		s.log.Warn("policy in force, not all of it durable", "err", err)
 	}
 	s.syncPolicyProjects(context.Background(), p)
+	s.syncFleetOwners(context.Background()) // fleet_owners.go
 	s.wakeScheduler()
 }
 

@@ -330,6 +330,7 @@ func (s *Server) Run(ctx context.Context) error {
 	defer cancel()
 	errc := make(chan error, 1)
 	go func() { errc <- s.committer(ctx) }()
+	s.syncFleetOwners(ctx) // fleet_owners.go: before the first pass
 	go s.schedLoop(ctx)
 	go s.reapSteps(ctx)
 	go s.foldLoop(ctx)

@@ -5,7 +5,9 @@ import (
 	"context"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/client"
@@ -105,13 +107,70 @@ func fleets(ctx context.Context, c *client.Client) ([]fleetView, error) {
 	return out, nil
 }
 
+// backendView is one backend fleet of the fleets page (a `type: fleet`
+// file with nodes:, as `berth fleet` lists them under BACKEND FLEET).
+type backendView struct {
+	Name, Project, Status string
+	Min, Target, Max      string
+	// Instances counts the live instances, and says how many are in each
+	// state ("2: 1 active, 1 creating").
+	Instances string
+	LastError string // the last failed creation ("" none)
+	RetryAt   string
+}
+
+// backendFleets are the backend fleets the user may read.
+func backendFleets(ctx context.Context, c *client.Client) ([]backendView, error) {
+	fs, err := c.Fleets(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []backendView
+	for _, f := range fs {
+		if f.Spec == nil || f.Spec.Nodes == nil {
+			continue
+		}
+		n := f.Spec.Nodes
+		v := backendView{Name: f.Name, Project: f.Project, Status: f.Status, Min: strconv.Itoa(n.Min), Target: strconv.Itoa(n.Target), Max: "-"}
+		if n.Max != nil {
+			v.Max = strconv.Itoa(*n.Max)
+		}
+		states := map[string]int{}
+		var order []string
+		for _, in := range f.Instances {
+			if states[in.State] == 0 {
+				order = append(order, in.State)
+			}
+			states[in.State]++
+		}
+		v.Instances = strconv.Itoa(len(f.Instances))
+		for i, st := range order {
+			sep := ", "
+			if i == 0 {
+				sep = ": "
+			}
+			v.Instances += sep + strconv.Itoa(states[st]) + " " + st
+		}
+		if e := f.LastError; e != nil {
+			v.LastError, v.RetryAt = e.Message, e.RetryAt.Local().Format(time.TimeOnly)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
 func (u *UI) fleetsPage(w http.ResponseWriter, r *http.Request, s *session) {
 	fs, err := fleets(r.Context(), s.c)
 	if err != nil {
 		u.apiFailure(w, r, s, err)
 		return
 	}
-	u.render(w, r, http.StatusOK, "fleets", map[string]any{"Who": s.who, "Fleets": fs, "Err": r.URL.Query().Get("err")})
+	bs, err := backendFleets(r.Context(), s.c)
+	if err != nil {
+		u.apiFailure(w, r, s, err)
+		return
+	}
+	u.render(w, r, http.StatusOK, "fleets", map[string]any{"Who": s.who, "Fleets": fs, "Backends": bs, "Err": r.URL.Query().Get("err")})
 }
 
 // fleetsEvents streams each node's state (event node-NAME). A node that

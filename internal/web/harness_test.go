@@ -13,6 +13,7 @@ import (
 	"github.com/berth-hq/berth/internal/agent"
 	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/client"
+	"github.com/berth-hq/berth/internal/policy"
 	"github.com/berth-hq/berth/internal/server"
 	"github.com/berth-hq/berth/internal/spec"
 	"github.com/berth-hq/berth/internal/store"
@@ -46,8 +47,14 @@ func newCluster(t *testing.T) *cluster {
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	// A Docker provider configured but never started (no Providers): a
+	// backend fleet file can be applied and listed, and creates nothing.
+	rules, err := policy.Parse("policy.yml", []byte("providers:\n  docker:\n    image: local/busybox:ci\n    shapes: [{name: small, cpus: 1, memory: 256MB}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv, err := server.New(ctx, server.Config{Store: st, Logger: quiet, StopGrace: time.Second, PingEvery: 200 * time.Millisecond,
-		DashboardPoll: time.Hour}) // the live views follow changes, not a timer
+		DashboardPoll: time.Hour, Rules: rules}) // the live views follow changes, not a timer
 	if err != nil {
 		t.Fatal(err)
 	}

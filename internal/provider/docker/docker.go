@@ -52,6 +52,10 @@ type Shape struct {
 	Memory provider.Bytes
 	Price  float64
 	Spot   bool
+	// Zone is an availability-zone label for the shape's offers (""
+	// none): Docker has no zones, a fleet's availability_zones selects
+	// shapes by it.
+	Zone string
 }
 
 // Config says how instances are made.
@@ -122,7 +126,7 @@ func (p *Provider) Network() string { return p.cfg.Network }
 func (p *Provider) Offers(context.Context) ([]provider.Offer, error) {
 	out := make([]provider.Offer, 0, len(p.cfg.Shapes))
 	for _, s := range p.cfg.Shapes {
-		out = append(out, provider.Offer{Backend: Backend, Region: p.cfg.Region, Instance: s.Name, CPUs: s.CPUs, Memory: s.Memory, Price: s.Price, Spot: s.Spot})
+		out = append(out, provider.Offer{Backend: Backend, Region: p.cfg.Region, Instance: s.Name, CPUs: s.CPUs, Memory: s.Memory, Price: s.Price, Spot: s.Spot, Zone: s.Zone})
 	}
 	return out, nil
 }
