@@ -82,7 +82,9 @@ func (s *sqlDB) PruneBlobs(ctx context.Context, before time.Time) (int, int64, e
 	if len(old) == 0 {
 		return 0, 0, nil
 	}
-	rows, err = s.r.QueryContext(ctx, s.q(`SELECT spec FROM runs WHERE (finished_at = 0 OR finished_at >= ?) AND spec LIKE '%"digest":"%'`), cut)
+	rows, err = s.r.QueryContext(ctx, s.q(`SELECT spec FROM runs WHERE (finished_at = 0 OR finished_at >= ?) AND spec LIKE '%"digest":"%'
+UNION ALL SELECT spec FROM arrays WHERE (finished_at = 0 OR finished_at >= ?) AND spec LIKE '%"digest":"%'
+UNION ALL SELECT spec FROM schedules WHERE (finished_at = 0 OR finished_at >= ?) AND spec LIKE '%"digest":"%'`), cut, cut, cut)
 	if err != nil {
 		return 0, 0, fmt.Errorf("store: blobs in use: %w", err)
 	}
