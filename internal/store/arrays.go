@@ -36,8 +36,8 @@ type Array struct {
 	ProjectID int64
 	UserID    int64
 	Head
-	Indices string // the index set as submitted ("1-100%10")
-	Throttle  int    // at most this many tasks at once (%N; 0: no limit)
+	Indices  string // the index set as submitted ("1-100%10")
+	Throttle int    // at most this many tasks at once (%N; 0: no limit)
 	// Next is how many tasks were made: the set's first Next indices.
 	Next int
 	// Cancel are indices stopped before they were made.
