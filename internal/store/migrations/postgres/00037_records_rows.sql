@@ -26,8 +26,11 @@ ALTER TABLE schedules ADD COLUMN finished_at BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE schedules ADD COLUMN stop_req INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE schedules ADD COLUMN estimated_start BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE schedules ADD COLUMN meta TEXT NOT NULL DEFAULT '';
+-- As runs': names (FindRun, uniqueness) and windowed listings (sacct).
 CREATE INDEX arrays_name ON arrays (project_id, name, id);
 CREATE INDEX schedules_name ON schedules (project_id, name, id);
+CREATE INDEX arrays_finished_id ON arrays (finished_at, id);
+CREATE INDEX schedules_finished_id ON schedules (finished_at, id);
 
 -- An array's or a schedule's run row without a record (none is expected:
 -- 00027 made them) gets one first.
@@ -62,6 +65,8 @@ SELECT id, project_id, user_id, name, status, reason, priority, spec, submitted_
 UNION ALL
 SELECT id, project_id, user_id, name, status, reason, priority, spec, submitted_at, started_at,
   finished_at, stop_req, active, estimated_start, meta FROM schedules;
+DROP INDEX schedules_finished_id;
+DROP INDEX arrays_finished_id;
 DROP INDEX schedules_name;
 DROP INDEX arrays_name;
 ALTER TABLE schedules DROP COLUMN meta;
