@@ -496,8 +496,9 @@ func (s *sqlDB) FindActiveRun(ctx context.Context, projectID int64, name string)
 			r = n
 		}
 	} else if errors.Is(err, sql.ErrNoRows) {
+		// (A schedule's run row, as one written before 00037, first.)
 		r, err = scanRun(s.r.QueryRowContext(ctx, s.q(`SELECT `+runCols+` FROM runs WHERE project_id = ? AND name = ? AND active = 1
- ORDER BY id DESC LIMIT 1`), projectID, name))
+ ORDER BY CASE WHEN status = 'scheduled' THEN 0 ELSE 1 END, id DESC LIMIT 1`), projectID, name))
 	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("active run %q: %w", name, ErrNotFound)
