@@ -72,6 +72,7 @@ func (s *Cluster) loadArray(rs *runState, rec *store.Array, tasks []*store.Run) 
 	}
 	a := &arrayState{rec: *rec, spec: as, tasks: map[int]int64{}, live: map[int64]*runState{}}
 	a.rec.Cancel = slices.Clone(rec.Cancel)
+	a.rec.Head = store.Head{} // the runState holds it (rs.rec)
 	for _, t := range tasks {
 		a.tasks[t.ArrayIndex] = t.ID
 		if task, ok := s.runs[t.ID]; ok {
@@ -261,44 +262,73 @@ func ArrayInfo(rec *store.Array) *api.ArrayInfo {
 	return info
 }
 
-// arrayRecord is a copy of the array's record to store.
-func (a *arrayState) record() *store.Array {
+// record is a copy of the array's record to store, with head h.
+func (a *arrayState) record(h store.Head) *store.Array {
 	c := a.rec
 	c.Cancel = slices.Clone(a.rec.Cancel)
+	c.Head = h
 	return &c
 }
 
-// addRecords adds to b the record of every array and schedule whose run
-// row b writes: an array's or a schedule's record is stored whenever its
-// run row is, in the same batch, so that the two never disagree after a
-// crash. (A stopped schedule, no longer among the active ones, adds its
-// own.)
+// headOf is what a run row of an array or a schedule holds that lists it:
+// its record's head (store.Head).
+func headOf(r *store.Run) store.Head {
+	return store.Head{Name: r.Name, Status: r.Status, Reason: r.Reason, Priority: r.Priority, Spec: r.Spec,
+		SubmittedAt: r.SubmittedAt, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, StopReq: r.StopReq,
+		EstimatedStart: r.EstimatedStart, Meta: r.Meta}
+}
+
+// addRecords turns the run rows in b of arrays and schedules into their
+// records: an array and a schedule have no run row, their record is what
+// lists them (store.Head), written whole from the last of their rows in
+// b, with what they are now. The code that changes one writes its
+// runState's row as for any run; this is the one place that knows the
+// store keeps it elsewhere. (A stopped schedule, no longer among the
+// active ones, adds its own record: stopScheduleLocked.)
 func (s *Cluster) addRecords(b *store.Batch) {
 	if len(s.arrays) == 0 && len(s.schedules) == 0 && len(s.doneArrays) == 0 {
 		return
 	}
-	var seen map[int64]bool
+	var last map[int64]*store.Run
+	var order []int64
+	keep := b.Runs[:0]
 	for _, r := range b.Runs {
-		if r.ArrayID != 0 || seen[r.ID] {
+		if r.ArrayID != 0 || !s.isRecord(r.ID) {
+			keep = append(keep, r)
 			continue
 		}
-		var a *arrayState
-		if rs, ok := s.arrays[r.ID]; ok {
-			a = rs.array
-		} else if d, ok := s.doneArrays[r.ID]; ok && d.rec.ID == r.ID {
-			a = d // ended in this batch
+		if last == nil {
+			last = map[int64]*store.Run{}
 		}
-		switch rs := s.schedules[r.ID]; {
-		case a != nil:
-			b.Arrays = append(b.Arrays, a.record())
-		case rs != nil:
-			b.Schedules = append(b.Schedules, rs.r().sched.record())
-		default:
-			continue
+		if _, seen := last[r.ID]; !seen {
+			order = append(order, r.ID)
 		}
-		if seen == nil {
-			seen = map[int64]bool{}
-		}
-		seen[r.ID] = true
+		last[r.ID] = r
 	}
+	clear(b.Runs[len(keep):])
+	b.Runs = keep
+	for _, id := range order {
+		h := headOf(last[id])
+		if rs, ok := s.arrays[id]; ok {
+			b.Arrays = append(b.Arrays, rs.array.record(h))
+		} else if d, ok := s.doneArrays[id]; ok {
+			b.Arrays = append(b.Arrays, d.record(h)) // ended in this batch
+		} else {
+			b.Schedules = append(b.Schedules, s.schedules[id].r().sched.record(h))
+		}
+	}
+}
+
+// isRecord tells whether id is an active array's or schedule's, or an
+// array's that ended since it was last written (doneArrays: those ended
+// before a restart, kept for dependencies, have no record loaded).
+func (s *Cluster) isRecord(id int64) bool {
+	if _, ok := s.arrays[id]; ok {
+		return true
+	}
+	if _, ok := s.schedules[id]; ok {
+		return true
+	}
+	d, ok := s.doneArrays[id]
+	return ok && d.rec.ID == id
 }

@@ -58,7 +58,7 @@ func (s *Cluster) newScheduleLocked(rs *runState, now time.Time) error {
 	}
 	t := rs.task()
 	st := &scheduleState{exprs: exprs, rec: store.Schedule{ID: rs.rec.ID, ProjectID: rs.rec.ProjectID, UserID: rs.rec.UserID,
-		Name: rs.rec.Name, Cron: slices.Clone(t.Schedule.Cron), Active: true}}
+		Cron: slices.Clone(t.Schedule.Cron), Active: true}}
 	st.rec.NextFire = st.next(now)
 	rs.w().sched = st
 	rs.rec.Status = string(api.StatusScheduled)
@@ -77,14 +77,16 @@ func (s *Cluster) loadSchedule(rs *runState, rec *store.Schedule) error {
 	}
 	st := &scheduleState{rec: *rec, exprs: exprs}
 	st.rec.Cron = slices.Clone(rec.Cron)
+	st.rec.Head = store.Head{} // the runState holds it (rs.rec)
 	rs.w().sched = st
 	return nil
 }
 
-// record is a copy of the schedule's record to store.
-func (st *scheduleState) record() *store.Schedule {
+// record is a copy of the schedule's record to store, with head h.
+func (st *scheduleState) record(h store.Head) *store.Schedule {
 	c := st.rec
 	c.Cron = slices.Clone(st.rec.Cron)
+	c.Head = h
 	return &c
 }
 
@@ -130,8 +132,7 @@ func (s *Cluster) stopScheduleLocked(rs *runState, now time.Time, b *store.Batch
 	s.countActive(rs, -1)
 	st := rs.r().sched
 	st.rec.Active, st.rec.NextFire = false, time.Time{}
-	b.Runs = append(b.Runs, runCopy(rs))
-	b.Schedules = append(b.Schedules, st.record())
+	b.Schedules = append(b.Schedules, st.record(headOf(&rs.rec)))
 	b.Events = append(b.Events, &store.Event{RunID: rs.rec.ID, Time: now, Type: "stop", Message: "schedule stopped"})
 }
 

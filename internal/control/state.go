@@ -451,6 +451,22 @@ type Loaded struct {
 	Keys []*store.IdempotencyKey
 }
 
+// ActiveHeads are the active runs of a, with the active arrays and
+// schedules as their records list them (store.Head): an array or a
+// schedule has no run row, but is a runState here, which its tasks and
+// fired runs, stops, holds and names find like a run (addRecords writes it
+// back as its record).
+func ActiveHeads(a *store.Active) []*store.Run {
+	out := slices.Clone(a.Runs)
+	for _, r := range a.Arrays {
+		out = append(out, r.Run())
+	}
+	for _, r := range a.Schedules {
+		out = append(out, r.Run())
+	}
+	return out
+}
+
 // Restore builds the Cluster from what the store holds, at now.
 func (s *Cluster) Restore(l *Loaded, now time.Time) error {
 	a := l.Active
@@ -468,7 +484,7 @@ func (s *Cluster) Restore(l *Loaded, now time.Time) error {
 	for _, name := range slices.Sorted(maps.Keys(s.nodes)) {
 		s.syncNode(s.nodes[name]) // before the runs: the Cycle counts what they hold
 	}
-	for _, r := range a.Runs {
+	for _, r := range ActiveHeads(a) {
 		var t spec.Task
 		if err := json.Unmarshal(r.Spec, &t); err != nil {
 			return fmt.Errorf("server: run %d: %w", r.ID, err)

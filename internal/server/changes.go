@@ -36,7 +36,8 @@ func (c *changes) notify() {
 }
 
 // seen tells whether a committed batch changed what watchers see: runs,
-// jobs, nodes or events (not logs, samples or keys alone).
+// arrays, schedules, jobs, nodes or events (not logs, samples or keys
+// alone).
 func seen(b *store.Batch) bool {
-	return len(b.Runs) > 0 || len(b.Jobs) > 0 || len(b.Nodes) > 0 || len(b.DeleteNodes) > 0 || len(b.Events) > 0 || len(b.Steps) > 0
+	return len(b.Runs) > 0 || len(b.Arrays) > 0 || len(b.Schedules) > 0 || len(b.Jobs) > 0 || len(b.Nodes) > 0 || len(b.DeleteNodes) > 0 || len(b.Events) > 0 || len(b.Steps) > 0
 }

@@ -185,6 +185,13 @@ func (m *Metrics) committed(b *store.Batch, n int, d time.Duration) {
 			delete(m.started, r.ID)
 		}
 	}
+	for _, c := range b.Schedules {
+		// A schedule is a record, not a run row, but counts as a run
+		// that ended when it is stopped, as before it had a record.
+		if lifecycle.Status(c.Status).Finished() {
+			m.ended.WithLabelValues(c.Status).Inc()
+		}
+	}
 }
 
 // metricsHandler serves the metrics to the clients that may scrape, in

@@ -32,8 +32,9 @@ func (s *Server) read(ctx context.Context) (*control.Loaded, error) {
 		return nil, err
 	}
 	l := &control.Loaded{Active: a, Users: map[int64]string{}, Projects: map[int64]string{}, Tasks: map[int64][]*store.Run{}, Ended: map[int64]*store.Run{}}
+	heads := control.ActiveHeads(a) // the runs, arrays and schedules
 	active := map[int64]bool{}
-	for _, r := range a.Runs {
+	for _, r := range heads {
 		active[r.ID] = true
 	}
 	listTasks := func(id int64) error {
@@ -44,7 +45,7 @@ func (s *Server) read(ctx context.Context) (*control.Loaded, error) {
 		l.Tasks[id] = tasks
 		return err
 	}
-	for _, r := range a.Runs {
+	for _, r := range heads {
 		l.Users[r.UserID], l.Projects[r.ProjectID] = s.name(ctx, 'u', r.UserID), s.name(ctx, 'p', r.ProjectID)
 		var t spec.Task
 		if err := json.Unmarshal(r.Spec, &t); err != nil {

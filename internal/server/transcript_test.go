@@ -583,7 +583,13 @@ func (e *transcriptEnv) describe(batches []*store.Batch) string {
 	}
 	for _, id := range slices.Sorted(mapsKeys(arrays)) {
 		a := arrays[id]
-		fmt.Fprintf(&out, "commit array %s: %s made %d done %d failed %d", e.names[id], a.Indices, a.Next, a.Done, a.Failed)
+		// An array's and a schedule's record is what lists them (its head):
+		// their status first, as a run's.
+		fmt.Fprintf(&out, "commit array %s: %s", e.names[id], status(a.Status, a.Reason, nil))
+		if c := lifecycle.StopCause(a.StopReq); c != lifecycle.StopNone {
+			fmt.Fprintf(&out, " stop=%s", c)
+		}
+		fmt.Fprintf(&out, ", %s made %d done %d failed %d", a.Indices, a.Next, a.Done, a.Failed)
 		if a.Throttle > 0 {
 			fmt.Fprintf(&out, " throttle %d", a.Throttle)
 		}
@@ -600,7 +606,7 @@ func (e *transcriptEnv) describe(batches []*store.Batch) string {
 	}
 	for _, id := range slices.Sorted(mapsKeys(schedules)) {
 		c := schedules[id]
-		fmt.Fprintf(&out, "commit schedule %s: %q runs %d", e.names[id], c.Cron, c.Runs)
+		fmt.Fprintf(&out, "commit schedule %s: %s, %q runs %d", e.names[id], status(c.Status, c.Reason, nil), c.Cron, c.Runs)
 		if c.LastRun != 0 {
 			fmt.Fprintf(&out, " last %s", e.names[c.LastRun])
 		}

@@ -9,15 +9,35 @@ import (
 	"time"
 )
 
-// Array is an array's own record (migration 00027): what its progress is,
-// apart from the run row of the same ID that lists it (name, status, spec,
-// times). Its tasks are runs whose ArrayID is this ID.
+// Head is what lists an array or a schedule beside the runs (berth ps,
+// squeue, sacct, GET /runs/ID), as a run's row would (migration 00037):
+// arrays and schedules have no run row; the readers of runs (GetRun,
+// FindRun, FindActiveRun, ListRuns) answer their IDs from their records
+// in a run's shape (Run). Spec is the configuration as submitted (JSON
+// of spec.Task, with its array or schedule); Meta the server's JSON state
+// of a held or delayed one.
+type Head struct {
+	Name           string
+	Status, Reason string
+	Priority       int
+	Spec           []byte
+	SubmittedAt    time.Time
+	StartedAt      time.Time // an array's: its first task's start
+	FinishedAt     time.Time
+	StopReq        int
+	EstimatedStart time.Time // a schedule's: its next tick
+	Meta           []byte
+}
+
+// Array is an array's own record (migrations 00027, 00037): its head and
+// its progress. Its tasks are runs whose ArrayID is this ID.
 type Array struct {
-	ID        int64 // the array's ID: its run row's, Slurm's array job ID
+	ID        int64 // the array's ID, in the runs' ID space: Slurm's array job ID
 	ProjectID int64
 	UserID    int64
-	Indices   string // the index set as submitted ("1-100%10"); the spec is the run row's
-	Throttle  int    // at most this many tasks at once (%N; 0: no limit)
+	Head
+	Indices  string // the index set as submitted ("1-100%10")
+	Throttle int    // at most this many tasks at once (%N; 0: no limit)
 	// Next is how many tasks were made: the set's first Next indices.
 	Next int
 	// Cancel are indices stopped before they were made.
@@ -29,15 +49,16 @@ type Array struct {
 	Active bool
 }
 
-// Schedule is a schedule's own record (migration 00027): a configuration
-// with `schedule:` submits a run at each tick of its cron lines. Its run
-// row of the same ID lists it and holds its spec.
+// Schedule is a schedule's own record (migrations 00027, 00037): a
+// configuration with `schedule:` submits a run at each tick of its cron
+// lines. Its head lists it (status scheduled, its next tick as the
+// estimated start) and holds its spec.
 type Schedule struct {
-	ID        int64
+	ID        int64 // in the runs' ID space
 	ProjectID int64
 	UserID    int64
-	Name      string
-	Cron      []string
+	Head
+	Cron []string
 	// NextFire is its next tick (zero once stopped); LastRun the run its
 	// last tick submitted (0: none yet); Runs how many it submitted.
 	NextFire time.Time
@@ -47,18 +68,68 @@ type Schedule struct {
 	Active bool
 }
 
+// headCols are a record's head columns (Head), in scanHead's order.
+const headCols = `name, status, reason, priority, spec, submitted_at, started_at, finished_at, stop_req, estimated_start, meta`
+
 const (
-	upsertArray = `INSERT INTO arrays (id, project_id, user_id, indices, throttle, next, cancel, stopped, done, failed, active)
-  VALUES (?,?,?,?,?,?,?,?,?,?,?)
+	upsertArray = `INSERT INTO arrays (id, project_id, user_id, indices, throttle, next, cancel, stopped, done, failed, active,
+  ` + headCols + `) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
 ON CONFLICT (id) DO UPDATE SET throttle=excluded.throttle, next=excluded.next, cancel=excluded.cancel,
-  stopped=excluded.stopped, done=excluded.done, failed=excluded.failed, active=excluded.active`
-	upsertSchedule = `INSERT INTO schedules (id, project_id, user_id, name, cron, next_fire, last_run, runs, active)
-  VALUES (?,?,?,?,?,?,?,?,?)
+  stopped=excluded.stopped, done=excluded.done, failed=excluded.failed, active=excluded.active, ` + headUpdate + `,
+  spec=CASE WHEN excluded.spec = '' THEN arrays.spec ELSE excluded.spec END`
+	upsertSchedule = `INSERT INTO schedules (id, project_id, user_id, cron, next_fire, last_run, runs, active,
+  ` + headCols + `) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
 ON CONFLICT (id) DO UPDATE SET next_fire=excluded.next_fire, last_run=excluded.last_run, runs=excluded.runs,
-  active=excluded.active`
-	arrayCols    = `id, project_id, user_id, indices, throttle, next, cancel, stopped, done, failed, active`
-	scheduleCols = `id, project_id, user_id, name, cron, next_fire, last_run, runs, active`
+  active=excluded.active, ` + headUpdate + `,
+  spec=CASE WHEN excluded.spec = '' THEN schedules.spec ELSE excluded.spec END`
+	headUpdate = `name=excluded.name, status=excluded.status, reason=excluded.reason, priority=excluded.priority,
+  submitted_at=excluded.submitted_at, started_at=excluded.started_at, finished_at=excluded.finished_at,
+  stop_req=excluded.stop_req, estimated_start=excluded.estimated_start, meta=excluded.meta`
+	arrayCols    = `id, project_id, user_id, indices, throttle, next, cancel, stopped, done, failed, active, ` + headCols
+	scheduleCols = `id, project_id, user_id, cron, next_fire, last_run, runs, active, ` + headCols
+	// recordRows are the arrays' and schedules' records as run rows (runCols
+	// and active), for the readers of runs.
+	recordRows = `SELECT id, project_id, user_id, name, status, reason, NULL AS exit_code, priority, spec, submitted_at,
+  started_at, finished_at, stop_req, estimated_start, 0 AS array_id, 0 AS array_index, meta, active FROM arrays
+UNION ALL SELECT id, project_id, user_id, name, status, reason, NULL, priority, spec, submitted_at,
+  started_at, finished_at, stop_req, estimated_start, 0, 0, meta, active FROM schedules`
 )
+
+// headArgs are h's values in headCols' order.
+func headArgs(h *Head) []any {
+	return []any{h.Name, h.Status, h.Reason, h.Priority, string(h.Spec), nanos(h.SubmittedAt), nanos(h.StartedAt),
+		nanos(h.FinishedAt), h.StopReq, nanos(h.EstimatedStart), string(h.Meta)}
+}
+
+// headDest are where scanHead reads headCols into, and done what turns
+// them into h.
+func headDest(h *Head) (dest []any, done func()) {
+	var spec, meta string
+	var sub, st, fin, est int64
+	return []any{&h.Name, &h.Status, &h.Reason, &h.Priority, &spec, &sub, &st, &fin, &h.StopReq, &est, &meta}, func() {
+		h.Spec = nil
+		if spec != "" {
+			h.Spec = []byte(spec)
+		}
+		h.Meta = nil
+		if meta != "" {
+			h.Meta = []byte(meta)
+		}
+		h.SubmittedAt, h.StartedAt, h.FinishedAt, h.EstimatedStart = fromNanos(sub), fromNanos(st), fromNanos(fin), fromNanos(est)
+	}
+}
+
+// Run is the array as the readers of runs show it.
+func (a *Array) Run() *Run { return headRun(a.ID, a.ProjectID, a.UserID, &a.Head) }
+
+// Run is the schedule as the readers of runs show it.
+func (c *Schedule) Run() *Run { return headRun(c.ID, c.ProjectID, c.UserID, &c.Head) }
+
+func headRun(id, project, user int64, h *Head) *Run {
+	return &Run{ID: id, ProjectID: project, UserID: user, Name: h.Name, Status: h.Status, Reason: h.Reason, Priority: h.Priority,
+		Spec: h.Spec, SubmittedAt: h.SubmittedAt, StartedAt: h.StartedAt, FinishedAt: h.FinishedAt, StopReq: h.StopReq,
+		EstimatedStart: h.EstimatedStart, Meta: h.Meta}
+}
 
 // applyArrays writes b's arrays and schedules in tx.
 func (s *sqlDB) applyArrays(ctx context.Context, tx *sql.Tx, b *Batch) error {
@@ -70,8 +141,9 @@ func (s *sqlDB) applyArrays(ctx context.Context, tx *sql.Tx, b *Batch) error {
 				c, _ := json.Marshal(a.Cancel)
 				cancel = string(c)
 			}
-			if _, err := st(ctx, a.ID, a.ProjectID, a.UserID, a.Indices, a.Throttle, a.Next, cancel, boolInt(a.Stopped),
-				a.Done, a.Failed, boolInt(a.Active)); err != nil {
+			args := append([]any{a.ID, a.ProjectID, a.UserID, a.Indices, a.Throttle, a.Next, cancel, boolInt(a.Stopped),
+				a.Done, a.Failed, boolInt(a.Active)}, headArgs(&a.Head)...)
+			if _, err := st(ctx, args...); err != nil {
 				return fmt.Errorf("store: array %d: %w", a.ID, err)
 			}
 		}
@@ -80,8 +152,9 @@ func (s *sqlDB) applyArrays(ctx context.Context, tx *sql.Tx, b *Batch) error {
 		st := s.stmt(ctx, tx, upsertSchedule)
 		for _, c := range b.Schedules {
 			cron, _ := json.Marshal(c.Cron)
-			if _, err := st(ctx, c.ID, c.ProjectID, c.UserID, c.Name, string(cron), nanos(c.NextFire), c.LastRun, c.Runs,
-				boolInt(c.Active)); err != nil {
+			args := append([]any{c.ID, c.ProjectID, c.UserID, string(cron), nanos(c.NextFire), c.LastRun, c.Runs,
+				boolInt(c.Active)}, headArgs(&c.Head)...)
+			if _, err := st(ctx, args...); err != nil {
 				return fmt.Errorf("store: schedule %d: %w", c.ID, err)
 			}
 		}
@@ -93,10 +166,12 @@ func scanArray(sc scanner) (*Array, error) {
 	var a Array
 	var cancel string
 	var stopped, active int
-	if err := sc.Scan(&a.ID, &a.ProjectID, &a.UserID, &a.Indices, &a.Throttle, &a.Next, &cancel, &stopped,
-		&a.Done, &a.Failed, &active); err != nil {
+	head, done := headDest(&a.Head)
+	if err := sc.Scan(append([]any{&a.ID, &a.ProjectID, &a.UserID, &a.Indices, &a.Throttle, &a.Next, &cancel, &stopped,
+		&a.Done, &a.Failed, &active}, head...)...); err != nil {
 		return nil, err
 	}
+	done()
 	if cancel != "" {
 		if err := json.Unmarshal([]byte(cancel), &a.Cancel); err != nil {
 			return nil, fmt.Errorf("store: array %d: cancelled indices %q: %w", a.ID, cancel, err)
@@ -111,9 +186,11 @@ func scanSchedule(sc scanner) (*Schedule, error) {
 	var cron string
 	var next int64
 	var active int
-	if err := sc.Scan(&c.ID, &c.ProjectID, &c.UserID, &c.Name, &cron, &next, &c.LastRun, &c.Runs, &active); err != nil {
+	head, done := headDest(&c.Head)
+	if err := sc.Scan(append([]any{&c.ID, &c.ProjectID, &c.UserID, &cron, &next, &c.LastRun, &c.Runs, &active}, head...)...); err != nil {
 		return nil, err
 	}
+	done()
 	if err := json.Unmarshal([]byte(cron), &c.Cron); err != nil {
 		return nil, fmt.Errorf("store: schedule %d: cron %q: %w", c.ID, cron, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"io/fs"
 	"path/filepath"
 	"reflect"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/pressly/goose/v3"
 
 	"github.com/berth-hq/berth/internal/store/pgtest"
@@ -23,7 +25,7 @@ func TestArrayAndScheduleRecords(t *testing.T) {
 		ctx := context.Background()
 		s := open()
 		a := &Array{ID: 5, ProjectID: 1, UserID: 2, Indices: "1-10%2", Throttle: 2, Next: 4, Cancel: []int{7, 9}, Done: 1, Failed: 1, Active: true}
-		c := &Schedule{ID: 6, ProjectID: 1, UserID: 2, Name: "nightly", Cron: []string{"15 23 * * *", "0 6 * * 1"}, NextFire: ts(100), LastRun: 40, Runs: 3, Active: true}
+		c := &Schedule{ID: 6, ProjectID: 1, UserID: 2, Head: Head{Name: "nightly", Status: "scheduled", Spec: []byte(`{"schedule":{}}`)}, Cron: []string{"15 23 * * *", "0 6 * * 1"}, NextFire: ts(100), LastRun: 40, Runs: 3, Active: true}
 		ended := &Array{ID: 8, ProjectID: 1, UserID: 2, Indices: "0-1", Next: 2, Done: 2}
 		if err := s.Apply(ctx, &Batch{Arrays: []*Array{a, ended}, Schedules: []*Schedule{c}}); err != nil {
 			t.Fatal(err)
@@ -149,29 +151,36 @@ func testArraysLeaveMeta(t *testing.T, db *sql.DB, dialect goose.Dialect, migrat
 	db.Close()
 
 	s := open()
+	// Their run rows moved into the records' heads (00037; the meta is
+	// checked below, as GetRun reads it).
+	head := func(r *Run) Head {
+		return Head{Name: r.Name, Status: r.Status, Reason: r.Reason, Priority: r.Priority, Spec: r.Spec, SubmittedAt: r.SubmittedAt,
+			StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, StopReq: r.StopReq, EstimatedStart: r.EstimatedStart}
+	}
+	noMeta := cmpopts.IgnoreFields(Head{}, "Meta")
 	wantArrays := []*Array{
-		{ID: 10, ProjectID: 1, UserID: 2, Indices: "0-9%3", Throttle: 3, Next: 3, Cancel: []int{5}, Done: 1, Failed: 1, Active: true},
-		{ID: 20, ProjectID: 1, UserID: 2, Indices: "1-4", Next: 1, Stopped: true, Failed: 1},
+		{ID: 10, ProjectID: 1, UserID: 2, Head: head(runs[0]), Indices: "0-9%3", Throttle: 3, Next: 3, Cancel: []int{5}, Done: 1, Failed: 1, Active: true},
+		{ID: 20, ProjectID: 1, UserID: 2, Head: head(runs[4]), Indices: "1-4", Next: 1, Stopped: true, Failed: 1},
 	}
 	for _, want := range wantArrays {
 		got, err := s.GetArray(ctx, want.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff(want, got); diff != "" {
+		if diff := cmp.Diff(want, got, noMeta); diff != "" {
 			t.Errorf("array %d after the upgrade (-want +got):\n%s", want.ID, diff)
 		}
 	}
 	wantSchedules := []*Schedule{
-		{ID: 30, ProjectID: 1, UserID: 2, Name: "nightly", Cron: []string{"15 23 * * *"}, NextFire: ts(900), LastRun: 31, Runs: 2, Active: true},
-		{ID: 40, ProjectID: 1, UserID: 2, Name: "weekly", Cron: []string{"0 6 * * 1"}},
+		{ID: 30, ProjectID: 1, UserID: 2, Head: head(runs[5]), Cron: []string{"15 23 * * *"}, NextFire: ts(900), LastRun: 31, Runs: 2, Active: true},
+		{ID: 40, ProjectID: 1, UserID: 2, Head: head(runs[7]), Cron: []string{"0 6 * * 1"}},
 	}
 	for _, want := range wantSchedules {
 		got, err := s.GetSchedule(ctx, want.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff(want, got); diff != "" {
+		if diff := cmp.Diff(want, got, noMeta); diff != "" {
 			t.Errorf("schedule %d after the upgrade (-want +got):\n%s", want.ID, diff)
 		}
 	}
@@ -206,6 +215,32 @@ func testArraysLeaveMeta(t *testing.T, db *sql.DB, dialect goose.Dialect, migrat
 	}
 	if len(act.Arrays) != 1 || act.Arrays[0].ID != 10 || len(act.Schedules) != 1 || act.Schedules[0].ID != 30 {
 		t.Errorf("active records: %+v %+v", act.Arrays, act.Schedules)
+	}
+	// The runs table holds no row of theirs (00037); the readers of runs
+	// list them from the records as before.
+	var rows int
+	sq, err := sqlOf(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sq.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM runs WHERE id IN (10, 20, 30, 40)`).Scan(&rows); err != nil || rows != 0 {
+		t.Errorf("run rows of arrays and schedules after the upgrade: %d (%v)", rows, err)
+	}
+	all, err := s.ListRuns(ctx, RunFilter{All: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for _, r := range all {
+		ids = append(ids, r.ID)
+	}
+	if want := []int64{50, 40, 31, 30, 20, 13, 12, 11, 10}; !cmp.Equal(ids, want) {
+		t.Errorf("listed after the upgrade: %v, want %v", ids, want)
+	}
+	for _, r := range all {
+		if r.ID == 30 && (r.Name != "nightly" || r.Status != "scheduled" || !r.EstimatedStart.Equal(ts(900))) {
+			t.Errorf("the schedule as a run: %+v", r)
+		}
 	}
 	s.Close()
 
@@ -300,6 +335,114 @@ func TestRunWriteWithoutSpecKeepsIt(t *testing.T) {
 		}
 		if string(got.Spec) != `{"type":"task"}` || got.Status != "running" {
 			t.Errorf("after a write without spec: spec %s, status %s", got.Spec, got.Status)
+		}
+	})
+}
+
+// An array and a schedule have no run row (migration 00037): the readers
+// of runs answer their IDs from their records, in a run's shape, merged
+// with the runs by ID (pages, windows, names, filters), and their IDs
+// count in the runs' ID space after a restart.
+func TestRecordsReadAsRuns(t *testing.T) {
+	forEachStore(t, func(t *testing.T, open func() Store) {
+		ctx := context.Background()
+		s := open()
+		pid, err := s.EnsureProject(ctx, "main")
+		if err != nil {
+			t.Fatal(err)
+		}
+		uid, err := s.EnsureUser(ctx, "ann", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Apply(ctx, &Batch{Runs: []*Run{
+			{ID: 1, ProjectID: pid, UserID: uid, Name: "a", Status: "done", Spec: []byte(`{}`), SubmittedAt: ts(1), FinishedAt: ts(2)},
+			{ID: 3, ProjectID: pid, UserID: uid, Name: "arr_0", Status: "running", Spec: []byte(`{}`), SubmittedAt: ts(2), ArrayID: 2},
+			{ID: 5, ProjectID: pid, UserID: uid, Name: "nightly", Status: "done", Spec: []byte(`{}`), SubmittedAt: ts(5), FinishedAt: ts(6)},
+			{ID: 6, ProjectID: pid, UserID: uid, Name: "arr", Status: "submitted", Spec: []byte(`{}`), SubmittedAt: ts(7)},
+		}, Arrays: []*Array{
+			{ID: 2, ProjectID: pid, UserID: uid, Indices: "0-3", Next: 1, Active: true,
+				Head: Head{Name: "arr", Status: "running", Priority: 4, Spec: []byte(`{"array":"0-3"}`), SubmittedAt: ts(2), StartedAt: ts(3), Meta: []byte(`{"held":true}`)}},
+			{ID: 8, ProjectID: pid, UserID: uid, Indices: "0", Next: 1,
+				Head: Head{Name: "old", Status: "done", Spec: []byte(`{"array":"0"}`), SubmittedAt: ts(1), FinishedAt: ts(3)}},
+		}, Schedules: []*Schedule{
+			{ID: 4, ProjectID: pid, UserID: uid, Cron: []string{"@daily"}, NextFire: ts(100), LastRun: 5, Runs: 1, Active: true,
+				Head: Head{Name: "nightly", Status: "scheduled", Spec: []byte(`{"schedule":{}}`), SubmittedAt: ts(4), EstimatedStart: ts(100)}},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		r, err := s.GetRun(ctx, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := &Run{ID: 2, ProjectID: pid, UserID: uid, Name: "arr", Status: "running", Priority: 4, Spec: []byte(`{"array":"0-3"}`),
+			SubmittedAt: ts(2), StartedAt: ts(3), Meta: []byte(`{"held":true}`)}
+		if diff := cmp.Diff(want, r); diff != "" {
+			t.Errorf("the array as a run (-want +got):\n%s", diff)
+		}
+		if _, err := s.GetRun(ctx, 7); !errors.Is(err, ErrNotFound) {
+			t.Errorf("no run 7: %v", err)
+		}
+		ids := func(f RunFilter) []int64 {
+			t.Helper()
+			runs, err := s.ListRuns(ctx, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []int64
+			for _, r := range runs {
+				out = append(out, r.ID)
+			}
+			return out
+		}
+		for _, c := range []struct {
+			f    RunFilter
+			want []int64
+		}{
+			{RunFilter{}, []int64{6, 4, 3, 2}},
+			{RunFilter{All: true}, []int64{8, 6, 5, 4, 3, 2, 1}},
+			{RunFilter{All: true, Limit: 3}, []int64{8, 6, 5}},
+			{RunFilter{All: true, Limit: 2, BeforeID: 5}, []int64{4, 3}},
+			{RunFilter{All: true, Brief: true, ArrayID: 2}, []int64{3}},
+			{RunFilter{All: true, IDs: []int64{2}}, []int64{3, 2}},
+			{RunFilter{All: true, Name: "arr"}, []int64{6, 2}},
+			{RunFilter{All: true, Statuses: []string{"scheduled", "done"}}, []int64{8, 5, 4, 1}},
+			{RunFilter{All: true, Since: ts(4)}, []int64{6, 5, 4, 3, 2}},
+			{RunFilter{All: true, Since: ts(2), Until: ts(3)}, []int64{8, 3, 2, 1}},
+			{RunFilter{All: true, ProjectID: pid + 1}, nil},
+		} {
+			if got := ids(c.f); !cmp.Equal(got, c.want) {
+				t.Errorf("ListRuns(%+v) = %v, want %v", c.f, got, c.want)
+			}
+		}
+		if r, err := s.FindRun(ctx, pid, "arr"); err != nil || r.ID != 6 {
+			t.Errorf("newest named arr: %+v (%v), want run 6", r, err)
+		}
+		if r, err := s.FindRun(ctx, pid, "old"); err != nil || r.ID != 8 {
+			t.Errorf("named old: %+v (%v), want array 8", r, err)
+		}
+		if r, err := s.FindActiveRun(ctx, pid, "nightly"); err != nil || r.ID != 4 {
+			t.Errorf("active nightly: %+v (%v), want schedule 4 before its runs", r, err)
+		}
+		if r, err := s.FindActiveRun(ctx, pid, "arr"); err != nil || r.ID != 6 {
+			t.Errorf("active arr: %+v (%v), want run 6, the newest", r, err)
+		}
+		// A record's ID is the highest: it is not handed out again.
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		s = open()
+		act, err := s.LoadActive(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if act.MaxRunID != 8 {
+			t.Errorf("max run ID after a clean restart: %d, want 8 (the ended array's)", act.MaxRunID)
+		}
+		for _, r := range act.Runs {
+			if r.ID == 2 || r.ID == 4 {
+				t.Errorf("LoadActive lists record %d as a run row", r.ID)
+			}
 		}
 	})
 }

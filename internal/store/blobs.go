@@ -58,7 +58,8 @@ var digestRE = regexp.MustCompile(`"digest":"([0-9a-f]{64})"`)
 
 // PruneBlobs deletes the blobs last used before `before` that no run names
 // unless the run finished before `before` too, and says how many and how
-// many bytes. A run's configuration names its archives' digests; the runs
+// many bytes. A run's configuration names its archives' digests (an
+// array's or a schedule's is in its record, migration 00037); the runs
 // read are the unfinished ones and those that finished since `before` (the
 // index on finished_at), only when some blob is old enough to go.
 func (s *sqlDB) PruneBlobs(ctx context.Context, before time.Time) (int, int64, error) {
@@ -82,7 +83,9 @@ func (s *sqlDB) PruneBlobs(ctx context.Context, before time.Time) (int, int64, e
 	if len(old) == 0 {
 		return 0, 0, nil
 	}
-	rows, err = s.r.QueryContext(ctx, s.q(`SELECT spec FROM runs WHERE (finished_at = 0 OR finished_at >= ?) AND spec LIKE '%"digest":"%'`), cut)
+	rows, err = s.r.QueryContext(ctx, s.q(`SELECT spec FROM runs WHERE (finished_at = 0 OR finished_at >= ?) AND spec LIKE '%"digest":"%'
+UNION ALL SELECT spec FROM arrays WHERE (finished_at = 0 OR finished_at >= ?) AND spec LIKE '%"digest":"%'
+UNION ALL SELECT spec FROM schedules WHERE (finished_at = 0 OR finished_at >= ?) AND spec LIKE '%"digest":"%'`), cut, cut, cut)
 	if err != nil {
 		return 0, 0, fmt.Errorf("store: blobs in use: %w", err)
 	}

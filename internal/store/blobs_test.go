@@ -51,10 +51,13 @@ func TestPruneBlobs(t *testing.T) {
 		pid, _ := s.EnsureProject(ctx, "main")
 		uid, _ := s.EnsureUser(ctx, "u", false)
 		digest := func(c byte) string { return strings.Repeat(string(c), 64) }
-		for _, c := range "abcde" {
+		for _, c := range "abcdef" {
 			if err := s.PutBlob(ctx, digest(byte(c)), bytes.Repeat([]byte{byte(c)}, 10+int(c-'a'))); err != nil {
 				t.Fatal(err)
 			}
+		}
+		if err := s.PutBlob(ctx, digest('0'), []byte("zero")); err != nil {
+			t.Fatal(err)
 		}
 		time.Sleep(5 * time.Millisecond)
 		cut := time.Now()
@@ -70,7 +73,10 @@ func TestPruneBlobs(t *testing.T) {
 			run(1, digest('a'), time.Time{}),         // unfinished: a is kept
 			run(2, digest('b'), cut.Add(-time.Hour)), // finished before the cut: b goes
 			run(3, digest('c'), cut.Add(time.Hour)),  // finished since: c is kept
-		}}); err != nil {
+		}, // an array and a schedule name theirs in their records: f and 0 are kept
+			Arrays:    []*Array{{ID: 4, ProjectID: pid, UserID: uid, Indices: "0-1", Active: true, Head: Head{Spec: run(4, digest('f'), time.Time{}).Spec}}},
+			Schedules: []*Schedule{{ID: 5, ProjectID: pid, UserID: uid, Active: true, Head: Head{Spec: run(5, digest('0'), time.Time{}).Spec}}},
+		}); err != nil {
 			t.Fatal(err)
 		}
 		n, size, err := s.PruneBlobs(ctx, cut)
@@ -80,7 +86,7 @@ func TestPruneBlobs(t *testing.T) {
 		if n != 2 || size != 11+13 {
 			t.Errorf("pruned %d blobs, %d bytes; want b and d: 2, 24", n, size)
 		}
-		for c, kept := range map[byte]bool{'a': true, 'b': false, 'c': true, 'd': false, 'e': true} {
+		for c, kept := range map[byte]bool{'a': true, 'b': false, 'c': true, 'd': false, 'e': true, 'f': true, '0': true} {
 			if _, ok, err := s.HasBlob(ctx, digest(c)); ok != kept || err != nil {
 				t.Errorf("blob %c: stored %v (%v), want %v", c, ok, err, kept)
 			}

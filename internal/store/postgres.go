@@ -171,7 +171,7 @@ func (p *Postgres) Close() error {
 	// jobs have IDs but no rows).
 	var errs []error
 	if !p.replica {
-		_, err := p.w.ExecContext(ctx, `UPDATE reserved_ids SET upto = LEAST(upto, (SELECT COALESCE(MAX(id), 0) FROM runs)) WHERE name = 'runs'`)
+		_, err := p.w.ExecContext(ctx, `UPDATE reserved_ids SET upto = LEAST(upto, (SELECT `+maxRunID+`)) WHERE name = 'runs'`)
 		errs = append(errs, err)
 	}
 	if p.owner != nil {

@@ -415,7 +415,7 @@ func (s *sqlDB) LoadActive(ctx context.Context) (*Active, error) {
 	if err := s.loadArrays(ctx, a); err != nil {
 		return nil, err
 	}
-	if err := s.w.QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0) FROM runs`).Scan(&a.MaxRunID); err != nil {
+	if err := s.w.QueryRowContext(ctx, `SELECT `+maxRunID).Scan(&a.MaxRunID); err != nil {
 		return nil, fmt.Errorf("store: max run id: %w", err)
 	}
 	if err := s.w.QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0) FROM jobs`).Scan(&a.MaxJobID); err != nil {
@@ -444,9 +444,22 @@ func (s *sqlDB) KeysSince(ctx context.Context, since time.Time) ([]*IdempotencyK
 	}, s.q(`SELECT user_id, key, run_id, created_at FROM idempotency_keys WHERE created_at >= ? ORDER BY created_at`), nanos(since))
 }
 
-// GetRun returns one run by ID.
+// maxRunID selects the highest ID in the runs' ID space: runs, arrays and
+// schedules (each arm read off its primary key).
+const maxRunID = `COALESCE(MAX(m), 0) FROM (SELECT MAX(id) AS m FROM runs UNION ALL SELECT MAX(id) FROM arrays
+  UNION ALL SELECT MAX(id) FROM schedules) AS ids`
+
+// fromRecords reads the arrays' and schedules' records as run rows
+// (recordRows) under the runs' column names.
+const fromRecords = ` FROM (` + recordRows + `) AS runs`
+
+// GetRun returns one run by ID: an array's or a schedule's ID answers
+// from its record (Head), in a run's shape.
 func (s *sqlDB) GetRun(ctx context.Context, id int64) (*Run, error) {
 	r, err := scanRun(s.r.QueryRowContext(ctx, s.q(`SELECT `+runCols+` FROM runs WHERE id = ?`), id))
+	if errors.Is(err, sql.ErrNoRows) {
+		r, err = scanRun(s.r.QueryRowContext(ctx, s.q(`SELECT `+runCols+fromRecords+` WHERE id = ?`), id))
+	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("run %d: %w", id, ErrNotFound)
 	}
@@ -456,9 +469,11 @@ func (s *sqlDB) GetRun(ctx context.Context, id int64) (*Run, error) {
 	return r, nil
 }
 
-// FindRun returns the newest run of the project with that name.
+// FindRun returns the newest run of the project with that name (an
+// array or a schedule among them).
 func (s *sqlDB) FindRun(ctx context.Context, projectID int64, name string) (*Run, error) {
-	r, err := scanRun(s.r.QueryRowContext(ctx, s.q(`SELECT `+runCols+` FROM runs WHERE project_id = ? AND name = ? ORDER BY id DESC LIMIT 1`), projectID, name))
+	q := ` WHERE project_id = ? AND name = ? ORDER BY id DESC LIMIT 1`
+	r, err := s.newer(ctx, q, projectID, name)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("run %q: %w", name, ErrNotFound)
 	}
@@ -471,8 +486,20 @@ func (s *sqlDB) FindRun(ctx context.Context, projectID int64, name string) (*Run
 // FindActiveRun returns the project's active run with that name: a
 // schedule before the runs it fired, else the newest.
 func (s *sqlDB) FindActiveRun(ctx context.Context, projectID int64, name string) (*Run, error) {
-	r, err := scanRun(s.r.QueryRowContext(ctx, s.q(`SELECT `+runCols+` FROM runs WHERE project_id = ? AND name = ? AND active = 1
+	// A schedule is a record: look there first.
+	r, err := scanRun(s.r.QueryRowContext(ctx, s.q(`SELECT `+runCols+fromRecords+` WHERE project_id = ? AND name = ? AND active = 1
  ORDER BY CASE WHEN status = 'scheduled' THEN 0 ELSE 1 END, id DESC LIMIT 1`), projectID, name))
+	if err == nil && r.Status != "scheduled" {
+		// An array: the newest of it and the runs of that name.
+		if n, err := scanRun(s.r.QueryRowContext(ctx, s.q(`SELECT `+runCols+` FROM runs WHERE project_id = ? AND name = ? AND active = 1
+ ORDER BY id DESC LIMIT 1`), projectID, name)); err == nil && n.ID > r.ID {
+			r = n
+		}
+	} else if errors.Is(err, sql.ErrNoRows) {
+		// (A schedule's run row, as one written before 00037, first.)
+		r, err = scanRun(s.r.QueryRowContext(ctx, s.q(`SELECT `+runCols+` FROM runs WHERE project_id = ? AND name = ? AND active = 1
+ ORDER BY CASE WHEN status = 'scheduled' THEN 0 ELSE 1 END, id DESC LIMIT 1`), projectID, name))
+	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("active run %q: %w", name, ErrNotFound)
 	}
@@ -482,13 +509,55 @@ func (s *sqlDB) FindActiveRun(ctx context.Context, projectID int64, name string)
 	return r, nil
 }
 
-// ListRuns lists runs, newest first.
+// newer is the newest run row where q (a WHERE clause with its order and
+// limit 1) selects one, among runs and the arrays' and schedules' records.
+func (s *sqlDB) newer(ctx context.Context, q string, args ...any) (*Run, error) {
+	r, err := scanRun(s.r.QueryRowContext(ctx, s.q(`SELECT `+runCols+` FROM runs`+q), args...))
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, err
+	}
+	rec, rerr := scanRun(s.r.QueryRowContext(ctx, s.q(`SELECT `+runCols+fromRecords+q), args...))
+	switch {
+	case rerr != nil && !errors.Is(rerr, sql.ErrNoRows):
+		return nil, rerr
+	case rerr == nil && (err != nil || rec.ID > r.ID):
+		return rec, nil
+	}
+	return r, err
+}
+
+// ListRuns lists runs, newest first: the runs' rows and the arrays' and
+// schedules' records (Head) in a run's shape, merged by ID.
 func (s *sqlDB) ListRuns(ctx context.Context, f RunFilter) ([]*Run, error) {
+	runs, err := s.listRuns(ctx, f, ` FROM runs`)
+	if err != nil || f.ArrayID != 0 {
+		return runs, err // an array's task is a run
+	}
+	recs, err := s.listRuns(ctx, f, fromRecords)
+	if err != nil || len(recs) == 0 {
+		return runs, err
+	}
+	out := make([]*Run, 0, len(runs)+len(recs))
+	for len(runs) > 0 || len(recs) > 0 {
+		if len(recs) == 0 || (len(runs) > 0 && runs[0].ID > recs[0].ID) {
+			out, runs = append(out, runs[0]), runs[1:]
+		} else {
+			out, recs = append(out, recs[0]), recs[1:]
+		}
+	}
+	if f.Limit > 0 && len(out) > f.Limit {
+		out = out[:f.Limit]
+	}
+	return out, nil
+}
+
+// listRuns lists the run rows of from (runs, or the records as runs).
+func (s *sqlDB) listRuns(ctx context.Context, f RunFilter, from string) ([]*Run, error) {
 	cols, scan := runCols, scanRun
 	if f.Brief {
 		cols, scan = `id, status, started_at, array_id, array_index`, scanBriefRun
 	}
-	q := `SELECT ` + cols + ` FROM runs WHERE 1=1`
+	q := `SELECT ` + cols + from + ` WHERE 1=1`
 	var args []any
 	if !f.All {
 		q += ` AND active = 1`

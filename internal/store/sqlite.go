@@ -183,7 +183,7 @@ func (s *SQLite) Close() error {
 	// The job mark stays: a waiting run's jobs have IDs but no rows until
 	// it is placed, and those IDs, shown by the API, must not be reissued;
 	// a gap in job IDs is harmless.
-	_, err := s.w.Exec(`UPDATE reserved_ids SET upto = MIN(upto, (SELECT COALESCE(MAX(id), 0) FROM runs)) WHERE name = 'runs'`)
+	_, err := s.w.Exec(`UPDATE reserved_ids SET upto = MIN(upto, (SELECT ` + maxRunID + `)) WHERE name = 'runs'`)
 	errs = append(errs, err)
 	return errors.Join(append(errs, s.w.Close())...)
 }
