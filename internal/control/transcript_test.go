@@ -216,7 +216,16 @@ func (e *transcriptEnv) take() {
 			}
 		}
 		e.commits = append(e.commits, cm)
-		for _, r := range cm.Batch.Runs {
+		// Arrays and schedules are their records: the store reads them
+		// as runs (store.Array.Run).
+		runs := slices.Clone(cm.Batch.Runs)
+		for _, a := range cm.Batch.Arrays {
+			runs = append(runs, a.Run())
+		}
+		for _, c := range cm.Batch.Schedules {
+			runs = append(runs, c.Run())
+		}
+		for _, r := range runs {
 			cp := *r
 			if old, ok := e.durable.runs[r.ID]; ok && len(cp.Spec) == 0 {
 				cp.Spec = old.Spec
@@ -594,7 +603,13 @@ func (e *transcriptEnv) describe() string {
 	}
 	for _, id := range slices.Sorted(maps.Keys(arrays)) {
 		a := arrays[id]
-		fmt.Fprintf(&out, "commit array %s: %s made %d done %d failed %d", e.names[id], a.Indices, a.Next, a.Done, a.Failed)
+		// An array's and a schedule's record is what lists them (its head):
+		// their status first, as a run's.
+		fmt.Fprintf(&out, "commit array %s: %s", e.names[id], status(a.Status, a.Reason, nil))
+		if c := lifecycle.StopCause(a.StopReq); c != lifecycle.StopNone {
+			fmt.Fprintf(&out, " stop=%s", c)
+		}
+		fmt.Fprintf(&out, ", %s made %d done %d failed %d", a.Indices, a.Next, a.Done, a.Failed)
 		if a.Throttle > 0 {
 			fmt.Fprintf(&out, " throttle %d", a.Throttle)
 		}
@@ -611,7 +626,7 @@ func (e *transcriptEnv) describe() string {
 	}
 	for _, id := range slices.Sorted(maps.Keys(schedules)) {
 		c := schedules[id]
-		fmt.Fprintf(&out, "commit schedule %s: %q runs %d", e.names[id], c.Cron, c.Runs)
+		fmt.Fprintf(&out, "commit schedule %s: %s, %q runs %d", e.names[id], status(c.Status, c.Reason, nil), c.Cron, c.Runs)
 		if c.LastRun != 0 {
 			fmt.Fprintf(&out, " last %s", e.names[c.LastRun])
 		}
