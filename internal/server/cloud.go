@@ -177,16 +177,18 @@ func (s *Server) reconcileCloud(ctx context.Context) error {
 
 // provision creates one instance of offer for fleet, in the crash-safe
 // order (the comment at the top).
-func (s *Server) provision(ctx context.Context, fleet string, bf *policy.BackendFleet, offer provider.Offer, vols []provider.VolumeMount, features []string) error {
-	recorded := false
-	defer func() {
-		if !recorded {
-			s.cloud.unpend(fleet)
-		}
-	}()
+//
+// The caller counted the creation as pending (cloudState.pend); the
+// record counts it once written, so provision ends the pending count
+// there, and pending says whether the caller must end it: a creation that
+// failed counts as pending again until the caller has noted the failure
+// (backoff), else the next autoscale, between the record's end and the
+// note, would create another at once.
+func (s *Server) provision(ctx context.Context, fleet string, bf *policy.BackendFleet, offer provider.Offer, vols []provider.VolumeMount, features []string) (pending bool, err error) {
+	pending = true
 	p, err := provider.Find(s.cfg.Providers, offer.Backend)
 	if err != nil {
-		return err
+		return true, err
 	}
 	var b [4]byte
 	_, _ = rand.Read(b[:])
@@ -195,20 +197,19 @@ func (s *Server) provision(ctx context.Context, fleet string, bf *policy.Backend
 	defer s.cloud.gate.RUnlock()
 	if s.fleetDeleting(ctx, fleet) {
 		// Its delete took the gate after marking it: nothing more is made.
-		return fmt.Errorf("cloud: fleet %s is being deleted", fleet)
+		return true, fmt.Errorf("cloud: fleet %s is being deleted", fleet)
 	}
 	s.cloud.mu.Lock()
 	url := s.cloud.url
 	s.cloud.mu.Unlock()
 	token, _, err := s.nodeToken(ctx, key, "instance "+key, false, time.Time{})
 	if err != nil {
-		return err
+		return true, err
 	}
 	oj, _ := json.Marshal(offer)
 	if err := s.store.CreateInstance(ctx, &store.Instance{Key: key, Fleet: fleet, Backend: p.Name(), Offer: string(oj), Node: key, State: string(provider.RecordCreating)}); err != nil {
-		return err
+		return true, err
 	}
-	recorded = true
 	s.cloud.unpend(fleet) // the record counts it from now on
 	s.log.Info("cloud: instance recorded", "instance", key, "fleet", fleet, "offer", offer.Instance, "backend", p.Name())
 	if d := s.cfg.CloudPauseAfterRecord; d > 0 {
@@ -216,19 +217,21 @@ func (s *Server) provision(ctx context.Context, fleet string, bf *policy.Backend
 		select {
 		case <-time.After(d):
 		case <-ctx.Done():
-			return ctx.Err()
+			return false, ctx.Err()
 		}
 	}
 	in, err := p.Create(ctx, key, offer, s.bootstrap(url, token, key, fleet, bf, vols, features))
 	if err != nil {
+		// Pending again until the caller notes the failure.
+		s.cloud.pend(fleet)
 		// Whatever the provider made of it goes: the next reconcile
 		// terminates an instance under a gone record.
 		_ = p.Terminate(context.WithoutCancel(ctx), key)
 		_ = s.store.SetInstanceState(context.WithoutCancel(ctx), key, string(provider.RecordGone), "create failed: "+err.Error())
-		return fmt.Errorf("cloud: create %s: %w", key, err)
+		return true, fmt.Errorf("cloud: create %s: %w", key, err)
 	}
 	s.log.Info("cloud: instance created", "instance", key, "id", in.ID, "state", in.State)
-	return s.store.SetInstanceState(ctx, key, string(provider.RecordActive), "")
+	return false, s.store.SetInstanceState(ctx, key, string(provider.RecordActive), "")
 }
 
 // terminate ends one instance: recorded as terminating first, so that a
@@ -443,7 +446,10 @@ func (s *Server) bootstrap(url, token, key, fleet string, bf *policy.BackendFlee
 // message, the fleet waits before its next creation, and the run may be
 // asked for again then.
 func (s *Server) provisionLogged(ctx context.Context, runID int64, fleet string, bf *policy.BackendFleet, offer provider.Offer, vols []provider.VolumeMount, features []string) {
-	err := s.provision(ctx, fleet, bf, offer, vols, features)
+	pending, err := s.provision(ctx, fleet, bf, offer, vols, features)
+	if pending {
+		defer s.cloud.unpend(fleet) // once the outcome is noted
+	}
 	if ctx.Err() != nil {
 		return
 	}
