@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/berth-hq/berth/internal/control/transcript"
 	"github.com/berth-hq/berth/internal/spec"
 	"github.com/berth-hq/berth/internal/store"
 )
@@ -72,7 +73,7 @@ func TestTranscriptRecordsAreTheStore(t *testing.T) {
 			jobView := func(jobs []*store.Job) []string {
 				var out []string
 				for _, j := range jobs {
-					out = append(out, e.job(j)+" "+status(j.Status, j.Reason, j.ExitCode)+" on "+j.Node)
+					out = append(out, e.n.Job(j)+" "+transcript.Status(j.Status, j.Reason, j.ExitCode)+" on "+j.Node)
 				}
 				slices.Sort(out)
 				return out

@@ -8,10 +8,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -22,7 +20,7 @@ import (
 
 	"github.com/berth-hq/berth/internal/api"
 	"github.com/berth-hq/berth/internal/control"
-	"github.com/berth-hq/berth/internal/lifecycle"
+	"github.com/berth-hq/berth/internal/control/transcript"
 	"github.com/berth-hq/berth/internal/policy"
 	"github.com/berth-hq/berth/internal/spec"
 	"github.com/berth-hq/berth/internal/store"
@@ -63,85 +61,17 @@ func TestTranscripts(t *testing.T) {
 	}
 }
 
-// A transcript is blocks separated by blank lines: comment lines (#), then
-// one command, then "----" and its output.
-type block struct {
-	comments []string
-	cmd      string
-	out      string
-}
-
-func parseTranscript(t *testing.T, text string) []block {
-	var blocks []block
-	var b *block
-	inOut := false
-	for _, line := range strings.Split(text, "\n") {
-		switch {
-		case line == "" && !inOut:
-		case line == "" && inOut:
-			inOut = false
-			b = nil
-		case inOut:
-			b.out += line + "\n"
-		case line == "----":
-			if b == nil || b.cmd == "" {
-				t.Fatalf("---- without a command")
-			}
-			inOut = true
-		default:
-			if b == nil {
-				blocks = append(blocks, block{})
-				b = &blocks[len(blocks)-1]
-			}
-			if strings.HasPrefix(line, "#") {
-				b.comments = append(b.comments, line)
-			} else if b.cmd != "" {
-				t.Fatalf("two commands in one block: %q and %q", b.cmd, line)
-			} else {
-				b.cmd = line
-			}
-		}
-	}
-	return blocks
-}
-
 func runTranscript(t *testing.T, path string) {
-	text, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocks := parseTranscript(t, string(text))
 	e := newTranscriptEnv(t)
 	e.dir = filepath.Dir(path)
-	var out strings.Builder
-	for k := range blocks {
-		b := &blocks[k]
-		for _, c := range b.comments {
-			out.WriteString(c + "\n")
-		}
-		if b.cmd == "" {
-			out.WriteString("\n")
-			continue
-		}
-		got := e.do(t, b.cmd)
-		// The state machine's invariants hold after every command (an
-		// array's or a schedule's record agrees with the cluster...).
+	// The state machine's invariants hold after every command (an
+	// array's or a schedule's record agrees with the cluster...).
+	check := func() error {
 		e.srv.mu.Lock()
-		err := e.srv.Check()
-		e.srv.unlock()
-		if err != nil {
-			t.Errorf("%s: after %s: %v", path, b.cmd, err)
-		}
-		fmt.Fprintf(&out, "%s\n----\n%s\n", b.cmd, got)
-		if !*update && got != b.out {
-			t.Errorf("%s: %s\n--- want\n%s--- got\n%s", path, b.cmd, b.out, got)
-		}
+		defer e.srv.unlock()
+		return e.srv.Check()
 	}
-	if *update {
-		if err := os.WriteFile(path, []byte(strings.TrimRight(out.String(), "\n")+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	transcript.Run(t, path, *update, func(cmd string) string { return e.do(t, cmd) }, check)
 }
 
 // fakeClock is the transcripts' virtual time.
@@ -187,9 +117,10 @@ type transcriptEnv struct {
 	admin *store.User
 	conns map[string]nodeConn
 	nodes map[string]bool
+	// n are the runs' names; runs and names are its maps.
+	n     *transcript.Names
 	runs  map[string]int64 // name -> ID
 	names map[int64]string
-	ticks map[string]int // runs submitted by each schedule
 }
 
 func newTranscriptEnv(t testing.TB) *transcriptEnv {
@@ -199,7 +130,8 @@ func newTranscriptEnv(t testing.TB) *transcriptEnv {
 	}
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	e := &transcriptEnv{st: &recordingStore{Store: sq, record: true}, clock: &fakeClock{now: start}, start: start,
-		conns: map[string]nodeConn{}, nodes: map[string]bool{}, runs: map[string]int64{}, names: map[int64]string{}, ticks: map[string]int{}}
+		conns: map[string]nodeConn{}, nodes: map[string]bool{}, n: transcript.NewNames()}
+	e.runs, e.names = e.n.Runs, e.n.IDs
 	e.startServer(t)
 	uid, _ := sq.EnsureUser(context.Background(), "admin", true)
 	e.admin = &store.User{ID: uid, Name: "admin", Admin: true}
@@ -362,7 +294,7 @@ func (e *transcriptEnv) do(t testing.TB, line string) string {
 	if err != nil {
 		fmt.Fprintf(&out, "error: %v\n", err)
 	}
-	out.WriteString(e.describe(e.st.take()))
+	out.WriteString(e.n.Describe(e.start, e.st.take()))
 	out.WriteString(e.sent())
 	return out.String()
 }
@@ -398,13 +330,7 @@ func atoi(s string, def int) int {
 }
 
 func (e *transcriptEnv) submit(t testing.TB, name string, flags []string, args map[string]string) error {
-	y := fmt.Sprintf("type: task\nname: %s\ncommands: [\"true\"]\nresources:\n  cpu: %s\n", cmp.Or(args["name"], name), cmp.Or(args["cpus"], "1"))
-	if slices.Contains(flags, "singleton") {
-		y += "singleton: true\n"
-	}
-	if slices.Contains(flags, "kill-invalid-depend") {
-		y += "kill_invalid_depend: true\n"
-	}
+	y := e.n.TaskYAML(name, flags, args)
 	var opts control.SubmitOpts
 	opts.Hold = slices.Contains(flags, "held")
 	if v := args["begin"]; v != "" {
@@ -413,54 +339,6 @@ func (e *transcriptEnv) submit(t testing.TB, name string, flags []string, args m
 			t.Fatalf("begin=%s: %v", v, err)
 		}
 		opts.Begin = e.clock.Now().Add(d)
-	}
-	if m := args["mem"]; m != "" {
-		y += "  memory: " + m + "\n"
-	}
-	if g := args["gpus"]; g != "" {
-		y += "  gpu: " + g + "\n"
-	}
-	for key, field := range map[string]string{"nodes": "nodes", "limit": "max_duration", "startup": "startup_order",
-		"stop-criteria": "stop_criteria", "stop-duration": "stop_duration", "priority": "priority", "qos": "qos", "array": "array"} {
-		if v := args[key]; v != "" {
-			y += field + ": " + v + "\n"
-		}
-	}
-	if v := args["fleets"]; v != "" {
-		y += "fleets: [" + v + "]\n"
-	}
-	if v := args["retry"]; v != "" {
-		y += "retry:\n  on_events: [" + v + "]\n"
-		if d := args["duration"]; d != "" {
-			y += "  duration: " + d + "\n"
-		}
-	}
-	if v := args["cron"]; v != "" {
-		y += fmt.Sprintf("schedule:\n  cron: [%q]\n", strings.ReplaceAll(v, "_", " "))
-	}
-	if v := args["het"]; v != "" {
-		y += "groups:\n"
-		for _, g := range strings.Split(v, ",") {
-			nodes, cpus, _ := strings.Cut(g, ":")
-			y += fmt.Sprintf("  - {nodes: %s, resources: {cpu: %s}}\n", nodes, cpus)
-		}
-	}
-	if v := args["depends"]; v != "" {
-		// TYPE:R, alternatives TYPE:R?TYPE:R2 (dependency_policy: any), or
-		// all of TYPE:R+TYPE:R2.
-		sep := "?"
-		if strings.Contains(v, "+") {
-			sep = "+"
-		}
-		var conds []string
-		for _, c := range strings.Split(v, sep) {
-			typ, ref, _ := strings.Cut(c, ":")
-			conds = append(conds, fmt.Sprintf("{%s: %d}", typ, e.runs[ref]))
-		}
-		y += "depends_on: [" + strings.Join(conds, ", ") + "]\n"
-		if sep == "?" && len(conds) > 1 {
-			y += "dependency_policy: any\n"
-		}
 	}
 	task, err := spec.Parse("transcript.yml", []byte(y))
 	if err != nil {
@@ -507,148 +385,6 @@ func (e *transcriptEnv) agent(flags []string, args map[string]string) error {
 	return err
 }
 
-// job names a job as the transcript does: RUN.NUM (and its attempt).
-func (e *transcriptEnv) job(j *store.Job) string {
-	s := fmt.Sprintf("%s.%d", e.names[j.RunID], j.Num)
-	if j.Attempt > 0 {
-		s += fmt.Sprintf("#%d", j.Attempt)
-	}
-	return s
-}
-
-func status(st, reason string, code *int) string {
-	s := st
-	if reason != "" {
-		s += " (" + reason + ")"
-	}
-	if code != nil {
-		s += fmt.Sprintf(" exit %d", *code)
-	}
-	return s
-}
-
-// describe prints what the batches committed, as the store ends up: the
-// last version of each run and job, in ID order, then the history events
-// in order.
-func (e *transcriptEnv) describe(batches []*store.Batch) string {
-	runs := map[int64]*store.Run{}
-	jobs := map[int64]*store.Job{}
-	var events []*store.Event
-	nodes := map[string]*store.Node{}
-	arrays := map[int64]*store.Array{}
-	schedules := map[int64]*store.Schedule{}
-	for _, b := range batches {
-		for _, n := range b.Nodes {
-			nodes[n.Name] = n
-		}
-		for _, a := range b.Arrays {
-			arrays[a.ID] = a
-		}
-		for _, c := range b.Schedules {
-			schedules[c.ID] = c
-		}
-		for _, r := range b.Runs {
-			runs[r.ID] = r
-			if _, named := e.names[r.ID]; !named && r.ArrayID != 0 {
-				e.names[r.ID] = fmt.Sprintf("%s_%d", e.names[r.ArrayID], r.ArrayIndex)
-				e.runs[e.names[r.ID]] = r.ID
-			} else if !named {
-				// A schedule's run: named after its schedule (same name).
-				for id, n := range e.names {
-					if e.runs[n] == id && r.Name == n && id < r.ID {
-						e.ticks[n]++
-						e.names[r.ID] = fmt.Sprintf("%s@%d", n, e.ticks[n])
-						e.runs[e.names[r.ID]] = r.ID
-						break
-					}
-				}
-			}
-		}
-		for _, j := range b.Jobs {
-			jobs[j.ID] = j
-		}
-		events = append(events, b.Events...)
-	}
-	var out strings.Builder
-	for _, id := range slices.Sorted(mapsKeys(runs)) {
-		r := runs[id]
-		fmt.Fprintf(&out, "commit run %s: %s", e.names[id], status(r.Status, r.Reason, r.ExitCode))
-		if c := lifecycle.StopCause(r.StopReq); c != lifecycle.StopNone {
-			fmt.Fprintf(&out, " stop=%s", c)
-		}
-		if !r.EstimatedStart.IsZero() {
-			fmt.Fprintf(&out, " estimate +%s", r.EstimatedStart.Sub(e.start))
-		}
-		out.WriteString("\n")
-	}
-	for _, id := range slices.Sorted(mapsKeys(arrays)) {
-		a := arrays[id]
-		// An array's and a schedule's record is what lists them (its head):
-		// their status first, as a run's.
-		fmt.Fprintf(&out, "commit array %s: %s", e.names[id], status(a.Status, a.Reason, nil))
-		if c := lifecycle.StopCause(a.StopReq); c != lifecycle.StopNone {
-			fmt.Fprintf(&out, " stop=%s", c)
-		}
-		fmt.Fprintf(&out, ", %s made %d done %d failed %d", a.Indices, a.Next, a.Done, a.Failed)
-		if a.Throttle > 0 {
-			fmt.Fprintf(&out, " throttle %d", a.Throttle)
-		}
-		if len(a.Cancel) > 0 {
-			fmt.Fprintf(&out, " cancel %v", a.Cancel)
-		}
-		if a.Stopped {
-			out.WriteString(" stopped")
-		}
-		if !a.Active {
-			out.WriteString(" ended")
-		}
-		out.WriteString("\n")
-	}
-	for _, id := range slices.Sorted(mapsKeys(schedules)) {
-		c := schedules[id]
-		fmt.Fprintf(&out, "commit schedule %s: %s, %q runs %d", e.names[id], status(c.Status, c.Reason, nil), c.Cron, c.Runs)
-		if c.LastRun != 0 {
-			fmt.Fprintf(&out, " last %s", e.names[c.LastRun])
-		}
-		if !c.NextFire.IsZero() {
-			fmt.Fprintf(&out, " next +%s", c.NextFire.Sub(e.start))
-		}
-		if !c.Active {
-			out.WriteString(" stopped")
-		}
-		out.WriteString("\n")
-	}
-	for _, id := range slices.Sorted(mapsKeys(jobs)) {
-		j := jobs[id]
-		fmt.Fprintf(&out, "commit job %s: %s", e.job(j), status(j.Status, j.Reason, j.ExitCode))
-		if j.Node != "" {
-			fmt.Fprintf(&out, " on %s", j.Node)
-		}
-		out.WriteString("\n")
-	}
-	for _, name := range slices.Sorted(maps.Keys(nodes)) {
-		// Only drains: a node's other changes (when it was last seen) are
-		// the clock's.
-		if d := nodes[name].Drain; len(d) > 0 {
-			fmt.Fprintf(&out, "commit node %s: drain %s\n", name, d)
-		}
-	}
-	for _, ev := range events {
-		fmt.Fprintf(&out, "event %s %s: %s\n", e.names[ev.RunID], ev.Type, ev.Message)
-	}
-	return out.String()
-}
-
-func mapsKeys[V any](m map[int64]V) func(func(int64) bool) {
-	return func(yield func(int64) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
-}
-
 // sent prints the messages queued to the nodes' streams, node by node.
 func (e *transcriptEnv) sent() string {
 	var out strings.Builder
@@ -676,39 +412,13 @@ func (e *transcriptEnv) jobName(id int64) string {
 	e.srv.mu.Lock()
 	defer e.srv.unlock()
 	if j, ok := e.srv.Job(id); ok {
-		return e.job(&j)
+		return e.n.Job(&j)
 	}
 	return fmt.Sprintf("job %d", id)
 }
 
 func (e *transcriptEnv) message(node string, m api.AgentMessage) string {
-	switch m.Type {
-	case "assign", "sync":
-		var out strings.Builder
-		if m.Type == "sync" {
-			fmt.Fprintf(&out, "send %s: sync of %d job(s)\n", node, len(m.Jobs))
-		}
-		for _, a := range m.Jobs {
-			fmt.Fprintf(&out, "send %s: %s %s.%d attempt %d cpus=%d", node, m.Type, e.names[a.RunID], a.JobNum, a.Attempt, a.Alloc.CPUs)
-			if len(a.Alloc.GPUs) > 0 {
-				fmt.Fprintf(&out, " gpus=%v", a.Alloc.GPUs)
-			}
-			if a.Stop > 0 {
-				fmt.Fprintf(&out, " stop=%s", lifecycle.StopCause(a.Stop))
-			}
-			out.WriteString("\n")
-		}
-		return out.String()
-	case "limit":
-		return fmt.Sprintf("send %s: limit %s max_duration=%ds\n", node, e.jobName(m.Limit.JobID), m.Limit.MaxDuration)
-	case "stop":
-		s := fmt.Sprintf("send %s: stop %s", node, e.jobName(m.Stop.JobID))
-		if m.Stop.Abort {
-			s += " abort"
-		}
-		return s + "\n"
-	}
-	return fmt.Sprintf("send %s: %s\n", node, m.Type)
+	return e.n.Message(node, m, e.jobName)
 }
 
 // printPriorities prints the waiting runs' priority factors as the API
@@ -748,19 +458,7 @@ func (e *transcriptEnv) printWaiting() string {
 	defer e.srv.unlock()
 	var out strings.Builder
 	for _, w := range e.srv.Waiting() {
-		id := w.ID
-		fmt.Fprintf(&out, "waiting %s: %s", e.names[id], cmp.Or(w.Reason, "(no pass yet)"))
-		if est := w.EstimatedStart; !est.IsZero() {
-			fmt.Fprintf(&out, " estimate +%s", est.Sub(e.start))
-		}
-		if len(w.BlockedBy) > 0 {
-			var by []string
-			for _, b := range w.BlockedBy {
-				by = append(by, e.names[b])
-			}
-			fmt.Fprintf(&out, " behind %s", strings.Join(by, ","))
-		}
-		out.WriteString("\n")
+		out.WriteString(e.n.Waiting(w.ID, w.Reason, w.EstimatedStart, e.start, w.BlockedBy))
 	}
 	return out.String()
 }
@@ -774,33 +472,15 @@ func (e *transcriptEnv) printRuns(t testing.TB) string {
 	slices.SortFunc(runs, func(a, b *store.Run) int { return cmp.Compare(a.ID, b.ID) })
 	var out strings.Builder
 	for _, r := range runs {
-		fmt.Fprintf(&out, "run %s: %s", e.names[r.ID], status(r.Status, r.Reason, r.ExitCode))
-		if c := lifecycle.StopCause(r.StopReq); c != lifecycle.StopNone {
-			fmt.Fprintf(&out, " stop=%s", c)
-		}
-		// What the stored configuration says of its priority and limit.
-		var cfg spec.Task
-		if err := json.Unmarshal(r.Spec, &cfg); err != nil {
-			t.Fatalf("run %s: stored configuration: %v", e.names[r.ID], err)
-		}
-		if cfg.Priority != 0 {
-			fmt.Fprintf(&out, " priority=%d", cfg.Priority)
-		}
-		if cfg.MaxDuration != nil {
-			fmt.Fprintf(&out, " limit=%ds", *cfg.MaxDuration)
-		}
-		out.WriteString("\n")
 		jobs, err := e.st.ListJobs(ctx, r.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, j := range jobs {
-			fmt.Fprintf(&out, "  job %s: %s", e.job(j), status(j.Status, j.Reason, j.ExitCode))
-			if j.Node != "" {
-				fmt.Fprintf(&out, " on %s", j.Node)
-			}
-			out.WriteString("\n")
+		s, err := e.n.Run(r, jobs)
+		if err != nil {
+			t.Fatal(err)
 		}
+		out.WriteString(s)
 	}
 	return out.String()
 }
