@@ -58,16 +58,8 @@ const nativeSSHDelay = 100 * time.Millisecond
 // connections and kills every session's processes.
 func serveNativeSSH(dir string, sp *shimSpec, grp *cgroup.Group, note func(string, ...any)) (stop func()) {
 	path := filepath.Join(dir, fileNativeSSH)
-	_ = os.Remove(path)
-	ln, err := net.Listen("unix", path)
-	if err == nil {
-		err = os.Chmod(path, 0o600)
-	}
-	if err != nil {
-		note("no SSH endpoint for this job: %v", err)
-		if ln != nil {
-			ln.Close()
-		}
+	ln := listenSSHSocket(path, note)
+	if ln == nil {
 		return func() {}
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -35,21 +35,12 @@ import (
 // done; idle is closed when it ended for inactivity. The returned
 // function stops it and removes the socket.
 func serveContainerSSH(ctx context.Context, dir string, c *container.Container, ct *api.Container, note func(string, ...any)) (idle <-chan struct{}, stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
 	path := filepath.Join(dir, api.SSHSocket)
-	_ = os.Remove(path)
-	ln, err := net.Listen("unix", path)
-	if err == nil {
-		err = os.Chmod(path, 0o600)
-	}
-	if err != nil {
-		note("no SSH endpoint for this job: %v", err)
-		if ln != nil {
-			ln.Close()
-		}
-		cancel()
+	ln := listenSSHSocket(path, note)
+	if ln == nil {
 		return nil, func() {}
 	}
+	ctx, cancel := context.WithCancel(ctx)
 	inactivity := time.Duration(ct.SSHInactivity) * time.Second
 	idleC := make(chan struct{})
 	done := make(chan struct{})
@@ -232,4 +223,23 @@ func dialInNetns(ctx context.Context, pid int, addr string) (net.Conn, error) {
 	}()
 	r := <-res
 	return r.c, r.err
+}
+
+// listenSSHSocket listens on the job's SSH socket at path (root's, 0600),
+// replacing a stale one; nil, said in the job's output by note, when it
+// cannot.
+func listenSSHSocket(path string, note func(string, ...any)) net.Listener {
+	_ = os.Remove(path)
+	ln, err := net.Listen("unix", path)
+	if err == nil {
+		err = os.Chmod(path, 0o600)
+	}
+	if err != nil {
+		note("no SSH endpoint for this job: %v", err)
+		if ln != nil {
+			ln.Close()
+		}
+		return nil
+	}
+	return ln
 }
