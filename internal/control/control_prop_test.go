@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/berth-hq/berth/internal/control/transcript"
 	"github.com/berth-hq/berth/internal/lifecycle"
 	"github.com/berth-hq/berth/internal/sched"
 )
@@ -60,48 +61,11 @@ func controlWalk(t *testing.T, seed uint64, steps int) (incremental, passes int)
 	for _, n := range nodes {
 		e.do(t, fmt.Sprintf("node %s cpus=%d", n, 2+rng.IntN(3)))
 	}
-	var acked []string
+	w := &transcript.Walk{Nodes: nodes}
 	final := map[string]lifecycle.Status{}
 	userStopped := map[string]int{} // run -> its attempt when a user stopped it
 	for step := range steps {
-		var cmd string
-		switch k := rng.IntN(20); {
-		case k < 4:
-			name := fmt.Sprintf("r%d", len(acked)+1)
-			cmd = fmt.Sprintf("submit %s cpus=%d nodes=%d", name, 1+rng.IntN(3), 1+rng.IntN(2))
-			if rng.IntN(3) == 0 {
-				cmd += " retry=error,interruption"
-			}
-			if rng.IntN(4) == 0 {
-				cmd += " limit=5m"
-			}
-			if rng.IntN(5) == 0 {
-				cmd += fmt.Sprintf(" priority=%d", rng.IntN(100))
-			}
-			acked = append(acked, name)
-		case k < 7:
-			cmd = "schedule"
-		case k < 13:
-			cmd = e.randomAgentReport(rng)
-		case k < 15:
-			active := e.activeRuns()
-			if len(active) == 0 {
-				continue
-			}
-			r := active[rng.IntN(len(active))]
-			cmd = []string{"stop " + r, "stop " + r + " abort", "requeue " + r}[rng.IntN(3)]
-		case k < 16:
-			n := nodes[rng.IntN(len(nodes))]
-			if _, up := e.epochs[n]; up {
-				cmd = "away " + n
-			} else {
-				cmd = "connect " + n
-			}
-		case k < 18:
-			cmd = fmt.Sprintf("tick %ds", 1+rng.IntN(40))
-		default:
-			cmd = "check-nodes"
-		}
+		cmd := w.Next(rng, e.placedJobs, e.activeRuns, func(n string) bool { _, up := e.epochs[n]; return up })
 		if cmd == "" {
 			continue
 		}
@@ -126,7 +90,7 @@ func controlWalk(t *testing.T, seed uint64, steps int) (incremental, passes int)
 				userStopped[name] = before[name]
 			}
 		}
-		e.checkInvariants(t, at+"\n"+out, acked, final, userStopped)
+		e.checkInvariants(t, at+"\n"+out, w.Acked, final, userStopped)
 	}
 	return incremental, passes
 }
@@ -163,9 +127,8 @@ func (e *transcriptEnv) checkedPass(t *testing.T, at string) bool {
 	return !full
 }
 
-// randomAgentReport is an agent's report on a random placed job: started,
-// or exited in one of the ways a shim ends a job ("" when none is placed).
-func (e *transcriptEnv) randomAgentReport(rng *rand.Rand) string {
+// placedJobs are the placed jobs as "NODE RUN.NUM" (transcript.Walk).
+func (e *transcriptEnv) placedJobs() []string {
 	var placed []string
 	for _, id := range e.c.RunIDs() {
 		_, jobs, _ := e.c.ActiveRun(id)
@@ -175,23 +138,7 @@ func (e *transcriptEnv) randomAgentReport(rng *rand.Rand) string {
 			}
 		}
 	}
-	if len(placed) == 0 {
-		return ""
-	}
-	slices.Sort(placed)
-	p := placed[rng.IntN(len(placed))]
-	node, job, _ := strings.Cut(p, " ")
-	switch rng.IntN(6) {
-	case 0, 1:
-		return "agent " + node + " started " + job
-	case 2:
-		return "agent " + node + " exited " + job + " code=0"
-	case 3:
-		return "agent " + node + " exited " + job + " code=1"
-	case 4:
-		return "agent " + node + " exited " + job + " code=143 reason=stopped"
-	}
-	return "agent " + node + " exited " + job + " code=137 reason=" + []string{"aborted", "max_duration", "lost_by_agent", "start_failed"}[rng.IntN(4)]
+	return placed
 }
 
 // activeRuns are the runs in memory, by name, sorted.

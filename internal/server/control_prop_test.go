@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/berth-hq/berth/internal/control/transcript"
 	"github.com/berth-hq/berth/internal/lifecycle"
 )
 
@@ -44,47 +45,14 @@ func controlWalk(t *testing.T, seed uint64, steps int) {
 	for _, n := range nodes {
 		e.do(t, fmt.Sprintf("node %s cpus=%d", n, 2+rng.IntN(3)))
 	}
-	var acked []string
+	w := &transcript.Walk{Nodes: nodes}
 	final := map[string]lifecycle.Status{}
 	userStopped := map[string]int{} // run -> its attempt when a user stopped it
 	for step := range steps {
-		var cmd string
-		switch k := rng.IntN(20); {
-		case k < 4:
-			name := fmt.Sprintf("r%d", len(acked)+1)
-			cmd = fmt.Sprintf("submit %s cpus=%d nodes=%d", name, 1+rng.IntN(3), 1+rng.IntN(2))
-			if rng.IntN(3) == 0 {
-				cmd += " retry=error,interruption"
-			}
-			if rng.IntN(4) == 0 {
-				cmd += " limit=5m"
-			}
-			acked = append(acked, name)
-		case k < 7:
-			cmd = "schedule"
-		case k < 13:
-			if c := e.randomAgentReport(rng); c != "" {
-				cmd = c
-			}
-		case k < 15:
-			active := e.activeRuns()
-			if len(active) == 0 {
-				continue
-			}
-			r := active[rng.IntN(len(active))]
-			cmd = []string{"stop " + r, "stop " + r + " abort", "requeue " + r}[rng.IntN(3)]
-		case k < 16:
-			n := nodes[rng.IntN(len(nodes))]
-			if _, up := e.conns[n]; up {
-				cmd = "away " + n
-			} else {
-				e.reconnect(t, n)
-				continue
-			}
-		case k < 18:
-			cmd = fmt.Sprintf("tick %ds", 1+rng.IntN(40))
-		default:
-			cmd = "check-nodes"
+		cmd := w.Next(rng, e.placedJobs, e.activeRuns, func(n string) bool { _, up := e.conns[n]; return up })
+		if n, ok := strings.CutPrefix(cmd, "connect "); ok {
+			e.reconnect(t, n)
+			continue
 		}
 		if cmd == "" {
 			continue
@@ -97,7 +65,7 @@ func controlWalk(t *testing.T, seed uint64, steps int) {
 				userStopped[name] = before[name]
 			}
 		}
-		e.checkInvariants(t, fmt.Sprintf("seed %d step %d %q\n%s", seed, step, cmd, out), acked, final, userStopped)
+		e.checkInvariants(t, fmt.Sprintf("seed %d step %d %q\n%s", seed, step, cmd, out), w.Acked, final, userStopped)
 	}
 }
 
@@ -112,10 +80,10 @@ func (e *transcriptEnv) reconnect(t *testing.T, name string) {
 	e.sent()
 }
 
-// randomAgentReport is an agent's report on a random placed job: started,
-// or exited in one of the ways a shim ends a job.
-func (e *transcriptEnv) randomAgentReport(rng *rand.Rand) string {
+// placedJobs are the placed jobs as "NODE RUN.NUM" (transcript.Walk).
+func (e *transcriptEnv) placedJobs() []string {
 	e.srv.mu.Lock()
+	defer e.srv.unlock()
 	var placed []string
 	for _, id := range e.srv.RunIDs() {
 		_, jobs, _ := e.srv.ActiveRun(id)
@@ -125,23 +93,7 @@ func (e *transcriptEnv) randomAgentReport(rng *rand.Rand) string {
 			}
 		}
 	}
-	e.srv.unlock()
-	if len(placed) == 0 {
-		return ""
-	}
-	slices.Sort(placed)
-	p := placed[rng.IntN(len(placed))]
-	switch rng.IntN(6) {
-	case 0, 1:
-		return "agent " + p[:2] + " started " + p[3:]
-	case 2:
-		return "agent " + p[:2] + " exited " + p[3:] + " code=0"
-	case 3:
-		return "agent " + p[:2] + " exited " + p[3:] + " code=1"
-	case 4:
-		return "agent " + p[:2] + " exited " + p[3:] + " code=143 reason=stopped"
-	}
-	return "agent " + p[:2] + " exited " + p[3:] + " code=137 reason=" + []string{"aborted", "max_duration", "lost_by_agent", "start_failed"}[rng.IntN(4)]
+	return placed
 }
 
 // activeRuns are the runs in memory, by name, sorted.
